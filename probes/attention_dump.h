@@ -1,0 +1,35 @@
+#pragma once
+// Attention dump: post-softmax attention of a trained run on one N-token window, streamed into
+// HDF5 block of query rows by block of query rows (memory O(N * block), not O(N^2)), through the
+// same attention code as training and evaluation (an AttentionObserver). Layout in README.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "eval/interpolation.h"
+#include "model/transformer.h"
+#include "util/hdf5_writer.h"
+
+namespace xtrap {
+
+struct RunInfo;
+struct Corpus;
+
+struct AttentionDumpRequest {
+  std::filesystem::path out;
+  int64_t Lvalid = 512;
+  int64_t offset = 0;              // first token of the window in the split
+  std::string split = "valid";
+  std::vector<int64_t> layers;     // empty = all
+  std::vector<int64_t> heads;      // empty = all (maps only; stats cover every head)
+  Interp interp = Interp::None;
+  double scale = 0;                // 0 = Lvalid / L_train
+  StoredFloat dtype = StoredFloat::Float16;
+  bool statsOnly = false;
+  bool withBias = false;
+  int64_t queryBlock = 256;
+};
+
+void dumpAttention(const RunInfo& run, Transformer& model, const Corpus& corpus, const AttentionDumpRequest& req);
+
+}  // namespace xtrap

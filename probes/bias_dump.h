@@ -1,0 +1,19 @@
+#pragma once
+// Bias dump: the additive attention bias of a model's position method as HDF5 dataset `bias`
+// float32 [H, len, len] (-inf where blocked, causal mask included for decoders), plus the
+// per-head parameters of ALiBi-family specs (slope_past, slope_future, future_shift,
+// block_past, block_future, first_token_bias).
+#include <filesystem>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "model/transformer.h"
+
+namespace xtrap {
+
+torch::Tensor attentionBiasMatrix(Transformer& model, int64_t len);  // (H, len, len)
+void dumpBias(Transformer& model, int64_t len, const std::filesystem::path& file);
+std::string formatBiasMatrix(const torch::Tensor& bias);  // per head, for --print
+
+}  // namespace xtrap

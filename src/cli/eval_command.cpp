@@ -1,0 +1,97 @@
+#include <cstdio>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "eval/evaluate_run.h"
+#include "eval/lvalid_range.h"
+#include "eval/plot.h"
+#include "train/run_directory.h"
+
+namespace xtrap {
+
+namespace {
+std::vector<std::string> splitList(const std::string& s) {
+  std::vector<std::string> items;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) items.push_back(item);
+  return items;
+}
+}  // namespace
+
+CommandAction addEvalCommand(CLI::App& cmd) {
+  auto req = std::make_shared<EvalRequest>();
+  auto runs = std::make_shared<std::vector<std::string>>();
+  auto lvalid = std::make_shared<std::string>();
+  auto mode = std::make_shared<std::string>("nonoverlap");
+  auto interps = std::make_shared<std::string>("none");
+  auto out = std::make_shared<std::string>();
+  auto plot = std::make_shared<std::string>();
+  auto perPosition = std::make_shared<std::string>();
+  auto noProgress = std::make_shared<bool>(false);
+  req->positionBuckets = 64;
+
+  cmd.add_option("runs", *runs, "run directories (default: the most recent under runs/)");
+  cmd.add_option("--Lvalid", *lvalid,
+                 "lengths: N, A..B (doubling, B included), A..B:step, A..B*f, comma lists (default: L,2L,4L,8L)");
+  cmd.add_option("--split", req->split, "valid | test")->capture_default_str();
+  cmd.add_option("--data", req->dataDir, "WikiText-format directory (default: the run's training data)");
+  cmd.add_option("--mode", *mode, "nonoverlap | sliding | both")->capture_default_str();
+  cmd.add_option("--stride", req->stride, "sliding stride S >= 1 (default: L_train / 2)");
+  cmd.add_option("--interp", *interps, "comma list of none linear ntk dynamic-ntk")->capture_default_str();
+  cmd.add_option("--scale", req->scale, "fixed interpolation factor a (default: Lvalid / L_train)");
+  cmd.add_option("--a0", req->a0, "dynamic-ntk: a = max(a0 * Lvalid / L_train, 1)")->capture_default_str();
+  cmd.add_option("--batch", req->batch, "windows per forward pass")->capture_default_str();
+  cmd.add_option("--query-block", req->queryBlock, "attention query block (0 = full matrix)")->capture_default_str();
+  cmd.add_option("--per-position", *perPosition, "write mean NLL by position inside the window to this CSV");
+  cmd.add_option("--buckets", req->positionBuckets, "position buckets for --per-position")->capture_default_str();
+  cmd.add_option("--out", *out, "results file, .csv or .json (default: <run>/eval.csv)");
+  cmd.add_option("--plot", *plot, "draw perplexity vs Lvalid into this PNG (gnuplot)");
+  cmd.add_option("--threads", req->threads, "intra-op threads (0 = all cores)")->capture_default_str();
+  cmd.add_flag("--verbose", req->verbose, "print the slopes / rotary settings used at every Lvalid");
+  cmd.add_flag("--no-progress", *noProgress, "no progress bar");
+
+  return [=] {
+    EvalRequest r = *req;
+    r.progress = !*noProgress;
+    if (runs->empty()) runs->push_back(latestRunDir(kRunsRoot).string());
+    for (const auto& run : *runs) r.runs.emplace_back(run);
+    if (*mode == "both")
+      r.modes = {"nonoverlap", "sliding"};
+    else
+      r.modes = {*mode};
+    for (const auto& m : r.modes)
+      if (m != "nonoverlap" && m != "sliding")
+        throw std::invalid_argument("unknown --mode '" + *mode + "' (valid: nonoverlap, sliding, both)");
+    if (req->stride < 0) throw std::invalid_argument("--stride must be >= 1");
+    if (req->batch < 1) throw std::invalid_argument("--batch must be >= 1");
+    if (req->positionBuckets < 1) throw std::invalid_argument("--buckets must be >= 1");
+    r.interps.clear();
+    for (const auto& name : splitList(*interps)) r.interps.push_back(parseInterp(name));
+    if (lvalid->empty()) {
+      int64_t L = readRunInfo(r.runs.front()).model.contextLength;
+      r.lvalids = {L, 2 * L, 4 * L, 8 * L};
+    } else {
+      r.lvalids = parseLvalidRange(*lvalid);
+    }
+    std::vector<PositionLossRow> positions;
+    if (perPosition->empty()) r.positionBuckets = 0;
+    auto rows = evaluateRuns(r, perPosition->empty() ? nullptr : &positions);
+    std::fputs(formatEvalTable(rows).c_str(), stdout);
+    std::filesystem::path outFile = out->empty() ? r.runs.front() / "eval.csv" : std::filesystem::path(*out);
+    writeEvalRows(outFile, rows);
+    std::fprintf(stderr, "results: %s\n", outFile.c_str());
+    if (!perPosition->empty()) {
+      writePositionRows(*perPosition, positions);
+      std::fprintf(stderr, "per-position NLL: %s\n", perPosition->c_str());
+    }
+    if (!plot->empty()) {
+      plotPerplexity(*plot, rows, "perplexity vs evaluation length");
+      std::fprintf(stderr, "plot: %s\n", plot->c_str());
+    }
+  };
+}
+
+}  // namespace xtrap

@@ -1,0 +1,32 @@
+// xtrap: train short, test long. A thin front end over the xtrap library.
+#include <cstdio>
+#include <string>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"xtrap: length-extrapolation workbench (train short, test long)"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", XTRAP_VERSION);
+  std::vector<std::pair<CLI::App*, xtrap::CommandAction>> commands;
+  auto* train = app.add_subcommand("train", "train a decoder (causal LM) or encoder (masked LM)");
+  commands.emplace_back(train, xtrap::addTrainCommand(*train));
+  auto* eval = app.add_subcommand("eval", "perplexity of trained runs at growing Lvalid");
+  commands.emplace_back(eval, xtrap::addEvalCommand(*eval));
+  auto* probe = app.add_subcommand("probe", "look inside a run: bias matrices, attention maps and statistics");
+  commands.emplace_back(probe, xtrap::addProbeCommand(*probe));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& [sub, action] : commands)
+      if (sub->parsed()) action();
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    std::fprintf(stderr, "xtrap: error: %s\n", what.substr(0, what.find('\n')).c_str());
+    return 1;
+  }
+  return 0;
+}

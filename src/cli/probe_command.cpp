@@ -1,0 +1,112 @@
+#include <cstdio>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "attention_dump.h"
+#include "bias_dump.h"
+#include "cli/commands.h"
+#include "data/wikitext.h"
+#include "train/checkpoint.h"
+#include "train/run_directory.h"
+#include "util/runtime.h"
+
+namespace xtrap {
+
+namespace {
+// "all" or a comma list of non-negative integers.
+std::vector<int64_t> parseIndexList(const std::string& s, const std::string& flag) {
+  std::vector<int64_t> v;
+  if (s == "all") return v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty() || item.size() > 6 || item.find_first_not_of("0123456789") != std::string::npos)
+      throw std::invalid_argument(flag + ": bad index '" + item + "' (use all or e.g. 0,2)");
+    v.push_back(std::stoll(item));
+  }
+  return v;
+}
+}  // namespace
+
+CommandAction addProbeCommand(CLI::App& cmd) {
+  auto run = std::make_shared<std::string>();
+  auto biasFile = std::make_shared<std::string>();
+  auto attnFile = std::make_shared<std::string>();
+  auto print = std::make_shared<bool>(false);
+  auto fresh = std::make_shared<ModelConfig>();
+  auto len = std::make_shared<int64_t>(8);
+  auto req = std::make_shared<AttentionDumpRequest>();
+  auto layers = std::make_shared<std::string>("all");
+  auto heads = std::make_shared<std::string>("all");
+  auto interp = std::make_shared<std::string>("none");
+  auto dtype = std::make_shared<std::string>("float16");
+  auto threads = std::make_shared<int64_t>(0);
+  auto* archOpt = cmd.add_option("--arch", fresh->arch, "fresh spec for --dump-bias: decoder | encoder");
+  auto* posOpt = cmd.add_option("--pos", fresh->pos, "fresh spec for --dump-bias: position method");
+  auto* headsOpt = cmd.add_option("--heads", *heads, "fresh spec: number of heads; --dump-attn: heads to dump (all or 0,2)");
+  cmd.add_option("run", *run, "run directory (default: the most recent under runs/)");
+  cmd.add_option("--dump-bias", *biasFile, "write the attention bias [H, len, len] and per-head parameters to FILE.h5");
+  cmd.add_option("--len", *len, "--dump-bias matrix size")->capture_default_str();
+  cmd.add_flag("--print", *print, "print the bias matrix per head");
+  cmd.add_option("--dump-attn", *attnFile, "write attention maps and statistics to FILE.h5");
+  cmd.add_option("--Lvalid", req->Lvalid, "--dump-attn window length N")->capture_default_str();
+  cmd.add_option("--offset", req->offset, "--dump-attn first token of the window in the split")->capture_default_str();
+  cmd.add_option("--split", req->split, "valid | test")->capture_default_str();
+  cmd.add_option("--layers", *layers, "layers to dump maps for (all or 0,2)")->capture_default_str();
+  cmd.add_option("--interp", *interp, "none linear ntk dynamic-ntk")->capture_default_str();
+  cmd.add_option("--scale", req->scale, "interpolation factor a (default: Lvalid / L_train)");
+  cmd.add_option("--dtype", *dtype, "float16 | float32 for the maps")->capture_default_str();
+  cmd.add_flag("--stats-only", req->statsOnly, "statistics only, no maps");
+  cmd.add_flag("--with-bias", req->withBias, "also write layer_XX/bias");
+  cmd.add_option("--query-block", req->queryBlock, "query rows per block")->capture_default_str();
+  cmd.add_option("--threads", *threads, "intra-op threads (0 = all cores)")->capture_default_str();
+
+  return [=] {
+    if (biasFile->empty() && attnFile->empty()) throw std::invalid_argument("probe needs --dump-bias FILE.h5 or --dump-attn FILE.h5");
+    configureRuntime(*threads);
+    bool freshSpec = archOpt->count() + posOpt->count() > 0;
+    if (!biasFile->empty()) {
+      Transformer model{nullptr};
+      if (freshSpec) {
+        ModelConfig c = *fresh;
+        if (*heads == "all") throw std::invalid_argument("--dump-bias with a fresh spec needs --heads N");
+        try {
+          c.heads = std::stoll(*heads);
+        } catch (const std::exception&) {
+          throw std::invalid_argument("--heads: expected a number, got '" + *heads + "'");
+        }
+        if (c.heads < 1 || c.heads > 1024) throw std::invalid_argument("--heads must be in 1..1024");
+        c.dModel = 2 * c.heads;  // only the position method matters here
+        c.vocabSize = 4;
+        c.layers = 1;
+        c.alibiInit = "standard";
+        model = Transformer(c);
+      } else {
+        model = loadTrainedModel(readRunInfo(run->empty() ? latestRunDir(kRunsRoot) : std::filesystem::path(*run)));
+      }
+      if (*len < 1 || *len > 8192) throw std::invalid_argument("--len must be in 1..8192");
+      dumpBias(model, *len, *biasFile);
+      if (*print) std::fputs(formatBiasMatrix(attentionBiasMatrix(model, std::min<int64_t>(*len, 16))).c_str(), stdout);
+      std::fprintf(stderr, "bias: %s\n", biasFile->c_str());
+    }
+    if (!attnFile->empty()) {
+      RunInfo info = readRunInfo(run->empty() ? latestRunDir(kRunsRoot) : std::filesystem::path(*run));
+      AttentionDumpRequest r = *req;
+      r.out = *attnFile;
+      r.layers = parseIndexList(*layers, "--layers");
+      r.heads = parseIndexList(*heads, "--heads");
+      r.interp = parseInterp(*interp);
+      if (*dtype != "float16" && *dtype != "float32") throw std::invalid_argument("--dtype must be float16 or float32");
+      r.dtype = *dtype == "float16" ? StoredFloat::Float16 : StoredFloat::Float32;
+      if (r.Lvalid < 1 || r.Lvalid > 1 << 20) throw std::invalid_argument("--Lvalid must be in 1..1048576");
+      if (r.queryBlock < 1) throw std::invalid_argument("--query-block must be >= 1");
+      Corpus corpus = loadWikiText(info.train.dataDir);
+      Transformer model = loadTrainedModel(info);
+      dumpAttention(info, model, corpus, r);
+      std::fprintf(stderr, "attention: %s\n", attnFile->c_str());
+    }
+  };
+}
+
+}  // namespace xtrap

@@ -1,0 +1,99 @@
+#include <cstdio>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "data/wikitext.h"
+#include "model/named_configs.h"
+#include "train/trainer.h"
+
+namespace xtrap {
+
+CommandAction addTrainCommand(CLI::App& cmd) {
+  auto model = std::make_shared<ModelConfig>();
+  auto train = std::make_shared<TrainConfig>();
+  auto out = std::make_shared<std::string>();
+  auto resume = std::make_shared<std::string>();
+  auto named = std::make_shared<std::string>();
+  auto cutoffs = std::make_shared<std::string>();
+  auto noProgress = std::make_shared<bool>(false);
+  auto noScale = std::make_shared<bool>(false);
+  train->dataDir = defaultDataDir().string();
+
+  cmd.add_option("--arch", model->arch, "decoder (causal LM) | encoder (masked LM)")->capture_default_str();
+  cmd.add_option("--pos", model->pos, "position method: none sinusoidal learned rotary t5 alibi alibi-offset "
+                                      "alibi-onesided alibi-learned bialibi")->capture_default_str();
+  cmd.add_option("--config", *named, "named encoder config: baseline learned-clap alibi zero-clap (sets arch, pos, head)");
+  cmd.add_option("--head", model->head, "output head: lm roberta clap")->capture_default_str();
+  cmd.add_option("--L", model->contextLength, "training context length")->capture_default_str();
+  cmd.add_option("--layers", model->layers, "transformer blocks")->capture_default_str();
+  cmd.add_option("--d-model", model->dModel, "model width")->capture_default_str();
+  cmd.add_option("--heads", model->heads, "attention heads")->capture_default_str();
+  cmd.add_option("--ffn", model->ffn, "feed-forward hidden width")->capture_default_str();
+  cmd.add_option("--dropout", model->dropout, "dropout")->capture_default_str();
+  cmd.add_option("--max-positions", model->maxPositions, "learned position table size (0 = L)")->capture_default_str();
+  cmd.add_option("--adaptive-softmax", *cutoffs, "adaptive softmax cutoffs, e.g. 2000,10000 (lm head; untied)");
+  cmd.add_option("--alibi-init", model->alibiInit, "alibi-learned init: random (p~N(-2,1)) | standard")->capture_default_str();
+  cmd.add_option("--clap-beta", model->clapBeta, "initial CLAP inverse temperature")->capture_default_str();
+  cmd.add_flag("--no-scale-embedding", *noScale, "do not multiply token embeddings by sqrt(d_model)");
+  cmd.add_option("--data", train->dataDir, "WikiText-format directory (wiki.{train,valid,test}.tokens)")->capture_default_str();
+  cmd.add_option("--out", *out, "run directory (default: runs/<arch>-<pos>-L<L>-<time>)");
+  cmd.add_option("--resume", *resume, "continue RUN from its last checkpoint (its run.json settings apply)");
+  cmd.add_option("--steps", train->steps, "optimizer steps")->capture_default_str();
+  cmd.add_option("--tokens", train->tokens, "train on this many tokens instead of --steps")->capture_default_str();
+  cmd.add_option("--batch", train->batchSequences, "sequences per step (0 = --batch-tokens / L)")->capture_default_str();
+  cmd.add_option("--batch-tokens", train->batchTokens, "tokens per step when --batch is 0")->capture_default_str();
+  cmd.add_option("--lr", train->lr, "peak learning rate")->capture_default_str();
+  cmd.add_option("--min-lr-ratio", train->minLrRatio, "cosine floor as a fraction of --lr")->capture_default_str();
+  cmd.add_option("--warmup", train->warmupSteps, "linear warmup steps")->capture_default_str();
+  cmd.add_option("--schedule", train->schedule, "cosine | inverse-sqrt")->capture_default_str();
+  cmd.add_option("--weight-decay", train->weightDecay, "AdamW weight decay (matrices only)")->capture_default_str();
+  cmd.add_option("--clip", train->clipNorm, "gradient norm clip (0 = off)")->capture_default_str();
+  cmd.add_option("--seed", train->seed, "seed for data order, dropout, masking")->capture_default_str();
+  cmd.add_option("--init-seed", model->initSeed, "seed for parameter initialisation")->capture_default_str();
+  cmd.add_option("--threads", train->threads, "intra-op threads (0 = all cores)")->capture_default_str();
+  cmd.add_option("--batch-order", train->batchOrder, "random | contiguous L-token blocks")->capture_default_str();
+  cmd.add_option("--log-every", train->logEvery, "train.jsonl line every N steps")->capture_default_str();
+  cmd.add_option("--eval-every", train->evalEvery, "validation loss at L every N steps (0 = end only)")->capture_default_str();
+  cmd.add_option("--eval-tokens", train->evalTokens, "validation tokens for in-training evaluation")->capture_default_str();
+  cmd.add_option("--checkpoint-every", train->checkpointEvery, "checkpoint every N steps")->capture_default_str();
+  cmd.add_option("--mask-prob", train->maskProb, "encoders: fraction of tokens selected for MLM")->capture_default_str();
+  cmd.add_flag("--no-progress", *noProgress, "no progress bar");
+
+  return [=] {
+    TrainRequest req;
+    req.progress = !*noProgress;
+    if (!resume->empty()) {
+      req.resume = true;
+      req.runDir = *resume;
+    } else {
+      req.model = *model;
+      if (!named->empty()) applyNamedConfig(*named, req.model);
+      req.model.scaleEmbedding = !*noScale;
+      if (!cutoffs->empty()) {
+        std::stringstream ss(*cutoffs);
+        std::string item;
+        while (std::getline(ss, item, ',')) {
+          try {
+            req.model.adaptiveSoftmaxCutoffs.push_back(std::stoll(item));
+          } catch (const std::exception&) {
+            throw std::invalid_argument("bad --adaptive-softmax cutoff '" + item + "'");
+          }
+        }
+      }
+      req.model.validate();
+      req.train = *train;
+      req.runDir = out->empty() ? freshRunDir(kRunsRoot, req.model) : std::filesystem::path(*out);
+      if (std::filesystem::exists(req.runDir / "run.json"))
+        throw std::invalid_argument("run directory " + req.runDir.string() +
+                                    " already holds a run (use --resume to continue it)");
+    }
+    RunInfo run = trainRun(req);
+    fmt::print("run {}: {} steps, val loss {:.4f} (ppl {:.2f}) at L={}, {:.0f} tok/s\n", run.dir.string(),
+               run.stepsDone, run.extra.value("final_val_loss", 0.0), run.extra.value("final_val_ppl", 0.0),
+               run.model.contextLength, run.extra.value("tok_per_s", 0.0));
+  };
+}
+
+}  // namespace xtrap

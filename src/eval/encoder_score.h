@@ -1,0 +1,25 @@
+#pragma once
+// Masked-LM scoring of a stream with a trained encoder: MLM perplexity = exp(mean NLL over the
+// masked positions). Masks depend only on (maskSeed, absolute position), so every Lvalid and
+// every stride scores the same tokens with the same corruptions.
+#include <functional>
+#include <vector>
+
+#include "eval/perplexity.h"
+
+namespace xtrap {
+
+struct EncoderScoreOptions {
+  int64_t Lvalid = 512;
+  int64_t stride = 0;  // 0 = Lvalid (non-overlapping); else each token is scored in its most central window
+  int64_t batch = 8;
+  int64_t queryBlock = 512;
+  uint64_t maskSeed = 1;
+  double maskProb = 0.15;
+  int64_t positionBuckets = 0;
+};
+
+ScoreTotals scoreEncoder(Transformer& model, const std::vector<int32_t>& stream, const EncoderScoreOptions& opt,
+                         const std::function<void(int64_t)>& onProgress = {});
+
+}  // namespace xtrap

@@ -1,0 +1,28 @@
+#pragma once
+// One row per (run, Lvalid, mode, interpolation): printed as an aligned table and written as
+// CSV or JSON (chosen by the output file's extension).
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace xtrap {
+
+struct EvalRow {
+  std::string run;      // run directory name
+  std::string arch, pos;
+  int64_t Ltrain = 0, Lvalid = 0;
+  std::string split = "valid";
+  std::string mode = "nonoverlap";  // nonoverlap | sliding
+  int64_t stride = 0;
+  std::string interp = "none";
+  double scale = 1.0;   // interpolation factor a actually used
+  std::string slopes;   // ALiBi slopes used (space separated), empty otherwise
+  int64_t tokensScored = 0;
+  double nll = 0, ppl = 0, seconds = 0, tokensPerSecond = 0;
+};
+
+std::string formatEvalTable(const std::vector<EvalRow>& rows);
+// .csv or .json (a list of objects); atomically.
+void writeEvalRows(const std::filesystem::path& file, const std::vector<EvalRow>& rows);
+
+}  // namespace xtrap

@@ -1,0 +1,141 @@
+#include "eval/evaluate_run.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "data/wikitext.h"
+#include "eval/encoder_score.h"
+#include "train/checkpoint.h"
+#include "train/run_directory.h"
+#include "util/atomic_file.h"
+#include "util/progress_bar.h"
+#include "util/runtime.h"
+
+namespace xtrap {
+
+namespace {
+std::string joinSlopes(const torch::Tensor& t) {
+  std::string s;
+  auto c = t.to(torch::kFloat64).contiguous();
+  for (int64_t h = 0; h < c.numel(); ++h) s += fmt::format("{}{:.5g}", h ? " " : "", c[h].item<double>());
+  return s;
+}
+}  // namespace
+
+std::string applyInterpolation(Transformer& model, Interp interp, double a) {
+  std::string used;
+  if (LinearBias* lb = model->linearBias()) {
+    int64_t H = model->config.heads;
+    lb->setSlopeDivisors(std::vector<double>(static_cast<size_t>(H), 1.0));
+    auto steepest = torch::maximum(lb->slopePast(), lb->slopeFuture()).detach().to(torch::kFloat64).contiguous();
+    std::vector<double> slopes(steepest.data_ptr<double>(), steepest.data_ptr<double>() + H);
+    lb->setSlopeDivisors(slopeDivisors(interp, a, slopes));
+    used = joinSlopes(lb->slopePast().detach());
+    if (!lb->spec().blockFuture[0] || lb->spec().learnedSlopes) used += " | future " + joinSlopes(lb->slopeFuture().detach());
+  }
+  if (Rotary* rot = model->rotary()) {
+    RotarySettings r = rotaryInterpolation(interp, a, model->config.rotaryBase, rot->headDim);
+    rot->base = r.base;
+    rot->positionScale = r.positionScale;
+    used = fmt::format("base={:.6g} pos_scale={:.6g}", r.base, r.positionScale);
+  }
+  model->clearBiasCache();
+  return used;
+}
+
+std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLossRow>* positionRows) {
+  configureRuntime(req.threads);
+  std::vector<EvalRow> rows;
+  for (const auto& dir : req.runs) {
+    RunInfo run = readRunInfo(dir);
+    std::string dataDir = req.dataDir.empty() ? run.train.dataDir : req.dataDir;
+    Corpus corpus = loadWikiText(dataDir);
+    int64_t vocab = corpus.vocab.size() + (run.model.causal() ? 0 : 1);
+    if (vocab != run.model.vocabSize)
+      throw std::runtime_error(fmt::format("vocabulary mismatch: run {} was trained with {} words, {} gives {}",
+                                           dir.string(), run.model.vocabSize, dataDir, vocab));
+    Transformer model = loadTrainedModel(run);
+    const auto& stream = corpus.split(req.split);
+    int64_t L = run.model.contextLength;
+    std::string name = dir.filename().string();
+    for (Interp interp : req.interps) {
+      for (int64_t Lvalid : req.lvalids) {
+        if (Lvalid >= static_cast<int64_t>(stream.size()))
+          std::fprintf(stderr, "note: Lvalid %lld exceeds the %s split (%zu tokens); scoring one window of all of it\n",
+                       static_cast<long long>(Lvalid), req.split.c_str(), stream.size());
+        double a = interpolationScale(interp, Lvalid, L, req.scale, req.a0);
+        std::string used = applyInterpolation(model, interp, a);
+        if (req.verbose && !used.empty())
+          std::fprintf(stderr, "%s Lvalid=%lld interp=%s a=%.4g: %s\n", name.c_str(), static_cast<long long>(Lvalid),
+                       interpName(interp).c_str(), a, used.c_str());
+        for (const auto& mode : req.modes) {
+          if (mode != "nonoverlap" && mode != "sliding")
+            throw std::invalid_argument("unknown --mode '" + mode + "' (valid: nonoverlap, sliding, both)");
+          int64_t stride = mode == "nonoverlap" ? Lvalid
+                                                : std::clamp<int64_t>(req.stride > 0 ? req.stride : L / 2, 1, Lvalid);
+          std::optional<ProgressBar> bar;
+          int64_t expected = run.model.causal() ? int64_t(stream.size()) - 1
+                                                : int64_t(double(stream.size()) * run.train.maskProb);
+          if (req.progress) bar.emplace(fmt::format("eval {} Lvalid={} {}", name, Lvalid, mode), expected);
+          auto progress = [&](int64_t done) {
+            if (bar) bar->update(std::min(done, expected));
+          };
+          auto t0 = std::chrono::steady_clock::now();
+          ScoreTotals totals;
+          if (run.model.causal()) {
+            ScoreOptions opt{Lvalid, stride, req.batch, req.queryBlock, req.positionBuckets};
+            totals = scoreDecoder(model, stream, opt, progress);
+          } else {
+            EncoderScoreOptions opt{Lvalid,        stride, req.batch, req.queryBlock, run.train.seed,
+                                    run.train.maskProb, req.positionBuckets};
+            totals = scoreEncoder(model, stream, opt, progress);
+          }
+          double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          if (bar) bar->finish();
+          EvalRow r;
+          r.run = name;
+          r.arch = run.model.arch;
+          r.pos = run.model.pos;
+          r.Ltrain = L;
+          r.Lvalid = Lvalid;
+          r.split = req.split;
+          r.mode = mode;
+          r.stride = stride;
+          r.interp = interpName(interp);
+          r.scale = a;
+          r.slopes = used;
+          r.tokensScored = totals.tokens;
+          r.nll = totals.meanNll();
+          r.ppl = std::exp(r.nll);
+          r.seconds = seconds;
+          r.tokensPerSecond = double(totals.tokens) / std::max(seconds, 1e-9);
+          rows.push_back(r);
+          if (positionRows) {
+            for (size_t b = 0; b < totals.bucketNll.size(); ++b) {
+              PositionLossRow p{name, mode, r.interp, Lvalid, int64_t(b),
+                                int64_t(b) * Lvalid / req.positionBuckets,
+                                (int64_t(b) + 1) * Lvalid / req.positionBuckets, totals.bucketTokens[b],
+                                totals.bucketTokens[b] ? totals.bucketNll[b] / double(totals.bucketTokens[b]) : NAN};
+              positionRows->push_back(p);
+            }
+          }
+        }
+      }
+    }
+  }
+  return rows;
+}
+
+void writePositionRows(const std::filesystem::path& file, const std::vector<PositionLossRow>& rows) {
+  std::string csv = "run,mode,interp,Lvalid,bucket,position_begin,position_end,tokens,mean_nll\n";
+  for (const auto& p : rows)
+    csv += fmt::format("{},{},{},{},{},{},{},{},{:.6f}\n", p.run, p.mode, p.interp, p.Lvalid, p.bucket, p.positionBegin,
+                       p.positionEnd, p.tokens, p.meanNll);
+  writeTextAtomically(file, csv);
+}
+
+}  // namespace xtrap

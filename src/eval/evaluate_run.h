@@ -1,0 +1,46 @@
+#pragma once
+// `xtrap eval` as a library call: for every run x interpolation x Lvalid x mode, score the split
+// and produce one EvalRow (and optionally NLL by position inside the window).
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "eval/eval_report.h"
+#include "eval/interpolation.h"
+#include "model/transformer.h"
+
+namespace xtrap {
+
+struct EvalRequest {
+  std::vector<std::filesystem::path> runs;
+  std::vector<int64_t> lvalids;
+  std::string split = "valid";
+  std::string dataDir;                    // empty = the run's training data
+  std::vector<std::string> modes{"nonoverlap"};  // nonoverlap | sliding
+  int64_t stride = 0;                     // sliding stride; 0 = L_train / 2
+  std::vector<Interp> interps{Interp::None};
+  double scale = 0;                       // fixed a; 0 = Lvalid / L_train
+  double a0 = 1.0;                        // dynamic-ntk
+  int64_t batch = 8;
+  int64_t queryBlock = 512;
+  int64_t positionBuckets = 0;            // > 0: fill `positionRows`
+  int64_t threads = 0;
+  bool progress = true;
+  bool verbose = false;                   // print the slopes / rotary settings used
+};
+
+struct PositionLossRow {
+  std::string run, mode, interp;
+  int64_t Lvalid = 0, bucket = 0, positionBegin = 0, positionEnd = 0, tokens = 0;
+  double meanNll = 0;
+};
+
+std::vector<EvalRow> evaluateRuns(const EvalRequest& request, std::vector<PositionLossRow>* positionRows = nullptr);
+
+// Sets the model's slopes / rotary settings for interpolation factor a; returns a summary of
+// what is now used ("0.5 0.25 ..." for slopes, "base=... pos_scale=..." for rotary, "" else).
+std::string applyInterpolation(Transformer& model, Interp interp, double a);
+
+void writePositionRows(const std::filesystem::path& file, const std::vector<PositionLossRow>& rows);
+
+}  // namespace xtrap

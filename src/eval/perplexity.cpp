@@ -1,0 +1,68 @@
+#include "eval/perplexity.h"
+
+#include <map>
+
+#include "eval/windows.h"
+
+namespace xtrap {
+
+torch::Tensor chunkedTokenNll(Transformer& model, const torch::Tensor& features, const torch::Tensor& targets) {
+  constexpr int64_t kRows = 2048;  // 2048 x 33k float logits = 270 MB
+  std::vector<torch::Tensor> parts;
+  for (int64_t r = 0; r < features.size(0); r += kRows) {
+    int64_t n = std::min(kRows, features.size(0) - r);
+    parts.push_back(model->tokenNll(features.narrow(0, r, n), targets.narrow(0, r, n)));
+  }
+  return torch::cat(parts);
+}
+
+ScoreTotals scoreDecoder(Transformer& model, const std::vector<int32_t>& stream, const ScoreOptions& opt,
+                         const std::function<void(int64_t)>& onProgress) {
+  torch::NoGradGuard noGrad;
+  model->eval();
+  int64_t stride = opt.stride > 0 ? opt.stride : opt.Lvalid;
+  auto windows = decoderWindows(static_cast<int64_t>(stream.size()), opt.Lvalid, stride);
+  // Batch windows of equal length together (all but possibly the last have length Lvalid).
+  std::map<int64_t, std::vector<EvalWindow>> byLength;
+  for (const auto& w : windows) byLength[w.length].push_back(w);
+
+  ScoreTotals totals;
+  if (opt.positionBuckets > 0) {
+    totals.bucketNll.assign(static_cast<size_t>(opt.positionBuckets), 0.0);
+    totals.bucketTokens.assign(static_cast<size_t>(opt.positionBuckets), 0);
+  }
+  auto data = torch::from_blob(const_cast<int32_t*>(stream.data()), {static_cast<int64_t>(stream.size())},
+                               torch::kInt32);
+  for (const auto& [T, group] : byLength) {
+    for (size_t g = 0; g < group.size(); g += static_cast<size_t>(opt.batch)) {
+      size_t gEnd = std::min(group.size(), g + static_cast<size_t>(opt.batch));
+      std::vector<torch::Tensor> inputs, targets, rowIndex;
+      std::vector<int64_t> positions;  // window position of every scored row
+      for (size_t w = g; w < gEnd; ++w) {
+        const auto& win = group[w];
+        inputs.push_back(data.narrow(0, win.start, T));
+        targets.push_back(data.narrow(0, win.start + win.scoreFrom + 1, T - win.scoreFrom));
+        rowIndex.push_back(torch::arange(win.scoreFrom, T) + int64_t(w - g) * T);
+        for (int64_t p = win.scoreFrom; p < T; ++p) positions.push_back(p);
+      }
+      auto x = torch::stack(inputs).to(torch::kLong);  // (B, T)
+      auto feats = model->features(x, {opt.queryBlock, nullptr});
+      auto rows = feats.reshape({-1, feats.size(2)}).index_select(0, torch::cat(rowIndex));  // (N, C)
+      auto nll = chunkedTokenNll(model, rows, torch::cat(targets).to(torch::kLong)).to(torch::kFloat64);
+      totals.nll += nll.sum().item<double>();
+      totals.tokens += nll.size(0);
+      if (opt.positionBuckets > 0) {
+        auto acc = nll.accessor<double, 1>();
+        for (size_t r = 0; r < positions.size(); ++r) {
+          auto b = static_cast<size_t>(positions[r] * opt.positionBuckets / opt.Lvalid);
+          totals.bucketNll[b] += acc[static_cast<int64_t>(r)];
+          totals.bucketTokens[b] += 1;
+        }
+      }
+      if (onProgress) onProgress(totals.tokens);
+    }
+  }
+  return totals;
+}
+
+}  // namespace xtrap

@@ -1,0 +1,37 @@
+#pragma once
+// Scoring a token stream with a trained decoder: the windows come from decoderWindows(), windows
+// of equal length are batched, attention runs on the block path for long windows (O(T) memory),
+// and the vocabulary projection is done a chunk of rows at a time (a 12k-token window would
+// otherwise need a 12k x V logits matrix).
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "model/transformer.h"
+
+namespace xtrap {
+
+struct ScoreOptions {
+  int64_t Lvalid = 512;
+  int64_t stride = 0;        // 0 = Lvalid (non-overlapping)
+  int64_t batch = 8;         // windows per forward
+  int64_t queryBlock = 512;  // attention query block for windows longer than this; 0 = full matrix
+  int64_t positionBuckets = 0;  // > 0: also accumulate NLL by position inside the window
+};
+
+struct ScoreTotals {
+  double nll = 0;       // summed over scored tokens
+  int64_t tokens = 0;   // tokens scored
+  std::vector<double> bucketNll;     // per position bucket (positionBuckets > 0)
+  std::vector<int64_t> bucketTokens;
+  double meanNll() const { return tokens ? nll / double(tokens) : 0.0; }
+};
+
+// `onProgress(tokensScoredSoFar)` is called after every batch. The model is put in eval mode.
+ScoreTotals scoreDecoder(Transformer& model, const std::vector<int32_t>& stream, const ScoreOptions& opt,
+                         const std::function<void(int64_t)>& onProgress = {});
+
+// Per-row NLL of `features` (N, C) against `targets` (N), in chunks of rows.
+torch::Tensor chunkedTokenNll(Transformer& model, const torch::Tensor& features, const torch::Tensor& targets);
+
+}  // namespace xtrap

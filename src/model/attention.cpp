@@ -1,0 +1,67 @@
+#include "model/attention.h"
+
+#include <cmath>
+#include <limits>
+
+namespace xtrap {
+using torch::indexing::Slice;
+
+torch::Tensor attentionBiasBlock(AttentionBias* bias, bool causal, int64_t q0, int64_t q1, int64_t k0,
+                                 int64_t k1) {
+  torch::Tensor b;
+  if (bias) b = bias->block(q0, q1, k0, k1);
+  if (causal && k1 - 1 > q0) {  // some key lies after some query
+    auto i = torch::arange(q0, q1).unsqueeze(1);
+    auto j = torch::arange(k0, k1).unsqueeze(0);
+    auto mask = torch::zeros({q1 - q0, k1 - k0}).masked_fill(j > i, -std::numeric_limits<float>::infinity());
+    b = b.defined() ? b + mask : mask.unsqueeze(0);
+  }
+  return b;
+}
+
+AttentionImpl::AttentionImpl(int64_t dModel, int64_t heads, double dropout, int64_t layerIndex)
+    : heads(heads), layerIndex(layerIndex), dropout(dropout) {
+  qkv = register_module("qkv", torch::nn::Linear(dModel, 3 * dModel));
+  out = register_module("out", torch::nn::Linear(dModel, dModel));
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionContext& ctx) {
+  int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = heads, D = C / H;
+  auto qkvHeads = qkv(x).view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});  // (3, B, H, T, D)
+  auto q = qkvHeads[0], k = qkvHeads[1], v = qkvHeads[2];                // (B, H, T, D)
+  if (ctx.rotary) {
+    q = ctx.rotary->apply(q);
+    k = ctx.rotary->apply(k);
+  }
+  // Scale queries, not logits: the position bias is added unscaled (Press et al.).
+  q = q * (1.0 / std::sqrt(static_cast<double>(D)));
+  double p = is_training() ? dropout : 0.0;
+
+  auto attend = [&](const torch::Tensor& qBlock, int64_t q0, int64_t keys, const torch::Tensor& bias) {
+    auto kBlock = k.narrow(2, 0, keys), vBlock = v.narrow(2, 0, keys);
+    auto scores = qBlock.matmul(kBlock.transpose(-2, -1));  // (B, H, Tq, Tk)
+    if (bias.defined()) scores.add_(bias);  // in place: matmul backward does not need its output
+    auto probs = torch::softmax(scores, -1);
+    if (ctx.observer) ctx.observer->onProbabilities(layerIndex, q0, probs);
+    if (p > 0) probs = torch::dropout(probs, p, true);
+    return probs.matmul(vBlock);  // (B, H, Tq, D)
+  };
+
+  torch::Tensor y;
+  if (ctx.queryBlock <= 0 || ctx.queryBlock >= T) {
+    y = attend(q, 0, T, ctx.fullBias);
+  } else {
+    std::vector<torch::Tensor> blocks;
+    for (int64_t q0 = 0; q0 < T; q0 += ctx.queryBlock) {
+      int64_t q1 = std::min(T, q0 + ctx.queryBlock);
+      int64_t keys = ctx.causal ? q1 : T;  // causal queries never see later keys
+      auto bias = attentionBiasBlock(ctx.bias, ctx.causal, q0, q1, 0, keys);
+      blocks.push_back(attend(q.narrow(2, q0, q1 - q0), q0, keys, bias));
+    }
+    y = torch::cat(blocks, 2);
+  }
+  y = y.transpose(1, 2).reshape({B, T, C});
+  return out(y);
+}
+
+}  // namespace xtrap

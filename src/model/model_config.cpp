@@ -1,0 +1,85 @@
+#include "model/model_config.h"
+
+#include <stdexcept>
+
+#include "model/linear_bias_spec.h"
+
+namespace xtrap {
+
+void ModelConfig::validate() const {
+  auto fail = [](const std::string& why) { throw std::invalid_argument(why); };
+  if (arch != "decoder" && arch != "encoder")
+    fail("unknown --arch '" + arch + "' (valid: decoder, encoder)");
+  if (head != "lm" && head != "roberta" && head != "clap")
+    fail("unknown --head '" + head + "' (valid: lm, roberta, clap)");
+  if (layers < 1 || layers > 256) fail("--layers must be in 1..256, got " + std::to_string(layers));
+  if (dModel < 2 || dModel > 65536) fail("--d-model must be in 2..65536, got " + std::to_string(dModel));
+  if (heads < 1 || dModel % heads != 0)
+    fail("--heads (" + std::to_string(heads) + ") must divide --d-model (" + std::to_string(dModel) + ")");
+  if (ffn < 1) fail("--ffn must be positive");
+  if (!(dropout >= 0.0 && dropout < 1.0)) fail("--dropout must be in [0, 1)");
+  if (contextLength < 1 || contextLength > (1 << 20))
+    fail("--L must be in 1..1048576, got " + std::to_string(contextLength));
+  PositionMethod m = position();
+  if (m == PositionMethod::Rotary && (dModel / heads) % 2 != 0)
+    fail("rotary needs an even head dimension");
+  if (isLinearBias(m)) makeLinearBiasSpec(m, heads, causal());  // throws its own reason
+  if (alibiInit != "random" && alibiInit != "standard")
+    fail("unknown --alibi-init '" + alibiInit + "' (valid: random, standard)");
+  if (!adaptiveSoftmaxCutoffs.empty()) {
+    if (head != "lm") fail("adaptive softmax works with --head lm only");
+    int64_t prev = 0;
+    for (int64_t c : adaptiveSoftmaxCutoffs) {
+      if (c <= prev || (vocabSize > 0 && c >= vocabSize))
+        fail("adaptive softmax cutoffs must increase and stay below the vocabulary size");
+      prev = c;
+    }
+  }
+  if (t5Buckets < 2 || t5MaxDistance < 2) fail("t5 buckets and max distance must be >= 2");
+}
+
+void to_json(nlohmann::json& j, const ModelConfig& c) {
+  j = nlohmann::json{{"arch", c.arch},
+                     {"vocab_size", c.vocabSize},
+                     {"layers", c.layers},
+                     {"d_model", c.dModel},
+                     {"heads", c.heads},
+                     {"ffn", c.ffn},
+                     {"dropout", c.dropout},
+                     {"pos", c.pos},
+                     {"L", c.contextLength},
+                     {"max_positions", c.maxPositions},
+                     {"head", c.head},
+                     {"adaptive_softmax_cutoffs", c.adaptiveSoftmaxCutoffs},
+                     {"scale_embedding", c.scaleEmbedding},
+                     {"clap_beta", c.clapBeta},
+                     {"alibi_init", c.alibiInit},
+                     {"rotary_base", c.rotaryBase},
+                     {"t5_buckets", c.t5Buckets},
+                     {"t5_max_distance", c.t5MaxDistance},
+                     {"init_seed", c.initSeed}};
+}
+
+void from_json(const nlohmann::json& j, ModelConfig& c) {
+  j.at("arch").get_to(c.arch);
+  j.at("vocab_size").get_to(c.vocabSize);
+  j.at("layers").get_to(c.layers);
+  j.at("d_model").get_to(c.dModel);
+  j.at("heads").get_to(c.heads);
+  j.at("ffn").get_to(c.ffn);
+  j.at("dropout").get_to(c.dropout);
+  j.at("pos").get_to(c.pos);
+  j.at("L").get_to(c.contextLength);
+  j.at("max_positions").get_to(c.maxPositions);
+  j.at("head").get_to(c.head);
+  j.at("adaptive_softmax_cutoffs").get_to(c.adaptiveSoftmaxCutoffs);
+  j.at("scale_embedding").get_to(c.scaleEmbedding);
+  j.at("clap_beta").get_to(c.clapBeta);
+  j.at("alibi_init").get_to(c.alibiInit);
+  j.at("rotary_base").get_to(c.rotaryBase);
+  j.at("t5_buckets").get_to(c.t5Buckets);
+  j.at("t5_max_distance").get_to(c.t5MaxDistance);
+  j.at("init_seed").get_to(c.initSeed);
+}
+
+}  // namespace xtrap

@@ -1,0 +1,29 @@
+#pragma once
+// From final features to vocabulary scores. All heads are tied to the token embedding E (V, C):
+//  - lm:      logits = x E^T                      (or LibTorch's adaptive softmax, untied)
+//  - roberta: logits = LayerNorm(GELU(x W + b)) E^T + bias
+//  - clap:    logits = beta * x normalize(E)^T    (rows of E L2-normalised, beta learned)
+// N = rows scored, C = d_model, V = vocabulary.
+#include <torch/torch.h>
+
+#include "model/model_config.h"
+
+namespace xtrap {
+
+struct OutputHeadImpl : torch::nn::Module {
+  OutputHeadImpl(const ModelConfig& config, torch::Tensor tokenEmbedding);
+  torch::Tensor logits(const torch::Tensor& x);                              // (N,C) -> (N,V)
+  torch::Tensor nll(const torch::Tensor& x, const torch::Tensor& targets);  // per row, (N)
+  // The embedding the head projects onto (normalised for clap); inputs use the same vectors.
+  torch::Tensor projection() const;
+
+  std::string kind;
+  torch::Tensor embedding;  // shared with the model's token embedding
+  torch::nn::Linear dense{nullptr};
+  torch::nn::LayerNorm norm{nullptr};
+  torch::Tensor bias, beta;
+  torch::nn::AdaptiveLogSoftmaxWithLoss adaptive{nullptr};
+};
+TORCH_MODULE(OutputHead);
+
+}  // namespace xtrap

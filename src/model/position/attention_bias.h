@@ -1,0 +1,15 @@
+#pragma once
+// A position method that adds a bias to the attention logits (x-transformers' "bias provider").
+// block() returns the bias for queries [q0, q1) and keys [k0, k1) as (H, q1-q0, k1-k0), so the
+// attention can ask for one query block at a time and never hold a T x T bias per head.
+#include <torch/torch.h>
+
+namespace xtrap {
+
+struct AttentionBias : torch::nn::Module {
+  virtual torch::Tensor block(int64_t q0, int64_t q1, int64_t k0, int64_t k1) = 0;
+  // True when block() depends on trainable parameters (then it must not be cached in training).
+  virtual bool trainable() const = 0;
+};
+
+}  // namespace xtrap

@@ -1,0 +1,33 @@
+#pragma once
+// The ALiBi family's attention bias, computed from a LinearBiasSpec (see linear_bias_spec.h).
+// Learned variants hold the slopes as parameters p with slope = sigmoid(p).
+#include "model/linear_bias_spec.h"
+#include "model/position/attention_bias.h"
+
+namespace xtrap {
+
+struct LinearBias : AttentionBias {
+  // `learnedInitRandom`: alibi-learned's default p ~ N(-2, 1) instead of the standard slopes.
+  LinearBias(LinearBiasSpec spec, bool learnedInitRandom);
+
+  torch::Tensor block(int64_t q0, int64_t q1, int64_t k0, int64_t k1) override;
+  bool trainable() const override { return spec_.learnedSlopes || spec_.hasFirstTokenBias; }
+
+  // Slopes in use now (H), after any interpolation factor.
+  torch::Tensor slopePast() const;
+  torch::Tensor slopeFuture() const;
+  torch::Tensor firstTokenBias() const { return firstTokenBias_; }  // (H) or undefined
+  const LinearBiasSpec& spec() const { return spec_; }
+
+  // Inference-time interpolation: slopes are divided by factors[h] (1 = unchanged).
+  void setSlopeDivisors(const std::vector<double>& factors);
+
+ private:
+  LinearBiasSpec spec_;
+  torch::Tensor pastParam_, futureParam_;  // (H): learned logits or fixed slopes
+  torch::Tensor divisors_;                 // (H) interpolation divisors
+  torch::Tensor blockPast_, blockFuture_;  // (H) bool
+  torch::Tensor firstTokenBias_;           // (H)
+};
+
+}  // namespace xtrap

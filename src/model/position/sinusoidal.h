@@ -1,0 +1,10 @@
+#pragma once
+// Vaswani et al.'s fixed position encoding, added to the (scaled) token embeddings:
+//   PE(pos, 2k) = sin(pos / 10000^(2k/d)),  PE(pos, 2k+1) = cos(pos / 10000^(2k/d)).
+#include <torch/torch.h>
+
+namespace xtrap {
+
+torch::Tensor sinusoidalTable(int64_t T, int64_t d);  // (T, d) float32
+
+}  // namespace xtrap

@@ -1,0 +1,93 @@
+#include "model/transformer.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "model/position/sinusoidal.h"
+#include "model/position/t5_bias.h"
+
+namespace xtrap {
+
+TransformerBlockImpl::TransformerBlockImpl(const ModelConfig& c, int64_t index) : dropout(c.dropout) {
+  ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.dModel})));
+  attn = register_module("attn", Attention(c.dModel, c.heads, c.dropout, index));
+  ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.dModel})));
+  fc1 = register_module("fc1", torch::nn::Linear(c.dModel, c.ffn));
+  fc2 = register_module("fc2", torch::nn::Linear(c.ffn, c.dModel));
+}
+
+torch::Tensor TransformerBlockImpl::forward(torch::Tensor x, const AttentionContext& ctx) {
+  double p = is_training() ? dropout : 0.0;
+  x = x + torch::dropout(attn(ln1(x), ctx), p, is_training());
+  x = x + torch::dropout(fc2(torch::dropout(torch::gelu(fc1(ln2(x))), p, is_training())), p, is_training());
+  return x;
+}
+
+TransformerImpl::TransformerImpl(ModelConfig c) : config(std::move(c)) {
+  config.validate();
+  torch::manual_seed(config.initSeed);
+  int64_t C = config.dModel;
+  PositionMethod pos = config.position();
+  tokenEmbedding = register_module("token_embedding", torch::nn::Embedding(config.vocabSize, C));
+  torch::nn::init::normal_(tokenEmbedding->weight, 0.0, 1.0 / std::sqrt(double(C)));
+  if (pos == PositionMethod::Learned) {
+    positionEmbedding =
+        register_module("position_embedding", torch::nn::Embedding(config.positionTableSize(), C));
+    torch::nn::init::normal_(positionEmbedding->weight, 0.0, 1.0 / std::sqrt(double(C)));
+  }
+  if (isLinearBias(pos)) {
+    bias_ = std::make_shared<LinearBias>(makeLinearBiasSpec(pos, config.heads, config.causal()),
+                                         config.alibiInit == "random");
+    register_module("linear_bias", bias_);
+  } else if (pos == PositionMethod::T5) {
+    bias_ = std::make_shared<T5Bias>(config.heads, config.t5Buckets, config.t5MaxDistance, !config.causal());
+    register_module("t5_bias", bias_);
+  } else if (pos == PositionMethod::Rotary) {
+    rotary_ = Rotary{C / config.heads, config.rotaryBase, 1.0};
+  }
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  for (int64_t l = 0; l < config.layers; ++l) blocks->push_back(TransformerBlock(config, l));
+  lnFinal = register_module("ln_final", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
+  head = register_module("head", OutputHead(config, tokenEmbedding->weight));
+}
+
+LinearBias* TransformerImpl::linearBias() const { return dynamic_cast<LinearBias*>(bias_.get()); }
+
+torch::Tensor TransformerImpl::fullBias(int64_t T) {
+  bool cacheable = !bias_ || !bias_->trainable();
+  if (cacheable && cachedBias_.defined() && cachedBias_.size(-1) == T) return cachedBias_;
+  auto b = attentionBiasBlock(bias_.get(), config.causal(), 0, T, 0, T);
+  if (cacheable) cachedBias_ = b;
+  return b;
+}
+
+torch::Tensor TransformerImpl::features(const torch::Tensor& tokens, const ForwardOptions& opt) {
+  int64_t T = tokens.size(1), C = config.dModel;
+  PositionMethod pos = config.position();
+  // (B, T, C) token embeddings; CLAP embeds with the same normalised vectors it projects onto.
+  auto x = config.head == "clap" ? torch::embedding(head->projection(), tokens) : tokenEmbedding(tokens);
+  if (config.scaleEmbedding) x = x * std::sqrt(double(C));
+  if (pos == PositionMethod::Learned) {
+    if (T > config.positionTableSize())
+      throw std::invalid_argument("learned positions: length " + std::to_string(T) +
+                                  " exceeds the table of " + std::to_string(config.positionTableSize()) +
+                                  " positions (train with --max-positions to extrapolate)");
+    x = x + positionEmbedding(torch::arange(T, torch::kLong));
+  } else if (pos == PositionMethod::Sinusoidal) {
+    if (!sinusoidal_.defined() || sinusoidal_.size(0) < T) sinusoidal_ = sinusoidalTable(T, C);
+    x = x + sinusoidal_.narrow(0, 0, T);
+  }
+  x = torch::dropout(x, is_training() ? config.dropout : 0.0, is_training());
+
+  AttentionContext ctx;
+  ctx.causal = config.causal();
+  ctx.bias = bias_.get();
+  ctx.rotary = rotary_ ? &*rotary_ : nullptr;
+  ctx.queryBlock = opt.queryBlock;
+  ctx.observer = opt.observer;
+  if (opt.queryBlock <= 0 || opt.queryBlock >= T) ctx.fullBias = fullBias(T);
+  for (const auto& block : *blocks) x = block->as<TransformerBlock>()->forward(x, ctx);
+  return lnFinal(x);
+}
+
+}  // namespace xtrap

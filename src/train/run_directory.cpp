@@ -1,0 +1,68 @@
+#include "train/run_directory.h"
+
+#include <ctime>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "util/atomic_file.h"
+
+namespace xtrap {
+namespace fs = std::filesystem;
+
+std::string xtrapVersion() { return fmt::format("{} (git {})", XTRAP_VERSION, XTRAP_GIT_COMMIT); }
+
+void writeRunInfo(const RunInfo& run) {
+  nlohmann::json j = {{"xtrap_version", xtrapVersion()},
+                      {"model", run.model},
+                      {"train", run.train},
+                      {"status", run.status},
+                      {"steps_done", run.stepsDone},
+                      {"extra", run.extra.is_null() ? nlohmann::json::object() : run.extra}};
+  writeTextAtomically(run.dir / "run.json", j.dump(2) + "\n");
+}
+
+RunInfo readRunInfo(const fs::path& dir) {
+  auto file = dir / "run.json";
+  if (!fs::exists(file)) throw std::runtime_error("not a run directory (no run.json): " + dir.string());
+  RunInfo run;
+  run.dir = dir;
+  try {
+    auto j = nlohmann::json::parse(readTextFile(file));
+    run.model = j.at("model").get<ModelConfig>();
+    run.train = j.at("train").get<TrainConfig>();
+    run.status = j.at("status").get<std::string>();
+    run.stepsDone = j.at("steps_done").get<int64_t>();
+    run.extra = j.value("extra", nlohmann::json::object());
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error("malformed " + file.string() + ": " + e.what());
+  }
+  return run;
+}
+
+fs::path freshRunDir(const fs::path& root, const ModelConfig& m) {
+  std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&now));
+  auto base = root / fmt::format("{}-{}-L{}-{}", m.arch, m.pos, m.contextLength, stamp);
+  auto dir = base;
+  for (int k = 2; fs::exists(dir); ++k) dir = fs::path(base.string() + "-" + std::to_string(k));
+  return dir;
+}
+
+fs::path latestRunDir(const fs::path& root) {
+  fs::path best;
+  fs::file_time_type bestTime;
+  if (fs::is_directory(root)) {
+    for (const auto& entry : fs::directory_iterator(root)) {
+      auto file = entry.path() / "run.json";
+      if (!fs::exists(file)) continue;
+      auto t = fs::last_write_time(file);
+      if (best.empty() || t > bestTime) best = entry.path(), bestTime = t;
+    }
+  }
+  if (best.empty()) throw std::runtime_error("no run found under " + root.string() + "/ (train one first)");
+  return best;
+}
+
+}  // namespace xtrap

@@ -1,0 +1,35 @@
+#pragma once
+// A run directory: run.json (configs, version, status), checkpoint.pt, train.jsonl, eval outputs.
+// eval and probe read run.json, so they need no repeated flags.
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "model/model_config.h"
+#include "train/train_config.h"
+
+namespace xtrap {
+
+struct RunInfo {
+  std::filesystem::path dir;
+  ModelConfig model;
+  TrainConfig train;
+  std::string status;  // "training" | "finished"
+  int64_t stepsDone = 0;
+  nlohmann::json extra;  // final losses, throughput
+};
+
+std::string xtrapVersion();  // "0.1.0 (git abc1234)"
+
+void writeRunInfo(const RunInfo& run);  // atomically
+RunInfo readRunInfo(const std::filesystem::path& dir);  // throws a one-line error naming the file
+
+// runs/<arch>-<pos>-L<L>-<yyyymmdd-HHMMSS>, not yet existing.
+std::filesystem::path freshRunDir(const std::filesystem::path& root, const ModelConfig& m);
+// The most recently modified directory under root holding a run.json; throws if none.
+std::filesystem::path latestRunDir(const std::filesystem::path& root);
+
+inline std::filesystem::path checkpointPath(const std::filesystem::path& dir) { return dir / "checkpoint.pt"; }
+
+}  // namespace xtrap

@@ -1,0 +1,40 @@
+#pragma once
+// How a run is trained; saved in run.json next to the ModelConfig.
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace xtrap {
+
+struct TrainConfig {
+  std::string dataDir;            // WikiText-format directory
+  int64_t steps = 1000;           // optimizer steps (ignored when tokens > 0)
+  int64_t tokens = 0;             // train on this many tokens instead of a step count
+  int64_t batchSequences = 0;     // sequences per step; 0 = derived from batchTokens
+  int64_t batchTokens = 8192;     // tokens per step when batchSequences = 0
+  double lr = 1e-3;               // peak learning rate
+  double minLrRatio = 0.1;        // cosine decays to lr * minLrRatio
+  int64_t warmupSteps = 100;
+  std::string schedule = "cosine";  // cosine | inverse-sqrt
+  double weightDecay = 0.01;
+  double beta1 = 0.9, beta2 = 0.98;
+  double clipNorm = 1.0;          // global gradient-norm clip; 0 = off
+  uint64_t seed = 1;              // data order, dropout and masking
+  int64_t threads = 0;            // 0 = all cores
+  std::string batchOrder = "random";  // random | contiguous L-token blocks of the train stream
+  int64_t logEvery = 10;
+  int64_t evalEvery = 200;        // validation loss at L every this many steps; 0 = only at the end
+  int64_t evalTokens = 65536;     // validation tokens used by in-training evaluation
+  int64_t checkpointEvery = 200;
+  double maskProb = 0.15;         // encoders: fraction of tokens selected for masked LM
+
+  int64_t sequencesPerStep(int64_t contextLength) const;
+  int64_t totalSteps(int64_t contextLength) const;
+  void validate() const;  // throws std::invalid_argument with a one-line reason
+};
+
+void to_json(nlohmann::json& j, const TrainConfig& c);
+void from_json(const nlohmann::json& j, TrainConfig& c);
+
+}  // namespace xtrap

@@ -1,0 +1,209 @@
+#include "train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "data/block_sampler.h"
+#include "data/mlm_masking.h"
+#include "data/wikitext.h"
+#include "eval/encoder_score.h"
+#include "eval/perplexity.h"
+#include "train/checkpoint.h"
+#include "train/lr_schedule.h"
+#include "train/objective.h"
+#include "util/atomic_file.h"
+#include "util/progress_bar.h"
+#include "util/runtime.h"
+
+namespace xtrap {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Weight decay on matrices only (nanoGPT): biases, norms, slopes and scalars are not decayed.
+std::unique_ptr<torch::optim::AdamW> makeOptimizer(Transformer& model, const TrainConfig& t) {
+  std::vector<torch::Tensor> decay, noDecay;
+  for (auto& p : model->parameters()) (p.dim() >= 2 ? decay : noDecay).push_back(p);
+  auto options = torch::optim::AdamWOptions(t.lr).betas({t.beta1, t.beta2}).weight_decay(t.weightDecay);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(options));
+  auto noDecayOptions = options;
+  noDecayOptions.weight_decay(0.0);
+  groups.emplace_back(noDecay, std::make_unique<torch::optim::AdamWOptions>(noDecayOptions));
+  return std::make_unique<torch::optim::AdamW>(groups, options);
+}
+
+void setLearningRate(torch::optim::AdamW& opt, double lr) {
+  for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+}
+
+torch::Tensor torchRngState() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+void restoreTorchRng(const torch::Tensor& state) {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+// Mean validation NLL at the training length on the first evalTokens tokens of the valid split.
+double validationLoss(Transformer& model, const Corpus& corpus, const TrainConfig& t) {
+  const auto& valid = corpus.valid;
+  std::vector<int32_t> head(valid.begin(), valid.begin() + std::min<int64_t>(t.evalTokens, valid.size()));
+  double loss;
+  if (model->config.causal()) {
+    ScoreOptions opt;
+    opt.Lvalid = model->config.contextLength;
+    loss = scoreDecoder(model, head, opt).meanNll();
+  } else {
+    EncoderScoreOptions opt;
+    opt.Lvalid = model->config.contextLength;
+    opt.maskSeed = t.seed;
+    opt.maskProb = t.maskProb;
+    loss = scoreEncoder(model, head, opt).meanNll();
+  }
+  model->train();
+  return loss;
+}
+
+// Keeps the log lines of steps <= step (a resumed run redoes the steps after its checkpoint).
+void truncateLog(const fs::path& file, int64_t step) {
+  if (!fs::exists(file)) return;
+  std::ifstream in(file);
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    try {
+      if (nlohmann::json::parse(line).value("step", int64_t(0)) <= step) kept += line + "\n";
+    } catch (const nlohmann::json::exception&) {
+      // a torn last line from a killed run
+    }
+  }
+  writeTextAtomically(file, kept);
+}
+
+}  // namespace
+
+RunInfo trainRun(TrainRequest req) {
+  RunInfo run;
+  if (req.resume) {
+    run = readRunInfo(req.runDir);
+  } else {
+    run.dir = req.runDir;
+    run.model = req.model;
+    run.train = req.train;
+  }
+  TrainConfig& t = run.train;
+  t.validate();
+  configureRuntime(t.threads);
+  Corpus corpus = loadWikiText(t.dataDir);
+  int64_t vocab = corpus.vocab.size() + (run.model.causal() ? 0 : 1);  // encoders add <mask>
+  if (req.resume && run.model.vocabSize != vocab)
+    throw std::runtime_error(fmt::format("vocabulary mismatch: run {} has {} words, data {} gives {}",
+                                         run.dir.string(), run.model.vocabSize, t.dataDir, vocab));
+  run.model.vocabSize = vocab;
+  run.model.validate();
+  int64_t L = run.model.contextLength;
+  int64_t B = t.sequencesPerStep(L);
+  int64_t totalSteps = t.totalSteps(L);
+
+  Transformer model(run.model);
+  auto optimizer = makeOptimizer(model, t);
+  BlockSampler sampler(static_cast<int64_t>(corpus.train.size()), sequenceSpan(run.model),
+                       t.batchOrder == "contiguous", t.seed);
+  torch::manual_seed(t.seed);
+  TrainingState state;
+  auto logFile = run.dir / "train.jsonl";
+  if (req.resume && fs::exists(checkpointPath(run.dir))) {
+    state = loadCheckpoint(checkpointPath(run.dir), model, optimizer.get());
+    sampler.restore(state.samplerState);
+    if (state.torchRngState.defined()) restoreTorchRng(state.torchRngState);
+    truncateLog(logFile, state.step);
+  } else {
+    fs::create_directories(run.dir);
+    if (fs::exists(logFile)) fs::remove(logFile);
+  }
+  run.status = "training";
+  run.stepsDone = state.step;
+  writeRunInfo(run);
+
+  auto checkpoint = [&] {
+    state.samplerState = sampler.state();
+    state.torchRngState = torchRngState();
+    saveCheckpoint(checkpointPath(run.dir), model, optimizer.get(), state);
+  };
+
+  std::ofstream log(logFile, std::ios::app);
+  if (!log) throw std::runtime_error("cannot write " + logFile.string());
+  model->train();
+  auto start = std::chrono::steady_clock::now();
+  int64_t tokensThisSession = 0;
+  double lastLoss = NAN, lastVal = NAN, tokPerSec = 0;
+  std::optional<ProgressBar> bar;
+  if (req.progress) bar.emplace(fmt::format("train {}", run.dir.filename().string()), totalSteps);
+
+  for (; state.step < totalSteps; ) {
+    double lr = learningRate(t, state.step, totalSteps);
+    setLearningRate(*optimizer, lr);
+    auto starts = sampler.next(B);
+    LossResult r = trainingLoss(model, corpus.train, starts, stepMaskSeed(t.seed, state.step), t.maskProb);
+    optimizer->zero_grad();
+    r.loss.backward();
+    double gradNorm = t.clipNorm > 0 ? torch::nn::utils::clip_grad_norm_(model->parameters(), t.clipNorm) : 0.0;
+    double loss = r.loss.item<double>();
+    if (!std::isfinite(loss) || !std::isfinite(gradNorm)) {
+      ++state.badSteps;  // skip the update; the optimizer state stays clean
+    } else {
+      optimizer->step();
+    }
+    ++state.step;
+    state.tokensSeen += B * L;
+    tokensThisSession += B * L;
+    lastLoss = loss;
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    tokPerSec = double(tokensThisSession) / std::max(elapsed, 1e-9);
+
+    bool doEval = t.evalEvery > 0 && state.step % t.evalEvery == 0 && state.step < totalSteps;
+    if (doEval) lastVal = validationLoss(model, corpus, t);
+    if (state.step % t.logEvery == 0 || doEval || state.step == totalSteps) {
+      nlohmann::json line = {{"step", state.step},     {"tokens", state.tokensSeen}, {"loss", loss},
+                             {"lr", lr},               {"grad_norm", gradNorm},      {"tok_per_s", tokPerSec},
+                             {"bad_steps", state.badSteps}, {"elapsed_s", elapsed}};
+      if (doEval) line["val_loss"] = lastVal;
+      log << line.dump() << "\n" << std::flush;
+    }
+    if (bar) bar->update(state.step, fmt::format("loss {:.3f}{} | {:.0f} tok/s", loss,
+                                                 std::isnan(lastVal) ? "" : fmt::format(" val {:.3f}", lastVal),
+                                                 tokPerSec));
+    if (state.step % t.checkpointEvery == 0 && state.step < totalSteps) {
+      checkpoint();
+      run.stepsDone = state.step;
+      writeRunInfo(run);
+    }
+  }
+  lastVal = validationLoss(model, corpus, t);
+  nlohmann::json finalLine = {{"step", state.step}, {"tokens", state.tokensSeen}, {"val_loss", lastVal}};
+  log << finalLine.dump() << "\n" << std::flush;
+  checkpoint();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (bar) bar->finish(fmt::format("| val loss {:.3f} (ppl {:.1f}) | {:.0f} tok/s", lastVal, std::exp(lastVal), tokPerSec));
+  run.status = "finished";
+  run.stepsDone = state.step;
+  run.extra = {{"final_train_loss", lastLoss}, {"final_val_loss", lastVal},     {"final_val_ppl", std::exp(lastVal)},
+               {"tok_per_s", tokPerSec},       {"train_seconds", seconds},       {"bad_steps", state.badSteps},
+               {"parameters", [&] {
+                  int64_t n = 0;
+                  for (const auto& p : model->parameters()) n += p.numel();
+                  return n;
+                }()}};
+  writeRunInfo(run);
+  return run;
+}
+
+}  // namespace xtrap

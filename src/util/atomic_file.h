@@ -1,0 +1,21 @@
+#pragma once
+// Every output xtrap writes goes through here: write to a temporary name in the same directory,
+// flush + fsync, then rename, so an interrupted write never leaves a file that looks complete.
+#include <filesystem>
+#include <functional>
+#include <ostream>
+#include <string>
+
+namespace xtrap {
+
+void writeFileAtomically(const std::filesystem::path& path,
+                         const std::function<void(std::ostream&)>& write);
+void writeTextAtomically(const std::filesystem::path& path, const std::string& text);
+std::string readTextFile(const std::filesystem::path& path);  // throws naming the path
+
+// Temporary sibling name used by writeFileAtomically (also for writers that need a path, e.g. HDF5).
+std::filesystem::path temporarySibling(const std::filesystem::path& path);
+// fsync + rename tmp -> path; throws naming the path on failure (tmp is removed).
+void commitTemporary(const std::filesystem::path& tmp, const std::filesystem::path& path);
+
+}  // namespace xtrap
