@@ -43,6 +43,7 @@ CommandAction addEvalCommand(CLI::App& cmd) {
   cmd.add_option("--interp", *interps, "comma list of none linear ntk dynamic-ntk")->capture_default_str();
   cmd.add_option("--scale", req->scale, "fixed interpolation factor a (default: Lvalid / L_train)");
   cmd.add_option("--a0", req->a0, "dynamic-ntk: a = max(a0 * Lvalid / L_train, 1)")->capture_default_str();
+  cmd.add_option("--max-tokens", req->maxTokens, "score only the first N tokens of the split (0 = all)")->capture_default_str();
   cmd.add_option("--batch", req->batch, "windows per forward pass")->capture_default_str();
   cmd.add_option("--query-block", req->queryBlock, "attention query block (0 = full matrix)")->capture_default_str();
   cmd.add_option("--per-position", *perPosition, "write mean NLL by position inside the window to this CSV");
@@ -66,6 +67,7 @@ CommandAction addEvalCommand(CLI::App& cmd) {
       if (m != "nonoverlap" && m != "sliding")
         throw std::invalid_argument("unknown --mode '" + *mode + "' (valid: nonoverlap, sliding, both)");
     if (req->stride < 0) throw std::invalid_argument("--stride must be >= 1");
+    if (req->maxTokens < 0) throw std::invalid_argument("--max-tokens must be >= 0");
     if (req->batch < 1) throw std::invalid_argument("--batch must be >= 1");
     if (req->positionBuckets < 1) throw std::invalid_argument("--buckets must be >= 1");
     r.interps.clear();

@@ -59,7 +59,8 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
       throw std::runtime_error(fmt::format("vocabulary mismatch: run {} was trained with {} words, {} gives {}",
                                            dir.string(), run.model.vocabSize, dataDir, vocab));
     Transformer model = loadTrainedModel(run);
-    const auto& stream = corpus.split(req.split);
+    std::vector<int32_t> stream = corpus.split(req.split);
+    if (req.maxTokens > 0 && req.maxTokens < static_cast<int64_t>(stream.size())) stream.resize(req.maxTokens);
     int64_t L = run.model.contextLength;
     std::string name = dir.filename().string();
     for (Interp interp : req.interps) {

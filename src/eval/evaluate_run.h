@@ -21,6 +21,7 @@ struct EvalRequest {
   std::vector<Interp> interps{Interp::None};
   double scale = 0;                       // fixed a; 0 = Lvalid / L_train
   double a0 = 1.0;                        // dynamic-ntk
+  int64_t maxTokens = 0;                  // > 0: score only the first maxTokens tokens of the split
   int64_t batch = 8;
   int64_t queryBlock = 512;
   int64_t positionBuckets = 0;            // > 0: fill `positionRows`
