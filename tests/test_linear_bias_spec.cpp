@@ -1,1 +1,159 @@
+// ALiBi slopes and the LinearBiasSpec of every variant against hand-written values, the T5 bucket
+// function at chosen distances, and the interpolation transforms against their formulas.
 #include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "eval/interpolation.h"
+#include "model/linear_bias_spec.h"
+#include "model/t5_buckets.h"
+
+using namespace xtrap;
+namespace {
+const double kInf = std::numeric_limits<double>::infinity();
+
+void checkRows(const LinearBiasSpec& spec, int64_t h, const std::vector<std::vector<double>>& expected,
+               double firstTokenBias = 0.0) {
+  for (size_t i = 0; i < expected.size(); ++i)
+    for (size_t j = 0; j < expected[i].size(); ++j) {
+      INFO("head " << h << " row " << i << " col " << j);
+      CHECK(spec.bias(h, int64_t(i), int64_t(j), firstTokenBias) == Approx(expected[i][j]));
+    }
+}
+}  // namespace
+
+TEST_CASE("standard ALiBi slopes") {
+  SECTION("H = 8: 1/2 ... 1/256") {
+    auto m = standardAlibiSlopes(8);
+    std::vector<double> expected{1. / 2, 1. / 4, 1. / 8, 1. / 16, 1. / 32, 1. / 64, 1. / 128, 1. / 256};
+    REQUIRE(m.size() == 8);
+    for (size_t h = 0; h < 8; ++h) CHECK(m[h] == Approx(expected[h]));
+  }
+  SECTION("H = 16: 2^(-0.5 h)") {
+    auto m = standardAlibiSlopes(16);
+    for (size_t h = 0; h < 16; ++h) CHECK(m[h] == Approx(std::pow(2.0, -0.5 * double(h + 1))));
+  }
+  SECTION("H = 6: the 4-head slopes, then every other slope of the 8-head set") {
+    auto m = standardAlibiSlopes(6);
+    std::vector<double> expected{1. / 4, 1. / 16, 1. / 64, 1. / 256, 1. / 2, 1. / 8};
+    REQUIRE(m.size() == 6);
+    for (size_t h = 0; h < 6; ++h) CHECK(m[h] == Approx(expected[h]));
+  }
+  SECTION("H = 12: the 8-head slopes, then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5") {
+    auto m = standardAlibiSlopes(12);
+    REQUIRE(m.size() == 12);
+    for (size_t h = 0; h < 8; ++h) CHECK(m[h] == Approx(std::pow(2.0, -double(h + 1))));
+    for (size_t k = 0; k < 4; ++k) CHECK(m[8 + k] == Approx(std::pow(2.0, -0.5 - double(k))));
+  }
+}
+
+TEST_CASE("decoder alibi: causal, -m (i - j)") {
+  auto spec = makeLinearBiasSpec(PositionMethod::Alibi, 8, true);
+  checkRows(spec, 0, {{0, -kInf, -kInf, -kInf}, {-0.5, 0, -kInf, -kInf}, {-1, -0.5, 0, -kInf}, {-1.5, -1, -0.5, 0}});
+  checkRows(spec, 7, {{0, -kInf, -kInf}, {-1. / 256, 0, -kInf}, {-2. / 256, -1. / 256, 0}});
+  CHECK_THROWS_WITH(makeLinearBiasSpec(PositionMethod::AlibiOffset, 8, true), Catch::Contains("decoders use alibi"));
+}
+
+TEST_CASE("encoder alibi: symmetric -m |i - j|") {
+  auto spec = makeLinearBiasSpec(PositionMethod::Alibi, 8, false);
+  checkRows(spec, 0, {{0, -0.5, -1}, {-0.5, 0, -0.5}, {-1, -0.5, 0}});
+}
+
+TEST_CASE("alibi-offset: past -m (i - j), future -m (j - i - 0.5); m = 1, L = 5") {
+  auto spec = makeLinearBiasSpec(PositionMethod::AlibiOffset, 1, false);
+  spec.slopePast = {1.0};
+  spec.slopeFuture = {1.0};
+  checkRows(spec, 0,
+            {{0, -.5, -1.5, -2.5, -3.5},
+             {-1, 0, -.5, -1.5, -2.5},
+             {-2, -1, 0, -.5, -1.5},
+             {-3, -2, -1, 0, -.5},
+             {-4, -3, -2, -1, 0}});
+}
+
+TEST_CASE("alibi-onesided, H = 4: heads 0-1 past only, heads 2-3 future only, slopes of H = 2") {
+  auto spec = makeLinearBiasSpec(PositionMethod::AlibiOneSided, 4, false);
+  const double a = 1. / 16, b = 1. / 256;  // standardAlibiSlopes(2)
+  checkRows(spec, 0, {{0, -kInf, -kInf}, {-a, 0, -kInf}, {-2 * a, -a, 0}});
+  checkRows(spec, 1, {{0, -kInf, -kInf}, {-b, 0, -kInf}, {-2 * b, -b, 0}});
+  checkRows(spec, 2, {{0, -a, -2 * a}, {-kInf, 0, -a}, {-kInf, -kInf, 0}});
+  checkRows(spec, 3, {{0, -b, -2 * b}, {-kInf, 0, -b}, {-kInf, -kInf, 0}});
+  CHECK_THROWS_WITH(makeLinearBiasSpec(PositionMethod::AlibiOneSided, 6 - 1, false),
+                    "alibi-onesided needs an even number of heads");
+}
+
+TEST_CASE("alibi-learned and bialibi: standard initial slopes, learned flags, first-token bias") {
+  auto learned = makeLinearBiasSpec(PositionMethod::AlibiLearned, 6, false);
+  CHECK(learned.learnedSlopes);
+  CHECK_FALSE(learned.hasFirstTokenBias);
+  CHECK(learned.slopeFuture[4] == Approx(0.5));  // H = 6: fifth slope is 1/2
+  auto bi = makeLinearBiasSpec(PositionMethod::BiAlibi, 2, false);
+  CHECK(bi.hasFirstTokenBias);
+  // H = 2 slopes: 1/16, 1/256; first-token bias b = 0.3 on every pair touching position 0
+  checkRows(bi, 0, {{0.3, 0.3 - 1. / 16, 0.3 - 2. / 16}, {0.3 - 1. / 16, 0, -1. / 16}, {0.3 - 2. / 16, -1. / 16, 0}},
+            0.3);
+}
+
+TEST_CASE("T5 relative buckets (32 buckets, max distance 128)") {
+  // decoder: relative = j - i <= 0; exact below 16, then log bins up to 128
+  CHECK(t5RelativeBucket(0, false, 32, 128) == 0);
+  CHECK(t5RelativeBucket(-5, false, 32, 128) == 5);
+  CHECK(t5RelativeBucket(-15, false, 32, 128) == 15);
+  CHECK(t5RelativeBucket(-16, false, 32, 128) == 16);
+  CHECK(t5RelativeBucket(-20, false, 32, 128) == 17);   // 16 + floor(16 ln(1.25)/ln 8) = 16 + 1
+  CHECK(t5RelativeBucket(-64, false, 32, 128) == 26);   // 16 + floor(16 * 2/3)
+  CHECK(t5RelativeBucket(-127, false, 32, 128) == 31);
+  CHECK(t5RelativeBucket(-5000, false, 32, 128) == 31);
+  CHECK(t5RelativeBucket(7, false, 32, 128) == 0);      // the future is one bucket
+  // encoder: 16 buckets per direction, future offset by 16
+  CHECK(t5RelativeBucket(-3, true, 32, 128) == 3);
+  CHECK(t5RelativeBucket(3, true, 32, 128) == 19);
+  CHECK(t5RelativeBucket(-20, true, 32, 128) == 10);    // 8 + floor(8 ln(2.5)/ln 16) = 8 + 2
+  CHECK(t5RelativeBucket(200, true, 32, 128) == 31);
+}
+
+TEST_CASE("interpolation transforms") {
+  auto m8 = standardAlibiSlopes(8);
+  SECTION("linear divides every slope by a") {
+    auto d = slopeDivisors(Interp::Linear, 3.0, m8);
+    for (double x : d) CHECK(x == Approx(3.0));
+  }
+  SECTION("NTK, H = 8, a = 2 and 4: m_h = 2^(-8h/H) / a^((h-1)/(H-1))") {
+    for (double a : {2.0, 4.0}) {
+      auto d = slopeDivisors(Interp::Ntk, a, m8);
+      for (int h = 1; h <= 8; ++h) {
+        double expected = std::pow(2.0, -8.0 * h / 8) / std::pow(a, double(h - 1) / 7.0);
+        CHECK(m8[h - 1] / d[h - 1] == Approx(expected));
+      }
+      CHECK(d[0] == Approx(1.0));
+      CHECK(d[7] == Approx(a));
+    }
+  }
+  SECTION("NTK, H = 12: the per-rank factor applied to the slopes sorted largest first") {
+    auto m12 = standardAlibiSlopes(12);
+    auto d = slopeDivisors(Interp::Ntk, 4.0, m12);
+    // Largest slope is 2^-0.5 (head 8): unchanged; smallest 2^-8 (head 7): divided by 4.
+    // Sorted: 2^-0.5(h8) 2^-1(h0) 2^-1.5(h9) 2^-2(h1) 2^-2.5(h10) 2^-3(h2) 2^-3.5(h11) 2^-4(h3) ...
+    std::vector<int> rankOfHead{1, 3, 5, 7, 8, 9, 10, 11, 0, 2, 4, 6};
+    for (int h = 0; h < 12; ++h) CHECK(d[h] == Approx(std::pow(4.0, rankOfHead[h] / 11.0)));
+  }
+  SECTION("dynamic NTK at Lvalid <= L_train is no interpolation") {
+    CHECK(interpolationScale(Interp::DynamicNtk, 256, 512, 0, 1.0) == 1.0);
+    CHECK(interpolationScale(Interp::DynamicNtk, 512, 512, 0, 1.0) == 1.0);
+    CHECK(interpolationScale(Interp::DynamicNtk, 2048, 512, 0, 2.0) == 8.0);
+    for (double x : slopeDivisors(Interp::DynamicNtk, 1.0, m8)) CHECK(x == 1.0);
+  }
+  SECTION("a defaults to Lvalid / L_train; --scale fixes it") {
+    CHECK(interpolationScale(Interp::Linear, 2048, 512, 0, 1.0) == 4.0);
+    CHECK(interpolationScale(Interp::Ntk, 2048, 512, 2.0, 1.0) == 2.0);
+    CHECK(interpolationScale(Interp::None, 2048, 512, 2.0, 1.0) == 1.0);
+  }
+  SECTION("rotary: position interpolation and NTK-aware base") {
+    auto lin = rotaryInterpolation(Interp::Linear, 4.0, 10000.0, 16);
+    CHECK(lin.positionScale == 4.0);
+    CHECK(lin.base == 10000.0);
+    auto ntk = rotaryInterpolation(Interp::Ntk, 4.0, 10000.0, 16);
+    CHECK(ntk.base == Approx(10000.0 * std::pow(4.0, 16.0 / 14.0)));
+  }
+}

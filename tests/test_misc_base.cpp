@@ -1,1 +1,73 @@
+// Learning-rate schedule, config validation and JSON round trips, named configs.
 #include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "model/model_config.h"
+#include "model/named_configs.h"
+#include "train/lr_schedule.h"
+#include "train/train_config.h"
+
+using namespace xtrap;
+
+TEST_CASE("warmup then cosine to lr * minLrRatio; inverse sqrt") {
+  TrainConfig c;
+  c.lr = 1.0;
+  c.warmupSteps = 10;
+  c.minLrRatio = 0.1;
+  CHECK(learningRate(c, 0, 110) == Approx(0.1));
+  CHECK(learningRate(c, 9, 110) == Approx(1.0));
+  CHECK(learningRate(c, 59, 110) == Approx(0.1 + 0.45 * (1 + std::cos(M_PI * 0.5))));  // half way
+  CHECK(learningRate(c, 109, 110) == Approx(0.1));
+  c.schedule = "inverse-sqrt";
+  CHECK(learningRate(c, 39, 110) == Approx(std::sqrt(10.0 / 40.0)));
+}
+
+TEST_CASE("model config validation gives one-line reasons") {
+  ModelConfig c;
+  c.vocabSize = 100;
+  CHECK_NOTHROW(c.validate());
+  c.heads = 3;
+  CHECK_THROWS_WITH(c.validate(), "--heads (3) must divide --d-model (128)");
+  c = ModelConfig{};
+  c.pos = "alibi-offset";
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("decoders use alibi"));
+  c.arch = "encoder";
+  CHECK_NOTHROW(c.validate());
+  c.pos = "alibi-onesided";
+  c.heads = 1;
+  CHECK_THROWS_WITH(c.validate(), "alibi-onesided needs an even number of heads");
+  c.pos = "xpos";
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("unknown position method 'xpos'"));
+  c = ModelConfig{};
+  c.contextLength = 0;
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("--L must be"));
+  c = ModelConfig{};
+  c.head = "mlp";
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("unknown --head 'mlp'"));
+}
+
+TEST_CASE("configs round-trip through JSON") {
+  ModelConfig m;
+  m.pos = "t5";
+  m.adaptiveSoftmaxCutoffs = {20, 60};
+  m.vocabSize = 1000;
+  ModelConfig back = nlohmann::json(m).get<ModelConfig>();
+  CHECK(nlohmann::json(back) == nlohmann::json(m));
+  TrainConfig t;
+  t.lr = 3e-4;
+  t.batchOrder = "contiguous";
+  CHECK(nlohmann::json(nlohmann::json(t).get<TrainConfig>()) == nlohmann::json(t));
+}
+
+TEST_CASE("named seed configurations") {
+  ModelConfig c;
+  applyNamedConfig("zero-clap", c);
+  CHECK(c.arch == "encoder");
+  CHECK(c.pos == "alibi-offset");
+  CHECK(c.head == "clap");
+  applyNamedConfig("baseline", c);
+  CHECK(c.pos == "learned");
+  CHECK(c.head == "roberta");
+  CHECK_THROWS_WITH(applyNamedConfig("bert", c), Catch::Contains("unknown --config 'bert'"));
+}

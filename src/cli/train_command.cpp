@@ -16,7 +16,7 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   auto out = std::make_shared<std::string>();
   auto resume = std::make_shared<std::string>();
   auto named = std::make_shared<std::string>();
-  auto cutoffs = std::make_shared<std::string>();
+  auto cutoffs = std::make_shared<std::string>("2000,10000");
   auto noProgress = std::make_shared<bool>(false);
   auto noScale = std::make_shared<bool>(false);
   train->dataDir = defaultDataDir().string();
@@ -33,7 +33,9 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   cmd.add_option("--ffn", model->ffn, "feed-forward hidden width")->capture_default_str();
   cmd.add_option("--dropout", model->dropout, "dropout")->capture_default_str();
   cmd.add_option("--max-positions", model->maxPositions, "learned position table size (0 = L)")->capture_default_str();
-  cmd.add_option("--adaptive-softmax", *cutoffs, "adaptive softmax cutoffs, e.g. 2000,10000 (lm head; untied)");
+  auto* cutoffsOpt = cmd.add_option("--adaptive-softmax", *cutoffs,
+                 "lm head: adaptive softmax cutoffs (untied), or none for the full softmax tied to the input embedding")
+      ->capture_default_str();
   cmd.add_option("--alibi-init", model->alibiInit, "alibi-learned init: random (p~N(-2,1)) | standard")->capture_default_str();
   cmd.add_option("--clap-beta", model->clapBeta, "initial CLAP inverse temperature")->capture_default_str();
   cmd.add_flag("--no-scale-embedding", *noScale, "do not multiply token embeddings by sqrt(d_model)");
@@ -71,7 +73,8 @@ CommandAction addTrainCommand(CLI::App& cmd) {
       req.model = *model;
       if (!named->empty()) applyNamedConfig(*named, req.model);
       req.model.scaleEmbedding = !*noScale;
-      if (!cutoffs->empty()) {
+      // The default applies to the lm head; given explicitly with another head, validate() rejects it.
+      if (*cutoffs != "none" && (req.model.head == "lm" || cutoffsOpt->count() > 0)) {
         std::stringstream ss(*cutoffs);
         std::string item;
         while (std::getline(ss, item, ',')) {

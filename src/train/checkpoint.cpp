@@ -3,6 +3,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "train/run_directory.h"
 #include "util/atomic_file.h"
 
 namespace xtrap {
@@ -57,10 +58,14 @@ TrainingState loadCheckpoint(const std::filesystem::path& file, Transformer& mod
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(file.string());
-    torch::Tensor t;
-    archive.read("format_version", t);
-    if (t.item<int64_t>() != kFormatVersion)
-      throw std::runtime_error("unsupported checkpoint format version " + std::to_string(t.item<int64_t>()));
+    auto read = [&](const char* key) {
+      torch::Tensor t;  // fresh each time: reading into a defined tensor copies into its storage
+      archive.read(key, t);
+      return t;
+    };
+    int64_t version = read("format_version").item<int64_t>();
+    if (version != kFormatVersion)
+      throw std::runtime_error("unsupported checkpoint format version " + std::to_string(version));
     torch::serialize::InputArchive modelArchive;
     archive.read("model", modelArchive);
     model->load(modelArchive);
@@ -69,15 +74,12 @@ TrainingState loadCheckpoint(const std::filesystem::path& file, Transformer& mod
       archive.read("optimizer", optimizerArchive);
       optimizer->load(optimizerArchive);
     }
-    archive.read("step", t);
-    state.step = t.item<int64_t>();
-    archive.read("tokens_seen", t);
-    state.tokensSeen = t.item<int64_t>();
-    archive.read("bad_steps", t);
-    state.badSteps = t.item<int64_t>();
-    archive.read("sampler_state", t);
-    state.samplerState = tensorToBytes(t);
-    if (archive.try_read("torch_rng_state", t)) state.torchRngState = t;
+    state.step = read("step").item<int64_t>();
+    state.tokensSeen = read("tokens_seen").item<int64_t>();
+    state.badSteps = read("bad_steps").item<int64_t>();
+    state.samplerState = tensorToBytes(read("sampler_state"));
+    torch::Tensor rng;
+    if (archive.try_read("torch_rng_state", rng)) state.torchRngState = rng;
   } catch (const c10::Error& e) {
     throw std::runtime_error("corrupt or foreign checkpoint " + file.string() + ": " +
                              firstLine(e.what_without_backtrace()));
@@ -87,11 +89,6 @@ TrainingState loadCheckpoint(const std::filesystem::path& file, Transformer& mod
   return state;
 }
 
-}  // namespace xtrap
-
-#include "train/run_directory.h"
-
-namespace xtrap {
 Transformer loadTrainedModel(const RunInfo& run) {
   Transformer model(run.model);
   loadCheckpoint(checkpointPath(run.dir), model, nullptr);

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs xtrap's Debian packages and builds it. Usage: bash setup.sh [build-dir]
+# Run as root on Debian 12 (uses apt-get); re-running is cheap.
+set -euo pipefail
+cd "$(dirname "$0")"
+BUILD_DIR=${1:-build}
+
+PACKAGES=(
+  build-essential cmake git ca-certificates
+  libtorch-dev            # LibTorch 1.13 (CPU)
+  libopenblas0-openmp     # without it LibTorch falls back to a single-threaded reference BLAS (60x slower)
+  libcli11-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev
+  libhdf5-dev             # attention / bias dumps
+  catch2 libbenchmark-dev # tests, micro-benchmarks
+  gnuplot-nox             # plots
+  python3-torch           # the PyTorch eager baseline in bench/
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD_DIR" -j"$(nproc)" ${XTRAP_TARGETS:+--target $XTRAP_TARGETS}
+
+# `xtrap` on PATH for the README's commands (root only; otherwise use ./build/xtrap).
+if [ -w /usr/local/bin ] && [ -x "$BUILD_DIR/xtrap" ]; then
+  ln -sf "$(pwd)/$BUILD_DIR/xtrap" /usr/local/bin/xtrap
+fi
