@@ -50,7 +50,7 @@ std::string formatBiasMatrix(const torch::Tensor& bias) {
     for (int64_t i = 0; i < b.size(1); ++i) {
       for (int64_t j = 0; j < b.size(2); ++j) {
         double v = a[h][i][j];
-        out += std::isinf(v) ? fmt::format("{:>8}", "-inf") : fmt::format("{:>8.4g}", v == 0 ? 0.0 : v);
+        out += std::isinf(v) ? fmt::format("{:>10}", "-inf") : fmt::format("{:>10.4g}", v == 0 ? 0.0 : v);
       }
       out += "\n";
     }

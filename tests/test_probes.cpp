@@ -52,7 +52,7 @@ struct H5Read {
 };
 }  // namespace
 
-TEST_CASE("--dump-bias writes the formula's matrix and per-head parameters for every variant") {
+TEST_CASE("bias dump (--dump-bias) writes the formula's matrix and per-head parameters for every variant") {
   struct Case {
     std::string pos, arch;
     int64_t heads;
@@ -93,7 +93,7 @@ struct Capture : AttentionObserver {
 };
 }  // namespace
 
-TEST_CASE("--dump-attn layout, normalisation, causality, equality with the model and stats") {
+TEST_CASE("attention dump (--dump-attn): layout, normalisation, causality, equality with the model and stats") {
   Corpus corpus = loadWikiText(XTRAP_DEFAULT_DATA_DIR);
   for (std::string arch : {"decoder", "encoder"}) {
     INFO(arch);

@@ -33,7 +33,7 @@ inline double maxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {
 }
 
 // Trains a tiny model on the shipped WikiText-2 into a fresh directory and returns the run.
-inline RunInfo trainTiny(const std::string& name, ModelConfig model, int64_t steps, int64_t threads = 2) {
+inline RunInfo trainTiny(const std::string& name, ModelConfig model, int64_t steps, int64_t threads = 1) {
   TrainRequest req;
   req.model = model;
   req.train.dataDir = XTRAP_DEFAULT_DATA_DIR;

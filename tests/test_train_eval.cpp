@@ -36,7 +36,7 @@ EvalRequest quickEval(const RunInfo& run, std::vector<int64_t> lvalids) {
   req.lvalids = std::move(lvalids);
   req.maxTokens = 3000;
   req.progress = false;
-  req.threads = 2;
+  req.threads = 1;
   return req;
 }
 }  // namespace

@@ -16,11 +16,7 @@ ScoreTotals scoreEncoder(Transformer& model, const std::vector<int32_t>& stream,
   std::map<int64_t, std::vector<size_t>> byLength;
   for (size_t k = 0; k < windows.size(); ++k) byLength[windows[k].length].push_back(k);
 
-  ScoreTotals totals;
-  if (opt.positionBuckets > 0) {
-    totals.bucketNll.assign(static_cast<size_t>(opt.positionBuckets), 0.0);
-    totals.bucketTokens.assign(static_cast<size_t>(opt.positionBuckets), 0);
-  }
+  ScoreTotals totals(opt.positionBuckets);
   for (const auto& [T, group] : byLength) {
     for (size_t g = 0; g < group.size(); g += static_cast<size_t>(opt.batch)) {
       size_t gEnd = std::min(group.size(), g + static_cast<size_t>(opt.batch));
@@ -47,17 +43,7 @@ ScoreTotals scoreEncoder(Transformer& model, const std::vector<int32_t>& stream,
       auto keepIdx = torch::tensor(keep, torch::kLong);
       auto feats = model->features(masked.inputs, {opt.queryBlock, nullptr});
       auto rows = feats.reshape({-1, feats.size(2)}).index_select(0, masked.positions.index_select(0, keepIdx));
-      auto nll = chunkedTokenNll(model, rows, masked.targets.index_select(0, keepIdx)).to(torch::kFloat64);
-      totals.nll += nll.sum().item<double>();
-      totals.tokens += nll.size(0);
-      if (opt.positionBuckets > 0) {
-        auto n = nll.accessor<double, 1>();
-        for (size_t r = 0; r < positions.size(); ++r) {
-          auto bucket = static_cast<size_t>(positions[r] * opt.positionBuckets / opt.Lvalid);
-          totals.bucketNll[bucket] += n[int64_t(r)];
-          totals.bucketTokens[bucket] += 1;
-        }
-      }
+      totals.add(chunkedTokenNll(model, rows, masked.targets.index_select(0, keepIdx)), positions, opt.Lvalid);
       if (onProgress) onProgress(totals.tokens);
     }
   }

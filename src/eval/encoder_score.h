@@ -13,7 +13,7 @@ struct EncoderScoreOptions {
   int64_t Lvalid = 512;
   int64_t stride = 0;  // 0 = Lvalid (non-overlapping); else each token is scored in its most central window
   int64_t batch = 8;
-  int64_t queryBlock = 512;
+  int64_t queryBlock = 256;
   uint64_t maskSeed = 1;
   double maskProb = 0.15;
   int64_t positionBuckets = 0;

@@ -23,7 +23,7 @@ struct EvalRequest {
   double a0 = 1.0;                        // dynamic-ntk
   int64_t maxTokens = 0;                  // > 0: score only the first maxTokens tokens of the split
   int64_t batch = 8;
-  int64_t queryBlock = 512;
+  int64_t queryBlock = 256;
   int64_t positionBuckets = 0;            // > 0: fill `positionRows`
   int64_t threads = 0;
   bool progress = true;

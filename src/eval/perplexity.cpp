@@ -6,6 +6,23 @@
 
 namespace xtrap {
 
+ScoreTotals::ScoreTotals(int64_t positionBuckets)
+    : bucketNll(static_cast<size_t>(positionBuckets), 0.0), bucketTokens(static_cast<size_t>(positionBuckets), 0) {}
+
+void ScoreTotals::add(const torch::Tensor& nllIn, const std::vector<int64_t>& positions, int64_t Lvalid) {
+  auto values = nllIn.to(torch::kFloat64).contiguous();
+  nll += values.sum().item<double>();
+  tokens += values.size(0);
+  if (bucketNll.empty()) return;
+  auto acc = values.accessor<double, 1>();
+  auto buckets = static_cast<int64_t>(bucketNll.size());
+  for (size_t r = 0; r < positions.size(); ++r) {
+    auto b = static_cast<size_t>(positions[r] * buckets / Lvalid);
+    bucketNll[b] += acc[static_cast<int64_t>(r)];
+    bucketTokens[b] += 1;
+  }
+}
+
 torch::Tensor chunkedTokenNll(Transformer& model, const torch::Tensor& features, const torch::Tensor& targets) {
   constexpr int64_t kRows = 2048;  // 2048 x 33k float logits = 270 MB
   std::vector<torch::Tensor> parts;
@@ -26,11 +43,7 @@ ScoreTotals scoreDecoder(Transformer& model, const std::vector<int32_t>& stream,
   std::map<int64_t, std::vector<EvalWindow>> byLength;
   for (const auto& w : windows) byLength[w.length].push_back(w);
 
-  ScoreTotals totals;
-  if (opt.positionBuckets > 0) {
-    totals.bucketNll.assign(static_cast<size_t>(opt.positionBuckets), 0.0);
-    totals.bucketTokens.assign(static_cast<size_t>(opt.positionBuckets), 0);
-  }
+  ScoreTotals totals(opt.positionBuckets);
   auto data = torch::from_blob(const_cast<int32_t*>(stream.data()), {static_cast<int64_t>(stream.size())},
                                torch::kInt32);
   for (const auto& [T, group] : byLength) {
@@ -48,17 +61,7 @@ ScoreTotals scoreDecoder(Transformer& model, const std::vector<int32_t>& stream,
       auto x = torch::stack(inputs).to(torch::kLong);  // (B, T)
       auto feats = model->features(x, {opt.queryBlock, nullptr});
       auto rows = feats.reshape({-1, feats.size(2)}).index_select(0, torch::cat(rowIndex));  // (N, C)
-      auto nll = chunkedTokenNll(model, rows, torch::cat(targets).to(torch::kLong)).to(torch::kFloat64);
-      totals.nll += nll.sum().item<double>();
-      totals.tokens += nll.size(0);
-      if (opt.positionBuckets > 0) {
-        auto acc = nll.accessor<double, 1>();
-        for (size_t r = 0; r < positions.size(); ++r) {
-          auto b = static_cast<size_t>(positions[r] * opt.positionBuckets / opt.Lvalid);
-          totals.bucketNll[b] += acc[static_cast<int64_t>(r)];
-          totals.bucketTokens[b] += 1;
-        }
-      }
+      totals.add(chunkedTokenNll(model, rows, torch::cat(targets).to(torch::kLong)), positions, opt.Lvalid);
       if (onProgress) onProgress(totals.tokens);
     }
   }

@@ -15,11 +15,16 @@ struct ScoreOptions {
   int64_t Lvalid = 512;
   int64_t stride = 0;        // 0 = Lvalid (non-overlapping)
   int64_t batch = 8;         // windows per forward
-  int64_t queryBlock = 512;  // attention query block for windows longer than this; 0 = full matrix
+  int64_t queryBlock = 256;  // attention query block for windows longer than this; 0 = full matrix
   int64_t positionBuckets = 0;  // > 0: also accumulate NLL by position inside the window
 };
 
 struct ScoreTotals {
+  ScoreTotals() = default;
+  explicit ScoreTotals(int64_t positionBuckets);
+  // Adds per-token NLLs (N) scored at window positions `positions` (N) of windows of Lvalid.
+  void add(const torch::Tensor& nll, const std::vector<int64_t>& positions, int64_t Lvalid);
+
   double nll = 0;       // summed over scored tokens
   int64_t tokens = 0;   // tokens scored
   std::vector<double> bucketNll;     // per position bucket (positionBuckets > 0)
