@@ -15,7 +15,7 @@ echo "|---|---|---|---|---|"
 measure() {  # Lvalid query-block
   local n=$1 block=$2 out rss ppl secs
   out=$( { /usr/bin/time -f "RSS %M" "$XTRAP" eval "$RUN" --Lvalid "$n" --max-tokens $((n + 1)) --batch 1 \
-             --query-block "$block" --threads 2 --no-progress --out /tmp/xtrap-mem.csv; } 2>&1 )
+             --query-block "$block" --threads 1 --no-progress --out /tmp/xtrap-mem.csv; } 2>&1 )
   rss=$(echo "$out" | awk '/^RSS/ {print int($2/1024)}')
   ppl=$(awk -F, 'NR==2 {print $14}' /tmp/xtrap-mem.csv)
   secs=$(awk -F, 'NR==2 {print $15}' /tmp/xtrap-mem.csv)
