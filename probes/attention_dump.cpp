@@ -31,9 +31,9 @@ struct DumpObserver : AttentionObserver {
       }
       h5.group(g);
       auto HS = hsize_t(headSel.size());
-      attnSets.push_back(h5.createRowChunked(g + "/attn", HS, N, N, req.queryBlock, req.dtype));
-      biasSets.push_back(req.withBias ? h5.createRowChunked(g + "/bias", HS, N, N, req.queryBlock, StoredFloat::Float32)
-                                      : -1);
+      auto chunkRows = hsize_t(attentionBlockRows(N, req.queryBlock));  // one chunk row-block per attention block
+      attnSets.push_back(h5.createRowChunked(g + "/attn", HS, N, N, chunkRows, req.dtype));
+      biasSets.push_back(req.withBias ? h5.createRowChunked(g + "/bias", HS, N, N, chunkRows, StoredFloat::Float32) : -1);
     }
   }
   ~DumpObserver() override {
@@ -44,15 +44,14 @@ struct DumpObserver : AttentionObserver {
   }
 
   void onProbabilities(int64_t layer, int64_t q0, const torch::Tensor& probsIn) override {
-    auto probs = probsIn[0].to(torch::kFloat64);  // (H, Tq, Tk)
+    auto probs = probsIn[0];  // (H, Tq, Tk), float32: float64 temporaries doubled the dump's memory
     int64_t Tq = probs.size(1), Tk = probs.size(2);
-    auto i = torch::arange(q0, q0 + Tq, torch::kFloat64).unsqueeze(1);
-    auto j = torch::arange(0, Tk, torch::kFloat64).unsqueeze(0);
-    auto logp = torch::where(probs > 0, probs.log(), torch::zeros_like(probs));
+    auto i = torch::arange(q0, q0 + Tq, torch::kFloat32).unsqueeze(1);
+    auto j = torch::arange(0, Tk, torch::kFloat32).unsqueeze(0);
     auto rows = torch::indexing::Slice(q0, q0 + Tq);
-    entropy.index_put_({layer, torch::indexing::Slice(), rows}, -(probs * logp).sum(-1).to(torch::kFloat32));
-    meanDistance.index_put_({layer, torch::indexing::Slice(), rows}, (probs * (i - j).abs()).sum(-1).to(torch::kFloat32));
-    firstTokenMass.index_put_({layer, torch::indexing::Slice(), rows}, probs.select(2, 0).to(torch::kFloat32));
+    entropy.index_put_({layer, torch::indexing::Slice(), rows}, -torch::special_xlogy(probs, probs).sum(-1));
+    meanDistance.index_put_({layer, torch::indexing::Slice(), rows}, (probs * (i - j).abs()).sum(-1));
+    firstTokenMass.index_put_({layer, torch::indexing::Slice(), rows}, probs.select(2, 0));
     if (attnSets[layer] < 0) return;
     auto sel = torch::tensor(headSel, torch::kLong);
     auto padded = torch::zeros({int64_t(headSel.size()), Tq, N});

@@ -19,6 +19,11 @@ torch::Tensor attentionBiasBlock(AttentionBias* bias, bool causal, int64_t q0, i
   return b;
 }
 
+int64_t attentionBlockRows(int64_t T, int64_t queryBlock) {
+  constexpr int64_t kBlockElements = int64_t(1) << 20;
+  return std::min(queryBlock, std::max<int64_t>(32, kBlockElements / std::max<int64_t>(T, 1)));
+}
+
 AttentionImpl::AttentionImpl(int64_t dModel, int64_t heads, double dropout, int64_t layerIndex)
     : heads(heads), layerIndex(layerIndex), dropout(dropout) {
   qkv = register_module("qkv", torch::nn::Linear(dModel, 3 * dModel));
@@ -47,13 +52,14 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionCont
     return probs.matmul(vBlock);  // (B, H, Tq, D)
   };
 
+  int64_t rows = attentionBlockRows(T, ctx.queryBlock);
   torch::Tensor y;
   if (ctx.queryBlock <= 0 || ctx.queryBlock >= T) {
     y = attend(q, 0, T, ctx.fullBias);
   } else {
     std::vector<torch::Tensor> blocks;
-    for (int64_t q0 = 0; q0 < T; q0 += ctx.queryBlock) {
-      int64_t q1 = std::min(T, q0 + ctx.queryBlock);
+    for (int64_t q0 = 0; q0 < T; q0 += rows) {
+      int64_t q1 = std::min(T, q0 + rows);
       int64_t keys = ctx.causal ? q1 : T;  // causal queries never see later keys
       auto bias = attentionBiasBlock(ctx.bias, ctx.causal, q0, q1, 0, keys);
       blocks.push_back(attend(q.narrow(2, q0, q1 - q0), q0, keys, bias));
