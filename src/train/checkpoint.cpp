@@ -57,10 +57,16 @@ TrainingState loadCheckpoint(const std::filesystem::path& file, Transformer& mod
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(file.string());
-    torch::Tensor t;
-    archive.read("format_version", t);
-    if (t.item<int64_t>() != kFormatVersion)
-      throw std::runtime_error("unsupported checkpoint format version " + std::to_string(t.item<int64_t>()));
+    // A fresh tensor per entry: reading into a used one calls set_ on the previous entry's
+    // storage, which LibTorch cannot resize ("Trying to resize storage that is not resizable").
+    auto entry = [&](const char* key) {
+      torch::Tensor t;
+      archive.read(key, t);
+      return t;
+    };
+    int64_t version = entry("format_version").item<int64_t>();
+    if (version != kFormatVersion)
+      throw std::runtime_error("unsupported checkpoint format version " + std::to_string(version));
     torch::serialize::InputArchive modelArchive;
     archive.read("model", modelArchive);
     model->load(modelArchive);
@@ -69,14 +75,11 @@ TrainingState loadCheckpoint(const std::filesystem::path& file, Transformer& mod
       archive.read("optimizer", optimizerArchive);
       optimizer->load(optimizerArchive);
     }
-    archive.read("step", t);
-    state.step = t.item<int64_t>();
-    archive.read("tokens_seen", t);
-    state.tokensSeen = t.item<int64_t>();
-    archive.read("bad_steps", t);
-    state.badSteps = t.item<int64_t>();
-    archive.read("sampler_state", t);
-    state.samplerState = tensorToBytes(t);
+    state.step = entry("step").item<int64_t>();
+    state.tokensSeen = entry("tokens_seen").item<int64_t>();
+    state.badSteps = entry("bad_steps").item<int64_t>();
+    state.samplerState = tensorToBytes(entry("sampler_state"));
+    torch::Tensor t;
     if (archive.try_read("torch_rng_state", t)) state.torchRngState = t;
   } catch (const c10::Error& e) {
     throw std::runtime_error("corrupt or foreign checkpoint " + file.string() + ": " +
