@@ -68,7 +68,7 @@ TEST_CASE("scenario: train block, variant overrides, eval block") {
   CHECK(s.select({"sin-long"}).front()->name == "sin-long");
 }
 
-TEST_CASE("scenario: named config first, then overrides; relative data paths; eval arrays") {
+TEST_CASE("scenario: named config first then overrides, relative data paths, eval arrays") {
   Scenario s = parse(R"([train]
 data = "../data/wt2"
 L = 32

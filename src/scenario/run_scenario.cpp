@@ -259,9 +259,14 @@ fs::path runScenario(const Scenario& s, const ScenarioRunOptions& o) {
       trainRun(req);
     }
     RunInfo info = readRunInfo(p.dir);
+    // run.json says which xtrap trained the run and how long its last session took, which a
+    // re-run that only reuses it cannot know otherwise.
+    auto runJson = nlohmann::json::parse(readTextFile(p.dir / "run.json"));
     manifest["variants"][v.name] = {{"run_dir", p.dir.string()},
                                     {"action", p.action},
                                     {"steps", info.stepsDone},
+                                    {"trained_by", runJson.value("xtrap_version", "")},
+                                    {"train_seconds_last_session", info.extra.value("train_seconds", 0.0)},
                                     {"train_seconds_this_invocation", secondsSince(t0)},
                                     {"final_val_ppl", info.extra.value("final_val_ppl", 0.0)},
                                     {"train_tok_per_s", info.extra.value("tok_per_s", 0.0)}};
