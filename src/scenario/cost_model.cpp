@@ -6,10 +6,10 @@
 namespace xtrap {
 
 namespace {
-// Effective FLOP/s per thread of LibTorch CPU kernels on small (d = 64..128) models, calibrated
-// from measured training throughput on the project's 2-core machine while shared with other
-// jobs (1.0-1.9k tokens/s); an idle machine is about twice as fast.
-constexpr double kFlopsPerThread = 2e9;
+// Effective FLOP/s per thread of LibTorch CPU kernels on small (d = 64) models, calibrated from
+// the shipped scenarios on the project's shared 2-core machine (one thread per run: 3.4-5.8k
+// training tokens/s). Two threads per run on an oversubscribed machine were several times slower.
+constexpr double kFlopsPerThread = 8e9;
 
 double flopsPerSecond(int64_t threads) {
   int64_t n = threads > 0 ? threads : std::max<int64_t>(1, std::thread::hardware_concurrency());

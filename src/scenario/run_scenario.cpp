@@ -140,6 +140,22 @@ std::vector<EvalJob> evalJobs(const Scenario& s) {
   return jobs;
 }
 
+EvalRequest evalRequest(const Scenario& s, const EvalJob& job, const RunInfo& info, bool progress) {
+  const ScenarioEval& e = s.evals[job.block];
+  EvalRequest r;
+  r.runs = {info.dir};
+  r.lvalids = e.lvalids;
+  r.split = e.split;
+  r.modes = {job.mode};
+  r.stride = job.stride;
+  r.interps = e.interps;
+  r.maxTokens = e.maxTokens;
+  r.batch = e.batch;
+  r.threads = job.variant->train.threads;
+  r.progress = progress;
+  return r;
+}
+
 int64_t effectiveStride(const EvalJob& job, int64_t Lvalid) {
   if (job.mode == "nonoverlap") return Lvalid;
   return std::clamp<int64_t>(job.stride > 0 ? job.stride : job.variant->model.contextLength / 2, 1, Lvalid);
@@ -183,6 +199,12 @@ void printDryRun(const Scenario& s, const ScenarioRunOptions& o) {
     std::string key = v.train.dataDir + "|" + e.split;
     if (!splitTokens.count(key)) splitTokens[key] = int64_t(loadWikiText(v.train.dataDir).split(e.split).size());
     int64_t tokens = e.maxTokens > 0 ? std::min(e.maxTokens, splitTokens[key]) : splitTokens[key];
+    fs::path dir = variantRunDir(o.runsRoot, v);
+    if (planTraining(o.runsRoot, v).action == "reuse" &&
+        fs::exists(evalCacheFile(readRunInfo(dir), evalRequest(s, job, readRunInfo(dir), false)))) {
+      fmt::print("  {:<20} block {} {:<14} cached\n", v.name, job.block + 1, jobLabel(job));
+      continue;
+    }
     double sec = 0;
     for (int64_t Lvalid : e.lvalids)
       sec += double(e.interps.size()) * estimateEvalSeconds(v.model, vocabularySize(v, vocabs), tokens, Lvalid,
@@ -194,7 +216,7 @@ void printDryRun(const Scenario& s, const ScenarioRunOptions& o) {
                tokens, e.split, formatDuration(sec));
   }
   if (s.hasProbe) fmt::print("probe: {} variant(s)\n", s.select(s.probe.variants).size());
-  fmt::print("total ~{} (upper bound: cached evaluations are not subtracted)\n", formatDuration(total));
+  fmt::print("total ~{}\n", formatDuration(total));
 }
 
 void runProbes(const Scenario& s, const ScenarioRunOptions& o, const fs::path& outDir) {
@@ -281,17 +303,7 @@ fs::path runScenario(const Scenario& s, const ScenarioRunOptions& o) {
     const ScenarioEval& e = s.evals[job.block];
     const ScenarioVariant& v = *job.variant;
     RunInfo info = readRunInfo(variantRunDir(o.runsRoot, v));
-    EvalRequest r;
-    r.runs = {info.dir};
-    r.lvalids = e.lvalids;
-    r.split = e.split;
-    r.modes = {job.mode};
-    r.stride = job.stride;
-    r.interps = e.interps;
-    r.maxTokens = e.maxTokens;
-    r.batch = e.batch;
-    r.threads = v.train.threads;
-    r.progress = o.progress;
+    EvalRequest r = evalRequest(s, job, info, o.progress);
     fs::path cache = evalCacheFile(info, r);
     auto t0 = Clock::now();
     std::vector<EvalRow> rows;
