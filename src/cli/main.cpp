@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   commands.emplace_back(eval, xtrap::addEvalCommand(*eval));
   auto* probe = app.add_subcommand("probe", "look inside a run: bias matrices, attention maps and statistics");
   commands.emplace_back(probe, xtrap::addProbeCommand(*probe));
+  auto* run = app.add_subcommand("run", "run a scenario file: train what is missing, evaluate, write results/NAME/");
+  commands.emplace_back(run, xtrap::addRunCommand(*run));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,348 @@
+#include "scenario/run_scenario.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <thread>
+
+#include "attention_dump.h"
+#include "bias_dump.h"
+#include "data/wikitext.h"
+#include "eval/evaluate_run.h"
+#include "eval/plot.h"
+#include "scenario/cost_model.h"
+#include "scenario/results_table.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+#include "util/atomic_file.h"
+#include "util/runtime.h"
+
+namespace xtrap {
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// What makes two runs the same run: everything in run.json's configs except what the data fixes
+// (vocabulary size), what cannot change the result (threads), and where the data lives (only
+// its directory name counts, so a checkout elsewhere reuses the runs).
+nlohmann::json runIdentity(const ModelConfig& m, const TrainConfig& t) {
+  nlohmann::json j = {{"model", m}, {"train", t}};
+  j["model"].erase("vocab_size");
+  j["train"].erase("threads");
+  fs::path data = fs::path(t.dataDir).lexically_normal();
+  if (data.filename().empty()) data = data.parent_path();
+  j["train"]["data"] = data.filename().string();
+  return j;
+}
+
+std::string formatDuration(double seconds) {
+  if (seconds < 90) return fmt::format("{:.0f} s", seconds);
+  if (seconds < 5400) return fmt::format("{:.1f} min", seconds / 60);
+  return fmt::format("{:.1f} h", seconds / 3600);
+}
+
+// The state of a variant's run directory right now.
+struct TrainPlan {
+  fs::path dir;
+  std::string action;  // train | resume | reuse
+  int64_t stepsDone = 0, totalSteps = 0;
+};
+
+TrainPlan planTraining(const fs::path& runsRoot, const ScenarioVariant& v) {
+  TrainPlan p;
+  p.dir = variantRunDir(runsRoot, v);
+  p.totalSteps = v.train.totalSteps(v.model.contextLength);
+  p.action = "train";
+  if (!fs::exists(p.dir / "run.json")) return p;
+  RunInfo info = readRunInfo(p.dir);
+  if (runIdentity(info.model, info.train) != runIdentity(v.model, v.train))
+    throw std::runtime_error("run directory " + p.dir.string() + " holds a different run than variant '" + v.name +
+                             "' (remove it)");
+  p.stepsDone = info.stepsDone;
+  p.action = info.status == "finished" ? "reuse" : "resume";
+  return p;
+}
+
+// Rows already computed for the same run, checkpoint and evaluation settings.
+fs::path evalCacheFile(const RunInfo& run, const EvalRequest& r) {
+  std::vector<std::string> interps;
+  for (Interp i : r.interps) interps.push_back(interpName(i));
+  nlohmann::json key = {{"run", runIdentity(run.model, run.train)},
+                        {"steps", run.stepsDone},
+                        {"lvalids", r.lvalids},
+                        {"split", r.split},
+                        {"modes", r.modes},
+                        {"stride", r.stride},
+                        {"interps", interps},
+                        {"max_tokens", r.maxTokens}};
+  return run.dir / "scenario-evals" / fmt::format("{:016x}.json", fnv1a(key.dump()));
+}
+
+std::vector<EvalRow> readCachedRows(const fs::path& file) {
+  std::vector<EvalRow> rows;
+  for (const auto& j : nlohmann::json::parse(readTextFile(file))) {
+    EvalRow r;
+    j.at("run").get_to(r.run);
+    j.at("arch").get_to(r.arch);
+    j.at("pos").get_to(r.pos);
+    j.at("L_train").get_to(r.Ltrain);
+    j.at("Lvalid").get_to(r.Lvalid);
+    j.at("split").get_to(r.split);
+    j.at("mode").get_to(r.mode);
+    j.at("stride").get_to(r.stride);
+    j.at("interp").get_to(r.interp);
+    j.at("scale").get_to(r.scale);
+    j.at("slopes").get_to(r.slopes);
+    j.at("tokens_scored").get_to(r.tokensScored);
+    j.at("nll").get_to(r.nll);
+    j.at("ppl").get_to(r.ppl);
+    j.at("seconds").get_to(r.seconds);
+    j.at("tokens_per_s").get_to(r.tokensPerSecond);
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+// One evaluation job: a variant scored under one eval block's mode and stride.
+struct EvalJob {
+  size_t block;
+  const ScenarioVariant* variant;
+  std::string mode;
+  int64_t stride;  // 0 = L_train / 2 (sliding); unused for nonoverlap
+};
+
+std::vector<EvalJob> evalJobs(const Scenario& s) {
+  std::vector<EvalJob> jobs;
+  for (size_t b = 0; b < s.evals.size(); ++b) {
+    const ScenarioEval& e = s.evals[b];
+    for (const std::string& mode : e.modes) {
+      std::vector<int64_t> strides = mode == "sliding" && !e.strides.empty() ? e.strides : std::vector<int64_t>{0};
+      for (int64_t stride : strides)
+        for (const ScenarioVariant* v : s.select(e.variants)) jobs.push_back({b, v, mode, stride});
+    }
+  }
+  return jobs;
+}
+
+EvalRequest evalRequest(const Scenario& s, const EvalJob& job, const RunInfo& info, bool progress) {
+  const ScenarioEval& e = s.evals[job.block];
+  EvalRequest r;
+  r.runs = {info.dir};
+  r.lvalids = e.lvalids;
+  r.split = e.split;
+  r.modes = {job.mode};
+  r.stride = job.stride;
+  r.interps = e.interps;
+  r.maxTokens = e.maxTokens;
+  r.batch = e.batch;
+  r.threads = job.variant->train.threads;
+  r.progress = progress;
+  return r;
+}
+
+int64_t effectiveStride(const EvalJob& job, int64_t Lvalid) {
+  if (job.mode == "nonoverlap") return Lvalid;
+  return std::clamp<int64_t>(job.stride > 0 ? job.stride : job.variant->model.contextLength / 2, 1, Lvalid);
+}
+
+std::string jobLabel(const EvalJob& job) {
+  return job.mode == "sliding"
+             ? fmt::format("sliding s={}", job.stride > 0 ? job.stride : job.variant->model.contextLength / 2)
+             : job.mode;
+}
+
+int64_t vocabularySize(const ScenarioVariant& v, std::map<std::string, int64_t>& cache) {
+  auto it = cache.find(v.train.dataDir);
+  if (it == cache.end()) it = cache.emplace(v.train.dataDir, int64_t(loadWikiText(v.train.dataDir).vocab.size())).first;
+  return it->second + (v.model.causal() ? 0 : 1);
+}
+
+void printDryRun(const Scenario& s, const ScenarioRunOptions& o) {
+  std::map<std::string, int64_t> vocabs;
+  std::map<std::string, int64_t> splitTokens;  // "dir|split" -> tokens
+  double total = 0;
+  fmt::print("scenario {}: {} variant(s), {} eval block(s){}\n", s.name, s.variants.size(), s.evals.size(),
+             s.description.empty() ? "" : "\n  " + s.description);
+  fmt::print("train:\n");
+  for (const auto& v : s.variants) {
+    TrainPlan p = planTraining(o.runsRoot, v);
+    int64_t perStep = v.train.sequencesPerStep(v.model.contextLength) * v.model.contextLength;
+    int64_t stepsLeft = p.action == "reuse" ? 0 : p.totalSteps - p.stepsDone;
+    double sec = estimateTrainSeconds(v.model, vocabularySize(v, vocabs), stepsLeft * perStep, v.train.maskProb,
+                                      v.train.threads);
+    total += sec;
+    std::string what = p.action == "reuse"    ? fmt::format("reuse (finished, {} steps)", p.stepsDone)
+                       : p.action == "resume" ? fmt::format("resume at step {}/{}", p.stepsDone, p.totalSteps)
+                                              : fmt::format("train {} steps x {} tokens", p.totalSteps, perStep);
+    fmt::print("  {:<20} {:<46} {:<34} ~{}\n", v.name, p.dir.string(), what, formatDuration(sec));
+  }
+  fmt::print("evaluate:\n");
+  for (const EvalJob& job : evalJobs(s)) {
+    const ScenarioEval& e = s.evals[job.block];
+    const ScenarioVariant& v = *job.variant;
+    std::string key = v.train.dataDir + "|" + e.split;
+    if (!splitTokens.count(key)) splitTokens[key] = int64_t(loadWikiText(v.train.dataDir).split(e.split).size());
+    int64_t tokens = e.maxTokens > 0 ? std::min(e.maxTokens, splitTokens[key]) : splitTokens[key];
+    fs::path dir = variantRunDir(o.runsRoot, v);
+    if (planTraining(o.runsRoot, v).action == "reuse" &&
+        fs::exists(evalCacheFile(readRunInfo(dir), evalRequest(s, job, readRunInfo(dir), false)))) {
+      fmt::print("  {:<20} block {} {:<14} cached\n", v.name, job.block + 1, jobLabel(job));
+      continue;
+    }
+    double sec = 0;
+    for (int64_t Lvalid : e.lvalids)
+      sec += double(e.interps.size()) * estimateEvalSeconds(v.model, vocabularySize(v, vocabs), tokens, Lvalid,
+                                                            effectiveStride(job, Lvalid), v.train.maskProb,
+                                                            v.train.threads);
+    total += sec;
+    fmt::print("  {:<20} block {} {:<14} Lvalid {}..{} ({} lengths) x {} interp(s), {} {} tokens  ~{}\n", v.name,
+               job.block + 1, jobLabel(job), e.lvalids.front(), e.lvalids.back(), e.lvalids.size(), e.interps.size(),
+               tokens, e.split, formatDuration(sec));
+  }
+  if (s.hasProbe) fmt::print("probe: {} variant(s)\n", s.select(s.probe.variants).size());
+  fmt::print("total ~{}\n", formatDuration(total));
+}
+
+void runProbes(const Scenario& s, const ScenarioRunOptions& o, const fs::path& outDir) {
+  fs::create_directories(outDir / "probe");
+  for (const ScenarioVariant* v : s.select(s.probe.variants)) {
+    RunInfo info = readRunInfo(variantRunDir(o.runsRoot, *v));
+    configureRuntime(v->train.threads);
+    Transformer model = loadTrainedModel(info);
+    if (s.probe.biasLen > 0) dumpBias(model, s.probe.biasLen, outDir / "probe" / (v->name + "-bias.h5"));
+    if (s.probe.attnLvalid > 0) {
+      AttentionDumpRequest r;
+      r.out = outDir / "probe" / (v->name + "-attn.h5");
+      r.Lvalid = s.probe.attnLvalid;
+      r.offset = s.probe.attnOffset;
+      r.statsOnly = s.probe.statsOnly;
+      dumpAttention(info, model, loadWikiText(info.train.dataDir), r);
+    }
+  }
+}
+
+std::string timestamp() {
+  std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return buf;
+}
+
+}  // namespace
+
+fs::path variantRunDir(const fs::path& runsRoot, const ScenarioVariant& v) {
+  uint64_t h = fnv1a(runIdentity(v.model, v.train).dump()) & 0xffffffffffffull;
+  return runsRoot / fmt::format("{}-{}-L{}-{:012x}", v.model.arch, v.model.pos, v.model.contextLength, h);
+}
+
+fs::path runScenario(const Scenario& s, const ScenarioRunOptions& o) {
+  fs::path outDir = o.resultsRoot / s.name;
+  if (o.dryRun) {
+    printDryRun(s, o);
+    return outDir;
+  }
+  auto started = Clock::now();
+  std::string startedAt = timestamp();
+  nlohmann::json manifest = {{"scenario", s.name}, {"xtrap_version", xtrapVersion()}, {"started", startedAt}};
+  char host[256] = "";
+  gethostname(host, sizeof(host) - 1);
+  manifest["machine"] = {{"host", host}, {"cpu_threads", std::thread::hardware_concurrency()}};
+
+  for (const auto& v : s.variants) {
+    TrainPlan p = planTraining(o.runsRoot, v);
+    auto t0 = Clock::now();
+    if (p.action == "reuse") {
+      std::fprintf(stderr, "%s: reusing finished run %s\n", v.name.c_str(), p.dir.c_str());
+    } else {
+      std::fprintf(stderr, "%s: %s %s\n", v.name.c_str(), p.action == "resume" ? "resuming" : "training",
+                   p.dir.c_str());
+      TrainRequest req;
+      req.model = v.model;
+      req.train = v.train;
+      req.runDir = p.dir;
+      req.resume = p.action == "resume";
+      req.progress = o.progress;
+      trainRun(req);
+    }
+    RunInfo info = readRunInfo(p.dir);
+    // run.json says which xtrap trained the run and how long its last session took, which a
+    // re-run that only reuses it cannot know otherwise.
+    auto runJson = nlohmann::json::parse(readTextFile(p.dir / "run.json"));
+    manifest["variants"][v.name] = {{"run_dir", p.dir.string()},
+                                    {"action", p.action},
+                                    {"steps", info.stepsDone},
+                                    {"trained_by", runJson.value("xtrap_version", "")},
+                                    {"train_seconds_last_session", info.extra.value("train_seconds", 0.0)},
+                                    {"train_seconds_this_invocation", secondsSince(t0)},
+                                    {"final_val_ppl", info.extra.value("final_val_ppl", 0.0)},
+                                    {"train_tok_per_s", info.extra.value("tok_per_s", 0.0)}};
+  }
+
+  std::vector<EvalRow> all, plotted;
+  std::string tables = fmt::format("# {}\n\n{}{}", s.name, s.description.empty() ? "" : s.description + "\n\n",
+                                   "Perplexity (lower is better); rows = variants, columns = Lvalid.\n\n");
+  std::map<std::string, std::vector<EvalRow>> sections;  // title -> rows, in job order via `order`
+  std::vector<std::string> order;
+  for (const EvalJob& job : evalJobs(s)) {
+    const ScenarioEval& e = s.evals[job.block];
+    const ScenarioVariant& v = *job.variant;
+    RunInfo info = readRunInfo(variantRunDir(o.runsRoot, v));
+    EvalRequest r = evalRequest(s, job, info, o.progress);
+    fs::path cache = evalCacheFile(info, r);
+    auto t0 = Clock::now();
+    std::vector<EvalRow> rows;
+    if (fs::exists(cache)) {
+      rows = readCachedRows(cache);
+    } else {
+      std::fprintf(stderr, "%s: evaluating %s, Lvalid %lld..%lld\n", v.name.c_str(), jobLabel(job).c_str(),
+                   static_cast<long long>(e.lvalids.front()), static_cast<long long>(e.lvalids.back()));
+      rows = evaluateRuns(r);
+      fs::create_directories(cache.parent_path());
+      writeEvalRows(cache, rows);
+    }
+    auto& entry = manifest["variants"][v.name];
+    entry["eval_seconds_this_invocation"] = entry.value("eval_seconds_this_invocation", 0.0) + secondsSince(t0);
+    std::string title = fmt::format("{} ({} split{})", jobLabel(job), e.split,
+                                    e.maxTokens > 0 ? fmt::format(", first {} tokens", e.maxTokens) : "");
+    if (s.evals.size() > 1) title = fmt::format("eval {}: {}", job.block + 1, title);
+    if (!sections.count(title)) order.push_back(title);
+    for (EvalRow row : rows) {
+      row.run = v.name;
+      all.push_back(row);
+      sections[title].push_back(row);
+      row.mode = jobLabel(job);
+      plotted.push_back(row);
+    }
+  }
+  for (const auto& title : order) tables += formatMarkdownTable(title, sections[title]);
+
+  fs::create_directories(outDir);
+  writeEvalRows(outDir / "results.csv", all);
+  writeTextAtomically(outDir / "table.md", tables);
+  plotPerplexity(outDir / "ppl_vs_length.png", plotted, s.name + ": perplexity vs evaluation length");
+  writeTextAtomically(outDir / "scenario.toml", s.text);
+  writeTextAtomically(outDir / "version.txt", xtrapVersion() + "\n");
+  if (s.hasProbe) runProbes(s, o, outDir);
+  manifest["finished"] = timestamp();
+  manifest["wall_seconds_this_invocation"] = secondsSince(started);
+  writeTextAtomically(outDir / "manifest.json", manifest.dump(2) + "\n");
+  return outDir;
+}
+
+}  // namespace xtrap

@@ -1,0 +1,80 @@
+#pragma once
+// A scenario file (TOML) names one experiment end to end: what to train, which variants, how to
+// evaluate and probe them. Parsing is torch-free so the grammar is testable without tensors.
+//
+//   description = "..."                  optional, one line
+//   [train]                              model and training keys shared by every variant
+//   [[variant]]  name = "alibi"          a variant: its name plus any [train] key as an override
+//   [eval] or [[eval]]                   one or more evaluation blocks
+//   [probe]                              optional: bias / attention dumps per variant
+//
+// Model / training keys (the names of `xtrap train` options with '_' for '-'):
+//   data arch config pos head L layers d_model heads ffn dropout max_positions
+//   adaptive_softmax_cutoffs scale_embedding clap_beta alibi_init rotary_base t5_buckets
+//   t5_max_distance init_seed steps tokens batch batch_tokens lr min_lr_ratio warmup schedule
+//   weight_decay clip seed threads batch_order log_every eval_every eval_tokens checkpoint_every
+//   mask_prob
+// `config` (a named encoder configuration) is applied before the other keys of its table, so
+// `config = "zero-clap"` with `pos = "alibi"` means zero-clap's head with symmetric ALiBi.
+// A relative `data` path is relative to the scenario file's directory.
+//
+// Eval keys: lvalid (the --Lvalid range grammar, a string, or a list of integers), modes
+// (nonoverlap / sliding), strides (sliding strides; default L/2), interps, split, max_tokens,
+// batch, variants (names; default all).
+// Probe keys: bias_len, attn_lvalid, attn_offset, stats_only, variants.
+//
+// Unknown keys, wrong types and invalid values are errors "FILE:LINE:COLUMN: ..." naming the key.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "eval/interpolation.h"
+#include "model/model_config.h"
+#include "train/train_config.h"
+
+namespace xtrap {
+
+struct ScenarioVariant {
+  std::string name;
+  ModelConfig model;
+  TrainConfig train;
+};
+
+struct ScenarioEval {
+  std::vector<int64_t> lvalids;
+  std::vector<std::string> modes{"nonoverlap"};
+  std::vector<int64_t> strides;  // sliding strides; empty = L_train / 2
+  std::vector<Interp> interps{Interp::None};
+  std::string split = "valid";
+  int64_t maxTokens = 0;  // > 0: score only a prefix of the split
+  int64_t batch = 8;
+  std::vector<std::string> variants;  // empty = every variant
+};
+
+struct ScenarioProbe {
+  int64_t biasLen = 0;     // > 0: dump each variant's bias matrix of this size
+  int64_t attnLvalid = 0;  // > 0: dump attention statistics for one window of this length
+  int64_t attnOffset = 0;
+  bool statsOnly = true;
+  std::vector<std::string> variants;  // empty = every variant
+};
+
+struct Scenario {
+  std::string name;  // the file's stem; results go to results/<name>/
+  std::string description;
+  std::string text;  // the file as read, copied next to the results
+  std::vector<ScenarioVariant> variants;
+  std::vector<ScenarioEval> evals;
+  bool hasProbe = false;
+  ScenarioProbe probe;
+
+  // Variants selected by a block's `variants` list (all when empty), in file order.
+  std::vector<const ScenarioVariant*> select(const std::vector<std::string>& names) const;
+};
+
+// `source` names the text in error messages; relative `data` paths resolve against `baseDir`.
+Scenario parseScenario(const std::string& text, const std::string& source, const std::filesystem::path& baseDir);
+Scenario loadScenario(const std::filesystem::path& file);
+
+}  // namespace xtrap

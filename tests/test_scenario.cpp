@@ -1,0 +1,163 @@
+// Scenario files: the grammar, the errors (with the key's name and line), the shipped files.
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "scenario/results_table.h"
+#include "scenario/scenario.h"
+
+using namespace xtrap;
+
+namespace {
+const char* kMinimal = R"(description = "two variants"
+[train]
+arch = "decoder"
+L = 64
+steps = 10
+batch = 4
+
+[[variant]]
+name = "alibi"
+pos = "alibi"
+
+[[variant]]
+name = "sin-long"
+pos = "sinusoidal"
+steps = 30
+lr = 5e-4
+
+[eval]
+lvalid = "64..256"
+modes = ["nonoverlap", "sliding"]
+strides = [16, 32]
+interps = ["none", "linear"]
+max_tokens = 1000
+)";
+
+Scenario parse(const std::string& text) { return parseScenario(text, "test.toml", "/base"); }
+
+std::string errorOf(const std::string& text) {
+  try {
+    parse(text);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("scenario: train block, variant overrides, eval block") {
+  Scenario s = parse(kMinimal);
+  CHECK(s.name == "test");
+  CHECK(s.description == "two variants");
+  REQUIRE(s.variants.size() == 2);
+  CHECK(s.variants[0].model.pos == "alibi");
+  CHECK(s.variants[0].model.contextLength == 64);
+  CHECK(s.variants[0].train.steps == 10);
+  CHECK(s.variants[1].model.pos == "sinusoidal");
+  CHECK(s.variants[1].train.steps == 30);
+  CHECK(s.variants[1].train.lr == Approx(5e-4));
+  CHECK(s.variants[1].train.batchSequences == 4);
+  REQUIRE(s.evals.size() == 1);
+  CHECK(s.evals[0].lvalids == std::vector<int64_t>{64, 128, 256});
+  CHECK(s.evals[0].modes == std::vector<std::string>{"nonoverlap", "sliding"});
+  CHECK(s.evals[0].strides == std::vector<int64_t>{16, 32});
+  CHECK(s.evals[0].interps == std::vector<Interp>{Interp::None, Interp::Linear});
+  CHECK(s.evals[0].maxTokens == 1000);
+  CHECK_FALSE(s.hasProbe);
+  CHECK(s.select({}).size() == 2);
+  CHECK(s.select({"sin-long"}).front()->name == "sin-long");
+}
+
+TEST_CASE("scenario: named config first then overrides, relative data paths, eval arrays") {
+  Scenario s = parse(R"([train]
+data = "../data/wt2"
+L = 32
+[[variant]]
+name = "zero-clap-symmetric"
+pos = "alibi"
+config = "zero-clap"
+[[eval]]
+lvalid = [128, 32, 64, 32]
+[[eval]]
+lvalid = "32"
+variants = ["zero-clap-symmetric"]
+[probe]
+bias_len = 8
+)");
+  const auto& m = s.variants[0].model;
+  CHECK(m.arch == "encoder");
+  CHECK(m.head == "clap");
+  CHECK(m.pos == "alibi");  // the override wins although it comes before `config`
+  CHECK(s.variants[0].train.dataDir == "/data/wt2");
+  REQUIRE(s.evals.size() == 2);
+  CHECK(s.evals[0].lvalids == std::vector<int64_t>{32, 64, 128});
+  CHECK(s.evals[1].variants == std::vector<std::string>{"zero-clap-symmetric"});
+  CHECK(s.hasProbe);
+  CHECK(s.probe.biasLen == 8);
+}
+
+TEST_CASE("scenario: unknown keys are errors naming the key and its line") {
+  std::string text = kMinimal;
+  CHECK(errorOf(std::string(text).insert(text.find("steps = 10"), "stepz = 3\n")) ==
+        "test.toml:5:1: unknown key 'stepz' in [train]");
+  CHECK(errorOf(std::string(text).insert(text.find("lr = 5e-4"), "lrr = 1\n")) ==
+        "test.toml:16:1: unknown key 'lrr' in [[variant]] 'sin-long'");
+  CHECK(errorOf(std::string(text) + "stride = 3\n") == "test.toml:24:1: unknown key 'stride' in [eval]");
+  CHECK(errorOf(std::string("titel = \"x\"\n") + text) ==
+        "test.toml:1:1: unknown key 'titel' in the scenario (top level)");
+}
+
+TEST_CASE("scenario: bad values name the key and where it is") {
+  std::string text = kMinimal;
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string t = text;
+    return t.replace(t.find(from), from.size(), to);
+  };
+  CHECK(errorOf(replaced("L = 64", "L = \"64\"")) == "test.toml:4:5: L: expected an integer");
+  CHECK_THAT(errorOf(replaced("pos = \"alibi\"", "pos = \"alibii\"")),
+             Catch::StartsWith("test.toml:8:1: variant 'alibi': ") && Catch::Contains("alibii"));
+  CHECK_THAT(errorOf(replaced("\"64..256\"", "\"256..64\"")), Catch::StartsWith("test.toml:19:10: lvalid: "));
+  CHECK(errorOf(replaced("\"sliding\"]", "\"slide\"]")) ==
+        "test.toml:20:9: modes: unknown mode 'slide' (valid: nonoverlap, sliding)");
+  CHECK_THAT(errorOf(replaced("\"linear\"", "\"cubic\"")), Catch::StartsWith("test.toml:22:11: interps: "));
+  CHECK(errorOf(replaced("name = \"sin-long\"", "name = \"alibi\"")) ==
+        "test.toml:13:8: name: duplicate variant 'alibi'");
+  CHECK(errorOf(replaced("name = \"sin-long\"", "name = \"a b\"")) ==
+        "test.toml:13:8: name: use letters, digits, '.', '_' and '-' (up to 64), got 'a b'");
+  CHECK(errorOf(text + "variants = [\"nope\"]\n") == "test.toml:24:12: variants: no variant named 'nope'");
+  CHECK_THAT(errorOf("[train]\nL = 3\n[eval]\nlvalid = \"3\"\n"), Catch::Contains("[[variant]]"));
+  CHECK_THAT(errorOf("[train\n"), Catch::StartsWith("test.toml:1:"));
+}
+
+TEST_CASE("scenario: every shipped scenario parses") {
+  namespace fs = std::filesystem;
+  int count = 0;
+  for (const auto& entry : fs::directory_iterator("scenarios")) {
+    if (entry.path().extension() != ".toml") continue;
+    INFO(entry.path().string());
+    Scenario s = loadScenario(entry.path());
+    CHECK(s.name == entry.path().stem().string());
+    CHECK_FALSE(s.variants.empty());
+    ++count;
+  }
+  CHECK(count >= 1);
+}
+
+TEST_CASE("results table: rows = variants, columns = Lvalid, last/first ratio") {
+  auto row = [](std::string run, int64_t Lvalid, double ppl, std::string interp = "none") {
+    EvalRow r;
+    r.run = run;
+    r.Lvalid = Lvalid;
+    r.ppl = ppl;
+    r.interp = interp;
+    return r;
+  };
+  std::string t =
+      formatMarkdownTable("nonoverlap", {row("alibi", 64, 100), row("alibi", 128, 90), row("sin", 64, 100)});
+  CHECK(t ==
+        "### nonoverlap\n\n| variant | 64 | 128 | ppl(128)/ppl(64) |\n|---|---:|---:|---:|\n"
+        "| alibi | 100.00 | 90.00 | 0.900 |\n| sin | 100.00 | - | - |\n\n");
+  std::string two = formatMarkdownTable("x", {row("a", 64, 10, "none"), row("a", 64, 9, "linear")});
+  CHECK(two.find("| a (none) | 10.00 |") != std::string::npos);
+  CHECK(two.find("| a (linear) | 9.00 |") != std::string::npos);
+}
