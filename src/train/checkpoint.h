@@ -1,5 +1,5 @@
 #pragma once
-// checkpoint.pt: model parameters and buffers, AdamW state, step, data-order and RNG states,
+// checkpoint.pt (framed by checkpoint_file.h): model parameters and buffers, AdamW state, step, data-order and RNG states,
 // in one LibTorch archive written to a temporary name and renamed (the previous checkpoint stays
 // valid until the new one is complete).
 #include <filesystem>
