@@ -11,7 +11,7 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 make_corpus "$WORK/data" 3000 400 11
 
-ARGS=(--data "$WORK/data" "${TINY[@]}" --steps 60 --dropout 0.1 --seed 5 --checkpoint-every 4 --log-every 1
+ARGS=(--data "$WORK/data" "${TINY[@]}" --steps 150 --dropout 0.1 --seed 5 --checkpoint-every 4 --log-every 1
       --eval-every 20 --eval-tokens 256 --batch-order contiguous)
 "$XTRAP" train --out "$WORK/straight" "${ARGS[@]}" > /dev/null || fail "uninterrupted run failed"
 
@@ -19,7 +19,9 @@ RANDOM=${XTRAP_TEST_SEED:-$$}
 kills=0
 resumes=0
 finished=0
-while (( kills < 4 )); do
+log_lines() { if [[ -f "$WORK/killed/train.jsonl" ]]; then wc -l < "$WORK/killed/train.jsonl"; else echo 0; fi; }
+while (( kills < 5 )); do
+  before=$(log_lines)
   if [[ -f "$WORK/killed/run.json" ]]; then
     "$XTRAP" train --resume "$WORK/killed" --no-progress > /dev/null 2> "$WORK/err" &
     resumes=$((resumes + 1))
@@ -28,7 +30,13 @@ while (( kills < 4 )); do
     "$XTRAP" train --out "$WORK/killed" "${ARGS[@]}" > /dev/null 2> "$WORK/err" &
   fi
   pid=$!
-  sleep "0.$(( 10 + RANDOM % 80 ))"
+  # Past start-up (~1 s of LibTorch and data loading) once a new step is logged; then a random delay.
+  for _ in $(seq 500); do
+    (( $(log_lines) > before )) && break
+    kill -0 "$pid" 2> /dev/null || break
+    sleep 0.02
+  done
+  sleep "0.$(( RANDOM % 30 ))"
   if ! kill -KILL "$pid" 2> /dev/null; then
     wait "$pid" || fail "run exited with an error: $(cat "$WORK/err")"
     finished=1
