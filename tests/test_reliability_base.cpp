@@ -169,7 +169,7 @@ TEST_CASE("a SIGINT is only a flag until a poll point throws Interrupted", "[rel
   }
 }
 
-TEST_CASE("--Lvalid geometric ranges with a factor just above 1 are rejected, not looped", "[reliability]") {
+TEST_CASE("geometric --Lvalid ranges with a factor just above 1 are rejected, not looped", "[reliability]") {
   // Found by review while writing fuzz_lvalid_range: this used to loop ~1e13 times.
   CHECK(errorOf([] { parseLvalidRange("8..16777216*1.000000000001"); }) ==
         "bad --Lvalid item '8..16777216*1.000000000001': more than 100000 lengths");
