@@ -97,6 +97,30 @@ void truncateLog(const fs::path& file, int64_t step) {
   writeTextAtomically(file, kept);
 }
 
+// The parameters are still finite (bad updates were skipped), but whatever produces the
+// non-finite values will not go away by itself: stop, leaving the last checkpoint as it is.
+[[noreturn]] void stopForBadSteps(RunInfo& run, const TrainingState& state, int64_t checkpointStep) {
+  run.status = "stopped";
+  run.stepsDone = std::max<int64_t>(checkpointStep, 0);
+  writeRunInfo(run);
+  std::string kept = checkpointStep >= 0 ? fmt::format("last good checkpoint {} (step {})",
+                                                       checkpointPath(run.dir).string(), checkpointStep)
+                                         : std::string("no checkpoint was written");
+  throw std::runtime_error(
+      fmt::format("training stopped at step {}: {} steps had a non-finite loss or gradient (--max-bad-steps {}); {}",
+                  state.step, state.badSteps, run.train.maxBadSteps, kept));
+}
+
+// Called after the checkpoint of the current step is on disk.
+[[noreturn]] void stopForSignal(RunInfo& run, const TrainingState& state, int signal) {
+  run.status = "interrupted";
+  run.stepsDone = state.step;
+  writeRunInfo(run);
+  throw Interrupted(signal, fmt::format("interrupted by {} at step {}: checkpoint saved; continue with "
+                                        "xtrap train --resume {}",
+                                        signalName(signal), state.step, run.dir.string()));
+}
+
 }  // namespace
 
 RunInfo trainRun(TrainRequest req) {
@@ -199,19 +223,7 @@ RunInfo trainRun(TrainRequest req) {
     if (bar) bar->update(state.step, fmt::format("loss {:.3f}{} | {:.0f} tok/s", loss,
                                                  std::isnan(lastVal) ? "" : fmt::format(" val {:.3f}", lastVal),
                                                  tokPerSec));
-    if (bad && t.maxBadSteps > 0 && state.badSteps >= t.maxBadSteps) {
-      // The parameters are still finite (bad updates were skipped), but whatever produces the
-      // non-finite values will not go away by itself: stop, leaving the last checkpoint as it is.
-      run.status = "stopped";
-      run.stepsDone = std::max<int64_t>(checkpointStep, 0);
-      writeRunInfo(run);
-      throw std::runtime_error(fmt::format(
-          "training stopped at step {}: {} steps had a non-finite loss or gradient (--max-bad-steps {}); {}",
-          state.step, state.badSteps, t.maxBadSteps,
-          checkpointStep >= 0 ? fmt::format("last good checkpoint {} (step {})", checkpointPath(run.dir).string(),
-                                            checkpointStep)
-                              : std::string("no checkpoint was written")));
-    }
+    if (bad && t.maxBadSteps > 0 && state.badSteps >= t.maxBadSteps) stopForBadSteps(run, state, checkpointStep);
     if (state.step % t.checkpointEvery == 0 && state.step < totalSteps) {
       checkpoint();
       run.stepsDone = state.step;
@@ -220,12 +232,7 @@ RunInfo trainRun(TrainRequest req) {
     if (int signal = interruptSignal(); signal != 0 && state.step < totalSteps) {
       if (checkpointStep != state.step) checkpoint();
       if (bar) bar->finish("| interrupted");
-      run.status = "interrupted";
-      run.stepsDone = state.step;
-      writeRunInfo(run);
-      throw Interrupted(signal, fmt::format("interrupted by {} at step {}: checkpoint saved; continue with "
-                                            "xtrap train --resume {}",
-                                            signalName(signal), state.step, run.dir.string()));
+      stopForSignal(run, state, signal);
     }
   }
   lastVal = validationLoss(model, corpus, t);
