@@ -10,13 +10,22 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 make_corpus "$WORK/data" 3000 400 12
 
-# wait_for_lines FILE N: until FILE has N lines (at most ~20 s).
+# wait_for_lines FILE N: until FILE has N lines (at most ~60 s).
 wait_for_lines() {
-  for _ in $(seq 200); do
+  for _ in $(seq 600); do
     [[ -f "$1" && $(wc -l < "$1") -ge $2 ]] && return 0
     sleep 0.1
   done
   fail "$1 never reached $2 lines"
+}
+
+# wait_for_file PATTERN: until a file matching the glob exists (at most ~60 s).
+wait_for_file() {
+  for _ in $(seq 600); do
+    compgen -G "$1" > /dev/null && return 0
+    sleep 0.1
+  done
+  fail "no file $1 appeared"
 }
 
 # --- train: SIGTERM, then SIGINT after resuming ---
@@ -48,26 +57,26 @@ first_resumed=$(sed -n "$((step + 1))p" "$WORK/run/train.jsonl" | grep -Eo '"ste
 [[ $first_resumed -eq $((step + 1)) ]] || fail "resume did not continue at step $((step + 1)) (got $first_resumed)"
 no_temporaries "$WORK/run"
 
-# --- eval: sliding windows with stride 1 take long enough to be interrupted mid-way ---
+# --- eval: sliding windows with stride 1 take seconds; signalled once its progress line shows scoring began ---
 "$XTRAP" train --out "$WORK/small" --data "$WORK/data" "${TINY[@]}" --steps 2 --eval-tokens 64 > /dev/null ||
   fail "training the eval run failed"
-"$XTRAP" eval "$WORK/small" --Lvalid 64 --mode sliding --stride 1 --threads 1 --no-progress \
+"$XTRAP" eval "$WORK/small" --Lvalid 64 --mode sliding --stride 1 --threads 1 \
   --out "$WORK/eval.csv" --per-position "$WORK/pos.csv" > /dev/null 2> "$WORK/err" &
 pid=$!
-sleep 1.5
+wait_for_lines "$WORK/err" 1
 kill -INT "$pid" || fail "eval finished before the signal"
 wait "$pid"
 rc=$?
 [[ $rc -eq 130 ]] || fail "eval after SIGINT exited $rc: $(cat "$WORK/err")"
-grep -q "^xtrap: interrupted by SIGINT$" "$WORK/err" || fail "unexpected message: $(cat "$WORK/err")"
+[[ $(tail -n 1 "$WORK/err") == "xtrap: interrupted by SIGINT" ]] || fail "unexpected message: $(cat "$WORK/err")"
 [[ ! -e "$WORK/eval.csv" && ! -e "$WORK/pos.csv" ]] || fail "eval left an output file"
 no_temporaries "$WORK"
 
-# --- probe: an attention dump of 8192 tokens in 16-row blocks, interrupted between blocks ---
+# --- probe: an attention dump of 8192 tokens in 16-row blocks, signalled once its HDF5 temporary exists ---
 "$XTRAP" probe "$WORK/small" --dump-attn "$WORK/attn.h5" --Lvalid 8192 --query-block 16 --threads 1 \
   > /dev/null 2> "$WORK/err" &
 pid=$!
-sleep 1.5
+wait_for_file "$WORK/attn.h5.tmp.*"
 kill -TERM "$pid" || fail "probe finished before the signal"
 wait "$pid"
 rc=$?
