@@ -54,6 +54,9 @@ cp -r "$WORK/data" "$WORK/unreadable" && rm -f "$WORK/unreadable/.xtrap-cache.bi
 chmod 755 "$WORK/unreadable" && chmod 000 "$WORK/unreadable/wiki.train.tokens"
 expect_error "unreadable split" "cannot read split file: $WORK/unreadable/wiki.train.tokens$" -- \
   as_user "${TRAIN[@]}" --data "$WORK/unreadable" --out "$WORK/r1"
+cp -r "$WORK/data" "$WORK/lockeddir" && chmod 000 "$WORK/lockeddir"
+expect_error "unreadable data directory" "cannot read data directory: $WORK/lockeddir$" -- \
+  as_user "${TRAIN[@]}" --data "$WORK/lockeddir" --out "$WORK/r1"
 cp -r "$WORK/data" "$WORK/binary" && rm -f "$WORK/binary/.xtrap-cache.bin"
 printf 'fine words\nthen \xff\xfe junk\n' >> "$WORK/binary/wiki.train.tokens"
 expect_error "non-UTF-8 bytes" "$WORK/binary/wiki.train.tokens: invalid UTF-8 at line 402, byte offset [0-9]+ \\(0xFF\\)$" -- \

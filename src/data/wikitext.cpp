@@ -1,5 +1,7 @@
 #include "data/wikitext.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <fstream>
 #include <stdexcept>
@@ -79,6 +81,8 @@ std::vector<int32_t> tokenize(std::string_view text, const Vocabulary& vocab) {
 Corpus loadWikiText(const fs::path& dir) {
   if (!fs::is_directory(dir))
     throw std::runtime_error("data directory not found: " + dir.string());
+  // Without this an unlistable directory would report its files as missing.
+  if (::access(dir.c_str(), R_OK | X_OK) != 0) throw std::runtime_error("cannot read data directory: " + dir.string());
   for (const char* s : kSplits) {
     auto p = splitPath(dir, s);
     if (!fs::is_regular_file(p)) throw std::runtime_error("missing split file: " + p.string());
