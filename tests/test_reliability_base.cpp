@@ -136,11 +136,15 @@ TEST_CASE("token cache reader survives a huge length field without allocating it
 
 TEST_CASE("temporary files: stale ones are removed, output directories are checked first", "[reliability]") {
   auto dir = freshDir("tmp");
-  for (const char* name : {"checkpoint.pt.tmp.123", "run.json.tmp.9", "notes.tmp.txt", "run.json"})
+  // PIDs above /proc/sys/kernel/pid_max (at most 2^22) belong to no process.
+  std::string mine = "eval.csv.tmp." + std::to_string(::getpid());
+  for (std::string name : {"checkpoint.pt.tmp.99999999", "run.json.tmp.88888888", "notes.tmp.txt", "run.json"})
     std::ofstream(dir / name) << "x";
+  std::ofstream(dir / mine) << "x";
   removeStaleTemporaries(dir);
-  CHECK_FALSE(fs::exists(dir / "checkpoint.pt.tmp.123"));
-  CHECK_FALSE(fs::exists(dir / "run.json.tmp.9"));
+  CHECK_FALSE(fs::exists(dir / "checkpoint.pt.tmp.99999999"));
+  CHECK_FALSE(fs::exists(dir / "run.json.tmp.88888888"));
+  CHECK(fs::exists(dir / mine));  // a live process's temporary
   CHECK(fs::exists(dir / "notes.tmp.txt"));
   CHECK(fs::exists(dir / "run.json"));
 

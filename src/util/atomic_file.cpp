@@ -1,6 +1,7 @@
 #include "util/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -50,9 +51,13 @@ void removeStaleTemporaries(const std::filesystem::path& dir) {
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     std::string name = entry.path().filename().string();
     size_t mark = name.rfind(".tmp.");
-    bool pidSuffix = mark != std::string::npos && mark + 5 < name.size() &&
-                     name.find_first_not_of("0123456789", mark + 5) == std::string::npos;
-    if (pidSuffix && entry.is_regular_file(ec)) std::filesystem::remove(entry.path(), ec);
+    if (mark == std::string::npos || mark + 5 == name.size() || name.size() - mark > 15 ||
+        name.find_first_not_of("0123456789", mark + 5) != std::string::npos)
+      continue;
+    // A temporary of a live process (say, an eval writing into this run) is still being written.
+    auto pid = static_cast<pid_t>(std::stoll(name.substr(mark + 5)));
+    bool alive = ::kill(pid, 0) == 0 || errno == EPERM;
+    if (!alive && entry.is_regular_file(ec)) std::filesystem::remove(entry.path(), ec);
   }
 }
 

@@ -20,7 +20,8 @@ void commitTemporary(const std::filesystem::path& tmp, const std::filesystem::pa
 // Throws "cannot write FILE: ..." unless FILE's directory exists and is writable: commands check
 // their outputs before hours of work rather than after.
 void requireWritableDirectoryFor(const std::filesystem::path& file);
-// Deletes temporaries in `dir` left by a process killed before its commit (SIGKILL, power loss).
+// Deletes temporaries in `dir` left by a process killed before its commit (SIGKILL, power loss);
+// those of processes still running are kept.
 void removeStaleTemporaries(const std::filesystem::path& dir);
 
 }  // namespace xtrap
