@@ -45,7 +45,8 @@ struct DumpObserver : AttentionObserver {
   }
 
   void onProbabilities(int64_t layer, int64_t q0, const torch::Tensor& probsIn) override {
-    throwIfInterrupted();  // unwinds through ~Hdf5Writer, which deletes the temporary file
+    // Unwinds through ~Hdf5Writer, which deletes the temporary file.
+    throwIfInterrupted();
     auto probs = probsIn[0].to(torch::kFloat64);  // (H, Tq, Tk)
     int64_t Tq = probs.size(1), Tk = probs.size(2);
     auto i = torch::arange(q0, q0 + Tq, torch::kFloat64).unsqueeze(1);

@@ -109,7 +109,7 @@ TEST_CASE("checkpoint round-trips state and rejects truncated or flipped files",
   fs::remove_all(dir);
 }
 
-TEST_CASE("non-finite steps are skipped and counted; --max-bad-steps stops the run", "[reliability]") {
+TEST_CASE("non-finite steps are skipped and counted, and --max-bad-steps stops the run", "[reliability]") {
   auto dir = tinyCorpus("nan");
   SECTION("below the limit the run finishes and reports the count") {
     auto req = tinyRequest(dir, dir / "ok");

@@ -61,7 +61,8 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   cmd.add_option("--checkpoint-every", train->checkpointEvery, "checkpoint every N steps")->capture_default_str();
   cmd.add_option("--mask-prob", train->maskProb, "encoders: fraction of tokens selected for MLM")->capture_default_str();
   cmd.add_option("--max-bad-steps", train->maxBadSteps,
-                 "stop after this many steps with a non-finite loss or gradient (0 = never)")->capture_default_str();
+                 "stop after this many steps with a non-finite loss or gradient (0 = never)")
+      ->capture_default_str();
   cmd.add_flag("--no-progress", *noProgress, "no progress bar");
   // Hidden test hook for the non-finite guard (tests/reliability_train.sh).
   cmd.add_option("--inject-nan-at", *injectNan, "steps whose loss is made NaN")->delimiter(',')->group("");

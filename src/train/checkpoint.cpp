@@ -83,8 +83,8 @@ TrainingState loadCheckpoint(const std::filesystem::path& file, Transformer& mod
     if (archive.try_read("torch_rng_state", t)) state.torchRngState = t;
   } catch (const c10::Error& e) {
     // The checksum held, so the archive is intact but was written for another model.
-    throw std::runtime_error("checkpoint " + file.string() + " does not fit this model: " +
-                             firstLine(e.what_without_backtrace()));
+    throw std::runtime_error("checkpoint " + file.string() +
+                             " does not fit this model: " + firstLine(e.what_without_backtrace()));
   } catch (const std::runtime_error& e) {
     throw std::runtime_error("bad checkpoint " + file.string() + ": " + firstLine(e.what()));
   }
