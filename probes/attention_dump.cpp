@@ -8,6 +8,7 @@
 #include "data/wikitext.h"
 #include "eval/evaluate_run.h"
 #include "train/run_directory.h"
+#include "util/interrupt.h"
 
 namespace xtrap {
 namespace {
@@ -44,6 +45,8 @@ struct DumpObserver : AttentionObserver {
   }
 
   void onProbabilities(int64_t layer, int64_t q0, const torch::Tensor& probsIn) override {
+    // Unwinds through ~Hdf5Writer, which deletes the temporary file.
+    throwIfInterrupted();
     auto probs = probsIn[0];  // (H, Tq, Tk), float32: float64 temporaries doubled the dump's memory
     int64_t Tq = probs.size(1), Tk = probs.size(2);
     auto i = torch::arange(q0, q0 + Tq, torch::kFloat32).unsqueeze(1);

@@ -8,6 +8,7 @@
 #include "eval/lvalid_range.h"
 #include "eval/plot.h"
 #include "train/run_directory.h"
+#include "util/atomic_file.h"
 
 namespace xtrap {
 
@@ -78,11 +79,13 @@ CommandAction addEvalCommand(CLI::App& cmd) {
     } else {
       r.lvalids = parseLvalidRange(*lvalid);
     }
+    std::filesystem::path outFile = out->empty() ? r.runs.front() / "eval.csv" : std::filesystem::path(*out);
+    for (const auto& file : {outFile.string(), *perPosition, *plot})
+      if (!file.empty()) requireWritableDirectoryFor(file);
     std::vector<PositionLossRow> positions;
     if (perPosition->empty()) r.positionBuckets = 0;
     auto rows = evaluateRuns(r, perPosition->empty() ? nullptr : &positions);
     std::fputs(formatEvalTable(rows).c_str(), stdout);
-    std::filesystem::path outFile = out->empty() ? r.runs.front() / "eval.csv" : std::filesystem::path(*out);
     writeEvalRows(outFile, rows);
     std::fprintf(stderr, "results: %s\n", outFile.c_str());
     if (!perPosition->empty()) {

@@ -1,8 +1,10 @@
 // xtrap: train short, test long. A thin front end over the xtrap library.
+#include <csignal>
 #include <cstdio>
 #include <string>
 
 #include "cli/commands.h"
+#include "util/interrupt.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"xtrap: length-extrapolation workbench (train short, test long)"};
@@ -22,9 +24,16 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  // Over a file-size limit (ulimit -f) write() must fail with EFBIG, which the writers report and
+  // clean up after, instead of the default SIGXFSZ killing the process mid-file.
+  std::signal(SIGXFSZ, SIG_IGN);
+  xtrap::installInterruptHandlers();
   try {
     for (auto& [sub, action] : commands)
       if (sub->parsed()) action();
+  } catch (const xtrap::Interrupted& e) {
+    std::fprintf(stderr, "xtrap: %s\n", e.what());
+    return e.exitCode();
   } catch (const std::exception& e) {
     std::string what = e.what();
     std::fprintf(stderr, "xtrap: error: %s\n", what.substr(0, what.find('\n')).c_str());

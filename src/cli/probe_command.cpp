@@ -9,6 +9,7 @@
 #include "data/wikitext.h"
 #include "train/checkpoint.h"
 #include "train/run_directory.h"
+#include "util/atomic_file.h"
 #include "util/runtime.h"
 
 namespace xtrap {
@@ -64,6 +65,8 @@ CommandAction addProbeCommand(CLI::App& cmd) {
 
   return [=] {
     if (biasFile->empty() && attnFile->empty()) throw std::invalid_argument("probe needs --dump-bias FILE.h5 or --dump-attn FILE.h5");
+    for (const auto& file : {*biasFile, *attnFile})
+      if (!file.empty()) requireWritableDirectoryFor(file);
     configureRuntime(*threads);
     bool freshSpec = archOpt->count() + posOpt->count() > 0;
     if (!biasFile->empty()) {

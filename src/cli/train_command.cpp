@@ -19,6 +19,7 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   auto cutoffs = std::make_shared<std::string>("2000,10000");
   auto noProgress = std::make_shared<bool>(false);
   auto noScale = std::make_shared<bool>(false);
+  auto injectNan = std::make_shared<std::vector<int64_t>>();
   train->dataDir = defaultDataDir().string();
 
   cmd.add_option("--arch", model->arch, "decoder (causal LM) | encoder (masked LM)")->capture_default_str();
@@ -61,11 +62,17 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   cmd.add_option("--eval-tokens", train->evalTokens, "validation tokens for in-training evaluation")->capture_default_str();
   cmd.add_option("--checkpoint-every", train->checkpointEvery, "checkpoint every N steps")->capture_default_str();
   cmd.add_option("--mask-prob", train->maskProb, "encoders: fraction of tokens selected for MLM")->capture_default_str();
+  cmd.add_option("--max-bad-steps", train->maxBadSteps,
+                 "stop after this many steps with a non-finite loss or gradient (0 = never)")
+      ->capture_default_str();
   cmd.add_flag("--no-progress", *noProgress, "no progress bar");
+  // Hidden test hook for the non-finite guard (tests/reliability_train.sh).
+  cmd.add_option("--inject-nan-at", *injectNan, "steps whose loss is made NaN")->delimiter(',')->group("");
 
   return [=] {
     TrainRequest req;
     req.progress = !*noProgress;
+    req.injectNanAtSteps.insert(injectNan->begin(), injectNan->end());
     if (!resume->empty()) {
       req.resume = true;
       req.runDir = *resume;

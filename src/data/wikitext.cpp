@@ -1,11 +1,13 @@
 #include "data/wikitext.h"
 
+#include <unistd.h>
+
 #include <algorithm>
-#include <cstring>
 #include <fstream>
-#include <sstream>
 #include <stdexcept>
 
+#include "data/text_checks.h"
+#include "data/token_cache.h"
 #include "util/atomic_file.h"
 
 namespace xtrap {
@@ -13,8 +15,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr char kCacheMagic[8] = {'X', 'T', 'R', 'A', 'P', 'T', 'O', 'K'};
-constexpr uint32_t kCacheVersion = 1;
 const char* kSplits[3] = {"train", "valid", "test"};
 
 fs::path splitPath(const fs::path& dir, const char* split) {
@@ -30,71 +30,6 @@ std::vector<int64_t> sourceStamp(const fs::path& dir) {
     stamp.push_back(static_cast<int64_t>(fs::last_write_time(p).time_since_epoch().count()));
   }
   return stamp;
-}
-
-template <typename T>
-void writePod(std::ostream& out, const T& v) {
-  out.write(reinterpret_cast<const char*>(&v), sizeof(T));
-}
-template <typename T>
-bool readPod(std::istream& in, T& v) {
-  return static_cast<bool>(in.read(reinterpret_cast<char*>(&v), sizeof(T)));
-}
-
-void writeCache(const fs::path& file, const std::vector<int64_t>& stamp, const Corpus& c) {
-  writeFileAtomically(file, [&](std::ostream& out) {
-    out.write(kCacheMagic, sizeof(kCacheMagic));
-    writePod(out, kCacheVersion);
-    for (int64_t s : stamp) writePod(out, s);
-    writePod(out, static_cast<uint64_t>(c.vocab.size()));
-    for (const auto& w : c.vocab.words()) {
-      writePod(out, static_cast<uint32_t>(w.size()));
-      out.write(w.data(), static_cast<std::streamsize>(w.size()));
-    }
-    for (const auto* ids : {&c.train, &c.valid, &c.test}) {
-      writePod(out, static_cast<uint64_t>(ids->size()));
-      out.write(reinterpret_cast<const char*>(ids->data()),
-                static_cast<std::streamsize>(ids->size() * sizeof(int32_t)));
-    }
-  });
-}
-
-// Returns false (and the caller re-parses) on any mismatch or damage.
-bool readCache(const fs::path& file, const std::vector<int64_t>& stamp, Corpus& c) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return false;
-  char magic[8];
-  uint32_t version = 0;
-  if (!in.read(magic, 8) || std::memcmp(magic, kCacheMagic, 8) != 0) return false;
-  if (!readPod(in, version) || version != kCacheVersion) return false;
-  for (int64_t expected : stamp) {
-    int64_t s;
-    if (!readPod(in, s) || s != expected) return false;
-  }
-  uint64_t nWords = 0;
-  if (!readPod(in, nWords) || nWords > (1u << 28)) return false;
-  std::vector<std::string> words(nWords);
-  for (auto& w : words) {
-    uint32_t len = 0;
-    if (!readPod(in, len) || len > (1u << 20)) return false;
-    w.resize(len);
-    if (!in.read(w.data(), len)) return false;
-  }
-  for (auto* ids : {&c.train, &c.valid, &c.test}) {
-    uint64_t n = 0;
-    if (!readPod(in, n) || n > (uint64_t(1) << 34)) return false;
-    ids->resize(n);
-    if (!in.read(reinterpret_cast<char*>(ids->data()), static_cast<std::streamsize>(n * 4)))
-      return false;
-    for (int32_t id : *ids)
-      if (id < 0 || static_cast<uint64_t>(id) >= nWords) return false;
-  }
-  try {
-    c.vocab = Vocabulary(std::move(words));
-  } catch (const std::exception&) {
-    return false;
-  }
-  return true;
 }
 
 }  // namespace
@@ -146,26 +81,35 @@ std::vector<int32_t> tokenize(std::string_view text, const Vocabulary& vocab) {
 Corpus loadWikiText(const fs::path& dir) {
   if (!fs::is_directory(dir))
     throw std::runtime_error("data directory not found: " + dir.string());
+  // Without this an unlistable directory would report its files as missing.
+  if (::access(dir.c_str(), R_OK | X_OK) != 0) throw std::runtime_error("cannot read data directory: " + dir.string());
   for (const char* s : kSplits) {
     auto p = splitPath(dir, s);
     if (!fs::is_regular_file(p)) throw std::runtime_error("missing split file: " + p.string());
+    // Checked before the cache is used so that a damaged directory fails the same way every time.
+    if (!std::ifstream(p)) throw std::runtime_error("cannot read split file: " + p.string());
+    if (fs::file_size(p) == 0) throw std::runtime_error("empty split: " + p.string());
   }
   Corpus c;
   c.dir = dir;
   auto stamp = sourceStamp(dir);
   auto cacheFile = dir / ".xtrap-cache.bin";
-  if (readCache(cacheFile, stamp, c)) return c;
+  if (std::ifstream cache(cacheFile, std::ios::binary); cache && readTokenCache(cache, stamp, c)) return c;
 
-  std::string trainText = readTextFile(splitPath(dir, "train"));
+  auto readSplit = [&](const char* s) {
+    auto p = splitPath(dir, s);
+    std::string text = readTextFile(p);
+    checkCorpusText(text, p.string());
+    return text;
+  };
+  std::string trainText = readSplit("train");
   c.vocab = buildVocabulary(trainText);
   c.train = tokenize(trainText, c.vocab);
   trainText.clear();
-  c.valid = tokenize(readTextFile(splitPath(dir, "valid")), c.vocab);
-  c.test = tokenize(readTextFile(splitPath(dir, "test")), c.vocab);
-  for (const char* s : kSplits)
-    if (c.split(s).empty()) throw std::runtime_error("empty split: " + splitPath(dir, s).string());
+  c.valid = tokenize(readSplit("valid"), c.vocab);
+  c.test = tokenize(readSplit("test"), c.vocab);
   try {
-    writeCache(cacheFile, stamp, c);
+    writeFileAtomically(cacheFile, [&](std::ostream& out) { writeTokenCache(out, stamp, c); });
   } catch (const std::exception&) {
     // Read-only data directory: no cache, the next load parses again.
   }

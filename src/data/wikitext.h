@@ -29,7 +29,8 @@ std::vector<int32_t> tokenize(std::string_view text, const Vocabulary& vocab);
 
 // Loads a WikiText directory. Uses (and refreshes) a binary cache `.xtrap-cache.bin` in the
 // directory, keyed on the three files' sizes and mtimes, so the second load of WikiText-103-sized
-// data skips parsing. An unwritable directory just means no cache.
+// data skips parsing. An unwritable directory just means no cache. A missing, unreadable or empty
+// split, invalid UTF-8 or a line over 1 MiB (text_checks.h) is a one-line error naming the file.
 Corpus loadWikiText(const std::filesystem::path& dir);
 
 // The directory xtrap uses when --data is not given: the shipped WikiText-2 copy.

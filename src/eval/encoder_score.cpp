@@ -4,6 +4,7 @@
 
 #include "data/masked_batch.h"
 #include "eval/windows.h"
+#include "util/interrupt.h"
 
 namespace xtrap {
 
@@ -19,6 +20,7 @@ ScoreTotals scoreEncoder(Transformer& model, const std::vector<int32_t>& stream,
   ScoreTotals totals(opt.positionBuckets);
   for (const auto& [T, group] : byLength) {
     for (size_t g = 0; g < group.size(); g += static_cast<size_t>(opt.batch)) {
+      throwIfInterrupted();
       size_t gEnd = std::min(group.size(), g + static_cast<size_t>(opt.batch));
       auto seq = torch::empty({int64_t(gEnd - g), T}, torch::kLong);  // (B, T)
       auto acc = seq.accessor<int64_t, 2>();

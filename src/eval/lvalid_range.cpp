@@ -12,7 +12,8 @@ namespace {
 }
 
 int64_t parseLength(const std::string& text, const std::string& item) {
-  if (text.empty() || text.size() > 9 || !std::all_of(text.begin(), text.end(), ::isdigit))
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };  // ::isdigit is undefined for bytes >= 0x80
+  if (text.empty() || text.size() > 9 || !std::all_of(text.begin(), text.end(), digit))
     reject(item, "expected a positive integer, got '" + text + "'");
   int64_t v = std::stoll(text);
   if (v < 1) reject(item, "lengths must be positive");
@@ -52,6 +53,8 @@ void expandItem(const std::string& item, std::vector<int64_t>& out) {
     for (int64_t v = a; v < b; v += step) out.push_back(v);
   } else {
     double f = parseFactor(rest.substr(op + 1), item);
+    // A factor just above 1 (e.g. 1.000000000001) would loop ~1e13 times before reaching B.
+    if (std::log(double(b) / double(a)) / std::log(f) > 100000) reject(item, "more than 100000 lengths");
     int64_t last = -1;
     for (double v = double(a); v < double(b); v *= f) {
       auto r = static_cast<int64_t>(std::llround(v));

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "eval/windows.h"
+#include "util/interrupt.h"
 
 namespace xtrap {
 
@@ -48,6 +49,7 @@ ScoreTotals scoreDecoder(Transformer& model, const std::vector<int32_t>& stream,
                                torch::kInt32);
   for (const auto& [T, group] : byLength) {
     for (size_t g = 0; g < group.size(); g += static_cast<size_t>(opt.batch)) {
+      throwIfInterrupted();
       size_t gEnd = std::min(group.size(), g + static_cast<size_t>(opt.batch));
       std::vector<torch::Tensor> inputs, targets, rowIndex;
       std::vector<int64_t> positions;  // window position of every scored row

@@ -1,15 +1,15 @@
 #include "train/checkpoint.h"
 
 #include <cstring>
+#include <sstream>
 #include <stdexcept>
 
+#include "train/checkpoint_file.h"
 #include "train/run_directory.h"
 #include "util/atomic_file.h"
 
 namespace xtrap {
 namespace {
-
-constexpr int64_t kFormatVersion = 1;
 
 torch::Tensor bytesToTensor(const std::string& s) {
   auto t = torch::empty({static_cast<int64_t>(s.size())}, torch::kUInt8);
@@ -27,7 +27,6 @@ std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); 
 void saveCheckpoint(const std::filesystem::path& file, Transformer& model, torch::optim::Optimizer* optimizer,
                     const TrainingState& state) {
   torch::serialize::OutputArchive archive;
-  archive.write("format_version", torch::tensor(kFormatVersion));
   torch::serialize::OutputArchive modelArchive;
   model->save(modelArchive);
   archive.write("model", modelArchive);
@@ -41,31 +40,34 @@ void saveCheckpoint(const std::filesystem::path& file, Transformer& model, torch
   archive.write("bad_steps", torch::tensor(state.badSteps));
   archive.write("sampler_state", bytesToTensor(state.samplerState));
   if (state.torchRngState.defined()) archive.write("torch_rng_state", state.torchRngState);
-  auto tmp = temporarySibling(file);
+  std::ostringstream payload;
   try {
-    archive.save_to(tmp.string());
+    archive.save_to(payload);
   } catch (const c10::Error& e) {
-    std::filesystem::remove(tmp);
     throw std::runtime_error("cannot write checkpoint " + file.string() + ": " + firstLine(e.what()));
   }
-  commitTemporary(tmp, file);
+  std::string framed = frameCheckpoint(payload.str());
+  writeFileAtomically(file, [&](std::ostream& out) { out.write(framed.data(), std::streamsize(framed.size())); });
 }
 
 TrainingState loadCheckpoint(const std::filesystem::path& file, Transformer& model,
                              torch::optim::Optimizer* optimizer) {
   if (!std::filesystem::exists(file)) throw std::runtime_error("checkpoint not found: " + file.string());
+  // Verified before LibTorch sees a byte: a torn or foreign file fails here with a clear reason.
+  std::string bytes = readTextFile(file);
+  std::istringstream payload(std::string(unframeCheckpoint(bytes, file.string())));
+  bytes.clear();
   TrainingState state;
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(file.string());
-    auto read = [&](const char* key) {
-      torch::Tensor t;  // fresh each time: reading into a defined tensor copies into its storage
+    archive.load_from(payload);
+    // A fresh tensor per entry: reading into a used one calls set_ on storage that, for an
+    // archive loaded from memory, cannot be resized.
+    auto entry = [&](const char* key) {
+      torch::Tensor t;
       archive.read(key, t);
       return t;
     };
-    int64_t version = read("format_version").item<int64_t>();
-    if (version != kFormatVersion)
-      throw std::runtime_error("unsupported checkpoint format version " + std::to_string(version));
     torch::serialize::InputArchive modelArchive;
     archive.read("model", modelArchive);
     model->load(modelArchive);
@@ -74,15 +76,16 @@ TrainingState loadCheckpoint(const std::filesystem::path& file, Transformer& mod
       archive.read("optimizer", optimizerArchive);
       optimizer->load(optimizerArchive);
     }
-    state.step = read("step").item<int64_t>();
-    state.tokensSeen = read("tokens_seen").item<int64_t>();
-    state.badSteps = read("bad_steps").item<int64_t>();
-    state.samplerState = tensorToBytes(read("sampler_state"));
-    torch::Tensor rng;
-    if (archive.try_read("torch_rng_state", rng)) state.torchRngState = rng;
+    state.step = entry("step").item<int64_t>();
+    state.tokensSeen = entry("tokens_seen").item<int64_t>();
+    state.badSteps = entry("bad_steps").item<int64_t>();
+    state.samplerState = tensorToBytes(entry("sampler_state"));
+    torch::Tensor t;
+    if (archive.try_read("torch_rng_state", t)) state.torchRngState = t;
   } catch (const c10::Error& e) {
-    throw std::runtime_error("corrupt or foreign checkpoint " + file.string() + ": " +
-                             firstLine(e.what_without_backtrace()));
+    // The checksum held, so the archive is intact but was written for another model.
+    throw std::runtime_error("checkpoint " + file.string() +
+                             " does not fit this model: " + firstLine(e.what_without_backtrace()));
   } catch (const std::runtime_error& e) {
     throw std::runtime_error("bad checkpoint " + file.string() + ": " + firstLine(e.what()));
   }

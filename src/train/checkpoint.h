@@ -1,7 +1,7 @@
 #pragma once
-// checkpoint.pt: model parameters and buffers, AdamW state, step, data-order and RNG states,
-// in one LibTorch archive written to a temporary name and renamed (the previous checkpoint stays
-// valid until the new one is complete).
+// checkpoint.pt: model parameters and buffers, AdamW state, step, data-order and RNG states, in
+// one LibTorch archive inside the checksummed container of checkpoint_file.h, written to a
+// temporary name and renamed (the previous checkpoint stays valid until the new one is complete).
 #include <filesystem>
 #include <string>
 

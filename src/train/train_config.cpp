@@ -27,6 +27,7 @@ void TrainConfig::validate() const {
   if (warmupSteps < 0) fail("--warmup must be >= 0");
   if (threads < 0) fail("--threads must be >= 0");
   if (!(maskProb > 0 && maskProb < 1)) fail("--mask-prob must be in (0, 1)");
+  if (maxBadSteps < 0) fail("--max-bad-steps must be >= 0");
   if (logEvery < 1 || checkpointEvery < 1 || evalEvery < 0 || evalTokens < 1)
     fail("--log-every, --checkpoint-every and --eval-tokens must be positive");
 }
@@ -52,7 +53,8 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
                      {"eval_every", c.evalEvery},
                      {"eval_tokens", c.evalTokens},
                      {"checkpoint_every", c.checkpointEvery},
-                     {"mask_prob", c.maskProb}};
+                     {"mask_prob", c.maskProb},
+                     {"max_bad_steps", c.maxBadSteps}};
 }
 
 void from_json(const nlohmann::json& j, TrainConfig& c) {
@@ -77,6 +79,7 @@ void from_json(const nlohmann::json& j, TrainConfig& c) {
   j.at("eval_tokens").get_to(c.evalTokens);
   j.at("checkpoint_every").get_to(c.checkpointEvery);
   j.at("mask_prob").get_to(c.maskProb);
+  c.maxBadSteps = j.value("max_bad_steps", TrainConfig{}.maxBadSteps);  // absent in runs made before it existed
 }
 
 }  // namespace xtrap

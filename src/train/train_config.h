@@ -28,6 +28,7 @@ struct TrainConfig {
   int64_t evalTokens = 65536;     // validation tokens used by in-training evaluation
   int64_t checkpointEvery = 100;
   double maskProb = 0.15;         // encoders: fraction of tokens selected for masked LM
+  int64_t maxBadSteps = 5;        // stop once this many steps had a non-finite loss/gradient; 0 = never
 
   int64_t sequencesPerStep(int64_t contextLength) const;
   int64_t totalSteps(int64_t contextLength) const;

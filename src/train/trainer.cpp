@@ -1,8 +1,11 @@
 #include "train/trainer.h"
 
 #include <chrono>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <fstream>
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -17,6 +20,7 @@
 #include "train/lr_schedule.h"
 #include "train/objective.h"
 #include "util/atomic_file.h"
+#include "util/interrupt.h"
 #include "util/progress_bar.h"
 #include "util/runtime.h"
 
@@ -55,6 +59,7 @@ void restoreTorchRng(const torch::Tensor& state) {
 
 // Mean validation NLL at the training length on the first evalTokens tokens of the valid split.
 double validationLoss(Transformer& model, const Corpus& corpus, const TrainConfig& t) {
+  DeferInterrupts defer;  // the training loop checkpoints first, then stops
   const auto& valid = corpus.valid;
   std::vector<int32_t> head(valid.begin(), valid.begin() + std::min<int64_t>(t.evalTokens, valid.size()));
   double loss;
@@ -73,19 +78,47 @@ double validationLoss(Transformer& model, const Corpus& corpus, const TrainConfi
   return loss;
 }
 
-// Keeps the log lines of steps <= step (a resumed run redoes the steps after its checkpoint).
+// Keeps the log lines written before the checkpoint of `step` (a resumed run redoes the rest):
+// the step lines up to it, but not the end-of-run validation line, which has no "loss" and is
+// written after the last step's line.
 void truncateLog(const fs::path& file, int64_t step) {
   if (!fs::exists(file)) return;
   std::ifstream in(file);
   std::string line, kept;
   while (std::getline(in, line)) {
     try {
-      if (nlohmann::json::parse(line).value("step", int64_t(0)) <= step) kept += line + "\n";
+      auto j = nlohmann::json::parse(line);
+      int64_t s = j.value("step", int64_t(0));
+      if (s < step || (s == step && j.contains("loss"))) kept += line + "\n";
     } catch (const nlohmann::json::exception&) {
       // a torn last line from a killed run
     }
   }
   writeTextAtomically(file, kept);
+}
+
+// The parameters are still finite (bad updates were skipped), but whatever produces the
+// non-finite values will not go away by itself: stop, leaving the last checkpoint as it is.
+[[noreturn]] void stopForBadSteps(RunInfo& run, const TrainingState& state, int64_t checkpointStep) {
+  run.status = "stopped";
+  run.stepsDone = std::max<int64_t>(checkpointStep, 0);
+  writeRunInfo(run);
+  std::string kept = checkpointStep >= 0 ? fmt::format("last good checkpoint {} (step {})",
+                                                       checkpointPath(run.dir).string(), checkpointStep)
+                                         : std::string("no checkpoint was written");
+  throw std::runtime_error(
+      fmt::format("training stopped at step {}: {} steps had a non-finite loss or gradient (--max-bad-steps {}); {}",
+                  state.step, state.badSteps, run.train.maxBadSteps, kept));
+}
+
+// Called after the checkpoint of the current step is on disk.
+[[noreturn]] void stopForSignal(RunInfo& run, const TrainingState& state, int signal) {
+  run.status = "interrupted";
+  run.stepsDone = state.step;
+  writeRunInfo(run);
+  throw Interrupted(signal, fmt::format("interrupted by {} at step {}: checkpoint saved; continue with "
+                                        "xtrap train --resume {}",
+                                        signalName(signal), state.step, run.dir.string()));
 }
 
 }  // namespace
@@ -120,6 +153,7 @@ RunInfo trainRun(TrainRequest req) {
   torch::manual_seed(t.seed);
   TrainingState state;
   auto logFile = run.dir / "train.jsonl";
+  if (req.resume) removeStaleTemporaries(run.dir);
   if (req.resume && fs::exists(checkpointPath(run.dir))) {
     state = loadCheckpoint(checkpointPath(run.dir), model, optimizer.get());
     sampler.restore(state.samplerState);
@@ -133,14 +167,20 @@ RunInfo trainRun(TrainRequest req) {
   run.stepsDone = state.step;
   writeRunInfo(run);
 
+  int64_t checkpointStep = fs::exists(checkpointPath(run.dir)) ? state.step : -1;
   auto checkpoint = [&] {
     state.samplerState = sampler.state();
     state.torchRngState = torchRngState();
     saveCheckpoint(checkpointPath(run.dir), model, optimizer.get(), state);
+    checkpointStep = state.step;
   };
 
   std::ofstream log(logFile, std::ios::app);
-  if (!log) throw std::runtime_error("cannot write " + logFile.string());
+  auto writeLog = [&](const nlohmann::json& line) {
+    log << line.dump() << "\n" << std::flush;
+    if (!log) throw std::runtime_error("cannot write " + logFile.string() + ": " + std::strerror(errno));
+  };
+  if (!log) throw std::runtime_error("cannot write " + logFile.string() + ": " + std::strerror(errno));
   model->train();
   auto start = std::chrono::steady_clock::now();
   int64_t tokensThisSession = 0;
@@ -153,11 +193,13 @@ RunInfo trainRun(TrainRequest req) {
     setLearningRate(*optimizer, lr);
     auto starts = sampler.next(B);
     LossResult r = trainingLoss(model, corpus.train, starts, stepMaskSeed(t.seed, state.step), t.maskProb);
+    if (req.injectNanAtSteps.count(state.step + 1)) r.loss = r.loss * std::numeric_limits<double>::quiet_NaN();
     optimizer->zero_grad();
     r.loss.backward();
     double gradNorm = t.clipNorm > 0 ? torch::nn::utils::clip_grad_norm_(model->parameters(), t.clipNorm) : 0.0;
     double loss = r.loss.item<double>();
-    if (!std::isfinite(loss) || !std::isfinite(gradNorm)) {
+    bool bad = !std::isfinite(loss) || !std::isfinite(gradNorm);
+    if (bad) {
       ++state.badSteps;  // skip the update; the optimizer state stays clean
     } else {
       optimizer->step();
@@ -171,25 +213,31 @@ RunInfo trainRun(TrainRequest req) {
 
     bool doEval = t.evalEvery > 0 && state.step % t.evalEvery == 0 && state.step < totalSteps;
     if (doEval) lastVal = validationLoss(model, corpus, t);
-    if (state.step % t.logEvery == 0 || doEval || state.step == totalSteps) {
+    if (state.step % t.logEvery == 0 || doEval || state.step == totalSteps || bad) {
       nlohmann::json line = {{"step", state.step},     {"tokens", state.tokensSeen}, {"loss", loss},
                              {"lr", lr},               {"grad_norm", gradNorm},      {"tok_per_s", tokPerSec},
                              {"bad_steps", state.badSteps}, {"elapsed_s", elapsed}};
       if (doEval) line["val_loss"] = lastVal;
-      log << line.dump() << "\n" << std::flush;
+      writeLog(line);
     }
     if (bar) bar->update(state.step, fmt::format("loss {:.3f}{} | {:.0f} tok/s", loss,
                                                  std::isnan(lastVal) ? "" : fmt::format(" val {:.3f}", lastVal),
                                                  tokPerSec));
+    if (bad && t.maxBadSteps > 0 && state.badSteps >= t.maxBadSteps) stopForBadSteps(run, state, checkpointStep);
     if (state.step % t.checkpointEvery == 0 && state.step < totalSteps) {
       checkpoint();
       run.stepsDone = state.step;
       writeRunInfo(run);
     }
+    if (int signal = interruptSignal(); signal != 0 && state.step < totalSteps) {
+      if (checkpointStep != state.step) checkpoint();
+      if (bar) bar->finish("| interrupted");
+      stopForSignal(run, state, signal);
+    }
   }
   lastVal = validationLoss(model, corpus, t);
   nlohmann::json finalLine = {{"step", state.step}, {"tokens", state.tokensSeen}, {"val_loss", lastVal}};
-  log << finalLine.dump() << "\n" << std::flush;
+  writeLog(finalLine);
   checkpoint();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (bar) bar->finish(fmt::format("| val loss {:.3f} (ppl {:.1f}) | {:.0f} tok/s", lastVal, std::exp(lastVal), tokPerSec));

@@ -2,7 +2,12 @@
 // Training loop: AdamW (weight decay on matrices only), warmup + cosine / inverse-sqrt, gradient
 // clipping, a progress bar, train.jsonl every logEvery steps, validation loss at L every
 // evalEvery steps, atomic checkpoints every checkpointEvery steps and at the end.
+// Steps with a non-finite loss or gradient are skipped and counted; at maxBadSteps the run stops
+// (throws) keeping its last good checkpoint. SIGINT/SIGTERM (util/interrupt.h) checkpoint the
+// current step and throw Interrupted. A resumed run is bit-identical to an uninterrupted one on
+// CPU with fixed threads: the checkpoint holds model, AdamW, step, data order and RNG state.
 #include <filesystem>
+#include <set>
 
 #include "train/run_directory.h"
 
@@ -14,6 +19,8 @@ struct TrainRequest {
   std::filesystem::path runDir;
   bool resume = false;   // continue runDir from its checkpoint with its run.json configs
   bool progress = true;  // draw the progress bar
+  // Test hook: steps (1-based) whose loss is replaced by NaN, to exercise the non-finite guard.
+  std::set<int64_t> injectNanAtSteps;
 };
 
 // Returns the finished run's info (run.json as written at the end).

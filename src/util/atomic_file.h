@@ -17,5 +17,11 @@ std::string readTextFile(const std::filesystem::path& path);  // throws naming t
 std::filesystem::path temporarySibling(const std::filesystem::path& path);
 // fsync + rename tmp -> path; throws naming the path on failure (tmp is removed).
 void commitTemporary(const std::filesystem::path& tmp, const std::filesystem::path& path);
+// Throws "cannot write FILE: ..." unless FILE's directory exists and is writable: commands check
+// their outputs before hours of work rather than after.
+void requireWritableDirectoryFor(const std::filesystem::path& file);
+// Deletes temporaries in `dir` left by a process killed before its commit (SIGKILL, power loss);
+// those of processes still running are kept.
+void removeStaleTemporaries(const std::filesystem::path& dir);
 
 }  // namespace xtrap

@@ -62,6 +62,10 @@ Hdf5Writer::Hdf5Writer(std::filesystem::path finalPath) : final_(std::move(final
   if (!std::filesystem::is_directory(parent))
     throw std::runtime_error("cannot write " + final_.string() + ": directory does not exist");
   tmp_ = temporarySibling(final_);
+  // When a write fails (disk full), H5Fclose cannot flush and leaves the file open; HDF5 1.10's
+  // atexit handler then closes it again and crashes. An uncommitted file is deleted anyway, so
+  // skip that handler (this must precede any other HDF5 call; later calls are harmless no-ops).
+  H5dont_atexit();
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become exceptions, not stderr dumps
   file_ = H5Fcreate(tmp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (file_ < 0) throw std::runtime_error("cannot write " + final_.string() + ": HDF5 could not create the file");

@@ -1,0 +1,33 @@
+# Shared by the reliability shell tests: synthetic corpora, tiny-model flags, assertions.
+# Sourced; expects XTRAP (the binary) to be set.
+
+# make_corpus DIR LINES VOCAB SEED: a WikiText-format directory of LINES lines per split.
+make_corpus() {
+  mkdir -p "$1"
+  for split in train valid test; do
+    awk -v lines="$2" -v vocab="$3" -v seed="$4" 'BEGIN {
+      srand(seed); for (l = 0; l < lines; l++) { n = 4 + int(rand() * 12); s = "";
+        for (i = 0; i < n; i++) s = s " w" int(rand() * rand() * vocab); print s } }' > "$1/wiki.$split.tokens"
+  done
+}
+
+TINY=(--layers 1 --d-model 32 --heads 2 --ffn 64 --L 32 --batch 4 --threads 1 --no-progress)
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+# no_temporaries DIR: xtrap's temporaries are named FILE.tmp.PID.
+no_temporaries() {
+  local left
+  left=$(find "$1" -name '*.tmp.*' 2>/dev/null)
+  [[ -z "$left" ]] || fail "temporary files left: $left"
+}
+
+# jsonl_core FILE: the log without wall-clock fields, for exact comparison between runs.
+jsonl_core() {
+  python3 -c 'import json,sys
+for line in open(sys.argv[1]):
+    j = json.loads(line); j.pop("tok_per_s", None); j.pop("elapsed_s", None); print(json.dumps(j, sort_keys=True))' "$1"
+}

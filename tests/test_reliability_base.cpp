@@ -1,0 +1,182 @@
+// Torch-free reliability pieces: corpus text checks, the checkpoint container, the token cache
+// reader on damaged input, temporary-file hygiene and the interrupt flag.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "data/text_checks.h"
+#include "data/token_cache.h"
+#include "eval/lvalid_range.h"
+#include "train/checkpoint_file.h"
+#include "util/atomic_file.h"
+#include "util/interrupt.h"
+
+using namespace xtrap;
+namespace fs = std::filesystem;
+
+namespace {
+fs::path freshDir(const std::string& name) {
+  auto dir = fs::temp_directory_path() / ("xtrap-rel-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+std::string errorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("firstInvalidUtf8 accepts UTF-8 and finds the first bad byte", "[reliability]") {
+  CHECK(firstInvalidUtf8("plain ascii") == std::string_view::npos);
+  CHECK(firstInvalidUtf8("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80") == std::string_view::npos);  // é € 😀
+  CHECK(firstInvalidUtf8("ab\xFFz") == 2);                                                         // never valid
+  CHECK(firstInvalidUtf8("a\x80") == 1);             // lone continuation byte
+  CHECK(firstInvalidUtf8("\xC0\xAF") == 0);          // overlong '/'
+  CHECK(firstInvalidUtf8("x\xE0\x80\xAF") == 1);     // overlong 3-byte
+  CHECK(firstInvalidUtf8("\xED\xA0\x80") == 0);      // UTF-16 surrogate
+  CHECK(firstInvalidUtf8("\xF4\x90\x80\x80") == 0);  // above U+10FFFF
+  CHECK(firstInvalidUtf8("ok\xE2\x82") == 2);        // sequence cut by the end of the text
+}
+
+TEST_CASE("checkCorpusText names the file, line and byte", "[reliability]") {
+  CHECK_NOTHROW(checkCorpusText("a b\nc d\n", "f"));
+  CHECK(errorOf([] { checkCorpusText("good\nbad \xFF\n", "wiki.train.tokens"); }) ==
+        "wiki.train.tokens: invalid UTF-8 at line 2, byte offset 9 (0xFF)");
+  std::string longLine = "short\n" + std::string(kMaxLineBytes + 1, 'x') + "\n";
+  CHECK(errorOf([&] { checkCorpusText(longLine, "f"); }) == "f: line 2 is " + std::to_string(kMaxLineBytes + 1) +
+                                                                " bytes long (limit " + std::to_string(kMaxLineBytes) +
+                                                                ")");
+  CHECK_NOTHROW(checkCorpusText(std::string(kMaxLineBytes, 'x'), "f"));
+}
+
+TEST_CASE("checkpoint container round-trips and rejects damage", "[reliability]") {
+  std::string payload = "PK\x03\x04 some archive bytes";
+  std::string framed = frameCheckpoint(payload);
+  CHECK(unframeCheckpoint(framed, "c.pt") == payload);
+  CHECK(framed.size() == payload.size() + 28);
+
+  CHECK(errorOf([&] { unframeCheckpoint(framed.substr(0, framed.size() - 3), "c.pt"); }) ==
+        "truncated checkpoint c.pt: " + std::to_string(payload.size() - 3) + " of " + std::to_string(payload.size()) +
+            " payload bytes");
+  CHECK(errorOf([&] { unframeCheckpoint(framed.substr(0, 20), "c.pt"); }) ==
+        "truncated checkpoint (incomplete header): c.pt");
+  std::string flipped = framed;
+  flipped.back() ^= 1;
+  CHECK(errorOf([&] { unframeCheckpoint(flipped, "c.pt"); }) == "corrupt checkpoint c.pt: checksum mismatch");
+  CHECK(errorOf([&] { unframeCheckpoint(payload, "c.pt"); }) == "not an xtrap checkpoint: c.pt");
+  CHECK(errorOf([&] { unframeCheckpoint("", "c.pt"); }) == "not an xtrap checkpoint: c.pt");
+  std::string otherVersion = framed;
+  otherVersion[8] = 7;
+  CHECK(errorOf([&] { unframeCheckpoint(otherVersion, "c.pt"); }) ==
+        "checkpoint c.pt has format version 7; this xtrap reads version 2");
+  CHECK(errorOf([&] { unframeCheckpoint(framed + "x", "c.pt"); }) ==
+        "corrupt checkpoint c.pt: 1 bytes after the payload");
+}
+
+TEST_CASE("fnv1a64 matches the published test vectors", "[reliability]") {
+  CHECK(fnv1a64("") == 0xcbf29ce484222325ull);
+  CHECK(fnv1a64("a") == 0xaf63dc4c8601ec8cull);
+  CHECK(fnv1a64("foobar") == 0x85944171f73967e8ull);
+}
+
+TEST_CASE("token cache reader rejects every truncation and a wrong stamp", "[reliability]") {
+  Corpus c;
+  c.vocab = Vocabulary({"<eos>", "the", "cat", "<unk>"});
+  c.train = {1, 2, 0, 1, 3, 0};
+  c.valid = {2, 0};
+  c.test = {1, 0};
+  std::vector<int64_t> stamp = {1, 2, 3, 4, 5, 6};
+  std::ostringstream out;
+  writeTokenCache(out, stamp, c);
+  std::string bytes = out.str();
+
+  Corpus back;
+  std::istringstream in(bytes);
+  REQUIRE(readTokenCache(in, stamp, back));
+  CHECK(back.vocab.words() == c.vocab.words());
+  CHECK(back.train == c.train);
+  CHECK(back.valid == c.valid);
+  CHECK(back.test == c.test);
+
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    std::istringstream cut(bytes.substr(0, n));
+    Corpus ignored;
+    INFO("prefix " << n);
+    CHECK_FALSE(readTokenCache(cut, stamp, ignored));
+  }
+  std::istringstream again(bytes);
+  Corpus ignored;
+  CHECK_FALSE(readTokenCache(again, {1, 2, 3, 4, 5, 7}, ignored));
+}
+
+TEST_CASE("token cache reader survives a huge length field without allocating it", "[reliability]") {
+  Corpus c;
+  c.vocab = Vocabulary({"<eos>"});
+  std::vector<int64_t> stamp = {0, 0, 0, 0, 0, 0};
+  std::ostringstream out;
+  writeTokenCache(out, stamp, c);
+  std::string bytes = out.str();
+  // The train length field follows the 8-byte magic, version, stamp, word count and "<eos>" entry.
+  size_t trainLength = 8 + 4 + 6 * 8 + 8 + 4 + 5;
+  uint64_t huge = uint64_t(1) << 33;
+  bytes.replace(trainLength, 8, reinterpret_cast<const char*>(&huge), 8);
+  std::istringstream in(bytes);
+  Corpus back;
+  CHECK_FALSE(readTokenCache(in, stamp, back));
+}
+
+TEST_CASE("temporary files: stale ones are removed, output directories are checked first", "[reliability]") {
+  auto dir = freshDir("tmp");
+  // PIDs above /proc/sys/kernel/pid_max (at most 2^22) belong to no process.
+  std::string mine = "eval.csv.tmp." + std::to_string(::getpid());
+  for (std::string name : {"checkpoint.pt.tmp.99999999", "run.json.tmp.88888888", "notes.tmp.txt", "run.json"})
+    std::ofstream(dir / name) << "x";
+  std::ofstream(dir / mine) << "x";
+  removeStaleTemporaries(dir);
+  CHECK_FALSE(fs::exists(dir / "checkpoint.pt.tmp.99999999"));
+  CHECK_FALSE(fs::exists(dir / "run.json.tmp.88888888"));
+  CHECK(fs::exists(dir / mine));  // a live process's temporary
+  CHECK(fs::exists(dir / "notes.tmp.txt"));
+  CHECK(fs::exists(dir / "run.json"));
+
+  CHECK_NOTHROW(requireWritableDirectoryFor(dir / "out.csv"));
+  CHECK(errorOf([&] { requireWritableDirectoryFor(dir / "missing" / "out.csv"); }) ==
+        "cannot write " + (dir / "missing" / "out.csv").string() + ": directory " + (dir / "missing").string() +
+            " does not exist");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a SIGINT is only a flag until a poll point throws Interrupted", "[reliability][signal]") {
+  installInterruptHandlers();
+  REQUIRE(interruptSignal() == 0);
+  std::raise(SIGINT);  // the handler returns: the process keeps running
+  CHECK(interruptSignal() == SIGINT);
+  {
+    DeferInterrupts defer;
+    CHECK_NOTHROW(throwIfInterrupted());
+  }
+  try {
+    throwIfInterrupted();
+    FAIL("no exception");
+  } catch (const Interrupted& e) {
+    CHECK(std::string(e.what()) == "interrupted by SIGINT");
+    CHECK(e.exitCode() == 130);
+  }
+}
+
+TEST_CASE("geometric --Lvalid ranges with a factor just above 1 are rejected, not looped", "[reliability]") {
+  // Found by review while writing fuzz_lvalid_range: this used to loop ~1e13 times.
+  CHECK(errorOf([] { parseLvalidRange("8..16777216*1.000000000001"); }) ==
+        "bad --Lvalid item '8..16777216*1.000000000001': more than 100000 lengths");
+  CHECK(errorOf([] { parseLvalidRange("8\xC3\xA9"); }).rfind("bad --Lvalid item", 0) == 0);
+  CHECK(parseLvalidRange("100..200*1.5") == std::vector<int64_t>{100, 150, 200});
+}

@@ -1,0 +1,143 @@
+// Checkpoint integrity and the non-finite-step guard, through the library.
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+#include "util/atomic_file.h"
+
+using namespace xtrap;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A WikiText-format directory of `lines` lines over a 40-word vocabulary (deterministic).
+fs::path tinyCorpus(const std::string& name, int lines = 300) {
+  auto dir = fs::temp_directory_path() / ("xtrap-relt-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* split : {"train", "valid", "test"}) {
+    std::ofstream out(dir / (std::string("wiki.") + split + ".tokens"));
+    uint64_t x = 12345;
+    for (int l = 0; l < lines; ++l) {
+      for (int w = 0; w < 12; ++w) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        out << " w" << (x >> 59) + (x >> 61);
+      }
+      out << "\n";
+    }
+  }
+  return dir;
+}
+
+TrainRequest tinyRequest(const fs::path& data, const fs::path& runDir) {
+  TrainRequest req;
+  req.model.layers = 1;
+  req.model.dModel = 16;
+  req.model.heads = 2;
+  req.model.ffn = 32;
+  req.model.contextLength = 16;
+  req.train.dataDir = data.string();
+  req.train.steps = 10;
+  req.train.batchSequences = 2;
+  req.train.threads = 1;
+  req.train.evalEvery = 0;
+  req.train.evalTokens = 64;
+  req.train.checkpointEvery = 2;
+  req.train.logEvery = 1;
+  req.runDir = runDir;
+  req.progress = false;
+  return req;
+}
+
+std::string errorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::vector<nlohmann::json> logLines(const fs::path& run) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(run / "train.jsonl");
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint round-trips state and rejects truncated or flipped files", "[reliability]") {
+  auto dir = tinyCorpus("ckpt");
+  auto req = tinyRequest(dir, dir / "run");
+  req.model.vocabSize = 50;
+  Transformer model(req.model);
+  TrainingState state;
+  state.step = 7;
+  state.tokensSeen = 700;
+  state.badSteps = 1;
+  state.samplerState = "sampler bytes";
+  state.torchRngState = torch::randint(0, 255, {16}, torch::kUInt8);
+  auto file = dir / "checkpoint.pt";
+  saveCheckpoint(file, model, nullptr, state);
+
+  ModelConfig other = req.model;
+  other.initSeed = 99;
+  Transformer loaded(other);
+  TrainingState back = loadCheckpoint(file, loaded, nullptr);
+  CHECK(back.step == 7);
+  CHECK(back.tokensSeen == 700);
+  CHECK(back.badSteps == 1);
+  CHECK(back.samplerState == "sampler bytes");
+  CHECK(torch::equal(back.torchRngState, state.torchRngState));
+  for (const auto& p : model->named_parameters()) CHECK(torch::equal(p.value(), loaded->named_parameters()[p.key()]));
+
+  std::string bytes = readTextFile(file);
+  writeTextAtomically(file, bytes.substr(0, bytes.size() / 2));
+  CHECK(errorOf([&] { loadCheckpoint(file, loaded, nullptr); }).rfind("truncated checkpoint " + file.string(), 0) == 0);
+  bytes[bytes.size() / 2] ^= 0x40;
+  writeTextAtomically(file, bytes);
+  CHECK(errorOf([&] { loadCheckpoint(file, loaded, nullptr); }) ==
+        "corrupt checkpoint " + file.string() + ": checksum mismatch");
+  CHECK(errorOf([&] { loadCheckpoint(dir / "none.pt", loaded, nullptr); }) ==
+        "checkpoint not found: " + (dir / "none.pt").string());
+  fs::remove_all(dir);
+}
+
+TEST_CASE("non-finite steps are skipped and counted, and --max-bad-steps stops the run", "[reliability]") {
+  auto dir = tinyCorpus("nan");
+  SECTION("below the limit the run finishes and reports the count") {
+    auto req = tinyRequest(dir, dir / "ok");
+    req.injectNanAtSteps = {3};
+    RunInfo run = trainRun(req);
+    CHECK(run.status == "finished");
+    CHECK(run.extra["bad_steps"] == 1);
+    auto lines = logLines(run.dir);
+    CHECK(lines[2]["step"] == 3);
+    CHECK(lines[2]["bad_steps"] == 1);
+    CHECK(lines[2]["loss"].is_null());  // nlohmann::json writes NaN as null
+    Transformer model = loadTrainedModel(run);
+    for (const auto& p : model->parameters()) CHECK(torch::isfinite(p).all().item<bool>());
+  }
+  SECTION("at the limit it stops and keeps the last good checkpoint") {
+    auto req = tinyRequest(dir, dir / "stop");
+    req.injectNanAtSteps = {5, 6};
+    req.train.maxBadSteps = 2;
+    CHECK(errorOf([&] { trainRun(req); }) ==
+          "training stopped at step 6: 2 steps had a non-finite loss or gradient (--max-bad-steps 2); "
+          "last good checkpoint " +
+              checkpointPath(req.runDir).string() + " (step 4)");
+    RunInfo run = readRunInfo(req.runDir);
+    CHECK(run.status == "stopped");
+    CHECK(run.stepsDone == 4);
+    Transformer model(run.model);
+    CHECK(loadCheckpoint(checkpointPath(run.dir), model, nullptr).step == 4);
+    CHECK(logLines(run.dir).back()["bad_steps"] == 2);
+  }
+  fs::remove_all(dir);
+}
