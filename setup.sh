@@ -14,6 +14,7 @@ PACKAGES=(
   catch2 libbenchmark-dev # tests, micro-benchmarks
   gnuplot-nox             # plots
   python3-torch           # the PyTorch eager baseline in bench/
+  python3 util-linux      # test scripts (setpriv drops root for the read-only-directory cases)
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
