@@ -34,6 +34,9 @@ struct AttentionContext {
 torch::Tensor attentionBiasBlock(AttentionBias* bias, bool causal, int64_t q0, int64_t q1, int64_t k0,
                                  int64_t k1);
 
+// Query rows per block when the causal full path skips the masked upper blocks; 0 = one piece.
+int64_t causalSkipBlock(int64_t T);
+
 struct AttentionImpl : torch::nn::Module {
   AttentionImpl(int64_t dModel, int64_t heads, double dropout, int64_t layerIndex);
   torch::Tensor forward(const torch::Tensor& x, const AttentionContext& ctx);  // (B,T,C) -> (B,T,C)
