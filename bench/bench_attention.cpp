@@ -30,7 +30,9 @@ ModelConfig benchConfig(const std::string& pos, int64_t L) {
   ModelConfig c;
   c.pos = pos;
   // The linear-bias variants that look both ways are encoder methods.
-  c.arch = (pos == "alibi-offset" || pos == "alibi-onesided" || pos == "bialibi") ? "encoder" : "decoder";
+  c.arch = (pos == "alibi-offset" || pos == "alibi-onesided" || pos == "alibi-learned" || pos == "bialibi")
+               ? "encoder"
+               : "decoder";
   c.layers = 1;
   c.contextLength = L;
   c.maxPositions = L;

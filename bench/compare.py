@@ -25,8 +25,8 @@ MODELS = {
     "small": dict(layers=4, d_model=128, heads=8, ffn=512),  # the quickstart model
     "large": dict(layers=6, d_model=512, heads=8, ffn=2048),
 }
-DECODER_POSITIONS = ["none", "sinusoidal", "learned", "rotary", "t5", "alibi", "alibi-learned"]
-ENCODER_POSITIONS = ["none", "alibi-offset", "alibi-onesided", "bialibi"]
+DECODER_POSITIONS = ["none", "sinusoidal", "learned", "rotary", "t5", "alibi"]
+ENCODER_POSITIONS = ["none", "alibi", "alibi-offset", "alibi-onesided", "alibi-learned", "bialibi"]
 
 
 def sh(cmd):

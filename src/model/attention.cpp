@@ -1,9 +1,19 @@
 #include "model/attention.h"
 
+#include <torch/version.h>
+
 #include <cmath>
 #include <limits>
 
 #include "model/fast_dropout.h"
+
+// LibTorch >= 2.3 has a fused CPU attention kernel that takes an additive mask and never holds
+// the T x T probabilities. It has no dropout (with dropout it falls back to the unfused math),
+// so it serves inference only. LibTorch 1.13's _scaled_dot_product_attention is that unfused
+// math on CPU, so there the paths below are used.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define XTRAP_FUSED_CPU_ATTENTION 1
+#endif
 
 namespace xtrap {
 using torch::indexing::Slice;
@@ -58,6 +68,12 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionCont
   torch::Tensor y;
   if (ctx.queryBlock <= 0 || ctx.queryBlock >= T) {
     int64_t block = causalSkipBlock(T);
+#ifdef XTRAP_FUSED_CPU_ATTENTION
+    if (!ctx.observer && p == 0) {
+      auto mask = ctx.fullBias.defined() ? c10::optional<torch::Tensor>(ctx.fullBias) : c10::nullopt;
+      y = at::scaled_dot_product_attention(q, k, v, mask, 0.0, false, 1.0);  // q is already scaled
+    } else
+#endif
     if (!ctx.causal || ctx.observer || block == 0) {
       y = attend(q, 0, T, ctx.fullBias);
     } else {
