@@ -29,25 +29,34 @@ DECODER_POSITIONS = ["none", "sinusoidal", "learned", "rotary", "t5", "alibi"]
 ENCODER_POSITIONS = ["none", "alibi", "alibi-offset", "alibi-onesided", "alibi-learned", "bialibi"]
 
 
-def sh(cmd):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+def sh(cmd, env=None):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
     return out.stdout
 
 
-def model_flags(m, dashes=True):
+def baseline_env(a):
+    """xtrap re-executes itself with OMP_WAIT_POLICY=passive (src/util/omp_wait_policy.h); the
+    baseline gets the same setting unless --baseline-default-omp."""
+    env = dict(os.environ)
+    if not a.baseline_default_omp:
+        env.setdefault("OMP_WAIT_POLICY", "passive")
+    return env
+
+
+def model_flags(m):
     return ["--layers", str(m["layers"]), "--d-model", str(m["d_model"]), "--heads", str(m["heads"]),
             "--ffn", str(m["ffn"])]
 
 
-def xtrap_train(a, m, pos, arch, workdir, steps):
+def xtrap_train(a, m, pos, arch, workdir, steps, warmup):
     """Tokens/s and model FLOP/s over the timed steps of an `xtrap train` run."""
     run = os.path.join(workdir, f"run-{time.monotonic_ns()}")
     sh([a.xtrap, "train", "--out", run, "--arch", arch, "--pos", pos, *model_flags(m), "--L", str(a.L),
         "--batch", str(a.batch), "--adaptive-softmax", a.adaptive, "--threads", str(a.threads),
-        "--steps", str(a.warmup + steps), "--warmup", "1", "--log-every", "1", "--eval-every", "0",
+        "--steps", str(warmup + steps), "--warmup", "1", "--log-every", "1", "--eval-every", "0",
         "--eval-tokens", "1024", "--checkpoint-every", "1000000", "--data", a.data, "--no-progress"])
     lines = [json.loads(l) for l in open(os.path.join(run, "train.jsonl")) if '"elapsed_s"' in l]
-    first, last = lines[a.warmup - 1], lines[-1]
+    first, last = lines[warmup - 1], lines[-1]
     seconds = last["elapsed_s"] - first["elapsed_s"]
     tokens = last["tokens"] - first["tokens"]
     flop_per_token = last["flop_per_s"] / last["tok_per_s"]
@@ -62,11 +71,11 @@ def xtrap_eval(a, run):
     return row["tokens_per_s"], row["flop_per_s"]
 
 
-def baseline(a, m, pos, arch, mode, steps=0):
+def baseline(a, m, pos, arch, mode, steps=0, warmup=1):
     out = sh([PY, os.path.join(os.path.dirname(__file__), "baseline.py"), "--mode", mode, "--arch", arch, "--pos", pos,
               *model_flags(m), "--L", str(a.L), "--batch", str(a.batch), "--adaptive-softmax", a.adaptive,
-              "--threads", str(a.threads), "--steps", str(steps), "--warmup", str(a.warmup),
-              "--eval-tokens", str(a.eval_tokens), "--data", a.data])
+              "--threads", str(a.threads), "--steps", str(steps), "--warmup", str(warmup),
+              "--eval-tokens", str(a.eval_tokens), "--data", a.data], baseline_env(a))
     return json.loads(out.strip().splitlines()[-1])["tok_per_s"]
 
 
@@ -76,7 +85,7 @@ def matmul_peak(a):
             "n=2048; x=torch.randn(n,n); y=torch.randn(n,n); o=torch.empty(n,n); torch.mm(x,y,out=o)\n"
             "t=time.perf_counter(); [torch.mm(x,y,out=o) for _ in range(5)]\n"
             "print(5*2*n**3/(time.perf_counter()-t))\n")
-    return float(sh([PY, "-c", code]))
+    return float(sh([PY, "-c", code], baseline_env(a)))
 
 
 def med(xs):
@@ -95,27 +104,29 @@ def main():
     p.add_argument("--adaptive", default="2000,10000")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--warmup", type=int, default=2, help="untimed training steps")
-    p.add_argument("--steps", default="small=10,large=4", help="timed training steps per model")
+    p.add_argument("--warmup", default="small=2,large=1", help="untimed training steps per model")
+    p.add_argument("--steps", default="small=10,large=3", help="timed training steps per model")
+    p.add_argument("--baseline-default-omp", action="store_true", help="run the baseline with libgomp's default spinning")
     p.add_argument("--eval-tokens", type=int, default=16384)
     p.add_argument("--positions", action="store_true", help="also compare every position method (small model)")
     p.add_argument("--skip-baseline", action="store_true", help="only the --positions comparison")
     a = p.parse_args()
-    steps = dict(kv.split("=") for kv in a.steps.split(","))
+    steps = {k: int(v) for k, v in (kv.split("=") for kv in a.steps.split(","))}
+    warmups = {k: int(v) for k, v in (kv.split("=") for kv in a.warmup.split(","))}
     work = tempfile.mkdtemp(prefix="xtrap-bench-")
     results = {"args": vars(a), "models": {}, "positions": {}}
     peaks = []
     try:
         if not a.skip_baseline:
             for name in a.models.split(","):
-                m, n = MODELS[name], int(steps[name])
+                m, n, w = MODELS[name], steps[name], warmups[name]
                 r = {k: [] for k in ["xtrap_train", "xtrap_train_flops", "base_train", "xtrap_eval",
                                      "xtrap_eval_flops", "base_eval"]}
                 for rep in range(a.reps):
-                    tps, fps, run = xtrap_train(a, m, a.pos, a.arch, work, n)
+                    tps, fps, run = xtrap_train(a, m, a.pos, a.arch, work, n, w)
                     r["xtrap_train"].append(tps)
                     r["xtrap_train_flops"].append(fps)
-                    r["base_train"].append(baseline(a, m, a.pos, a.arch, "train", n))
+                    r["base_train"].append(baseline(a, m, a.pos, a.arch, "train", n, w))
                     tps, fps = xtrap_eval(a, run)
                     r["xtrap_eval"].append(tps)
                     r["xtrap_eval_flops"].append(fps)
@@ -126,13 +137,13 @@ def main():
                           file=sys.stderr, flush=True)
                 results["models"][name] = r
         if a.positions:
-            m, n = MODELS["small"], int(steps["small"])
+            m, n, w = MODELS["small"], steps["small"], warmups["small"]
             runs = [(arch, pos) for pos in DECODER_POSITIONS for arch in ["decoder"]]
             runs += [("encoder", pos) for pos in ENCODER_POSITIONS]
             tps = {f"{arch}/{pos}": [] for arch, pos in runs}
             for rep in range(a.reps):
                 for arch, pos in runs:
-                    t, _, run = xtrap_train(a, m, pos, arch, work, n)
+                    t, _, run = xtrap_train(a, m, pos, arch, work, n, w)
                     tps[f"{arch}/{pos}"].append(t)
                     shutil.rmtree(run)
                 print("positions", rep, {k: round(v[-1]) for k, v in tps.items()}, file=sys.stderr, flush=True)
