@@ -22,17 +22,16 @@
 namespace xtrap {
 namespace {
 
-const char* kPositions[] = {"none",         "sinusoidal",     "learned",       "rotary",  "t5",
-                            "alibi",        "alibi-offset",   "alibi-onesided", "alibi-learned", "bialibi"};
+const char* kPositions[] = {"none",  "sinusoidal",   "learned",        "rotary",        "t5",
+                            "alibi", "alibi-offset", "alibi-onesided", "alibi-learned", "bialibi"};
 constexpr int64_t kTokensPerIteration = 2048;
 
 ModelConfig benchConfig(const std::string& pos, int64_t L) {
   ModelConfig c;
   c.pos = pos;
-  // The linear-bias variants that look both ways are encoder methods.
-  c.arch = (pos == "alibi-offset" || pos == "alibi-onesided" || pos == "alibi-learned" || pos == "bialibi")
-               ? "encoder"
-               : "decoder";
+  // The linear-bias variants that look both ways (or learn both slopes) are encoder methods.
+  bool encoderOnly = pos == "alibi-offset" || pos == "alibi-onesided" || pos == "alibi-learned" || pos == "bialibi";
+  c.arch = encoderOnly ? "encoder" : "decoder";
   c.layers = 1;
   c.contextLength = L;
   c.maxPositions = L;

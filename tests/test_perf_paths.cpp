@@ -51,7 +51,7 @@ TEST_CASE("fast dropout keeps 1 - p of the elements, scaled, and its gradient us
   y.sum().backward();
   REQUIRE(torch::equal(x.grad(), y.detach()));  // d(sum)/dx = mask * scale = y for x = 1
   torch::manual_seed(3);
-  REQUIRE(torch::equal(fastDropout(x, 0.1, true), y));  // reproducible from the seed
+  REQUIRE(torch::equal(fastDropout(x, 0.1, true), y));   // reproducible from the seed
   REQUIRE(!torch::equal(fastDropout(x, 0.1, true), y));  // fresh mask on the next call
   REQUIRE(torch::equal(fastDropout(x, 0.1, false), x));
 }

@@ -5,7 +5,7 @@ namespace xtrap {
 double bodyForwardFlops(const ModelConfig& c, int64_t T) {
   double C = double(c.dModel), F = double(c.ffn), t = double(T);
   double projections = 2.0 * t * (3.0 * C * C + C * C + 2.0 * C * F);  // qkv, out, fc1, fc2
-  double attention = 2.0 * 2.0 * t * t * C;                           // Q K^T and P V over all heads
+  double attention = 2.0 * 2.0 * t * t * C;                            // Q K^T and P V over all heads
   return double(c.layers) * (projections + attention);
 }
 

@@ -57,8 +57,14 @@ TrainingState loadCheckpoint(const std::filesystem::path& file, Transformer& mod
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(file.string());
-    torch::Tensor t;
-    archive.read("format_version", t);
+    // A fresh tensor per entry: reading into a tensor that already holds a loaded entry makes
+    // LibTorch set_() its storage, which fails ("Trying to resize storage that is not resizable").
+    auto read = [&](const char* key) {
+      torch::Tensor v;
+      archive.read(key, v);
+      return v;
+    };
+    torch::Tensor t = read("format_version");
     if (t.item<int64_t>() != kFormatVersion)
       throw std::runtime_error("unsupported checkpoint format version " + std::to_string(t.item<int64_t>()));
     torch::serialize::InputArchive modelArchive;
@@ -69,15 +75,16 @@ TrainingState loadCheckpoint(const std::filesystem::path& file, Transformer& mod
       archive.read("optimizer", optimizerArchive);
       optimizer->load(optimizerArchive);
     }
-    archive.read("step", t);
+    t = read("step");
     state.step = t.item<int64_t>();
-    archive.read("tokens_seen", t);
+    t = read("tokens_seen");
     state.tokensSeen = t.item<int64_t>();
-    archive.read("bad_steps", t);
+    t = read("bad_steps");
     state.badSteps = t.item<int64_t>();
-    archive.read("sampler_state", t);
+    t = read("sampler_state");
     state.samplerState = tensorToBytes(t);
-    if (archive.try_read("torch_rng_state", t)) state.torchRngState = t;
+    torch::Tensor rng;
+    if (archive.try_read("torch_rng_state", rng)) state.torchRngState = rng;
   } catch (const c10::Error& e) {
     throw std::runtime_error("corrupt or foreign checkpoint " + file.string() + ": " +
                              firstLine(e.what_without_backtrace()));

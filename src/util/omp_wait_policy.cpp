@@ -1,8 +1,8 @@
 #include "util/omp_wait_policy.h"
 
-#include <cstdlib>
-
 #include <unistd.h>
+
+#include <cstdlib>
 
 namespace xtrap {
 
