@@ -5,8 +5,10 @@
 
 #include "cli/commands.h"
 #include "util/interrupt.h"
+#include "util/omp_wait_policy.h"
 
 int main(int argc, char** argv) {
+  xtrap::reexecWithPassiveOmpWait(argv);
   CLI::App app{"xtrap: length-extrapolation workbench (train short, test long)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", XTRAP_VERSION);

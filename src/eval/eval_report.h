@@ -19,6 +19,7 @@ struct EvalRow {
   std::string slopes;   // ALiBi slopes used (space separated), empty otherwise
   int64_t tokensScored = 0;
   double nll = 0, ppl = 0, seconds = 0, tokensPerSecond = 0;
+  double flopsPerSecond = 0;  // model FLOPs (model/flops.h) per second
 };
 
 std::string formatEvalTable(const std::vector<EvalRow>& rows);

@@ -9,6 +9,8 @@
 
 #include "data/wikitext.h"
 #include "eval/encoder_score.h"
+#include "eval/windows.h"
+#include "model/flops.h"
 #include "train/checkpoint.h"
 #include "train/run_directory.h"
 #include "util/atomic_file.h"
@@ -23,6 +25,15 @@ std::string joinSlopes(const torch::Tensor& t) {
   auto c = t.to(torch::kFloat64).contiguous();
   for (int64_t h = 0; h < c.numel(); ++h) s += fmt::format("{}{:.5g}", h ? " " : "", c[h].item<double>());
   return s;
+}
+// Model FLOPs of one scoring pass: every window's forward plus the head on the scored rows.
+double evalFlops(const ModelConfig& c, const std::vector<int32_t>& stream, int64_t Lvalid, int64_t stride,
+                 int64_t scoredRows) {
+  auto n = static_cast<int64_t>(stream.size());
+  auto windows = c.causal() ? decoderWindows(n, Lvalid, stride) : encoderWindows(n, Lvalid, stride);
+  double flops = 0;
+  for (const auto& w : windows) flops += bodyForwardFlops(c, w.length);
+  return flops + double(scoredRows) * headForwardFlopsPerRow(c, adaptiveClusterShares(c, stream));
 }
 }  // namespace
 
@@ -114,6 +125,7 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
           r.ppl = std::exp(r.nll);
           r.seconds = seconds;
           r.tokensPerSecond = double(totals.tokens) / std::max(seconds, 1e-9);
+          r.flopsPerSecond = evalFlops(run.model, stream, Lvalid, stride, totals.tokens) / std::max(seconds, 1e-9);
           rows.push_back(r);
           if (positionRows) {
             for (size_t b = 0; b < totals.bucketNll.size(); ++b) {

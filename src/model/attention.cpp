@@ -1,7 +1,19 @@
 #include "model/attention.h"
 
+#include <torch/version.h>
+
 #include <cmath>
 #include <limits>
+
+#include "model/fast_dropout.h"
+
+// LibTorch >= 2.3 has a fused CPU attention kernel that takes an additive mask and never holds
+// the T x T probabilities. It has no dropout (with dropout it falls back to the unfused math),
+// so it serves inference only. LibTorch 1.13's _scaled_dot_product_attention is that unfused
+// math on CPU, so there the paths below are used.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define XTRAP_FUSED_CPU_ATTENTION 1
+#endif
 
 namespace xtrap {
 using torch::indexing::Slice;
@@ -22,6 +34,12 @@ torch::Tensor attentionBiasBlock(AttentionBias* bias, bool causal, int64_t q0, i
 int64_t attentionBlockRows(int64_t T, int64_t queryBlock) {
   constexpr int64_t kBlockElements = int64_t(1) << 20;
   return std::min(queryBlock, std::max<int64_t>(32, kBlockElements / std::max<int64_t>(T, 1)));
+}
+
+int64_t causalSkipBlock(int64_t T) {
+  // 8 blocks compute 9/16 of the square; more blocks save little and cost per-op overhead.
+  constexpr int64_t kBlocks = 8, kMinRows = 32;
+  return T >= kBlocks * kMinRows ? (T + kBlocks - 1) / kBlocks : 0;
 }
 
 AttentionImpl::AttentionImpl(int64_t dModel, int64_t heads, double dropout, int64_t layerIndex)
@@ -48,14 +66,37 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionCont
     if (bias.defined()) scores.add_(bias);  // in place: matmul backward does not need its output
     auto probs = torch::softmax(scores, -1);
     if (ctx.observer) ctx.observer->onProbabilities(layerIndex, q0, probs);
-    if (p > 0) probs = torch::dropout(probs, p, true);
+    probs = fastDropout(probs, p, p > 0);
     return probs.matmul(vBlock);  // (B, H, Tq, D)
   };
 
   int64_t rows = attentionBlockRows(T, ctx.queryBlock);
   torch::Tensor y;
   if (ctx.queryBlock <= 0 || ctx.queryBlock >= T) {
-    y = attend(q, 0, T, ctx.fullBias);
+    int64_t block = causalSkipBlock(T);
+#ifdef XTRAP_FUSED_CPU_ATTENTION
+    if (!ctx.observer && p == 0) {
+      auto mask = ctx.fullBias.defined() ? c10::optional<torch::Tensor>(ctx.fullBias) : c10::nullopt;
+      y = at::scaled_dot_product_attention(q, k, v, mask, 0.0, false, 1.0);  // q is already scaled
+    } else
+#endif
+    if (!ctx.causal || ctx.observer || block == 0) {
+      y = attend(q, 0, T, ctx.fullBias);
+    } else {
+      // Causal: query rows [q0, q1) only attend to keys [0, q1), so the (masked) upper-right
+      // blocks of the T x T logits are never computed: about half the matmul, softmax and
+      // dropout work, with the same values as the one-piece product. Observers (probes) get the
+      // one-piece path above.
+      std::vector<torch::Tensor> blocks;
+      for (int64_t q0 = 0; q0 < T; q0 += block) {
+        int64_t q1 = std::min(T, q0 + block);
+        // Contiguous: a broadcast add_ from a strided (H, Tq, Tk) slice was ~3x slower than the add itself.
+        auto bias = ctx.fullBias.defined() ? ctx.fullBias.narrow(-2, q0, q1 - q0).narrow(-1, 0, q1).contiguous()
+                                           : ctx.fullBias;
+        blocks.push_back(attend(q.narrow(2, q0, q1 - q0), q0, q1, bias));
+      }
+      y = torch::cat(blocks, 2);
+    }
   } else {
     std::vector<torch::Tensor> blocks;
     for (int64_t q0 = 0; q0 < T; q0 += rows) {

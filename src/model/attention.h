@@ -39,6 +39,9 @@ torch::Tensor attentionBiasBlock(AttentionBias* bias, bool causal, int64_t q0, i
 // flat in T; only the O(T) activations grow).
 int64_t attentionBlockRows(int64_t T, int64_t queryBlock);
 
+// Query rows per block when the causal full path skips the masked upper blocks; 0 = one piece.
+int64_t causalSkipBlock(int64_t T);
+
 struct AttentionImpl : torch::nn::Module {
   AttentionImpl(int64_t dModel, int64_t heads, double dropout, int64_t layerIndex);
   torch::Tensor forward(const torch::Tensor& x, const AttentionContext& ctx);  // (B,T,C) -> (B,T,C)

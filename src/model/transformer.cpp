@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "model/fast_dropout.h"
 #include "model/position/sinusoidal.h"
 #include "model/position/t5_bias.h"
 
@@ -17,9 +18,9 @@ TransformerBlockImpl::TransformerBlockImpl(const ModelConfig& c, int64_t index) 
 }
 
 torch::Tensor TransformerBlockImpl::forward(torch::Tensor x, const AttentionContext& ctx) {
-  double p = is_training() ? dropout : 0.0;
-  x = x + torch::dropout(attn(ln1(x), ctx), p, is_training());
-  x = x + torch::dropout(fc2(torch::dropout(torch::gelu(fc1(ln2(x))), p, is_training())), p, is_training());
+  bool train = is_training();
+  x = x + fastDropout(attn(ln1(x), ctx), dropout, train);
+  x = x + fastDropout(fc2(fastDropout(torch::gelu(fc1(ln2(x))), dropout, train)), dropout, train);
   return x;
 }
 
@@ -77,7 +78,7 @@ torch::Tensor TransformerImpl::features(const torch::Tensor& tokens, const Forwa
     if (!sinusoidal_.defined() || sinusoidal_.size(0) < T) sinusoidal_ = sinusoidalTable(T, C);
     x = x + sinusoidal_.narrow(0, 0, T);
   }
-  x = torch::dropout(x, is_training() ? config.dropout : 0.0, is_training());
+  x = fastDropout(x, config.dropout, is_training());
 
   AttentionContext ctx;
   ctx.causal = config.causal();

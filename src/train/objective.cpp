@@ -6,7 +6,6 @@ namespace xtrap {
 
 int64_t sequenceSpan(const ModelConfig& c) { return c.causal() ? c.contextLength + 1 : c.contextLength; }
 
-namespace {
 torch::Tensor gatherSequences(const std::vector<int32_t>& stream, const std::vector<int64_t>& starts, int64_t span) {
   auto batch = torch::empty({static_cast<int64_t>(starts.size()), span}, torch::kLong);  // (B, span)
   auto acc = batch.accessor<int64_t, 2>();
@@ -14,7 +13,6 @@ torch::Tensor gatherSequences(const std::vector<int32_t>& stream, const std::vec
     for (int64_t t = 0; t < span; ++t) acc[int64_t(b)][t] = stream[static_cast<size_t>(starts[b] + t)];
   return batch;
 }
-}  // namespace
 
 LossResult trainingLoss(Transformer& model, const std::vector<int32_t>& stream, const std::vector<int64_t>& starts,
                         uint64_t maskSeed, double maskProb) {

@@ -18,6 +18,9 @@ struct LossResult {
 LossResult trainingLoss(Transformer& model, const std::vector<int32_t>& stream, const std::vector<int64_t>& starts,
                         uint64_t maskSeed, double maskProb);
 
+// (B, span) int64 batch of the sequences starting at `starts` in `stream`.
+torch::Tensor gatherSequences(const std::vector<int32_t>& stream, const std::vector<int64_t>& starts, int64_t span);
+
 // Tokens of one sequence span (L + 1 for decoders: inputs and the shifted targets).
 int64_t sequenceSpan(const ModelConfig& c);
 

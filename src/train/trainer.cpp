@@ -16,6 +16,7 @@
 #include "data/wikitext.h"
 #include "eval/encoder_score.h"
 #include "eval/perplexity.h"
+#include "model/flops.h"
 #include "train/checkpoint.h"
 #include "train/lr_schedule.h"
 #include "train/objective.h"
@@ -145,6 +146,7 @@ RunInfo trainRun(TrainRequest req) {
   int64_t L = run.model.contextLength;
   int64_t B = t.sequencesPerStep(L);
   int64_t totalSteps = t.totalSteps(L);
+  double stepFlops = trainStepFlops(run.model, B, t.maskProb, adaptiveClusterShares(run.model, corpus.train));
 
   Transformer model(run.model);
   auto optimizer = makeOptimizer(model, t);
@@ -216,13 +218,14 @@ RunInfo trainRun(TrainRequest req) {
     if (state.step % t.logEvery == 0 || doEval || state.step == totalSteps || bad) {
       nlohmann::json line = {{"step", state.step},     {"tokens", state.tokensSeen}, {"loss", loss},
                              {"lr", lr},               {"grad_norm", gradNorm},      {"tok_per_s", tokPerSec},
-                             {"bad_steps", state.badSteps}, {"elapsed_s", elapsed}};
+                             {"bad_steps", state.badSteps}, {"elapsed_s", elapsed},
+                             {"flop_per_s", tokPerSec / double(B * L) * stepFlops}};
       if (doEval) line["val_loss"] = lastVal;
       writeLog(line);
     }
-    if (bar) bar->update(state.step, fmt::format("loss {:.3f}{} | {:.0f} tok/s", loss,
+    if (bar) bar->update(state.step, fmt::format("loss {:.3f}{} | {:.0f} tok/s {:.1f} GFLOP/s", loss,
                                                  std::isnan(lastVal) ? "" : fmt::format(" val {:.3f}", lastVal),
-                                                 tokPerSec));
+                                                 tokPerSec, tokPerSec / double(B * L) * stepFlops / 1e9));
     if (bad && t.maxBadSteps > 0 && state.badSteps >= t.maxBadSteps) stopForBadSteps(run, state, checkpointStep);
     if (state.step % t.checkpointEvery == 0 && state.step < totalSteps) {
       checkpoint();
@@ -245,7 +248,7 @@ RunInfo trainRun(TrainRequest req) {
   run.stepsDone = state.step;
   run.extra = {{"final_train_loss", lastLoss}, {"final_val_loss", lastVal},     {"final_val_ppl", std::exp(lastVal)},
                {"tok_per_s", tokPerSec},       {"train_seconds", seconds},       {"bad_steps", state.badSteps},
-               {"parameters", [&] {
+               {"flop_per_s", tokPerSec / double(B * L) * stepFlops},  {"parameters", [&] {
                   int64_t n = 0;
                   for (const auto& p : model->parameters()) n += p.numel();
                   return n;
