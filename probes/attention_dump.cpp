@@ -1,9 +1,9 @@
 #include "attention_dump.h"
 
-#include <stdexcept>
-
 #include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "data/wikitext.h"
 #include "eval/evaluate_run.h"
@@ -34,7 +34,8 @@ struct DumpObserver : AttentionObserver {
       auto HS = hsize_t(headSel.size());
       auto chunkRows = hsize_t(attentionBlockRows(N, req.queryBlock));  // one chunk row-block per attention block
       attnSets.push_back(h5.createRowChunked(g + "/attn", HS, N, N, chunkRows, req.dtype));
-      biasSets.push_back(req.withBias ? h5.createRowChunked(g + "/bias", HS, N, N, chunkRows, StoredFloat::Float32) : -1);
+      biasSets.push_back(req.withBias ? h5.createRowChunked(g + "/bias", HS, N, N, chunkRows, StoredFloat::Float32)
+                                      : -1);
     }
   }
   ~DumpObserver() override {
@@ -62,7 +63,8 @@ struct DumpObserver : AttentionObserver {
     h5.writeRows(attnSets[layer], headSel.size(), q0, Tq, N, padded.data_ptr<float>());
     if (biasSets[layer] >= 0) {
       auto b = attentionBiasBlock(model->attentionBias(), model->config.causal(), q0, q0 + Tq, 0, N);
-      auto full = (b.defined() ? torch::zeros({H, Tq, N}) + b : torch::zeros({H, Tq, N})).index_select(0, sel).contiguous();
+      auto full =
+          (b.defined() ? torch::zeros({H, Tq, N}) + b : torch::zeros({H, Tq, N})).index_select(0, sel).contiguous();
       h5.writeRows(biasSets[layer], headSel.size(), q0, Tq, N, full.data_ptr<float>());
     }
   }
@@ -82,11 +84,13 @@ void dumpAttention(const RunInfo& run, Transformer& model, const Corpus& corpus,
   const auto& stream = corpus.split(req.split);
   int64_t size = static_cast<int64_t>(stream.size());
   if (req.offset < 0 || req.offset >= size)
-    throw std::invalid_argument(fmt::format("--offset {} is outside the {} split ({} tokens)", req.offset, req.split, size));
+    throw std::invalid_argument(
+        fmt::format("--offset {} is outside the {} split ({} tokens)", req.offset, req.split, size));
   int64_t N = std::min(req.Lvalid, size - req.offset);
   if (N < req.Lvalid)
-    std::fprintf(stderr, "note: only %lld tokens from offset %lld; dumping N = %lld\n", static_cast<long long>(size - req.offset),
-                 static_cast<long long>(req.offset), static_cast<long long>(N));
+    std::fprintf(stderr, "note: only %lld tokens from offset %lld; dumping N = %lld\n",
+                 static_cast<long long>(size - req.offset), static_cast<long long>(req.offset),
+                 static_cast<long long>(N));
   for (int64_t l : req.layers)
     if (l < 0 || l >= model->config.layers) throw std::invalid_argument(fmt::format("--layers: no layer {}", l));
   for (int64_t h : req.heads)

@@ -18,12 +18,12 @@ struct Corpus;
 struct AttentionDumpRequest {
   std::filesystem::path out;
   int64_t Lvalid = 512;
-  int64_t offset = 0;              // first token of the window in the split
+  int64_t offset = 0;  // first token of the window in the split
   std::string split = "valid";
-  std::vector<int64_t> layers;     // empty = all
-  std::vector<int64_t> heads;      // empty = all (maps only; stats cover every head)
+  std::vector<int64_t> layers;  // empty = all
+  std::vector<int64_t> heads;   // empty = all (maps only; stats cover every head)
   Interp interp = Interp::None;
-  double scale = 0;                // 0 = Lvalid / L_train
+  double scale = 0;  // 0 = Lvalid / L_train
   StoredFloat dtype = StoredFloat::Float16;
   bool statsOnly = false;
   bool withBias = false;

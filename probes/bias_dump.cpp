@@ -1,6 +1,7 @@
 #include "bias_dump.h"
 
 #include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include "util/hdf5_writer.h"
@@ -33,7 +34,8 @@ void dumpBias(Transformer& model, int64_t len, const std::filesystem::path& file
     write("slope_past", lb->slopePast());
     write("slope_future", lb->slopeFuture());
     write("future_shift", torch::full({H}, spec.futureShift));
-    std::vector<float> bp(spec.blockPast.begin(), spec.blockPast.end()), bf(spec.blockFuture.begin(), spec.blockFuture.end());
+    std::vector<float> bp(spec.blockPast.begin(), spec.blockPast.end()),
+        bf(spec.blockFuture.begin(), spec.blockFuture.end());
     write("block_past", torch::tensor(bp));
     write("block_future", torch::tensor(bf));
     write("first_token_bias", spec.hasFirstTokenBias ? lb->firstTokenBias() : torch::zeros({H}));

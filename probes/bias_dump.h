@@ -3,10 +3,10 @@
 // float32 [H, len, len] (-inf where blocked, causal mask included for decoders), plus the
 // per-head parameters of ALiBi-family specs (slope_past, slope_future, future_shift,
 // block_past, block_future, first_token_bias).
+#include <torch/torch.h>
+
 #include <filesystem>
 #include <string>
-
-#include <torch/torch.h>
 
 #include "model/transformer.h"
 

@@ -37,7 +37,8 @@ TEST_CASE("block attention equals full-matrix attention, forward and backward") 
       CHECK(test::maxAbsDiff(full, blocked) <= 1e-4);
       REQUIRE(fullGrads.size() == blockGrads.size());
       double worst = 0;
-      for (size_t k = 0; k < fullGrads.size(); ++k) worst = std::max(worst, test::maxAbsDiff(fullGrads[k], blockGrads[k]));
+      for (size_t k = 0; k < fullGrads.size(); ++k)
+        worst = std::max(worst, test::maxAbsDiff(fullGrads[k], blockGrads[k]));
       INFO("block " << block << " largest gradient difference " << worst);
       CHECK(worst <= 1e-4);
     }

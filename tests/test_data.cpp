@@ -1,7 +1,6 @@
 // WikiText loader: token counts of the shipped WikiText-2 (published sizes), vocabulary rules,
 // the binary cache, and block sampling.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <fstream>
 
@@ -30,7 +29,7 @@ TEST_CASE("shipped WikiText-2 has the published token counts (words + <eos> per 
   CHECK(c.train.size() == 2088628);
   CHECK(c.valid.size() == 217646);
   CHECK(c.test.size() == 245569);
-  CHECK(c.vocab.size() == 33278);  // 33,277 distinct words + <eos>
+  CHECK(c.vocab.size() == 33278);                   // 33,277 distinct words + <eos>
   CHECK(c.vocab.word(c.valid.front()) == "<eos>");  // the file starts with a blank line
   SECTION("the second load comes from the cache and is identical") {
     Corpus again = loadWikiText(defaultDataDir());

@@ -1,7 +1,6 @@
 // Masked-LM encoders: corruption of a batch, every seed configuration and ALiBi variant trains,
 // and evaluation scores the same masked tokens at every Lvalid and stride.
 #include <catch2/catch.hpp>
-
 #include <fstream>
 
 #include "data/masked_batch.h"
@@ -40,7 +39,8 @@ TEST_CASE("applyMlmMasking corrupts exactly the selected positions as mlmMaskCho
 
 TEST_CASE("every seed configuration and ALiBi variant trains as an MLM encoder and evaluates at L..4L") {
   std::vector<std::pair<std::string, test::ModelSetup>> setups;
-  for (const auto& name : namedConfigNames()) setups.push_back({name, [name](ModelConfig& c) { applyNamedConfig(name, c); }});
+  for (const auto& name : namedConfigNames())
+    setups.push_back({name, [name](ModelConfig& c) { applyNamedConfig(name, c); }});
   for (std::string pos : {"alibi", "alibi-onesided", "alibi-learned", "bialibi"})
     setups.push_back({pos, [pos](ModelConfig& c) { c.pos = pos; }});
   for (const auto& [name, setup] : setups) {

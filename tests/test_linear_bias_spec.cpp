@@ -1,7 +1,6 @@
 // ALiBi slopes and the LinearBiasSpec of every variant against hand-written values, the T5 bucket
 // function at chosen distances, and the interpolation transforms against their formulas.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <limits>
 
@@ -101,15 +100,15 @@ TEST_CASE("T5 relative buckets (32 buckets, max distance 128)") {
   CHECK(t5RelativeBucket(-5, false, 32, 128) == 5);
   CHECK(t5RelativeBucket(-15, false, 32, 128) == 15);
   CHECK(t5RelativeBucket(-16, false, 32, 128) == 16);
-  CHECK(t5RelativeBucket(-20, false, 32, 128) == 17);   // 16 + floor(16 ln(1.25)/ln 8) = 16 + 1
-  CHECK(t5RelativeBucket(-64, false, 32, 128) == 26);   // 16 + floor(16 * 2/3)
+  CHECK(t5RelativeBucket(-20, false, 32, 128) == 17);  // 16 + floor(16 ln(1.25)/ln 8) = 16 + 1
+  CHECK(t5RelativeBucket(-64, false, 32, 128) == 26);  // 16 + floor(16 * 2/3)
   CHECK(t5RelativeBucket(-127, false, 32, 128) == 31);
   CHECK(t5RelativeBucket(-5000, false, 32, 128) == 31);
-  CHECK(t5RelativeBucket(7, false, 32, 128) == 0);      // the future is one bucket
+  CHECK(t5RelativeBucket(7, false, 32, 128) == 0);  // the future is one bucket
   // encoder: 16 buckets per direction, future offset by 16
   CHECK(t5RelativeBucket(-3, true, 32, 128) == 3);
   CHECK(t5RelativeBucket(3, true, 32, 128) == 19);
-  CHECK(t5RelativeBucket(-20, true, 32, 128) == 10);    // 8 + floor(8 ln(2.5)/ln 16) = 8 + 2
+  CHECK(t5RelativeBucket(-20, true, 32, 128) == 10);  // 8 + floor(8 ln(2.5)/ln 16) = 8 + 2
   CHECK(t5RelativeBucket(200, true, 32, 128) == 31);
 }
 

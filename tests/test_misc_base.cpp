@@ -1,6 +1,5 @@
 // Learning-rate schedule, config validation and JSON round trips, named configs.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 
 #include "model/model_config.h"

@@ -2,7 +2,6 @@
 // encoder ALiBi variants, a uniform model's perplexity, output heads against their formulas,
 // and the learned table's clear limit.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 
 #include "eval/perplexity.h"

@@ -2,7 +2,6 @@
 // property, the ALiBi family's bias blocks against LinearBiasSpec's formula (any block offset),
 // T5's bias against its bucket table, and finite-difference gradients of learned bias parameters.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 
 #include "model/linear_bias_spec.h"

@@ -1,9 +1,9 @@
 // Probes read back through the HDF5 C API: the bias dump equals the spec formula for every
 // variant; attention dumps have the documented layout, rows that sum to 1, causal zeros, maps
 // equal to the in-memory attention and statistics recomputable from the maps.
-#include <catch2/catch.hpp>
 #include <hdf5.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 
@@ -57,8 +57,9 @@ TEST_CASE("bias dump (--dump-bias) writes the formula's matrix and per-head para
     std::string pos, arch;
     int64_t heads;
   };
-  for (Case c : {Case{"alibi", "decoder", 6}, Case{"alibi", "encoder", 8}, Case{"alibi-offset", "encoder", 5},
-                 Case{"alibi-onesided", "encoder", 4}, Case{"alibi-learned", "encoder", 12}, Case{"bialibi", "encoder", 4}}) {
+  for (Case c :
+       {Case{"alibi", "decoder", 6}, Case{"alibi", "encoder", 8}, Case{"alibi-offset", "encoder", 5},
+        Case{"alibi-onesided", "encoder", 4}, Case{"alibi-learned", "encoder", 12}, Case{"bialibi", "encoder", 4}}) {
     INFO(c.arch << " " << c.pos << " H=" << c.heads);
     auto cfg = test::tinyConfig(c.pos, c.arch, c.heads);
     cfg.dModel = 2 * c.heads;
@@ -151,5 +152,6 @@ TEST_CASE("an interrupted dump leaves no file under the final name") {
   req.layers = {7};  // no such layer: fails before anything is written
   CHECK_THROWS_WITH(dumpAttention(run, model, corpus, req), Catch::Contains("no layer 7"));
   CHECK_FALSE(fs::exists(req.out));
-  for (const auto& e : fs::directory_iterator(run.dir)) CHECK(e.path().filename().string().find("bad.h5") == std::string::npos);
+  for (const auto& e : fs::directory_iterator(run.dir))
+    CHECK(e.path().filename().string().find("bad.h5") == std::string::npos);
 }

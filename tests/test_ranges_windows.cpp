@@ -1,6 +1,5 @@
 // --Lvalid grammar and the evaluation windows (which tokens each window scores).
 #include <catch2/catch.hpp>
-
 #include <set>
 
 #include "eval/lvalid_range.h"

@@ -2,7 +2,6 @@
 // decoder position method, evaluation works beyond L, a checkpoint evaluates exactly like the
 // in-memory model, and the sliding-window protocol matches its definitions.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <fstream>
 
@@ -92,7 +91,8 @@ TEST_CASE("sliding-window evaluation protocol") {
     torch::NoGradGuard g;
     for (size_t t = 1; t < stream.size(); ++t) {
       size_t from = t >= 8 ? t - 8 : 0;
-      auto ctx = torch::tensor(std::vector<int64_t>(stream.begin() + long(from), stream.begin() + long(t))).unsqueeze(0);
+      auto ctx =
+          torch::tensor(std::vector<int64_t>(stream.begin() + long(from), stream.begin() + long(t))).unsqueeze(0);
       auto f = model->features(ctx);
       auto last = f[0][f.size(1) - 1].unsqueeze(0);
       expected += model->tokenNll(last, torch::tensor({int64_t(stream[t])})).item<double>();

@@ -1,9 +1,8 @@
 #pragma once
 // Each subcommand declares its options (with defaults shown in --help) into its own config
 // struct and returns the action to run after parsing. The actions call the library.
-#include <functional>
-
 #include <CLI/CLI.hpp>
+#include <functional>
 
 namespace xtrap {
 

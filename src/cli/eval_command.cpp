@@ -1,7 +1,7 @@
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "eval/evaluate_run.h"
@@ -44,7 +44,8 @@ CommandAction addEvalCommand(CLI::App& cmd) {
   cmd.add_option("--interp", *interps, "comma list of none linear ntk dynamic-ntk")->capture_default_str();
   cmd.add_option("--scale", req->scale, "fixed interpolation factor a (default: Lvalid / L_train)");
   cmd.add_option("--a0", req->a0, "dynamic-ntk: a = max(a0 * Lvalid / L_train, 1)")->capture_default_str();
-  cmd.add_option("--max-tokens", req->maxTokens, "score only the first N tokens of the split (0 = all)")->capture_default_str();
+  cmd.add_option("--max-tokens", req->maxTokens, "score only the first N tokens of the split (0 = all)")
+      ->capture_default_str();
   cmd.add_option("--batch", req->batch, "windows per forward pass")->capture_default_str();
   cmd.add_option("--query-block", req->queryBlock, "attention query block (0 = full matrix)")->capture_default_str();
   cmd.add_option("--per-position", *perPosition, "write mean NLL by position inside the window to this CSV");

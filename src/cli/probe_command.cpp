@@ -1,7 +1,7 @@
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "attention_dump.h"
 #include "bias_dump.h"
@@ -45,7 +45,8 @@ CommandAction addProbeCommand(CLI::App& cmd) {
   auto threads = std::make_shared<int64_t>(0);
   auto* archOpt = cmd.add_option("--arch", fresh->arch, "fresh spec for --dump-bias: decoder | encoder");
   auto* posOpt = cmd.add_option("--pos", fresh->pos, "fresh spec for --dump-bias: position method");
-  auto* headsOpt = cmd.add_option("--heads", *heads, "fresh spec: number of heads; --dump-attn: heads to dump (all or 0,2)");
+  auto* headsOpt =
+      cmd.add_option("--heads", *heads, "fresh spec: number of heads; --dump-attn: heads to dump (all or 0,2)");
   cmd.add_option("run", *run, "run directory (default: the most recent under runs/)");
   cmd.add_option("--dump-bias", *biasFile, "write the attention bias [H, len, len] and per-head parameters to FILE.h5");
   cmd.add_option("--len", *len, "--dump-bias matrix size")->capture_default_str();
@@ -64,7 +65,8 @@ CommandAction addProbeCommand(CLI::App& cmd) {
   cmd.add_option("--threads", *threads, "intra-op threads (0 = all cores)")->capture_default_str();
 
   return [=] {
-    if (biasFile->empty() && attnFile->empty()) throw std::invalid_argument("probe needs --dump-bias FILE.h5 or --dump-attn FILE.h5");
+    if (biasFile->empty() && attnFile->empty())
+      throw std::invalid_argument("probe needs --dump-bias FILE.h5 or --dump-attn FILE.h5");
     for (const auto& file : {*biasFile, *attnFile})
       if (!file.empty()) requireWritableDirectoryFor(file);
     configureRuntime(*threads);

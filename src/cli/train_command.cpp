@@ -1,7 +1,7 @@
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "data/wikitext.h"
@@ -23,9 +23,12 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   train->dataDir = defaultDataDir().string();
 
   cmd.add_option("--arch", model->arch, "decoder (causal LM) | encoder (masked LM)")->capture_default_str();
-  cmd.add_option("--pos", model->pos, "position method: none sinusoidal learned rotary t5 alibi alibi-offset "
-                                      "alibi-onesided alibi-learned bialibi")->capture_default_str();
-  cmd.add_option("--config", *named, "named encoder config: baseline learned-clap alibi zero-clap (sets arch, pos, head)");
+  cmd.add_option("--pos", model->pos,
+                 "position method: none sinusoidal learned rotary t5 alibi alibi-offset "
+                 "alibi-onesided alibi-learned bialibi")
+      ->capture_default_str();
+  cmd.add_option("--config", *named,
+                 "named encoder config: baseline learned-clap alibi zero-clap (sets arch, pos, head)");
   cmd.add_option("--head", model->head, "output head: lm roberta clap")->capture_default_str();
   cmd.add_option("--L", model->contextLength, "training context length")->capture_default_str();
   cmd.add_option("--layers", model->layers, "transformer blocks")->capture_default_str();
@@ -34,18 +37,23 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   cmd.add_option("--ffn", model->ffn, "feed-forward hidden width")->capture_default_str();
   cmd.add_option("--dropout", model->dropout, "dropout")->capture_default_str();
   cmd.add_option("--max-positions", model->maxPositions, "learned position table size (0 = L)")->capture_default_str();
-  auto* cutoffsOpt = cmd.add_option("--adaptive-softmax", *cutoffs,
-                 "lm head: adaptive softmax cutoffs (untied), or none for the full softmax tied to the input embedding")
+  auto* cutoffsOpt =
+      cmd.add_option(
+             "--adaptive-softmax", *cutoffs,
+             "lm head: adaptive softmax cutoffs (untied), or none for the full softmax tied to the input embedding")
+          ->capture_default_str();
+  cmd.add_option("--alibi-init", model->alibiInit, "alibi-learned init: random (p~N(-2,1)) | standard")
       ->capture_default_str();
-  cmd.add_option("--alibi-init", model->alibiInit, "alibi-learned init: random (p~N(-2,1)) | standard")->capture_default_str();
   cmd.add_option("--clap-beta", model->clapBeta, "initial CLAP inverse temperature")->capture_default_str();
   cmd.add_flag("--no-scale-embedding", *noScale, "do not multiply token embeddings by sqrt(d_model)");
-  cmd.add_option("--data", train->dataDir, "WikiText-format directory (wiki.{train,valid,test}.tokens)")->capture_default_str();
+  cmd.add_option("--data", train->dataDir, "WikiText-format directory (wiki.{train,valid,test}.tokens)")
+      ->capture_default_str();
   cmd.add_option("--out", *out, "run directory (default: runs/<arch>-<pos>-L<L>-<time>)");
   cmd.add_option("--resume", *resume, "continue RUN from its last checkpoint (its run.json settings apply)");
   cmd.add_option("--steps", train->steps, "optimizer steps")->capture_default_str();
   cmd.add_option("--tokens", train->tokens, "train on this many tokens instead of --steps")->capture_default_str();
-  cmd.add_option("--batch", train->batchSequences, "sequences per step (0 = --batch-tokens / L)")->capture_default_str();
+  cmd.add_option("--batch", train->batchSequences, "sequences per step (0 = --batch-tokens / L)")
+      ->capture_default_str();
   cmd.add_option("--batch-tokens", train->batchTokens, "tokens per step when --batch is 0")->capture_default_str();
   cmd.add_option("--lr", train->lr, "peak learning rate")->capture_default_str();
   cmd.add_option("--min-lr-ratio", train->minLrRatio, "cosine floor as a fraction of --lr")->capture_default_str();
@@ -58,10 +66,13 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   cmd.add_option("--threads", train->threads, "intra-op threads (0 = all cores)")->capture_default_str();
   cmd.add_option("--batch-order", train->batchOrder, "random | contiguous L-token blocks")->capture_default_str();
   cmd.add_option("--log-every", train->logEvery, "train.jsonl line every N steps")->capture_default_str();
-  cmd.add_option("--eval-every", train->evalEvery, "validation loss at L every N steps (0 = end only)")->capture_default_str();
-  cmd.add_option("--eval-tokens", train->evalTokens, "validation tokens for in-training evaluation")->capture_default_str();
+  cmd.add_option("--eval-every", train->evalEvery, "validation loss at L every N steps (0 = end only)")
+      ->capture_default_str();
+  cmd.add_option("--eval-tokens", train->evalTokens, "validation tokens for in-training evaluation")
+      ->capture_default_str();
   cmd.add_option("--checkpoint-every", train->checkpointEvery, "checkpoint every N steps")->capture_default_str();
-  cmd.add_option("--mask-prob", train->maskProb, "encoders: fraction of tokens selected for MLM")->capture_default_str();
+  cmd.add_option("--mask-prob", train->maskProb, "encoders: fraction of tokens selected for MLM")
+      ->capture_default_str();
   cmd.add_option("--max-bad-steps", train->maxBadSteps,
                  "stop after this many steps with a non-finite loss or gradient (0 = never)")
       ->capture_default_str();

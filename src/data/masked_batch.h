@@ -1,9 +1,9 @@
 #pragma once
 // A batch of sequences with masked-LM corruption applied (see mlm_masking.h).
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <vector>
-
-#include <torch/torch.h>
 
 namespace xtrap {
 

@@ -17,9 +17,7 @@ namespace {
 
 const char* kSplits[3] = {"train", "valid", "test"};
 
-fs::path splitPath(const fs::path& dir, const char* split) {
-  return dir / (std::string("wiki.") + split + ".tokens");
-}
+fs::path splitPath(const fs::path& dir, const char* split) { return dir / (std::string("wiki.") + split + ".tokens"); }
 
 // What the cache is valid for: each split file's size and modification time.
 std::vector<int64_t> sourceStamp(const fs::path& dir) {
@@ -79,8 +77,7 @@ std::vector<int32_t> tokenize(std::string_view text, const Vocabulary& vocab) {
 }
 
 Corpus loadWikiText(const fs::path& dir) {
-  if (!fs::is_directory(dir))
-    throw std::runtime_error("data directory not found: " + dir.string());
+  if (!fs::is_directory(dir)) throw std::runtime_error("data directory not found: " + dir.string());
   // Without this an unlistable directory would report its files as missing.
   if (::access(dir.c_str(), R_OK | X_OK) != 0) throw std::runtime_error("cannot read data directory: " + dir.string());
   for (const char* s : kSplits) {

@@ -8,15 +8,15 @@
 namespace xtrap {
 
 struct EvalRow {
-  std::string run;      // run directory name
+  std::string run;  // run directory name
   std::string arch, pos;
   int64_t Ltrain = 0, Lvalid = 0;
   std::string split = "valid";
   std::string mode = "nonoverlap";  // nonoverlap | sliding
   int64_t stride = 0;
   std::string interp = "none";
-  double scale = 1.0;   // interpolation factor a actually used
-  std::string slopes;   // ALiBi slopes used (space separated), empty otherwise
+  double scale = 1.0;  // interpolation factor a actually used
+  std::string slopes;  // ALiBi slopes used (space separated), empty otherwise
   int64_t tokensScored = 0;
   double nll = 0, ppl = 0, seconds = 0, tokensPerSecond = 0;
   double flopsPerSecond = 0;  // model FLOPs (model/flops.h) per second

@@ -1,11 +1,11 @@
 #include "eval/evaluate_run.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
-
-#include <fmt/format.h>
 
 #include "data/wikitext.h"
 #include "eval/encoder_score.h"
@@ -46,7 +46,8 @@ std::string applyInterpolation(Transformer& model, Interp interp, double a) {
     std::vector<double> slopes(steepest.data_ptr<double>(), steepest.data_ptr<double>() + H);
     lb->setSlopeDivisors(slopeDivisors(interp, a, slopes));
     used = joinSlopes(lb->slopePast().detach());
-    if (!lb->spec().blockFuture[0] || lb->spec().learnedSlopes) used += " | future " + joinSlopes(lb->slopeFuture().detach());
+    if (!lb->spec().blockFuture[0] || lb->spec().learnedSlopes)
+      used += " | future " + joinSlopes(lb->slopeFuture().detach());
   }
   if (Rotary* rot = model->rotary()) {
     RotarySettings r = rotaryInterpolation(interp, a, model->config.rotaryBase, rot->headDim);
@@ -87,11 +88,11 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
         for (const auto& mode : req.modes) {
           if (mode != "nonoverlap" && mode != "sliding")
             throw std::invalid_argument("unknown --mode '" + mode + "' (valid: nonoverlap, sliding, both)");
-          int64_t stride = mode == "nonoverlap" ? Lvalid
-                                                : std::clamp<int64_t>(req.stride > 0 ? req.stride : L / 2, 1, Lvalid);
+          int64_t stride =
+              mode == "nonoverlap" ? Lvalid : std::clamp<int64_t>(req.stride > 0 ? req.stride : L / 2, 1, Lvalid);
           std::optional<ProgressBar> bar;
-          int64_t expected = run.model.causal() ? int64_t(stream.size()) - 1
-                                                : int64_t(double(stream.size()) * run.train.maskProb);
+          int64_t expected =
+              run.model.causal() ? int64_t(stream.size()) - 1 : int64_t(double(stream.size()) * run.train.maskProb);
           if (req.progress) bar.emplace(fmt::format("eval {} Lvalid={} {}", name, Lvalid, mode), expected);
           auto progress = [&](int64_t done) {
             if (bar) bar->update(std::min(done, expected));
@@ -102,8 +103,8 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
             ScoreOptions opt{Lvalid, stride, req.batch, req.queryBlock, req.positionBuckets};
             totals = scoreDecoder(model, stream, opt, progress);
           } else {
-            EncoderScoreOptions opt{Lvalid,        stride, req.batch, req.queryBlock, run.train.seed,
-                                    run.train.maskProb, req.positionBuckets};
+            EncoderScoreOptions opt{
+                Lvalid, stride, req.batch, req.queryBlock, run.train.seed, run.train.maskProb, req.positionBuckets};
             totals = scoreEncoder(model, stream, opt, progress);
           }
           double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -129,9 +130,14 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
           rows.push_back(r);
           if (positionRows) {
             for (size_t b = 0; b < totals.bucketNll.size(); ++b) {
-              PositionLossRow p{name, mode, r.interp, Lvalid, int64_t(b),
+              PositionLossRow p{name,
+                                mode,
+                                r.interp,
+                                Lvalid,
+                                int64_t(b),
                                 int64_t(b) * Lvalid / req.positionBuckets,
-                                (int64_t(b) + 1) * Lvalid / req.positionBuckets, totals.bucketTokens[b],
+                                (int64_t(b) + 1) * Lvalid / req.positionBuckets,
+                                totals.bucketTokens[b],
                                 totals.bucketTokens[b] ? totals.bucketNll[b] / double(totals.bucketTokens[b]) : NAN};
               positionRows->push_back(p);
             }

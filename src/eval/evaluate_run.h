@@ -15,19 +15,19 @@ struct EvalRequest {
   std::vector<std::filesystem::path> runs;
   std::vector<int64_t> lvalids;
   std::string split = "valid";
-  std::string dataDir;                    // empty = the run's training data
+  std::string dataDir;                           // empty = the run's training data
   std::vector<std::string> modes{"nonoverlap"};  // nonoverlap | sliding
-  int64_t stride = 0;                     // sliding stride; 0 = L_train / 2
+  int64_t stride = 0;                            // sliding stride; 0 = L_train / 2
   std::vector<Interp> interps{Interp::None};
-  double scale = 0;                       // fixed a; 0 = Lvalid / L_train
-  double a0 = 1.0;                        // dynamic-ntk
-  int64_t maxTokens = 0;                  // > 0: score only the first maxTokens tokens of the split
+  double scale = 0;       // fixed a; 0 = Lvalid / L_train
+  double a0 = 1.0;        // dynamic-ntk
+  int64_t maxTokens = 0;  // > 0: score only the first maxTokens tokens of the split
   int64_t batch = 8;
   int64_t queryBlock = 256;
-  int64_t positionBuckets = 0;            // > 0: fill `positionRows`
+  int64_t positionBuckets = 0;  // > 0: fill `positionRows`
   int64_t threads = 0;
   bool progress = true;
-  bool verbose = false;                   // print the slopes / rotary settings used
+  bool verbose = false;  // print the slopes / rotary settings used
 };
 
 struct PositionLossRow {

@@ -17,10 +17,14 @@ Interp parseInterp(const std::string& name) {
 
 std::string interpName(Interp i) {
   switch (i) {
-    case Interp::None: return "none";
-    case Interp::Linear: return "linear";
-    case Interp::Ntk: return "ntk";
-    case Interp::DynamicNtk: return "dynamic-ntk";
+    case Interp::None:
+      return "none";
+    case Interp::Linear:
+      return "linear";
+    case Interp::Ntk:
+      return "ntk";
+    case Interp::DynamicNtk:
+      return "dynamic-ntk";
   }
   return "none";
 }
@@ -41,16 +45,18 @@ std::vector<double> slopeDivisors(Interp interp, double a, const std::vector<dou
   std::vector<size_t> order(H);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return slopes[x] > slopes[y]; });
-  for (size_t rank = 0; rank < H; ++rank)
-    divisors[order[rank]] = std::pow(a, double(rank) / double(H - 1));
+  for (size_t rank = 0; rank < H; ++rank) divisors[order[rank]] = std::pow(a, double(rank) / double(H - 1));
   return divisors;
 }
 
 RotarySettings rotaryInterpolation(Interp interp, double a, double base, int64_t headDim) {
   switch (interp) {
-    case Interp::None: return {base, 1.0};
-    case Interp::Linear: return {base, a};
-    default: return {base * std::pow(a, double(headDim) / double(headDim - 2)), 1.0};
+    case Interp::None:
+      return {base, 1.0};
+    case Interp::Linear:
+      return {base, a};
+    default:
+      return {base * std::pow(a, double(headDim) / double(headDim - 2)), 1.0};
   }
 }
 

@@ -45,8 +45,8 @@ ScoreTotals scoreDecoder(Transformer& model, const std::vector<int32_t>& stream,
   for (const auto& w : windows) byLength[w.length].push_back(w);
 
   ScoreTotals totals(opt.positionBuckets);
-  auto data = torch::from_blob(const_cast<int32_t*>(stream.data()), {static_cast<int64_t>(stream.size())},
-                               torch::kInt32);
+  auto data =
+      torch::from_blob(const_cast<int32_t*>(stream.data()), {static_cast<int64_t>(stream.size())}, torch::kInt32);
   for (const auto& [T, group] : byLength) {
     for (size_t g = 0; g < group.size(); g += static_cast<size_t>(opt.batch)) {
       throwIfInterrupted();

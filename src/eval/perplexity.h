@@ -13,9 +13,9 @@ namespace xtrap {
 
 struct ScoreOptions {
   int64_t Lvalid = 512;
-  int64_t stride = 0;        // 0 = Lvalid (non-overlapping)
-  int64_t batch = 8;         // windows per forward
-  int64_t queryBlock = 256;  // attention query block for windows longer than this; 0 = full matrix
+  int64_t stride = 0;           // 0 = Lvalid (non-overlapping)
+  int64_t batch = 8;            // windows per forward
+  int64_t queryBlock = 256;     // attention query block for windows longer than this; 0 = full matrix
   int64_t positionBuckets = 0;  // > 0: also accumulate NLL by position inside the window
 };
 
@@ -25,9 +25,9 @@ struct ScoreTotals {
   // Adds per-token NLLs (N) scored at window positions `positions` (N) of windows of Lvalid.
   void add(const torch::Tensor& nll, const std::vector<int64_t>& positions, int64_t Lvalid);
 
-  double nll = 0;       // summed over scored tokens
-  int64_t tokens = 0;   // tokens scored
-  std::vector<double> bucketNll;     // per position bucket (positionBuckets > 0)
+  double nll = 0;                 // summed over scored tokens
+  int64_t tokens = 0;             // tokens scored
+  std::vector<double> bucketNll;  // per position bucket (positionBuckets > 0)
   std::vector<int64_t> bucketTokens;
   double meanNll() const { return tokens ? nll / double(tokens) : 0.0; }
 };

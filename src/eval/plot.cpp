@@ -1,10 +1,10 @@
 #include "eval/plot.h"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <map>
 #include <stdexcept>
-
-#include <fmt/format.h>
 
 #include "util/atomic_file.h"
 
@@ -26,8 +26,8 @@ void plotPerplexity(const fs::path& png, const std::vector<EvalRow>& rows, const
     data += fmt::format("# {}\n", key);
     for (const auto* r : points) data += fmt::format("{} {}\n", r->Lvalid, r->ppl);
     data += "\n\n";
-    plotCmd += fmt::format("{}'{}' index {} with linespoints title '{}'", index ? ", " : "", dataFile.string(), index,
-                           key);
+    plotCmd +=
+        fmt::format("{}'{}' index {} with linespoints title '{}'", index ? ", " : "", dataFile.string(), index, key);
     ++index;
   }
   writeTextAtomically(dataFile, data);

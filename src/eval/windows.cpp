@@ -6,8 +6,7 @@
 namespace xtrap {
 
 std::vector<EvalWindow> decoderWindows(int64_t streamLength, int64_t Lvalid, int64_t stride) {
-  if (Lvalid < 1 || stride < 1 || stride > Lvalid)
-    throw std::invalid_argument("windows need 1 <= stride <= Lvalid");
+  if (Lvalid < 1 || stride < 1 || stride > Lvalid) throw std::invalid_argument("windows need 1 <= stride <= Lvalid");
   std::vector<EvalWindow> windows;
   int64_t inputs = streamLength - 1;  // positions that have a next token to predict
   int64_t covered = 0;                // predictions from inputs [0, covered) are scored
@@ -24,8 +23,7 @@ std::vector<EvalWindow> decoderWindows(int64_t streamLength, int64_t Lvalid, int
 namespace xtrap {
 
 std::vector<EvalWindow> encoderWindows(int64_t streamLength, int64_t Lvalid, int64_t stride) {
-  if (Lvalid < 1 || stride < 1 || stride > Lvalid)
-    throw std::invalid_argument("windows need 1 <= stride <= Lvalid");
+  if (Lvalid < 1 || stride < 1 || stride > Lvalid) throw std::invalid_argument("windows need 1 <= stride <= Lvalid");
   std::vector<EvalWindow> windows;
   for (int64_t s = 0; s < streamLength; s += stride) {
     windows.push_back({s, std::min(Lvalid, streamLength - s), 0});

@@ -18,8 +18,7 @@
 namespace xtrap {
 using torch::indexing::Slice;
 
-torch::Tensor attentionBiasBlock(AttentionBias* bias, bool causal, int64_t q0, int64_t q1, int64_t k0,
-                                 int64_t k1) {
+torch::Tensor attentionBiasBlock(AttentionBias* bias, bool causal, int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
   torch::Tensor b;
   if (bias) b = bias->block(q0, q1, k0, k1);
   if (causal && k1 - 1 > q0) {  // some key lies after some query
@@ -51,7 +50,7 @@ AttentionImpl::AttentionImpl(int64_t dModel, int64_t heads, double dropout, int6
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionContext& ctx) {
   int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = heads, D = C / H;
   auto qkvHeads = qkv(x).view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});  // (3, B, H, T, D)
-  auto q = qkvHeads[0], k = qkvHeads[1], v = qkvHeads[2];                // (B, H, T, D)
+  auto q = qkvHeads[0], k = qkvHeads[1], v = qkvHeads[2];                 // (B, H, T, D)
   if (ctx.rotary) {
     q = ctx.rotary->apply(q);
     k = ctx.rotary->apply(k);
@@ -63,7 +62,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionCont
   auto attend = [&](const torch::Tensor& qBlock, int64_t q0, int64_t keys, const torch::Tensor& bias) {
     auto kBlock = k.narrow(2, 0, keys), vBlock = v.narrow(2, 0, keys);
     auto scores = qBlock.matmul(kBlock.transpose(-2, -1));  // (B, H, Tq, Tk)
-    if (bias.defined()) scores.add_(bias);  // in place: matmul backward does not need its output
+    if (bias.defined()) scores.add_(bias);                  // in place: matmul backward does not need its output
     auto probs = torch::softmax(scores, -1);
     if (ctx.observer) ctx.observer->onProbabilities(layerIndex, q0, probs);
     probs = fastDropout(probs, p, p > 0);
@@ -80,7 +79,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionCont
       y = at::scaled_dot_product_attention(q, k, v, mask, 0.0, false, 1.0);  // q is already scaled
     } else
 #endif
-    if (!ctx.causal || ctx.observer || block == 0) {
+        if (!ctx.causal || ctx.observer || block == 0) {
       y = attend(q, 0, T, ctx.fullBias);
     } else {
       // Causal: query rows [q0, q1) only attend to keys [0, q1), so the (masked) upper-right
@@ -91,8 +90,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionCont
       for (int64_t q0 = 0; q0 < T; q0 += block) {
         int64_t q1 = std::min(T, q0 + block);
         // Contiguous: a broadcast add_ from a strided (H, Tq, Tk) slice was ~3x slower than the add itself.
-        auto bias = ctx.fullBias.defined() ? ctx.fullBias.narrow(-2, q0, q1 - q0).narrow(-1, 0, q1).contiguous()
-                                           : ctx.fullBias;
+        auto bias =
+            ctx.fullBias.defined() ? ctx.fullBias.narrow(-2, q0, q1 - q0).narrow(-1, 0, q1).contiguous() : ctx.fullBias;
         blocks.push_back(attend(q.narrow(2, q0, q1 - q0), q0, q1, bias));
       }
       y = torch::cat(blocks, 2);

@@ -22,17 +22,16 @@ struct AttentionObserver {
 
 struct AttentionContext {
   bool causal = true;
-  AttentionBias* bias = nullptr;         // or nothing
-  const Rotary* rotary = nullptr;        // or nothing
-  torch::Tensor fullBias;                // full path only: (H|1, T, T), undefined = no bias
-  int64_t queryBlock = 0;                // > 0 and < T: block path, at most this many query rows per block
-  AttentionObserver* observer = nullptr; // or nothing
+  AttentionBias* bias = nullptr;          // or nothing
+  const Rotary* rotary = nullptr;         // or nothing
+  torch::Tensor fullBias;                 // full path only: (H|1, T, T), undefined = no bias
+  int64_t queryBlock = 0;                 // > 0 and < T: block path, at most this many query rows per block
+  AttentionObserver* observer = nullptr;  // or nothing
 };
 
 // Bias of the provider plus the causal mask for queries [q0, q1), keys [k0, k1):
 // (H|1, q1-q0, k1-k0), or undefined when there is nothing to add.
-torch::Tensor attentionBiasBlock(AttentionBias* bias, bool causal, int64_t q0, int64_t q1, int64_t k0,
-                                 int64_t k1);
+torch::Tensor attentionBiasBlock(AttentionBias* bias, bool causal, int64_t q0, int64_t q1, int64_t k0, int64_t k1);
 
 // Query rows per block for a window of T tokens: at most `queryBlock`, fewer for long windows so
 // that one block's logits stay near 2^20 elements per head (the attention's temporaries then stay

@@ -36,11 +36,9 @@ std::vector<double> standardAlibiSlopes(int64_t heads) {
 }
 
 LinearBiasSpec makeLinearBiasSpec(PositionMethod method, int64_t heads, bool causal) {
-  if (!isLinearBias(method))
-    throw std::invalid_argument(positionMethodName(method) + " is not an ALiBi-family method");
+  if (!isLinearBias(method)) throw std::invalid_argument(positionMethodName(method) + " is not an ALiBi-family method");
   if (causal && method != PositionMethod::Alibi)
-    throw std::invalid_argument(positionMethodName(method) +
-                                " is an encoder variant; decoders use alibi");
+    throw std::invalid_argument(positionMethodName(method) + " is an encoder variant; decoders use alibi");
   auto h = static_cast<size_t>(heads);
   LinearBiasSpec spec;
   spec.blockPast.assign(h, false);

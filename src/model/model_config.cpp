@@ -8,8 +8,7 @@ namespace xtrap {
 
 void ModelConfig::validate() const {
   auto fail = [](const std::string& why) { throw std::invalid_argument(why); };
-  if (arch != "decoder" && arch != "encoder")
-    fail("unknown --arch '" + arch + "' (valid: decoder, encoder)");
+  if (arch != "decoder" && arch != "encoder") fail("unknown --arch '" + arch + "' (valid: decoder, encoder)");
   if (head != "lm" && head != "roberta" && head != "clap")
     fail("unknown --head '" + head + "' (valid: lm, roberta, clap)");
   if (layers < 1 || layers > 256) fail("--layers must be in 1..256, got " + std::to_string(layers));
@@ -21,8 +20,7 @@ void ModelConfig::validate() const {
   if (contextLength < 1 || contextLength > (1 << 20))
     fail("--L must be in 1..1048576, got " + std::to_string(contextLength));
   PositionMethod m = position();
-  if (m == PositionMethod::Rotary && (dModel / heads) % 2 != 0)
-    fail("rotary needs an even head dimension");
+  if (m == PositionMethod::Rotary && (dModel / heads) % 2 != 0) fail("rotary needs an even head dimension");
   if (isLinearBias(m)) makeLinearBiasSpec(m, heads, causal());  // throws its own reason
   if (alibiInit != "random" && alibiInit != "standard")
     fail("unknown --alibi-init '" + alibiInit + "' (valid: random, standard)");

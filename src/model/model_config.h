@@ -1,10 +1,9 @@
 #pragma once
 // Architecture of one xtrap model; saved in run.json so eval/probe rebuild it without flags.
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "model/position_method.h"
 
@@ -16,20 +15,20 @@ struct ModelConfig {
   int64_t layers = 4;
   int64_t dModel = 128;
   int64_t heads = 8;
-  int64_t ffn = 512;             // hidden width of the feed-forward block
-  double dropout = 0.1;          // residual, FFN and attention-probability dropout
-  std::string pos = "alibi";     // see positionMethodNames()
-  int64_t contextLength = 512;   // L: training context
-  int64_t maxPositions = 0;      // learned table size; 0 = contextLength
-  std::string head = "lm";       // lm (tied) | roberta | clap
+  int64_t ffn = 512;                            // hidden width of the feed-forward block
+  double dropout = 0.1;                         // residual, FFN and attention-probability dropout
+  std::string pos = "alibi";                    // see positionMethodNames()
+  int64_t contextLength = 512;                  // L: training context
+  int64_t maxPositions = 0;                     // learned table size; 0 = contextLength
+  std::string head = "lm";                      // lm (tied) | roberta | clap
   std::vector<int64_t> adaptiveSoftmaxCutoffs;  // empty = full softmax
-  bool scaleEmbedding = true;    // multiply token embeddings by sqrt(dModel)
-  double clapBeta = 1.0;         // initial inverse temperature of the CLAP head
-  std::string alibiInit = "random";  // alibi-learned: random (p ~ N(-2,1)) | standard
+  bool scaleEmbedding = true;                   // multiply token embeddings by sqrt(dModel)
+  double clapBeta = 1.0;                        // initial inverse temperature of the CLAP head
+  std::string alibiInit = "random";             // alibi-learned: random (p ~ N(-2,1)) | standard
   double rotaryBase = 10000.0;
   int64_t t5Buckets = 32;
   int64_t t5MaxDistance = 128;
-  uint64_t initSeed = 1;         // seeds parameter initialisation
+  uint64_t initSeed = 1;  // seeds parameter initialisation
 
   bool causal() const { return arch == "decoder"; }
   PositionMethod position() const { return parsePositionMethod(pos); }

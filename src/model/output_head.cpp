@@ -13,10 +13,10 @@ OutputHeadImpl::OutputHeadImpl(const ModelConfig& config, torch::Tensor tokenEmb
   } else if (kind == "clap") {
     beta = register_parameter("beta", torch::full({1}, config.clapBeta));
   } else if (!config.adaptiveSoftmaxCutoffs.empty()) {
-    adaptive = register_module("adaptive", torch::nn::AdaptiveLogSoftmaxWithLoss(
-                                               torch::nn::AdaptiveLogSoftmaxWithLossOptions(
-                                                   C, V, config.adaptiveSoftmaxCutoffs)
-                                                   .div_value(4.0)));
+    adaptive = register_module(
+        "adaptive",
+        torch::nn::AdaptiveLogSoftmaxWithLoss(
+            torch::nn::AdaptiveLogSoftmaxWithLossOptions(C, V, config.adaptiveSoftmaxCutoffs).div_value(4.0)));
   }
 }
 

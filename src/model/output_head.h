@@ -12,7 +12,7 @@ namespace xtrap {
 
 struct OutputHeadImpl : torch::nn::Module {
   OutputHeadImpl(const ModelConfig& config, torch::Tensor tokenEmbedding);
-  torch::Tensor logits(const torch::Tensor& x);                              // (N,C) -> (N,V)
+  torch::Tensor logits(const torch::Tensor& x);                             // (N,C) -> (N,V)
   torch::Tensor nll(const torch::Tensor& x, const torch::Tensor& targets);  // per row, (N)
   // The embedding the head projects onto (normalised for clap); inputs use the same vectors.
   torch::Tensor projection() const;

@@ -45,9 +45,8 @@ const std::vector<std::string>& positionMethodNames() {
 }
 
 bool isLinearBias(PositionMethod m) {
-  return m == PositionMethod::Alibi || m == PositionMethod::AlibiOffset ||
-         m == PositionMethod::AlibiOneSided || m == PositionMethod::AlibiLearned ||
-         m == PositionMethod::BiAlibi;
+  return m == PositionMethod::Alibi || m == PositionMethod::AlibiOffset || m == PositionMethod::AlibiOneSided ||
+         m == PositionMethod::AlibiLearned || m == PositionMethod::BiAlibi;
 }
 
 }  // namespace xtrap

@@ -32,8 +32,7 @@ TransformerImpl::TransformerImpl(ModelConfig c) : config(std::move(c)) {
   tokenEmbedding = register_module("token_embedding", torch::nn::Embedding(config.vocabSize, C));
   torch::nn::init::normal_(tokenEmbedding->weight, 0.0, 1.0 / std::sqrt(double(C)));
   if (pos == PositionMethod::Learned) {
-    positionEmbedding =
-        register_module("position_embedding", torch::nn::Embedding(config.positionTableSize(), C));
+    positionEmbedding = register_module("position_embedding", torch::nn::Embedding(config.positionTableSize(), C));
     torch::nn::init::normal_(positionEmbedding->weight, 0.0, 1.0 / std::sqrt(double(C)));
   }
   if (isLinearBias(pos)) {
@@ -70,8 +69,8 @@ torch::Tensor TransformerImpl::features(const torch::Tensor& tokens, const Forwa
   if (config.scaleEmbedding) x = x * std::sqrt(double(C));
   if (pos == PositionMethod::Learned) {
     if (T > config.positionTableSize())
-      throw std::invalid_argument("learned positions: length " + std::to_string(T) +
-                                  " exceeds the table of " + std::to_string(config.positionTableSize()) +
+      throw std::invalid_argument("learned positions: length " + std::to_string(T) + " exceeds the table of " +
+                                  std::to_string(config.positionTableSize()) +
                                   " positions (train with --max-positions to extrapolate)");
     x = x + positionEmbedding(torch::arange(T, torch::kLong));
   } else if (pos == PositionMethod::Sinusoidal) {

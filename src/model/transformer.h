@@ -2,10 +2,10 @@
 // The xtrap transformer: pre-LN blocks over token embeddings, one position method, one output
 // head. Decoders are causal LMs; encoders are bidirectional (masked LM).
 // B = batch, T = sequence length, C = d_model, V = vocabulary, N = rows scored.
+#include <torch/torch.h>
+
 #include <memory>
 #include <optional>
-
-#include <torch/torch.h>
 
 #include "model/attention.h"
 #include "model/model_config.h"
@@ -34,8 +34,8 @@ struct TransformerImpl : torch::nn::Module {
   explicit TransformerImpl(ModelConfig config);
 
   torch::Tensor features(const torch::Tensor& tokens, const ForwardOptions& opt = {});  // (B,T) -> (B,T,C)
-  torch::Tensor logits(const torch::Tensor& x) { return head->logits(x); }  // (N,C) -> (N,V)
-  torch::Tensor tokenNll(const torch::Tensor& x, const torch::Tensor& targets) {  // (N)
+  torch::Tensor logits(const torch::Tensor& x) { return head->logits(x); }              // (N,C) -> (N,V)
+  torch::Tensor tokenNll(const torch::Tensor& x, const torch::Tensor& targets) {        // (N)
     return head->nll(x, targets);
   }
 
@@ -46,7 +46,7 @@ struct TransformerImpl : torch::nn::Module {
   void clearBiasCache() { cachedBias_ = torch::Tensor(); }
 
   ModelConfig config;
-  torch::nn::Embedding tokenEmbedding{nullptr};   // (V, C)
+  torch::nn::Embedding tokenEmbedding{nullptr};     // (V, C)
   torch::nn::Embedding positionEmbedding{nullptr};  // learned: (maxPositions, C)
   torch::nn::ModuleList blocks{nullptr};
   torch::nn::LayerNorm lnFinal{nullptr};

@@ -2,29 +2,28 @@
 // checkpoint.pt: model parameters and buffers, AdamW state, step, data-order and RNG states, in
 // one LibTorch archive inside the checksummed container of checkpoint_file.h, written to a
 // temporary name and renamed (the previous checkpoint stays valid until the new one is complete).
+#include <torch/torch.h>
+
 #include <filesystem>
 #include <string>
-
-#include <torch/torch.h>
 
 #include "model/transformer.h"
 
 namespace xtrap {
 
 struct TrainingState {
-  int64_t step = 0;              // optimizer steps done
+  int64_t step = 0;  // optimizer steps done
   int64_t tokensSeen = 0;
-  int64_t badSteps = 0;          // skipped non-finite steps
-  std::string samplerState;      // BlockSampler::state()
-  torch::Tensor torchRngState;   // default CPU generator (dropout, masking)
+  int64_t badSteps = 0;         // skipped non-finite steps
+  std::string samplerState;     // BlockSampler::state()
+  torch::Tensor torchRngState;  // default CPU generator (dropout, masking)
 };
 
 void saveCheckpoint(const std::filesystem::path& file, Transformer& model, torch::optim::Optimizer* optimizer,
                     const TrainingState& state);
 // Loads into an already-built model (and optimizer, if given); throws a one-line error naming
 // the file when it is missing, truncated, foreign or does not match the model.
-TrainingState loadCheckpoint(const std::filesystem::path& file, Transformer& model,
-                             torch::optim::Optimizer* optimizer);
+TrainingState loadCheckpoint(const std::filesystem::path& file, Transformer& model, torch::optim::Optimizer* optimizer);
 
 }  // namespace xtrap
 

@@ -26,7 +26,7 @@ LossResult trainingLoss(Transformer& model, const std::vector<int32_t>& stream, 
     return {nll.mean(), nll.size(0)};
   }
   MaskedBatch masked = applyMlmMasking(seq, starts, maskSeed, maskProb, c.vocabSize);
-  auto feats = model->features(masked.inputs);  // (B, L, C)
+  auto feats = model->features(masked.inputs);                                  // (B, L, C)
   auto rows = feats.reshape({-1, c.dModel}).index_select(0, masked.positions);  // only selected rows
   auto nll = model->tokenNll(rows, masked.targets);
   return {nll.mean(), nll.size(0)};

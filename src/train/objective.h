@@ -1,10 +1,10 @@
 #pragma once
 // Training losses. Decoder: next-token NLL over (B, L) windows cut from the train stream.
 // Encoder: masked-LM NLL over the selected positions only (see data/mlm_masking.h).
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "model/transformer.h"
 

@@ -1,9 +1,9 @@
 #include "train/run_directory.h"
 
+#include <fmt/format.h>
+
 #include <ctime>
 #include <stdexcept>
-
-#include <fmt/format.h>
 
 #include "util/atomic_file.h"
 

@@ -2,9 +2,8 @@
 // A run directory: run.json (configs, version, status), checkpoint.pt, train.jsonl, eval outputs.
 // eval and probe read run.json, so they need no repeated flags.
 #include <filesystem>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "model/model_config.h"
 #include "train/train_config.h"
@@ -22,7 +21,7 @@ struct RunInfo {
 
 std::string xtrapVersion();  // "0.1.0 (git abc1234)"
 
-void writeRunInfo(const RunInfo& run);  // atomically
+void writeRunInfo(const RunInfo& run);                  // atomically
 RunInfo readRunInfo(const std::filesystem::path& dir);  // throws a one-line error naming the file
 
 // runs/<arch>-<pos>-L<L>-<yyyymmdd-HHMMSS>, not yet existing.

@@ -1,34 +1,33 @@
 #pragma once
 // How a run is trained; saved in run.json next to the ModelConfig.
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace xtrap {
 
 struct TrainConfig {
-  std::string dataDir;            // WikiText-format directory
-  int64_t steps = 250;            // optimizer steps (ignored when tokens > 0)
-  int64_t tokens = 0;             // train on this many tokens instead of a step count
-  int64_t batchSequences = 0;     // sequences per step; 0 = derived from batchTokens
-  int64_t batchTokens = 4096;     // tokens per step when batchSequences = 0
-  double lr = 2e-3;               // peak learning rate
-  double minLrRatio = 0.1;        // cosine decays to lr * minLrRatio
+  std::string dataDir;         // WikiText-format directory
+  int64_t steps = 250;         // optimizer steps (ignored when tokens > 0)
+  int64_t tokens = 0;          // train on this many tokens instead of a step count
+  int64_t batchSequences = 0;  // sequences per step; 0 = derived from batchTokens
+  int64_t batchTokens = 4096;  // tokens per step when batchSequences = 0
+  double lr = 2e-3;            // peak learning rate
+  double minLrRatio = 0.1;     // cosine decays to lr * minLrRatio
   int64_t warmupSteps = 25;
   std::string schedule = "cosine";  // cosine | inverse-sqrt
   double weightDecay = 0.01;
   double beta1 = 0.9, beta2 = 0.98;
-  double clipNorm = 1.0;          // global gradient-norm clip; 0 = off
-  uint64_t seed = 1;              // data order, dropout and masking
-  int64_t threads = 0;            // 0 = all cores
+  double clipNorm = 1.0;              // global gradient-norm clip; 0 = off
+  uint64_t seed = 1;                  // data order, dropout and masking
+  int64_t threads = 0;                // 0 = all cores
   std::string batchOrder = "random";  // random | contiguous L-token blocks of the train stream
   int64_t logEvery = 10;
-  int64_t evalEvery = 100;        // validation loss at L every this many steps; 0 = only at the end
-  int64_t evalTokens = 65536;     // validation tokens used by in-training evaluation
+  int64_t evalEvery = 100;     // validation loss at L every this many steps; 0 = only at the end
+  int64_t evalTokens = 65536;  // validation tokens used by in-training evaluation
   int64_t checkpointEvery = 100;
-  double maskProb = 0.15;         // encoders: fraction of tokens selected for masked LM
-  int64_t maxBadSteps = 5;        // stop once this many steps had a non-finite loss/gradient; 0 = never
+  double maskProb = 0.15;   // encoders: fraction of tokens selected for masked LM
+  int64_t maxBadSteps = 5;  // stop once this many steps had a non-finite loss/gradient; 0 = never
 
   int64_t sequencesPerStep(int64_t contextLength) const;
   int64_t totalSteps(int64_t contextLength) const;

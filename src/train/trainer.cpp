@@ -1,15 +1,15 @@
 #include "train/trainer.h"
 
-#include <chrono>
+#include <fmt/format.h>
+#include <torch/torch.h>
+
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <stdexcept>
-
-#include <fmt/format.h>
-#include <torch/torch.h>
 
 #include "data/block_sampler.h"
 #include "data/mlm_masking.h"
@@ -139,8 +139,8 @@ RunInfo trainRun(TrainRequest req) {
   Corpus corpus = loadWikiText(t.dataDir);
   int64_t vocab = corpus.vocab.size() + (run.model.causal() ? 0 : 1);  // encoders add <mask>
   if (req.resume && run.model.vocabSize != vocab)
-    throw std::runtime_error(fmt::format("vocabulary mismatch: run {} has {} words, data {} gives {}",
-                                         run.dir.string(), run.model.vocabSize, t.dataDir, vocab));
+    throw std::runtime_error(fmt::format("vocabulary mismatch: run {} has {} words, data {} gives {}", run.dir.string(),
+                                         run.model.vocabSize, t.dataDir, vocab));
   run.model.vocabSize = vocab;
   run.model.validate();
   int64_t L = run.model.contextLength;
@@ -150,8 +150,8 @@ RunInfo trainRun(TrainRequest req) {
 
   Transformer model(run.model);
   auto optimizer = makeOptimizer(model, t);
-  BlockSampler sampler(static_cast<int64_t>(corpus.train.size()), sequenceSpan(run.model),
-                       t.batchOrder == "contiguous", t.seed);
+  BlockSampler sampler(static_cast<int64_t>(corpus.train.size()), sequenceSpan(run.model), t.batchOrder == "contiguous",
+                       t.seed);
   torch::manual_seed(t.seed);
   TrainingState state;
   auto logFile = run.dir / "train.jsonl";
@@ -190,7 +190,7 @@ RunInfo trainRun(TrainRequest req) {
   std::optional<ProgressBar> bar;
   if (req.progress) bar.emplace(fmt::format("train {}", run.dir.filename().string()), totalSteps);
 
-  for (; state.step < totalSteps; ) {
+  for (; state.step < totalSteps;) {
     double lr = learningRate(t, state.step, totalSteps);
     setLearningRate(*optimizer, lr);
     auto starts = sampler.next(B);
@@ -216,16 +216,22 @@ RunInfo trainRun(TrainRequest req) {
     bool doEval = t.evalEvery > 0 && state.step % t.evalEvery == 0 && state.step < totalSteps;
     if (doEval) lastVal = validationLoss(model, corpus, t);
     if (state.step % t.logEvery == 0 || doEval || state.step == totalSteps || bad) {
-      nlohmann::json line = {{"step", state.step},     {"tokens", state.tokensSeen}, {"loss", loss},
-                             {"lr", lr},               {"grad_norm", gradNorm},      {"tok_per_s", tokPerSec},
-                             {"bad_steps", state.badSteps}, {"elapsed_s", elapsed},
+      nlohmann::json line = {{"step", state.step},
+                             {"tokens", state.tokensSeen},
+                             {"loss", loss},
+                             {"lr", lr},
+                             {"grad_norm", gradNorm},
+                             {"tok_per_s", tokPerSec},
+                             {"bad_steps", state.badSteps},
+                             {"elapsed_s", elapsed},
                              {"flop_per_s", tokPerSec / double(B * L) * stepFlops}};
       if (doEval) line["val_loss"] = lastVal;
       writeLog(line);
     }
-    if (bar) bar->update(state.step, fmt::format("loss {:.3f}{} | {:.0f} tok/s {:.1f} GFLOP/s", loss,
-                                                 std::isnan(lastVal) ? "" : fmt::format(" val {:.3f}", lastVal),
-                                                 tokPerSec, tokPerSec / double(B * L) * stepFlops / 1e9));
+    if (bar)
+      bar->update(state.step, fmt::format("loss {:.3f}{} | {:.0f} tok/s {:.1f} GFLOP/s", loss,
+                                          std::isnan(lastVal) ? "" : fmt::format(" val {:.3f}", lastVal), tokPerSec,
+                                          tokPerSec / double(B * L) * stepFlops / 1e9));
     if (bad && t.maxBadSteps > 0 && state.badSteps >= t.maxBadSteps) stopForBadSteps(run, state, checkpointStep);
     if (state.step % t.checkpointEvery == 0 && state.step < totalSteps) {
       checkpoint();
@@ -243,12 +249,18 @@ RunInfo trainRun(TrainRequest req) {
   writeLog(finalLine);
   checkpoint();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (bar) bar->finish(fmt::format("| val loss {:.3f} (ppl {:.1f}) | {:.0f} tok/s", lastVal, std::exp(lastVal), tokPerSec));
+  if (bar)
+    bar->finish(fmt::format("| val loss {:.3f} (ppl {:.1f}) | {:.0f} tok/s", lastVal, std::exp(lastVal), tokPerSec));
   run.status = "finished";
   run.stepsDone = state.step;
-  run.extra = {{"final_train_loss", lastLoss}, {"final_val_loss", lastVal},     {"final_val_ppl", std::exp(lastVal)},
-               {"tok_per_s", tokPerSec},       {"train_seconds", seconds},       {"bad_steps", state.badSteps},
-               {"flop_per_s", tokPerSec / double(B * L) * stepFlops},  {"parameters", [&] {
+  run.extra = {{"final_train_loss", lastLoss},
+               {"final_val_loss", lastVal},
+               {"final_val_ppl", std::exp(lastVal)},
+               {"tok_per_s", tokPerSec},
+               {"train_seconds", seconds},
+               {"bad_steps", state.badSteps},
+               {"flop_per_s", tokPerSec / double(B * L) * stepFlops},
+               {"parameters", [&] {
                   int64_t n = 0;
                   for (const auto& p : model->parameters()) n += p.numel();
                   return n;

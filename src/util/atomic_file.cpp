@@ -61,8 +61,7 @@ void removeStaleTemporaries(const std::filesystem::path& dir) {
   }
 }
 
-void writeFileAtomically(const std::filesystem::path& path,
-                         const std::function<void(std::ostream&)>& write) {
+void writeFileAtomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write) {
   auto tmp = temporarySibling(path);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);

@@ -8,8 +8,7 @@
 
 namespace xtrap {
 
-void writeFileAtomically(const std::filesystem::path& path,
-                         const std::function<void(std::ostream&)>& write);
+void writeFileAtomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write);
 void writeTextAtomically(const std::filesystem::path& path, const std::string& text);
 std::string readTextFile(const std::filesystem::path& path);  // throws naming the path
 

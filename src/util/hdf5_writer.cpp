@@ -101,11 +101,10 @@ void Hdf5Writer::group(const std::string& path) {
 }
 
 namespace {
-void writeDataset(hid_t file, const std::string& path, hid_t type, const std::vector<hsize_t>& dims,
-                  const void* data) {
+void writeDataset(hid_t file, const std::string& path, hid_t type, const std::vector<hsize_t>& dims, const void* data) {
   hid_t space = H5Screate_simple(int(dims.size()), dims.data(), nullptr);
-  hid_t ds = checkId(H5Dcreate2(file, path.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                     "dataset " + path);
+  hid_t ds =
+      checkId(H5Dcreate2(file, path.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "dataset " + path);
   herr_t s = H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
   H5Dclose(ds);
   H5Sclose(space);

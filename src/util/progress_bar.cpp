@@ -1,10 +1,9 @@
 #include "util/progress_bar.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstdio>
-
-#include <fmt/format.h>
 
 namespace xtrap {
 

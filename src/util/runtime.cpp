@@ -1,11 +1,10 @@
 #include "util/runtime.h"
 
 #include <malloc.h>
+#include <torch/torch.h>
 
 #include <limits>
 #include <thread>
-
-#include <torch/torch.h>
 
 namespace xtrap {
 

@@ -30,8 +30,7 @@ LinearBias::LinearBias(LinearBiasSpec spec, bool learnedInitRandom) : spec_(std:
     pastParam_ = register_buffer("slope_past", past);
     futureParam_ = register_buffer("slope_future", future);
   }
-  if (spec_.hasFirstTokenBias)
-    firstTokenBias_ = register_parameter("first_token_bias", torch::zeros({H}));
+  if (spec_.hasFirstTokenBias) firstTokenBias_ = register_parameter("first_token_bias", torch::zeros({H}));
   divisors_ = torch::ones({H});
   blockPast_ = toBoolTensor(spec_.blockPast);
   blockFuture_ = toBoolTensor(spec_.blockFuture);
@@ -54,11 +53,11 @@ torch::Tensor LinearBias::block(int64_t q0, int64_t q1, int64_t k0, int64_t k1) 
   auto i = torch::arange(q0, q1, torch::kFloat32).unsqueeze(1);
   auto j = torch::arange(k0, k1, torch::kFloat32).unsqueeze(0);
   auto d = j - i;
-  auto pastDistance = (-d).clamp_min(0.0);                   // i - j where j < i, else 0
+  auto pastDistance = (-d).clamp_min(0.0);                       // i - j where j < i, else 0
   auto futureDistance = (d - spec_.futureShift).clamp_min(0.0);  // j - i - shift where j > i
   int64_t H = spec_.heads();
-  auto bias = -(slopePast().view({H, 1, 1}) * pastDistance +
-                slopeFuture().view({H, 1, 1}) * futureDistance);  // (H, Tq, Tk)
+  auto bias =
+      -(slopePast().view({H, 1, 1}) * pastDistance + slopeFuture().view({H, 1, 1}) * futureDistance);  // (H, Tq, Tk)
   auto blocked = (blockPast_.view({H, 1, 1}) & (d < 0)) | (blockFuture_.view({H, 1, 1}) & (d > 0));
   bias = bias.masked_fill(blocked, -std::numeric_limits<float>::infinity());
   if (spec_.hasFirstTokenBias) {
