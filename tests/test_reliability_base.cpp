@@ -10,12 +10,14 @@
 
 #include "data/text_checks.h"
 #include "data/token_cache.h"
+#include "error_of.h"
 #include "eval/lvalid_range.h"
 #include "train/checkpoint_file.h"
 #include "util/atomic_file.h"
 #include "util/interrupt.h"
 
 using namespace xtrap;
+using test::errorOf;
 namespace fs = std::filesystem;
 
 namespace {
@@ -24,14 +26,6 @@ fs::path freshDir(const std::string& name) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
-}
-std::string errorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
 }
 }  // namespace
 

@@ -6,11 +6,13 @@
 #include <filesystem>
 #include <fstream>
 
+#include "error_of.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 #include "util/atomic_file.h"
 
 using namespace xtrap;
+using test::errorOf;
 namespace fs = std::filesystem;
 
 namespace {
@@ -52,15 +54,6 @@ TrainRequest tinyRequest(const fs::path& data, const fs::path& runDir) {
   req.runDir = runDir;
   req.progress = false;
   return req;
-}
-
-std::string errorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
 }
 
 std::vector<nlohmann::json> logLines(const fs::path& run) {
