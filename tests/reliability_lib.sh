@@ -29,5 +29,5 @@ no_temporaries() {
 jsonl_core() {
   python3 -c 'import json,sys
 for line in open(sys.argv[1]):
-    j = json.loads(line); j.pop("tok_per_s", None); j.pop("elapsed_s", None); print(json.dumps(j, sort_keys=True))' "$1"
+    j = json.loads(line); j.pop("tok_per_s", None); j.pop("elapsed_s", None); j.pop("flop_per_s", None); print(json.dumps(j, sort_keys=True))' "$1"
 }

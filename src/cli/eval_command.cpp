@@ -74,6 +74,7 @@ CommandAction addEvalCommand(CLI::App& cmd) {
     if (req->positionBuckets < 1) throw std::invalid_argument("--buckets must be >= 1");
     r.interps.clear();
     for (const auto& name : splitList(*interps)) r.interps.push_back(parseInterp(name));
+    for (const auto& run : r.runs) readRunInfo(run);  // a missing run is named before any output check
     if (lvalid->empty()) {
       int64_t L = readRunInfo(r.runs.front()).model.contextLength;
       r.lvalids = {L, 2 * L, 4 * L, 8 * L};

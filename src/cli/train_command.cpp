@@ -16,7 +16,7 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   auto out = std::make_shared<std::string>();
   auto resume = std::make_shared<std::string>();
   auto named = std::make_shared<std::string>();
-  auto cutoffs = std::make_shared<std::string>("2000,10000");
+  auto cutoffs = std::make_shared<std::string>("2000,10000");  // shown in --help; applied by the trainer
   auto noProgress = std::make_shared<bool>(false);
   auto noScale = std::make_shared<bool>(false);
   auto injectNan = std::make_shared<std::vector<int64_t>>();
@@ -91,8 +91,10 @@ CommandAction addTrainCommand(CLI::App& cmd) {
       req.model = *model;
       if (!named->empty()) applyNamedConfig(*named, req.model);
       req.model.scaleEmbedding = !*noScale;
-      // The default applies to the lm head; given explicitly with another head, validate() rejects it.
-      if (*cutoffs != "none" && (req.model.head == "lm" || cutoffsOpt->count() > 0)) {
+      // Not given: the trainer applies the default cutoffs to an lm head where they fit the
+      // vocabulary. Given with another head, validate() rejects them.
+      req.defaultAdaptiveSoftmax = cutoffsOpt->count() == 0 && req.model.head == "lm";
+      if (*cutoffs != "none" && cutoffsOpt->count() > 0) {
         std::stringstream ss(*cutoffs);
         std::string item;
         while (std::getline(ss, item, ',')) {

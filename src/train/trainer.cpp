@@ -142,6 +142,9 @@ RunInfo trainRun(TrainRequest req) {
     throw std::runtime_error(fmt::format("vocabulary mismatch: run {} has {} words, data {} gives {}", run.dir.string(),
                                          run.model.vocabSize, t.dataDir, vocab));
   run.model.vocabSize = vocab;
+  if (req.defaultAdaptiveSoftmax && !req.resume && run.model.adaptiveSoftmaxCutoffs.empty())
+    for (int64_t cutoff : {2000, 10000})
+      if (cutoff < vocab) run.model.adaptiveSoftmaxCutoffs.push_back(cutoff);
   run.model.validate();
   int64_t L = run.model.contextLength;
   int64_t B = t.sequencesPerStep(L);

@@ -19,6 +19,9 @@ struct TrainRequest {
   std::filesystem::path runDir;
   bool resume = false;   // continue runDir from its checkpoint with its run.json configs
   bool progress = true;  // draw the progress bar
+  // Use the quickstart's adaptive softmax (cutoffs 2000, 10000, those below the vocabulary size)
+  // unless model.adaptiveSoftmaxCutoffs was given.
+  bool defaultAdaptiveSoftmax = false;
   // Test hook: steps (1-based) whose loss is replaced by NaN, to exercise the non-finite guard.
   std::set<int64_t> injectNanAtSteps;
 };
