@@ -135,6 +135,13 @@ expect_error "disk full: eval results" "cannot write $WORK/e.json: File too larg
 [[ ! -e "$WORK/e.json" ]] || fail "disk full left e.json"
 no_temporaries "$WORK"
 
+# --- scenario files: unknown and ill-typed keys are named with their line ---
+printf '[train]\narch = "decoder"\nstepz = 5\n[[variant]]\nname = "a"\npos = "alibi"\n' > "$WORK/unknown.toml"
+expect_error "unknown scenario key" "$WORK/unknown.toml:3:1: unknown key 'stepz' in \[train\]$" -- "$XTRAP" run "$WORK/unknown.toml" --dry-run --results "$WORK/res"
+printf '[train]\narch = "decoder"\nsteps = "many"\n[[variant]]\nname = "a"\npos = "alibi"\n' > "$WORK/typed.toml"
+expect_error "ill-typed scenario key" "$WORK/typed.toml:3:9: steps: expected an integer$" -- "$XTRAP" run "$WORK/typed.toml" --dry-run --results "$WORK/res"
+[[ ! -e "$WORK/res" ]] || fail "a rejected scenario left results"
+
 # --- numerical guard: injected NaN losses stop the run at --max-bad-steps ---
 expect_error "NaN losses, --max-bad-steps 2" \
   "training stopped at step 4: 2 steps had a non-finite loss or gradient \\(--max-bad-steps 2\\); last good checkpoint $WORK/nan/checkpoint.pt \\(step 2\\)$" -- \
