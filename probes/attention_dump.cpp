@@ -7,7 +7,7 @@
 
 #include "data/wikitext.h"
 #include "eval/evaluate_run.h"
-#include "train/run_directory.h"
+#include "run/run_directory.h"
 #include "util/interrupt.h"
 
 namespace xtrap {

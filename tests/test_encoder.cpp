@@ -10,7 +10,7 @@
 #include "eval/evaluate_run.h"
 #include "model/named_configs.h"
 #include "test_support.h"
-#include "train/checkpoint.h"
+#include "run/checkpoint.h"
 
 using namespace xtrap;
 

@@ -5,7 +5,7 @@
 #include "model/model_config.h"
 #include "model/named_configs.h"
 #include "train/lr_schedule.h"
-#include "train/train_config.h"
+#include "run/train_config.h"
 
 using namespace xtrap;
 

@@ -12,7 +12,7 @@
 #include "data/wikitext.h"
 #include "model/linear_bias_spec.h"
 #include "test_support.h"
-#include "train/checkpoint.h"
+#include "run/checkpoint.h"
 
 using namespace xtrap;
 namespace fs = std::filesystem;

@@ -12,7 +12,7 @@
 #include "data/token_cache.h"
 #include "error_of.h"
 #include "eval/lvalid_range.h"
-#include "train/checkpoint_file.h"
+#include "run/checkpoint_file.h"
 #include "util/atomic_file.h"
 #include "util/interrupt.h"
 

@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "error_of.h"
-#include "train/checkpoint.h"
+#include "run/checkpoint.h"
 #include "train/trainer.h"
 #include "util/atomic_file.h"
 

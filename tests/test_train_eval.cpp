@@ -9,7 +9,7 @@
 #include "eval/evaluate_run.h"
 #include "eval/perplexity.h"
 #include "test_support.h"
-#include "train/checkpoint.h"
+#include "run/checkpoint.h"
 
 using namespace xtrap;
 

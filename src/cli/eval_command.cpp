@@ -7,7 +7,7 @@
 #include "eval/evaluate_run.h"
 #include "eval/lvalid_range.h"
 #include "eval/plot.h"
-#include "train/run_directory.h"
+#include "run/run_directory.h"
 #include "util/atomic_file.h"
 
 namespace xtrap {

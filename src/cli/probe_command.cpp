@@ -7,8 +7,8 @@
 #include "bias_dump.h"
 #include "cli/commands.h"
 #include "data/wikitext.h"
-#include "train/checkpoint.h"
-#include "train/run_directory.h"
+#include "run/checkpoint.h"
+#include "run/run_directory.h"
 #include "util/atomic_file.h"
 #include "util/runtime.h"
 

@@ -18,7 +18,7 @@
 #include "eval/plot.h"
 #include "scenario/cost_model.h"
 #include "scenario/results_table.h"
-#include "train/checkpoint.h"
+#include "run/checkpoint.h"
 #include "train/trainer.h"
 #include "util/atomic_file.h"
 #include "util/runtime.h"

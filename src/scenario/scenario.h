@@ -31,7 +31,7 @@
 
 #include "eval/interpolation.h"
 #include "model/model_config.h"
-#include "train/train_config.h"
+#include "run/train_config.h"
 
 namespace xtrap {
 

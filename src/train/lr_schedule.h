@@ -3,7 +3,7 @@
 // or inverse square root (fairseq's inverse_sqrt: lr * sqrt(warmup / step) after warmup).
 #include <cstdint>
 
-#include "train/train_config.h"
+#include "run/train_config.h"
 
 namespace xtrap {
 

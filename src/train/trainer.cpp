@@ -17,7 +17,7 @@
 #include "eval/encoder_score.h"
 #include "eval/perplexity.h"
 #include "model/flops.h"
-#include "train/checkpoint.h"
+#include "run/checkpoint.h"
 #include "train/lr_schedule.h"
 #include "train/objective.h"
 #include "util/atomic_file.h"

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <set>
 
-#include "train/run_directory.h"
+#include "run/run_directory.h"
 
 namespace xtrap {
 

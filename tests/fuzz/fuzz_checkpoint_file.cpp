@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "train/checkpoint_file.h"
+#include "run/checkpoint_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <exception>
 
-#include "train/checkpoint.h"
-#include "train/run_directory.h"
+#include "run/checkpoint.h"
+#include "run/run_directory.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "train/train_config.h"
+#include "run/train_config.h"
 
 #include <algorithm>
 #include <stdexcept>

@@ -1,11 +1,11 @@
-#include "train/checkpoint.h"
+#include "run/checkpoint.h"
 
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
 
-#include "train/checkpoint_file.h"
-#include "train/run_directory.h"
+#include "run/checkpoint_file.h"
+#include "run/run_directory.h"
 #include "util/atomic_file.h"
 
 namespace xtrap {

@@ -1,4 +1,4 @@
-#include "train/checkpoint_file.h"
+#include "run/checkpoint_file.h"
 
 #include <fmt/format.h>
 

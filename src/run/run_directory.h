@@ -6,7 +6,7 @@
 #include <string>
 
 #include "model/model_config.h"
-#include "train/train_config.h"
+#include "run/train_config.h"
 
 namespace xtrap {
 

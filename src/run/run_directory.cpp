@@ -1,4 +1,4 @@
-#include "train/run_directory.h"
+#include "run/run_directory.h"
 
 #include <fmt/format.h>
 

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Lower layers never include higher ones. Layers, lowest first; a file may include its own layer
+# and any layer listed before it. `run` (run directories, checkpoints, the recorded training
+# settings) sits below both `train` and `eval`, so evaluation, probes and export load runs
+# without depending on the trainer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+layers=(util data model run eval probes train scenario cli)
+status=0
+for ((rank = 0; rank < ${#layers[@]}; ++rank)); do
+  layer=${layers[rank]}
+  dir=src/$layer
+  [ "$layer" = probes ] && dir=probes
+  allowed=" ${layers[*]:0:rank+1} "
+  while IFS=: read -r file line include; do
+    target=$(sed -E 's/.*#include "([a-z_]+)\/.*/\1/' <<<"$include")
+    if [[ "$allowed" != *" $target "* ]]; then
+      echo "layering: $file:$line ($layer) includes a higher layer: $include"
+      status=1
+    fi
+  done < <(grep -rnE '^#include "[a-z_]+/' "$dir" || true)
+done
+exit $status
