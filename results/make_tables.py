@@ -1,0 +1,244 @@
+#!/usr/bin/python3
+"""Regenerates the comparison tables in results/*.md from the results CSVs.
+
+A table lives between `<!-- table:ID -->` and `<!-- end -->` in a markdown file; everything in
+between is rewritten from the CSVs, so the numbers (and every ratio and cost) cannot drift from
+the data. Standard library only.
+
+    /usr/bin/python3 results/make_tables.py           rewrite the tables in place
+    /usr/bin/python3 results/make_tables.py --check   exit 1 if any committed table differs
+
+Rows or cells missing from a CSV print as "-", so a re-run scenario with other lengths still
+gives a table (the longest and shortest Lvalid are read from the CSV, not assumed).
+"""
+import csv
+import json
+import os
+import re
+import sys
+
+RESULTS = os.path.dirname(os.path.abspath(__file__))
+MARKER = re.compile(r"(<!-- table:([\w./-]+) -->\n)(.*?)(<!-- end -->)", re.S)
+
+
+def load(csv_path):
+    with open(os.path.join(RESULTS, csv_path), newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def select(rows, run, mode, interp="none", stride=None):
+    out = [r for r in rows if r["run"] == run and r["mode"] == mode and r["interp"] == interp]
+    if stride is not None:
+        out = [r for r in out if int(r["stride"]) == stride]
+    return {int(r["Lvalid"]): float(r["ppl"]) for r in out}
+
+
+def lengths(rows, mode):
+    return sorted({int(r["Lvalid"]) for r in rows if r["mode"] == mode})
+
+
+def strides(rows, mode):
+    return sorted({int(r["stride"]) for r in rows if r["mode"] == mode})
+
+
+def l_train(rows):
+    return int(rows[0]["L_train"])
+
+
+def label(n, L):
+    """Lvalid as a multiple of L_train when it is one (L, 2L, 16L), else the number."""
+    if n % L:
+        return str(n)
+    return "L" if n == L else f"{n // L}L"
+
+
+def ppl(cells, n):
+    return f"{cells[n]:.2f}" if n in cells else "-"
+
+
+def ratio(cells, long, short):
+    return f"{cells[long] / cells[short]:.3f}" if long in cells and short in cells else "-"
+
+
+def cost(cells, base, n):
+    """Relative perplexity change against the baseline row at the same Lvalid, in percent."""
+    if n not in cells or n not in base:
+        return "-"
+    return f"{100 * (cells[n] / base[n] - 1):+.1f}%"
+
+
+def table(header, rows, align=None):
+    align = align or ["---"] + ["---:"] * (len(header) - 1)
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+# Published numbers the tables set beside ours (from /work/shared/ANCHORS.md).
+TABLE2_PAPER = {"sinusoidal": "18.6", "rotary": "3.5", "t5": "3.3", "alibi": "0.93", "none": "-"}
+SLIDING_PAPER = {"sinusoidal": "19.6 (18.35 -> 360.12)", "t5": "1.72 (17.92 -> 30.77)",
+                 "alibi": "1.02 (17.98 -> 18.3)"}
+DECODER_METHODS = [("sinusoidal", "sinusoidal"), ("rotary", "rotary"), ("T5", "t5"), ("ALiBi", "alibi"),
+                   ("none (NoPE)", "none")]
+
+
+def paper_table2_nonoverlap():
+    rows = load("paper-table2-mini/results.csv")
+    L, ns = l_train(rows), lengths(rows, "nonoverlap")
+    header = ["method"] + [f"ppl({label(n, L)})" for n in ns]
+    header += [f"{label(ns[-1], L)}/{label(ns[0], L)}", "paper ppl(12512)/ppl(512)"]
+    body = []
+    for name, run in DECODER_METHODS:
+        c = select(rows, run, "nonoverlap")
+        body.append([name] + [ppl(c, n) for n in ns] + [f"**{ratio(c, ns[-1], ns[0])}**", TABLE2_PAPER[run]])
+    return table(header, body)
+
+
+def paper_table2_sliding():
+    rows = load("paper-table2-mini/results.csv")
+    L, ns = l_train(rows), lengths(rows, "sliding")
+    out = ""
+    for s in strides(rows, "sliding"):
+        header = ["method"] + [f"ppl({label(n, L)})" for n in ns] + [f"{label(ns[-1], L)}/{label(ns[0], L)}"]
+        body = []
+        for name, run in DECODER_METHODS:
+            c = select(rows, run, "sliding", stride=s)
+            body.append([name] + [ppl(c, n) for n in ns] + [ratio(c, ns[-1], ns[0])])
+        out += f"Sliding window, stride {s}:\n\n" + table(header, body)
+    return out
+
+
+def paper_table2_sinusoidal_steps():
+    rows = load("paper-table2-mini/results.csv")
+    with open(os.path.join(RESULTS, "paper-table2-mini/manifest.json")) as f:
+        manifest = json.load(f)["variants"]
+    L, ns, sl = l_train(rows), lengths(rows, "nonoverlap"), lengths(rows, "sliding")
+    s = strides(rows, "sliding")
+    header = ["run", "steps", f"ppl({label(ns[0], L)})", f"ppl({label(ns[-1], L)})",
+              f"{label(ns[-1], L)}/{label(ns[0], L)} nonoverlap"]
+    if sl and s:
+        header.append(f"{label(sl[-1], L)}/{label(sl[0], L)} sliding s={s[0]}")
+    body = []
+    for run in ["sinusoidal-100", "sinusoidal-200", "sinusoidal"]:
+        c = select(rows, run, "nonoverlap")
+        steps = str(manifest.get(run, {}).get("steps", "-"))
+        r = [run, steps, ppl(c, ns[0]), ppl(c, ns[-1]), ratio(c, ns[-1], ns[0])]
+        if sl and s:
+            cs = select(rows, run, "sliding", stride=s[0])
+            r.append(ratio(cs, sl[-1], sl[0]))
+        body.append(r)
+    return table(header, body)
+
+
+def paper_sliding():
+    rows = load("paper-sliding-mini/results.csv")
+    L, ns = l_train(rows), lengths(rows, "sliding")
+    header = ["method", f"ppl({label(ns[0], L)})", f"ppl({label(ns[-1], L)})",
+              f"ours {label(ns[-1], L)}/{label(ns[0], L)}", "paper 3072/512 (stride 1)"]
+    body = []
+    for name, run in DECODER_METHODS:
+        c = select(rows, run, "sliding")
+        body.append([name, ppl(c, ns[0]), ppl(c, ns[-1]), ratio(c, ns[-1], ns[0]), SLIDING_PAPER.get(run, "-")])
+    return table(header, body)
+
+
+ENCODER_ROWS = [("baseline (learned + RoBERTa head)", "baseline", "2.94"), ("learned-clap", "learned-clap", "2.86"),
+                ("alibi-offset (the seed's `alibi`: offset ALiBi + RoBERTa head)", "alibi-offset", "2.93"),
+                ("zero-clap (alibi-offset + CLAP)", "zero-clap", "2.83"),
+                ("alibi-symmetric (RoBERTa head)", "alibi-symmetric", "-"),
+                ("alibi-onesided", "alibi-onesided", "-"), ("alibi-learned", "alibi-learned", "-"),
+                ("bialibi", "bialibi", "-")]
+
+
+def encoder_variants():
+    rows = load("encoder-variants-mini/results.csv")
+    L, ns = l_train(rows), lengths(rows, "nonoverlap")
+    header = ["config", f"ppl({label(ns[0], L)})", f"{label(ns[-1], L)}/{label(ns[0], L)}",
+              "seed roberta.base ppl"]
+    body = []
+    for name, run, paper in ENCODER_ROWS:
+        c = select(rows, run, "nonoverlap")
+        body.append([name, ppl(c, ns[0]), ratio(c, ns[-1], ns[0]), paper])
+    return table(header, body)
+
+
+def interp_cost():
+    rows = load("interp-mini/results.csv")
+    L, ns = l_train(rows), lengths(rows, "nonoverlap")
+    interps = []
+    for r in rows:
+        if r["interp"] not in interps:
+            interps.append(r["interp"])
+    models = []
+    for r in rows:
+        if r["run"] not in models:
+            models.append(r["run"])
+    lo, hi = label(ns[0], L), label(ns[-1], L)
+    header = ["interpolation"]
+    for m in models:
+        header += [f"{m} {hi}/{lo}", f"{m} vs none at {lo}", f"{m} vs none at {hi}"]
+    body = []
+    for i in interps:
+        r = [i]
+        for m in models:
+            c, base = select(rows, m, "nonoverlap", i), select(rows, m, "nonoverlap")
+            r += [ratio(c, ns[-1], ns[0]), cost(c, base, ns[0]), cost(c, base, ns[-1])]
+        body.append(r)
+    return table(header, body)
+
+
+def quickstart_eval():
+    rows = load("quickstart_eval.csv")
+    ns = lengths(rows, "nonoverlap")
+    c = select(rows, rows[0]["run"], "nonoverlap")
+    scored = sorted({r["tokens_scored"] for r in rows})
+    return (table(["Lvalid"] + [str(n) for n in ns], [["ppl"] + [ppl(c, n) for n in ns]],
+                  ["---"] * (len(ns) + 1)) + f"\nTokens scored per row: {', '.join(scored)}; "
+            f"ppl({ns[-1]})/ppl({ns[0]}) = {ratio(c, ns[-1], ns[0])}.\n")
+
+
+TABLES = {
+    "paper-table2-mini/nonoverlap": paper_table2_nonoverlap,
+    "paper-table2-mini/sliding": paper_table2_sliding,
+    "paper-table2-mini/sinusoidal-steps": paper_table2_sinusoidal_steps,
+    "paper-sliding-mini/ratio": paper_sliding,
+    "encoder-variants-mini/ratio": encoder_variants,
+    "interp-mini/cost": interp_cost,
+    "quickstart/eval": quickstart_eval,
+}
+
+
+def regenerate(text, path):
+    def fill(m):
+        if m.group(2) not in TABLES:
+            sys.exit(f"{path}: unknown table '{m.group(2)}' (known: {', '.join(TABLES)})")
+        return m.group(1) + TABLES[m.group(2)]() + m.group(4)
+
+    return MARKER.sub(fill, text)
+
+
+def main():
+    check = sys.argv[1:] == ["--check"]
+    if sys.argv[1:] and not check:
+        sys.exit("usage: make_tables.py [--check]")
+    stale = []
+    for name in sorted(os.listdir(RESULTS)):
+        path = os.path.join(RESULTS, name)
+        if not name.endswith(".md"):
+            continue
+        with open(path) as f:
+            text = f.read()
+        new = regenerate(text, path)
+        if new == text:
+            continue
+        stale.append(name)
+        if not check:
+            with open(path, "w") as f:
+                f.write(new)
+    if check and stale:
+        sys.exit(f"tables out of date with the CSVs in: {', '.join(stale)}; run /usr/bin/python3 results/make_tables.py")
+    print(("stale: " if check and stale else "rewrote: " if stale else "up to date: ") + (", ".join(stale) or "all tables"))
+
+
+if __name__ == "__main__":
+    main()
