@@ -129,6 +129,14 @@ TEST_CASE("scenario: bad values name the key and where it is") {
   CHECK_THAT(errorOf("[train\n"), Catch::StartsWith("test.toml:1:"));
 }
 
+TEST_CASE("scenario: errors stay on one line when the text quoted has control characters") {
+  // fuzz_scenario's finding: toml++ quotes the offending text, here "f" and the newline after it.
+  CHECK(errorOf("[train]\nheads = f\n") == "test.toml:2:10: Error while parsing boolean: expected 'false', saw 'f\\n'");
+  CHECK(errorOf("[train]\npos = \"a\\tb\"\n[[variant]]\nname = \"x\"\n[eval]\nlvalid = \"8\"\n") ==
+        "test.toml:3:1: variant 'x': unknown position method 'a\\x09b' (valid: none, sinusoidal, learned, rotary, t5, "
+        "alibi, alibi-offset, alibi-onesided, alibi-learned, bialibi)");
+}
+
 TEST_CASE("scenario: every shipped scenario parses") {
   namespace fs = std::filesystem;
   int count = 0;

@@ -27,8 +27,13 @@ struct Source {
   std::string at(const toml::source_region& r) const {
     return fmt::format("{}:{}:{}", name, r.begin.line, r.begin.column);
   }
+  // toml++'s descriptions quote the offending text, newlines included (found by fuzz_scenario),
+  // and values are echoed as written: escape control characters so the error stays one line.
   [[noreturn]] void fail(const toml::source_region& r, const std::string& why) const {
-    throw std::invalid_argument(at(r) + ": " + why);
+    std::string line;
+    for (unsigned char c : why)
+      line += c == '\n' ? "\\n" : c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, char(c));
+    throw std::invalid_argument(at(r) + ": " + line);
   }
 };
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Opt-in fuzz run (not part of ctest): builds the libFuzzer targets with clang into build-fuzz/
-# and runs each for SECONDS (default 30) from its seed corpus in tests/fuzz/<target>/.
+# and runs each for SECONDS (default 30) from its seed corpus in tests/fuzz/<target>/
+# (FUZZ_TARGETS="scenario" picks some).
 # New inputs go to build-fuzz/corpus/<target>; a crash leaves crash-* in build-fuzz/ and
 # fails the script. usage: tests/fuzz/run_fuzzers.sh [SECONDS]
 set -eu
@@ -8,7 +9,7 @@ seconds=${1:-30}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$root/build-fuzz
 CC=${CC:-clang} CXX=${CXX:-clang++} cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXTRAP_FUZZ=ON > /dev/null
-targets=(lvalid_range wikitext token_cache checkpoint_file scenario)
+targets=(${FUZZ_TARGETS:-lvalid_range wikitext token_cache checkpoint_file scenario})
 cmake --build "$build" -j2 --target "${targets[@]/#/fuzz_}"
 cd "$build"
 for t in "${targets[@]}"; do
