@@ -131,7 +131,7 @@ std::string distanceScript(const std::vector<RunPicture>& runs, int& width, int&
     // Uniform attention over the visible keys: i/2 causal; sum_j |i-j| / N otherwise.
     std::string uniform = run.causal ? "x/2" : fmt::format("(x*(x+1)/2 + ({0}-1-x)*({0}-x)/2)/{0}", run.N);
     script += fmt::format(
-        "set title {}\nset xrange [0:{}]\nunset arrow\n"
+        "set title {0}\nset xrange [0:{1}]\nunset arrow\n"
         "set arrow from {2}, graph 0 to {2}, graph 1 nohead dt 2 lw 1.5 lc rgb '#444444'\n",
         gnuplotQuoted(run.label + " (" + run.pos + ")"), run.N, run.Ltrain);
     std::string plot = fmt::format("{} with lines dt 3 lw 1.5 lc rgb '#888888' title 'uniform'", uniform);

@@ -63,15 +63,15 @@ const int kPointTypes[] = {7, 5, 9, 11, 13, 15, 4, 6};
 
 bool useLogY(double lo, double hi) { return hi > 3 * lo; }
 
-// The corner of the panel where the legend covers the fewest points (x and y in [0, 1] after the
-// axes' scaling; the legend takes about 45% x 40% of the panel), and how many it covers there.
-std::pair<std::string, int> legendCorner(const std::vector<std::pair<double, double>>& unitPoints) {
+// The corner of the panel where a legend of w x h (fractions of the panel) covers the fewest
+// points (x and y in [0, 1] after the axes' scaling), and how many it covers there.
+std::pair<std::string, int> legendCorner(const std::vector<std::pair<double, double>>& unitPoints, double w, double h) {
   const char* names[] = {"top left", "top right", "bottom left", "bottom right"};
   int best = 0, bestCovered = INT32_MAX;
   for (int c = 0; c < 4; ++c) {
     bool right = c % 2, bottom = c / 2;
     int covered = 0;
-    for (auto [x, y] : unitPoints) covered += (right ? x > 0.55 : x < 0.45) && (bottom ? y < 0.4 : y > 0.6);
+    for (auto [x, y] : unitPoints) covered += (right ? x > 1 - w : x < w) && (bottom ? y < h : y > 1 - h);
     if (covered < bestCovered) best = c, bestCovered = covered;
   }
   return {names[best], bestCovered};
@@ -165,8 +165,13 @@ PerplexityScripts perplexityPlotScripts(const std::vector<EvalRow>& rows, const 
         unitPoints.push_back(at), last = at;
       }
     }
-    auto [corner, covered] = legendCorner(unitPoints);
-    double headroom = covered > 0 ? 0.4 : 0;
+    // Legend size from its text (9-point font: ~6.5 px a character, ~16 px a line; panel ~540 x 440).
+    size_t longest = 0;
+    for (const auto& line : series) longest = std::max(longest, line.label().size());
+    double keyWidth = std::min(0.95, (60 + 6.5 * double(longest)) / 540),
+           keyHeight = (12 + 16.0 * double(series.size())) / 440;
+    auto [corner, covered] = legendCorner(unitPoints, keyWidth, keyHeight);
+    double headroom = covered > 0 ? std::min(0.6, keyHeight + 0.03) : 0;
     if (covered > 0) corner = "top left";
     std::string script;
     for (const auto& [key, line] : data) {
@@ -209,8 +214,8 @@ PerplexityScripts perplexityPlotScripts(const std::vector<EvalRow>& rows, const 
   out.width = 80 + 620 * int(panels.size());
   out.height = 560;
   out.ppl = figure(points, title, "perplexity", false);
-  out.ratio = figure(ratios, title + ": relative to Lvalid = L" + (fallback ? " (or the shortest Lvalid)" : ""),
-                     fallback ? "ppl(Lvalid) / ppl(L or shortest Lvalid)" : "ppl(Lvalid) / ppl(L)", true);
+  out.ratio =
+      figure(ratios, title, fallback ? "ppl(Lvalid) / ppl(L or shortest Lvalid)" : "ppl(Lvalid) / ppl(L)", true);
   return out;
 }
 
