@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <stdexcept>
 
 #include "data/wikitext.h"
@@ -12,6 +13,13 @@
 
 namespace xtrap {
 namespace {
+
+// sum_j p_ij |i - j| per query i of a block (H, Tq, Tk) starting at query q0: (H, Tq).
+torch::Tensor meanAttentionDistance(const torch::Tensor& probs, int64_t q0) {
+  auto i = torch::arange(q0, q0 + probs.size(1), torch::kFloat32).unsqueeze(1);
+  auto j = torch::arange(0, probs.size(2), torch::kFloat32).unsqueeze(0);
+  return (probs * (i - j).abs()).sum(-1);
+}
 
 // Receives each block of probabilities (1, H, Tq, Tk): accumulates per-query statistics for all
 // heads and streams the selected heads' rows (zero-padded to N keys) into the file.
@@ -50,11 +58,9 @@ struct DumpObserver : AttentionObserver {
     throwIfInterrupted();
     auto probs = probsIn[0];  // (H, Tq, Tk), float32: float64 temporaries doubled the dump's memory
     int64_t Tq = probs.size(1), Tk = probs.size(2);
-    auto i = torch::arange(q0, q0 + Tq, torch::kFloat32).unsqueeze(1);
-    auto j = torch::arange(0, Tk, torch::kFloat32).unsqueeze(0);
     auto rows = torch::indexing::Slice(q0, q0 + Tq);
     entropy.index_put_({layer, torch::indexing::Slice(), rows}, -torch::special_xlogy(probs, probs).sum(-1));
-    meanDistance.index_put_({layer, torch::indexing::Slice(), rows}, (probs * (i - j).abs()).sum(-1));
+    meanDistance.index_put_({layer, torch::indexing::Slice(), rows}, meanAttentionDistance(probs, q0));
     firstTokenMass.index_put_({layer, torch::indexing::Slice(), rows}, probs.select(2, 0));
     if (attnSets[layer] < 0) return;
     auto sel = torch::tensor(headSel, torch::kLong);
@@ -78,9 +84,50 @@ struct DumpObserver : AttentionObserver {
   torch::Tensor entropy, meanDistance, firstTokenMass;  // (layers, H, N)
 };
 
-}  // namespace
+// Receives the same blocks as DumpObserver and pools the selected heads' probabilities into
+// (cells, cells) maps as they stream by (sums now, means at the end): nothing N x N is kept.
+struct PictureObserver : AttentionObserver {
+  PictureObserver(const std::vector<int64_t>& layerSel, const std::vector<int64_t>& headSel, int64_t N, int64_t cells)
+      : layerSel(layerSel), headSel(headSel), N(N), cells(cells) {
+    auto bins = torch::empty({N}, torch::kLong);
+    for (int64_t c = 0; c < cells; ++c)
+      bins.narrow(0, poolStart(c, N, cells), poolStart(c + 1, N, cells) - poolStart(c, N, cells)).fill_(c);
+    bin = bins;
+    count = torch::zeros({cells}).index_add_(0, bin, torch::ones({N}));  // positions per cell
+    for (size_t l = 0; l < layerSel.size(); ++l) {
+      sums.push_back(torch::zeros({int64_t(headSel.size()), cells, cells}));
+      distance.push_back(torch::zeros({int64_t(headSel.size()), N}));
+    }
+  }
 
-void dumpAttention(const RunInfo& run, Transformer& model, const Corpus& corpus, const AttentionDumpRequest& req) {
+  void onProbabilities(int64_t layer, int64_t q0, const torch::Tensor& probsIn) override {
+    throwIfInterrupted();
+    auto at = std::find(layerSel.begin(), layerSel.end(), layer);
+    if (at == layerSel.end()) return;
+    size_t l = size_t(at - layerSel.begin());
+    auto probs = probsIn[0].index_select(0, torch::tensor(headSel, torch::kLong));  // (HS, Tq, Tk)
+    int64_t Tq = probs.size(1), Tk = probs.size(2);
+    distance[l].narrow(1, q0, Tq).copy_(meanAttentionDistance(probs, q0));
+    auto byColumnCell = torch::zeros({probs.size(0), Tq, cells}).index_add_(2, bin.narrow(0, 0, Tk), probs);
+    sums[l].index_add_(1, bin.narrow(0, q0, Tq), byColumnCell);  // (HS, cells, cells)
+  }
+
+  const std::vector<int64_t>& layerSel;
+  const std::vector<int64_t>& headSel;
+  int64_t N, cells;
+  torch::Tensor bin, count;                   // (N) cell of each position, (cells) positions per cell
+  std::vector<torch::Tensor> sums, distance;  // per selected layer: (HS, cells, cells), (HS, N)
+};
+
+// The window of `req` in the corpus, after checking the request against the model; applies the
+// interpolation and returns the slopes / rotary settings now in use.
+struct Window {
+  std::vector<int32_t> tokens;
+  double scale = 1;
+  std::string slopes;
+};
+
+Window prepareWindow(Transformer& model, const Corpus& corpus, const AttentionDumpRequest& req) {
   const auto& stream = corpus.split(req.split);
   int64_t size = static_cast<int64_t>(stream.size());
   if (req.offset < 0 || req.offset >= size)
@@ -88,17 +135,79 @@ void dumpAttention(const RunInfo& run, Transformer& model, const Corpus& corpus,
         fmt::format("--offset {} is outside the {} split ({} tokens)", req.offset, req.split, size));
   int64_t N = std::min(req.Lvalid, size - req.offset);
   if (N < req.Lvalid)
-    std::fprintf(stderr, "note: only %lld tokens from offset %lld; dumping N = %lld\n",
+    std::fprintf(stderr, "note: only %lld tokens from offset %lld; using N = %lld\n",
                  static_cast<long long>(size - req.offset), static_cast<long long>(req.offset),
                  static_cast<long long>(N));
   for (int64_t l : req.layers)
     if (l < 0 || l >= model->config.layers) throw std::invalid_argument(fmt::format("--layers: no layer {}", l));
   for (int64_t h : req.heads)
     if (h < 0 || h >= model->config.heads) throw std::invalid_argument(fmt::format("--heads: no head {}", h));
-  double a = interpolationScale(req.interp, N, model->config.contextLength, req.scale, 1.0);
-  std::string slopes = applyInterpolation(model, req.interp, a);
+  Window w;
+  w.scale = interpolationScale(req.interp, N, model->config.contextLength, req.scale, 1.0);
+  w.slopes = applyInterpolation(model, req.interp, w.scale);
+  w.tokens.assign(stream.begin() + req.offset, stream.begin() + req.offset + N);
+  return w;
+}
 
-  std::vector<int32_t> tokens(stream.begin() + req.offset, stream.begin() + req.offset + N);
+void runWindow(Transformer& model, const std::vector<int32_t>& tokens, int64_t queryBlock,
+               AttentionObserver& observer) {
+  torch::NoGradGuard noGrad;
+  model->eval();
+  auto x = torch::tensor(std::vector<int64_t>(tokens.begin(), tokens.end()), torch::kLong).unsqueeze(0);  // (1, N)
+  model->features(x, {queryBlock, &observer});
+}
+
+std::vector<int64_t> allOr(const std::vector<int64_t>& selected, int64_t n) {
+  if (!selected.empty()) return selected;
+  std::vector<int64_t> all(n);
+  for (int64_t i = 0; i < n; ++i) all[i] = i;
+  return all;
+}
+
+}  // namespace
+
+RunPicture attentionPicture(const RunInfo& run, Transformer& model, const Corpus& corpus,
+                            const AttentionDumpRequest& req, int64_t maxCells) {
+  Window w = prepareWindow(model, corpus, req);
+  int64_t N = int64_t(w.tokens.size()), cells = std::min(N, maxCells);
+  std::vector<int64_t> layerSel = allOr(req.layers, model->config.layers),
+                       headSel = allOr(req.heads, model->config.heads);
+  PictureObserver observer(layerSel, headSel, N, cells);
+  runWindow(model, w.tokens, req.queryBlock, observer);
+
+  std::vector<double> slopes;  // ALiBi family only: "0.5 0.25 ..." (rotary prints "base=...")
+  if (isLinearBias(model->config.position())) {
+    std::istringstream in(w.slopes);
+    for (double m; in >> m;) slopes.push_back(m);
+  }
+  RunPicture picture;
+  picture.label = (run.dir.filename().empty() ? run.dir.parent_path() : run.dir).filename().string();
+  picture.pos = model->config.pos;
+  picture.Ltrain = model->config.contextLength;
+  picture.N = N, picture.cells = cells;
+  picture.causal = model->config.causal();
+  auto cellArea = observer.count.unsqueeze(1) * observer.count.unsqueeze(0);  // (cells, cells)
+  for (size_t l = 0; l < layerSel.size(); ++l) {
+    auto means = (observer.sums[l] / cellArea).contiguous();  // (HS, cells, cells)
+    auto distance = observer.distance[l].contiguous();        // (HS, N)
+    for (size_t k = 0; k < headSel.size(); ++k) {
+      HeadPicture h;
+      h.layer = layerSel[l], h.head = headSel[k];
+      h.slope = size_t(h.head) < slopes.size() ? slopes[h.head] : 0;
+      h.map.assign(means[k].data_ptr<float>(), means[k].data_ptr<float>() + cells * cells);
+      h.meanDistance.assign(distance[k].data_ptr<float>(), distance[k].data_ptr<float>() + N);
+      picture.heads.push_back(std::move(h));
+    }
+  }
+  return picture;
+}
+
+void dumpAttention(const RunInfo& run, Transformer& model, const Corpus& corpus, const AttentionDumpRequest& req) {
+  Window w = prepareWindow(model, corpus, req);
+  const std::vector<int32_t>& tokens = w.tokens;
+  int64_t N = int64_t(tokens.size());
+  double a = w.scale;
+  const std::string& slopes = w.slopes;
   std::vector<std::string> words;
   for (int32_t t : tokens) words.push_back(corpus.vocab.word(t));
 
@@ -118,10 +227,7 @@ void dumpAttention(const RunInfo& run, Transformer& model, const Corpus& corpus,
   h5.strings("words", words);
   {
     DumpObserver observer(h5, model, req, N);
-    torch::NoGradGuard noGrad;
-    model->eval();
-    auto x = torch::tensor(std::vector<int64_t>(tokens.begin(), tokens.end()), torch::kLong).unsqueeze(0);
-    model->features(x, {req.queryBlock, &observer});
+    runWindow(model, tokens, req.queryBlock, observer);
     h5.group("stats");
     auto dims = std::vector<hsize_t>{hsize_t(observer.layers), hsize_t(observer.H), hsize_t(N)};
     h5.floats("stats/entropy", dims, observer.entropy.contiguous().data_ptr<float>());

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_plot.h"
 #include "eval/interpolation.h"
 #include "model/transformer.h"
 #include "util/hdf5_writer.h"
@@ -31,5 +32,11 @@ struct AttentionDumpRequest {
 };
 
 void dumpAttention(const RunInfo& run, Transformer& model, const Corpus& corpus, const AttentionDumpRequest& req);
+
+// The same window through the same observer path, pooled for pictures: the selected layers x
+// heads (all when empty) as at most maxCells x maxCells mean-attention maps, plus the mean
+// attention distance per query. Memory O(N * queryBlock + maxCells^2) per head, never N x N.
+RunPicture attentionPicture(const RunInfo& run, Transformer& model, const Corpus& corpus,
+                            const AttentionDumpRequest& req, int64_t maxCells = 256);
 
 }  // namespace xtrap

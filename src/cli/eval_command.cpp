@@ -9,6 +9,7 @@
 #include "eval/plot.h"
 #include "run/run_directory.h"
 #include "util/atomic_file.h"
+#include "util/gnuplot.h"
 
 namespace xtrap {
 
@@ -51,7 +52,8 @@ CommandAction addEvalCommand(CLI::App& cmd) {
   cmd.add_option("--per-position", *perPosition, "write mean NLL by position inside the window to this CSV");
   cmd.add_option("--buckets", req->positionBuckets, "position buckets for --per-position")->capture_default_str();
   cmd.add_option("--out", *out, "results file, .csv or .json (default: <run>/eval.csv)");
-  cmd.add_option("--plot", *plot, "draw perplexity vs Lvalid into this PNG (gnuplot)");
+  cmd.add_option("--plot", *plot,
+                 "draw perplexity vs Lvalid into this PNG and ppl / ppl(L) into NAME-ratio.png (gnuplot)");
   cmd.add_option("--threads", req->threads, "intra-op threads (0 = all cores)")->capture_default_str();
   cmd.add_flag("--verbose", req->verbose, "print the slopes / rotary settings used at every Lvalid");
   cmd.add_flag("--no-progress", *noProgress, "no progress bar");
@@ -84,6 +86,8 @@ CommandAction addEvalCommand(CLI::App& cmd) {
     std::filesystem::path outFile = out->empty() ? r.runs.front() / "eval.csv" : std::filesystem::path(*out);
     for (const auto& file : {outFile.string(), *perPosition, *plot})
       if (!file.empty()) requireWritableDirectoryFor(file);
+    // A requested picture that cannot be drawn fails before the evaluation, not after it.
+    if (!plot->empty() && !gnuplotAvailable()) throw std::runtime_error(plotterMissingMessage(*plot));
     std::vector<PositionLossRow> positions;
     if (perPosition->empty()) r.positionBuckets = 0;
     auto rows = evaluateRuns(r, perPosition->empty() ? nullptr : &positions);
@@ -96,7 +100,7 @@ CommandAction addEvalCommand(CLI::App& cmd) {
     }
     if (!plot->empty()) {
       plotPerplexity(*plot, rows, "perplexity vs evaluation length");
-      std::fprintf(stderr, "plot: %s\n", plot->c_str());
+      std::fprintf(stderr, "plot: %s and %s\n", plot->c_str(), ratioPlotPath(*plot).c_str());
     }
   };
 }

@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   commands.emplace_back(probe, xtrap::addProbeCommand(*probe));
   auto* run = app.add_subcommand("run", "run a scenario file: train what is missing, evaluate, write results/NAME/");
   commands.emplace_back(run, xtrap::addRunCommand(*run));
+  auto* plot = app.add_subcommand("plot", "draw perplexity vs Lvalid from results files (gnuplot)");
+  commands.emplace_back(plot, xtrap::addPlotCommand(*plot));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

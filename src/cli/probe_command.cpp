@@ -10,6 +10,7 @@
 #include "run/checkpoint.h"
 #include "run/run_directory.h"
 #include "util/atomic_file.h"
+#include "util/gnuplot.h"
 #include "util/runtime.h"
 
 namespace xtrap {
@@ -31,7 +32,9 @@ std::vector<int64_t> parseIndexList(const std::string& s, const std::string& fla
 }  // namespace
 
 CommandAction addProbeCommand(CLI::App& cmd) {
-  auto run = std::make_shared<std::string>();
+  auto runs = std::make_shared<std::vector<std::string>>();
+  auto plotFile = std::make_shared<std::string>();
+  auto cells = std::make_shared<int64_t>(256);
   auto biasFile = std::make_shared<std::string>();
   auto attnFile = std::make_shared<std::string>();
   auto print = std::make_shared<bool>(false);
@@ -47,13 +50,20 @@ CommandAction addProbeCommand(CLI::App& cmd) {
   auto* posOpt = cmd.add_option("--pos", fresh->pos, "fresh spec for --dump-bias: position method");
   auto* headsOpt =
       cmd.add_option("--heads", *heads, "fresh spec: number of heads; --dump-attn: heads to dump (all or 0,2)");
-  cmd.add_option("run", *run, "run directory (default: the most recent under runs/)");
+  cmd.add_option("runs", *runs,
+                 "run directory (default: the most recent under runs/); --plot takes several, side by side");
   cmd.add_option("--dump-bias", *biasFile, "write the attention bias [H, len, len] and per-head parameters to FILE.h5");
   cmd.add_option("--len", *len, "--dump-bias matrix size")->capture_default_str();
   cmd.add_flag("--print", *print, "print the bias matrix per head");
   cmd.add_option("--dump-attn", *attnFile, "write attention maps and statistics to FILE.h5");
-  cmd.add_option("--Lvalid", req->Lvalid, "--dump-attn window length N")->capture_default_str();
-  cmd.add_option("--offset", req->offset, "--dump-attn first token of the window in the split")->capture_default_str();
+  cmd.add_option("--plot", *plotFile,
+                 "draw attention heatmaps of the selected layers/heads into FILE.png and the mean attention distance "
+                 "per head into FILE-distance.png (gnuplot)");
+  cmd.add_option("--cells", *cells, "--plot heatmap resolution: the window is pooled to at most N x N cells")
+      ->capture_default_str();
+  cmd.add_option("--Lvalid", req->Lvalid, "--dump-attn / --plot window length N")->capture_default_str();
+  cmd.add_option("--offset", req->offset, "--dump-attn / --plot first token of the window in the split")
+      ->capture_default_str();
   cmd.add_option("--split", req->split, "valid | test")->capture_default_str();
   cmd.add_option("--layers", *layers, "layers to dump maps for (all or 0,2)")->capture_default_str();
   cmd.add_option("--interp", *interp, "none linear ntk dynamic-ntk")->capture_default_str();
@@ -65,10 +75,22 @@ CommandAction addProbeCommand(CLI::App& cmd) {
   cmd.add_option("--threads", *threads, "intra-op threads (0 = all cores)")->capture_default_str();
 
   return [=] {
-    if (biasFile->empty() && attnFile->empty())
-      throw std::invalid_argument("probe needs --dump-bias FILE.h5 or --dump-attn FILE.h5");
-    for (const auto& file : {*biasFile, *attnFile})
+    if (biasFile->empty() && attnFile->empty() && plotFile->empty())
+      throw std::invalid_argument("probe needs --dump-bias FILE.h5, --dump-attn FILE.h5 or --plot FILE.png");
+    if (runs->size() > 1 && (!biasFile->empty() || !attnFile->empty()))
+      throw std::invalid_argument("--dump-bias and --dump-attn take one run; only --plot takes several");
+    for (const auto& file : {*biasFile, *attnFile, *plotFile})
       if (!file.empty()) requireWritableDirectoryFor(file);
+    if (!plotFile->empty()) {
+      if (std::filesystem::path(*plotFile).extension() != ".png")
+        throw std::invalid_argument("--plot must end in .png: " + *plotFile);
+      // A requested picture that cannot be drawn fails before any work, not after it.
+      if (!gnuplotAvailable()) throw std::runtime_error(plotterMissingMessage(*plotFile));
+      if (*cells < 2 || *cells > 1024) throw std::invalid_argument("--cells must be in 2..1024");
+    }
+    std::vector<std::filesystem::path> runDirs;
+    for (const auto& r : *runs) runDirs.emplace_back(r);
+    if (runDirs.empty()) runDirs.push_back(latestRunDir(kRunsRoot));
     configureRuntime(*threads);
     bool freshSpec = archOpt->count() + posOpt->count() > 0;
     if (!biasFile->empty()) {
@@ -88,15 +110,14 @@ CommandAction addProbeCommand(CLI::App& cmd) {
         c.alibiInit = "standard";
         model = Transformer(c);
       } else {
-        model = loadTrainedModel(readRunInfo(run->empty() ? latestRunDir(kRunsRoot) : std::filesystem::path(*run)));
+        model = loadTrainedModel(readRunInfo(runDirs.front()));
       }
       if (*len < 1 || *len > 8192) throw std::invalid_argument("--len must be in 1..8192");
       dumpBias(model, *len, *biasFile);
       if (*print) std::fputs(formatBiasMatrix(attentionBiasMatrix(model, std::min<int64_t>(*len, 16))).c_str(), stdout);
       std::fprintf(stderr, "bias: %s\n", biasFile->c_str());
     }
-    if (!attnFile->empty()) {
-      RunInfo info = readRunInfo(run->empty() ? latestRunDir(kRunsRoot) : std::filesystem::path(*run));
+    if (!attnFile->empty() || !plotFile->empty()) {
       AttentionDumpRequest r = *req;
       r.out = *attnFile;
       r.layers = parseIndexList(*layers, "--layers");
@@ -106,10 +127,25 @@ CommandAction addProbeCommand(CLI::App& cmd) {
       r.dtype = *dtype == "float16" ? StoredFloat::Float16 : StoredFloat::Float32;
       if (r.Lvalid < 1 || r.Lvalid > 1 << 20) throw std::invalid_argument("--Lvalid must be in 1..1048576");
       if (r.queryBlock < 1) throw std::invalid_argument("--query-block must be >= 1");
-      Corpus corpus = loadWikiText(info.train.dataDir);
-      Transformer model = loadTrainedModel(info);
-      dumpAttention(info, model, corpus, r);
-      std::fprintf(stderr, "attention: %s\n", attnFile->c_str());
+      std::vector<RunPicture> pictures;
+      for (const auto& dir : runDirs) {
+        RunInfo info = readRunInfo(dir);
+        Corpus corpus = loadWikiText(info.train.dataDir);
+        // Each loads its own model: both apply the interpolation to the slopes they are given.
+        if (!attnFile->empty()) {
+          Transformer model = loadTrainedModel(info);
+          dumpAttention(info, model, corpus, r);
+          std::fprintf(stderr, "attention: %s\n", attnFile->c_str());
+        }
+        if (!plotFile->empty()) {
+          Transformer model = loadTrainedModel(info);
+          pictures.push_back(attentionPicture(info, model, corpus, r, *cells));
+        }
+      }
+      if (!plotFile->empty()) {
+        plotAttention(*plotFile, pictures);
+        std::fprintf(stderr, "plot: %s and %s\n", plotFile->c_str(), distancePlotPath(*plotFile).c_str());
+      }
     }
   };
 }

@@ -25,5 +25,8 @@ struct EvalRow {
 std::string formatEvalTable(const std::vector<EvalRow>& rows);
 // .csv or .json (a list of objects); atomically.
 void writeEvalRows(const std::filesystem::path& file, const std::vector<EvalRow>& rows);
+// Reads what writeEvalRows wrote (.csv by its header, so older files without the later columns
+// still read; or .json). Throws a one-line error naming the file and the problem.
+std::vector<EvalRow> readEvalRows(const std::filesystem::path& file);
 
 }  // namespace xtrap
