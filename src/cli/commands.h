@@ -12,6 +12,7 @@ CommandAction addTrainCommand(CLI::App& app);
 CommandAction addEvalCommand(CLI::App& app);
 CommandAction addProbeCommand(CLI::App& app);
 CommandAction addRunCommand(CLI::App& app);
+CommandAction addExportCommand(CLI::App& app);
 
 // Where runs live unless --out / RUN says otherwise.
 inline const char* kRunsRoot = "runs";

@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   commands.emplace_back(probe, xtrap::addProbeCommand(*probe));
   auto* run = app.add_subcommand("run", "run a scenario file: train what is missing, evaluate, write results/NAME/");
   commands.emplace_back(run, xtrap::addRunCommand(*run));
+  auto* exp = app.add_subcommand("export", "write a run as model.safetensors + config.json + vocab.txt for Python");
+  commands.emplace_back(exp, xtrap::addExportCommand(*exp));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
