@@ -27,7 +27,7 @@ std::string safetensorsDtype(torch::ScalarType t) {
     case torch::kBool:
       return "BOOL";
     default:
-      throw std::runtime_error(std::string("export: unsupported tensor type ") + torch::toString(t));
+      throw std::runtime_error(std::string("export: unsupported tensor type ") + c10::toString(t));
   }
 }
 
