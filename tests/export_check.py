@@ -3,6 +3,7 @@ xtrap's (float32 (T, V) file written by tests/tools/export_logits) within 1e-4; 
 import os, sys
 import torch
 
+sys.dont_write_bytecode = True  # no tests/__pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from xtrap_reference import load
 
