@@ -13,6 +13,7 @@ CommandAction addEvalCommand(CLI::App& app);
 CommandAction addProbeCommand(CLI::App& app);
 CommandAction addRunCommand(CLI::App& app);
 CommandAction addPlotCommand(CLI::App& app);
+CommandAction addExportCommand(CLI::App& app);
 
 // Where runs live unless --out / RUN says otherwise.
 inline const char* kRunsRoot = "runs";

@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   commands.emplace_back(run, xtrap::addRunCommand(*run));
   auto* plot = app.add_subcommand("plot", "draw perplexity vs Lvalid from results files (gnuplot)");
   commands.emplace_back(plot, xtrap::addPlotCommand(*plot));
+  auto* exp = app.add_subcommand("export", "write a run as model.safetensors + config.json + vocab.txt for Python");
+  commands.emplace_back(exp, xtrap::addExportCommand(*exp));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

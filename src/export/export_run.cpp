@@ -1,0 +1,108 @@
+#include "export/export_run.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "data/wikitext.h"
+#include "export/safetensors_writer.h"
+#include "run/checkpoint.h"
+#include "run/run_directory.h"
+#include "util/atomic_file.h"
+
+namespace xtrap {
+
+namespace {
+std::string safetensorsDtype(torch::ScalarType t) {
+  switch (t) {
+    case torch::kFloat32:
+      return "F32";
+    case torch::kFloat64:
+      return "F64";
+    case torch::kInt64:
+      return "I64";
+    case torch::kInt32:
+      return "I32";
+    case torch::kBool:
+      return "BOOL";
+    default:
+      throw std::runtime_error(std::string("export: unsupported tensor type ") + c10::toString(t));
+  }
+}
+
+std::vector<double> toVector(const torch::Tensor& t) {
+  auto c = t.detach().to(torch::kFloat64).contiguous();
+  return {c.data_ptr<double>(), c.data_ptr<double>() + c.numel()};
+}
+
+// What config.json says beyond ModelConfig: the position method's numbers after learning.
+nlohmann::json positionDetails(Transformer& model) {
+  nlohmann::json j;
+  if (LinearBias* lb = model->linearBias()) {
+    const LinearBiasSpec& spec = lb->spec();
+    j["slope_past"] = toVector(lb->slopePast());  // sigmoid applied for learned slopes
+    j["slope_future"] = toVector(lb->slopeFuture());
+    j["block_past"] = spec.blockPast;
+    j["block_future"] = spec.blockFuture;
+    j["future_shift"] = spec.futureShift;
+    j["learned_slopes"] = spec.learnedSlopes;
+    j["first_token_bias"] = spec.hasFirstTokenBias ? nlohmann::json(toVector(lb->firstTokenBias())) : nlohmann::json();
+  }
+  return j;
+}
+}  // namespace
+
+void exportRun(const std::filesystem::path& runDir, const std::filesystem::path& outDir) {
+  namespace fs = std::filesystem;
+  if (fs::exists(outDir) && !(fs::is_directory(outDir) && fs::is_empty(outDir)))
+    throw std::runtime_error("export: " + outDir.string() + " exists and is not an empty directory");
+  RunInfo run = readRunInfo(runDir);
+  Corpus corpus = loadWikiText(run.train.dataDir);
+  std::vector<std::string> words = corpus.vocab.words();
+  if (!run.model.causal()) words.emplace_back(Vocabulary::kMask);  // appended last by the masked-LM trainer
+  if (static_cast<int64_t>(words.size()) != run.model.vocabSize)
+    throw std::runtime_error(fmt::format("export: run {} was trained with {} words, {} gives {}", runDir.string(),
+                                         run.model.vocabSize, run.train.dataDir, words.size()));
+  Transformer model = loadTrainedModel(run);
+
+  fs::path target = fs::absolute(outDir).lexically_normal();
+  if (target.filename().empty()) target = target.parent_path();
+  fs::path tmp = temporarySibling(target);
+  fs::create_directories(tmp);
+  try {
+    std::vector<torch::Tensor> keep;  // owns the contiguous copies the entries point into
+    std::vector<SafetensorsEntry> entries;
+    for (const auto& item : model->named_parameters(true)) keep.push_back(item.value().detach().contiguous());
+    for (const auto& item : model->named_buffers(true)) keep.push_back(item.value().detach().contiguous());
+    std::vector<std::string> names;
+    for (const auto& item : model->named_parameters(true)) names.push_back(item.key());
+    for (const auto& item : model->named_buffers(true)) names.push_back(item.key());
+    for (size_t k = 0; k < keep.size(); ++k)
+      entries.push_back({names[k], safetensorsDtype(keep[k].scalar_type()), keep[k].sizes().vec(), keep[k].data_ptr(),
+                         static_cast<size_t>(keep[k].nbytes())});
+    writeFileAtomically(tmp / "model.safetensors", [&](std::ostream& out) {
+      writeSafetensors(out, entries, {{"format", "pt"}, {"xtrap_version", xtrapVersion()}});
+    });
+
+    nlohmann::json config;
+    config["xtrap_version"] = xtrapVersion();
+    config["model"] = run.model;  // every ModelConfig field (arch, sizes, pos, head, cutoffs, rotary, t5)
+    config["position"] = positionDetails(model);
+    config["vocab_file"] = "vocab.txt";
+    config["steps_trained"] = run.stepsDone;
+    writeTextAtomically(tmp / "config.json", config.dump(2) + "\n");
+
+    std::string vocab;
+    for (const auto& w : words) vocab += w + "\n";
+    writeTextAtomically(tmp / "vocab.txt", vocab);
+    if (fs::exists(target)) fs::remove(target);  // empty (checked above)
+    fs::rename(tmp, target);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+}  // namespace xtrap

@@ -1,0 +1,35 @@
+// export_logits RUN TOKENS OUT: xtrap's side of the export test. Reads whitespace-separated token
+// ids from TOKENS, runs the trained model on them as one window (eval mode) and writes the
+// head's scores, (T, V) float32 little-endian, to OUT: logits, or log-probabilities for the
+// adaptive softmax (whose head has no logits).
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <exception>
+#include <fstream>
+
+#include "run/checkpoint.h"
+#include "run/run_directory.h"
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: export_logits RUN TOKENS OUT\n");
+    return 2;
+  }
+  try {
+    torch::set_num_threads(1);
+    xtrap::Transformer model = xtrap::loadTrainedModel(xtrap::readRunInfo(argv[1]));
+    std::ifstream in(argv[2]);
+    std::vector<int64_t> ids;
+    for (int64_t id; in >> id;) ids.push_back(id);
+    torch::NoGradGuard noGrad;
+    auto tokens = torch::tensor(ids, torch::kLong).unsqueeze(0);                   // (1, T)
+    auto scores = model->logits(model->features(tokens).squeeze(0)).contiguous();  // (T, V)
+    std::ofstream out(argv[3], std::ios::binary);
+    out.write(static_cast<const char*>(scores.data_ptr()), static_cast<std::streamsize>(scores.nbytes()));
+    return out ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "export_logits: %s\n", e.what());
+    return 1;
+  }
+}
