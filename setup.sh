@@ -8,6 +8,7 @@ BUILD_DIR=${1:-build}
 PACKAGES=(
   build-essential cmake git ca-certificates
   libtorch-dev            # LibTorch 1.13 (CPU)
+  libgloo-dev             # headers ProcessGroupGloo.hpp includes (data-parallel training, src/dist)
   libopenblas0-openmp     # without it LibTorch falls back to a single-threaded reference BLAS (60x slower)
   libcli11-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev
   libhdf5-dev             # attention / bias dumps

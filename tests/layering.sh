@@ -2,10 +2,11 @@
 # Lower layers never include higher ones. Layers, lowest first; a file may include its own layer
 # and any layer listed before it. `run` (run directories, checkpoints, the recorded training
 # settings) sits below both `train` and `eval`, so evaluation, probes and export load runs
-# without depending on the trainer; `export` may include run/ and lower, never train/.
+# without depending on the trainer; `export` may include run/ and lower, never train/. `dist`
+# (process groups, the --nproc launcher) sits below the layers that train and evaluate in parallel.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-layers=(util data model run eval probes export train scenario cli)
+layers=(util data model run dist eval probes export train scenario cli)
 status=0
 for ((rank = 0; rank < ${#layers[@]}; ++rank)); do
   layer=${layers[rank]}

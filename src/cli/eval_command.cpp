@@ -4,6 +4,8 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "dist/dist_env.h"
+#include "dist/launcher.h"
 #include "eval/evaluate_run.h"
 #include "eval/lvalid_range.h"
 #include "eval/plot.h"
@@ -33,6 +35,7 @@ CommandAction addEvalCommand(CLI::App& cmd) {
   auto plot = std::make_shared<std::string>();
   auto perPosition = std::make_shared<std::string>();
   auto noProgress = std::make_shared<bool>(false);
+  auto nproc = std::make_shared<int>(1);
   req->positionBuckets = 64;
 
   cmd.add_option("runs", *runs, "run directories (default: the most recent under runs/)");
@@ -48,6 +51,7 @@ CommandAction addEvalCommand(CLI::App& cmd) {
   cmd.add_option("--max-tokens", req->maxTokens, "score only the first N tokens of the split (0 = all)")
       ->capture_default_str();
   cmd.add_option("--batch", req->batch, "windows per forward pass")->capture_default_str();
+  cmd.add_option("--nproc", *nproc, "score with N local processes (ranks split the windows)")->capture_default_str();
   cmd.add_option("--query-block", req->queryBlock, "attention query block (0 = full matrix)")->capture_default_str();
   cmd.add_option("--per-position", *perPosition, "write mean NLL by position inside the window to this CSV");
   cmd.add_option("--buckets", req->positionBuckets, "position buckets for --per-position")->capture_default_str();
@@ -59,8 +63,10 @@ CommandAction addEvalCommand(CLI::App& cmd) {
   cmd.add_flag("--no-progress", *noProgress, "no progress bar");
 
   return [=] {
+    if (*nproc != 1 && !insideDistributedJob()) return launchLocalRanks(*nproc);
+    bool root = distEnvFromEnvironment().rank == 0;  // rank 0 alone prints and writes
     EvalRequest r = *req;
-    r.progress = !*noProgress;
+    r.progress = !*noProgress && root;
     if (runs->empty()) runs->push_back(latestRunDir(kRunsRoot).string());
     for (const auto& run : *runs) r.runs.emplace_back(run);
     if (*mode == "both")
@@ -91,6 +97,7 @@ CommandAction addEvalCommand(CLI::App& cmd) {
     std::vector<PositionLossRow> positions;
     if (perPosition->empty()) r.positionBuckets = 0;
     auto rows = evaluateRuns(r, perPosition->empty() ? nullptr : &positions);
+    if (!root) return;
     std::fputs(formatEvalTable(rows).c_str(), stdout);
     writeEvalRows(outFile, rows);
     std::fprintf(stderr, "results: %s\n", outFile.c_str());

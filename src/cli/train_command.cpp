@@ -5,6 +5,8 @@
 
 #include "cli/commands.h"
 #include "data/wikitext.h"
+#include "dist/dist_env.h"
+#include "dist/launcher.h"
 #include "model/named_configs.h"
 #include "train/trainer.h"
 
@@ -20,6 +22,7 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   auto noProgress = std::make_shared<bool>(false);
   auto noScale = std::make_shared<bool>(false);
   auto injectNan = std::make_shared<std::vector<int64_t>>();
+  auto nproc = std::make_shared<int>(1);
   train->dataDir = defaultDataDir().string();
 
   cmd.add_option("--arch", model->arch, "decoder (causal LM) | encoder (masked LM)")->capture_default_str();
@@ -77,10 +80,17 @@ CommandAction addTrainCommand(CLI::App& cmd) {
                  "stop after this many steps with a non-finite loss or gradient (0 = never)")
       ->capture_default_str();
   cmd.add_flag("--no-progress", *noProgress, "no progress bar");
+  cmd.add_option("--nproc", *nproc,
+                 "data-parallel over N local processes (each takes --batch / N sequences of every step)")
+      ->capture_default_str();
   // Hidden test hook for the non-finite guard (tests/reliability_train.sh).
   cmd.add_option("--inject-nan-at", *injectNan, "steps whose loss is made NaN")->delimiter(',')->group("");
 
   return [=] {
+    if (*nproc != 1 && !insideDistributedJob()) return launchLocalRanks(*nproc);
+    DistEnv dist = distEnvFromEnvironment();
+    if (dist.distributed() && resume->empty() && out->empty())
+      throw std::invalid_argument("a distributed run needs --out (every rank must name the same run directory)");
     TrainRequest req;
     req.progress = !*noProgress;
     req.injectNanAtSteps.insert(injectNan->begin(), injectNan->end());
@@ -113,6 +123,7 @@ CommandAction addTrainCommand(CLI::App& cmd) {
                                     " already holds a run (use --resume to continue it)");
     }
     RunInfo run = trainRun(req);
+    if (dist.rank != 0) return;
     fmt::print("run {}: {} steps, val loss {:.4f} (ppl {:.2f}) at L={}, {:.0f} tok/s\n", run.dir.string(),
                run.stepsDone, run.extra.value("final_val_loss", 0.0), run.extra.value("final_val_ppl", 0.0),
                run.model.contextLength, run.extra.value("tok_per_s", 0.0));

@@ -15,7 +15,8 @@ ScoreTotals scoreEncoder(Transformer& model, const std::vector<int32_t>& stream,
   int64_t stride = opt.stride > 0 ? opt.stride : opt.Lvalid;
   auto windows = encoderWindows(static_cast<int64_t>(stream.size()), opt.Lvalid, stride);
   std::map<int64_t, std::vector<size_t>> byLength;
-  for (size_t k = 0; k < windows.size(); ++k) byLength[windows[k].length].push_back(k);
+  for (size_t k = 0; k < windows.size(); ++k)
+    if (opt.shard.owns(k)) byLength[windows[k].length].push_back(k);
 
   ScoreTotals totals(opt.positionBuckets);
   for (const auto& [T, group] : byLength) {

@@ -17,6 +17,7 @@ struct EncoderScoreOptions {
   uint64_t maskSeed = 1;
   double maskProb = 0.15;
   int64_t positionBuckets = 0;
+  WindowShard shard;
 };
 
 ScoreTotals scoreEncoder(Transformer& model, const std::vector<int32_t>& stream, const EncoderScoreOptions& opt,

@@ -61,6 +61,8 @@ std::string applyInterpolation(Transformer& model, Interp interp, double a) {
 
 std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLossRow>* positionRows) {
   configureRuntime(req.threads);
+  DistGroup group;  // under torchrun / --nproc the ranks split every pass's windows
+  WindowShard shard{group.rank(), group.world()};
   std::vector<EvalRow> rows;
   for (const auto& dir : req.runs) {
     RunInfo run = readRunInfo(dir);
@@ -77,12 +79,12 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
     std::string name = dir.filename().string();
     for (Interp interp : req.interps) {
       for (int64_t Lvalid : req.lvalids) {
-        if (Lvalid >= static_cast<int64_t>(stream.size()))
+        if (group.isRoot() && Lvalid >= static_cast<int64_t>(stream.size()))
           std::fprintf(stderr, "note: Lvalid %lld exceeds the %s split (%zu tokens); scoring one window of all of it\n",
                        static_cast<long long>(Lvalid), req.split.c_str(), stream.size());
         double a = interpolationScale(interp, Lvalid, L, req.scale, req.a0);
         std::string used = applyInterpolation(model, interp, a);
-        if (req.verbose && !used.empty())
+        if (req.verbose && !used.empty() && group.isRoot())
           std::fprintf(stderr, "%s Lvalid=%lld interp=%s a=%.4g: %s\n", name.c_str(), static_cast<long long>(Lvalid),
                        interpName(interp).c_str(), a, used.c_str());
         for (const auto& mode : req.modes) {
@@ -93,20 +95,23 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
           std::optional<ProgressBar> bar;
           int64_t expected =
               run.model.causal() ? int64_t(stream.size()) - 1 : int64_t(double(stream.size()) * run.train.maskProb);
-          if (req.progress) bar.emplace(fmt::format("eval {} Lvalid={} {}", name, Lvalid, mode), expected);
+          if (req.progress && group.isRoot())
+            bar.emplace(fmt::format("eval {} Lvalid={} {}", name, Lvalid, mode), expected);
           auto progress = [&](int64_t done) {
             if (bar) bar->update(std::min(done, expected));
           };
           auto t0 = std::chrono::steady_clock::now();
           ScoreTotals totals;
           if (run.model.causal()) {
-            ScoreOptions opt{Lvalid, stride, req.batch, req.queryBlock, req.positionBuckets};
+            ScoreOptions opt{Lvalid, stride, req.batch, req.queryBlock, req.positionBuckets, shard};
             totals = scoreDecoder(model, stream, opt, progress);
           } else {
             EncoderScoreOptions opt{
-                Lvalid, stride, req.batch, req.queryBlock, run.train.seed, run.train.maskProb, req.positionBuckets};
+                Lvalid, stride, req.batch, req.queryBlock, run.train.seed, run.train.maskProb, req.positionBuckets,
+                shard};
             totals = scoreEncoder(model, stream, opt, progress);
           }
+          totals.sumOverRanks(group);
           double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           if (bar) bar->finish();
           EvalRow r;

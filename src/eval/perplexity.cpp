@@ -24,6 +24,23 @@ void ScoreTotals::add(const torch::Tensor& nllIn, const std::vector<int64_t>& po
   }
 }
 
+void ScoreTotals::sumOverRanks(DistGroup& group) {
+  if (group.world() == 1) return;
+  // One float64 allreduce: [nll, tokens, bucketNll..., bucketTokens...] (counts are exact in float64).
+  std::vector<double> values{nll, double(tokens)};
+  values.insert(values.end(), bucketNll.begin(), bucketNll.end());
+  values.insert(values.end(), bucketTokens.begin(), bucketTokens.end());
+  auto summed = torch::tensor(values, torch::kFloat64);
+  group.allreduceSum(summed);
+  auto acc = summed.accessor<double, 1>();
+  nll = acc[0];
+  tokens = static_cast<int64_t>(acc[1]);
+  for (size_t b = 0; b < bucketNll.size(); ++b) {
+    bucketNll[b] = acc[int64_t(2 + b)];
+    bucketTokens[b] = static_cast<int64_t>(acc[int64_t(2 + bucketNll.size() + b)]);
+  }
+}
+
 torch::Tensor chunkedTokenNll(Transformer& model, const torch::Tensor& features, const torch::Tensor& targets) {
   constexpr int64_t kRows = 2048;  // 2048 x 33k float logits = 270 MB
   std::vector<torch::Tensor> parts;
@@ -42,7 +59,8 @@ ScoreTotals scoreDecoder(Transformer& model, const std::vector<int32_t>& stream,
   auto windows = decoderWindows(static_cast<int64_t>(stream.size()), opt.Lvalid, stride);
   // Batch windows of equal length together (all but possibly the last have length Lvalid).
   std::map<int64_t, std::vector<EvalWindow>> byLength;
-  for (const auto& w : windows) byLength[w.length].push_back(w);
+  for (size_t k = 0; k < windows.size(); ++k)
+    if (opt.shard.owns(k)) byLength[windows[k].length].push_back(windows[k]);
 
   ScoreTotals totals(opt.positionBuckets);
   auto data =

@@ -7,9 +7,18 @@
 #include <functional>
 #include <vector>
 
+#include "dist/dist_group.h"
 #include "model/transformer.h"
 
 namespace xtrap {
+
+// Data-parallel scoring: rank `rank` of `world` scores the windows whose index k (in the full
+// window list) has k % world == rank; summing the ranks' totals scores every token exactly once.
+struct WindowShard {
+  int rank = 0;
+  int world = 1;
+  bool owns(size_t window) const { return static_cast<int>(window % static_cast<size_t>(world)) == rank; }
+};
 
 struct ScoreOptions {
   int64_t Lvalid = 512;
@@ -17,6 +26,7 @@ struct ScoreOptions {
   int64_t batch = 8;            // windows per forward
   int64_t queryBlock = 256;     // attention query block for windows longer than this; 0 = full matrix
   int64_t positionBuckets = 0;  // > 0: also accumulate NLL by position inside the window
+  WindowShard shard;            // which windows this rank scores
 };
 
 struct ScoreTotals {
@@ -30,6 +40,7 @@ struct ScoreTotals {
   std::vector<double> bucketNll;  // per position bucket (positionBuckets > 0)
   std::vector<int64_t> bucketTokens;
   double meanNll() const { return tokens ? nll / double(tokens) : 0.0; }
+  void sumOverRanks(DistGroup& group);  // every rank gets the job's totals
 };
 
 // `onProgress(tokensScoredSoFar)` is called after every batch. The model is put in eval mode.

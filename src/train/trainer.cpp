@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -14,6 +15,7 @@
 #include "data/block_sampler.h"
 #include "data/mlm_masking.h"
 #include "data/wikitext.h"
+#include "dist/dist_group.h"
 #include "eval/encoder_score.h"
 #include "eval/perplexity.h"
 #include "model/flops.h"
@@ -58,25 +60,30 @@ void restoreTorchRng(const torch::Tensor& state) {
   gen.set_state(state);
 }
 
-// Mean validation NLL at the training length on the first evalTokens tokens of the valid split.
-double validationLoss(Transformer& model, const Corpus& corpus, const TrainConfig& t) {
+// Mean validation NLL at the training length on the first evalTokens tokens of the valid split;
+// the ranks split the windows.
+double validationLoss(Transformer& model, const Corpus& corpus, const TrainConfig& t, DistGroup& group) {
   DeferInterrupts defer;  // the training loop checkpoints first, then stops
   const auto& valid = corpus.valid;
   std::vector<int32_t> head(valid.begin(), valid.begin() + std::min<int64_t>(t.evalTokens, valid.size()));
-  double loss;
+  WindowShard shard{group.rank(), group.world()};
+  ScoreTotals totals;
   if (model->config.causal()) {
     ScoreOptions opt;
     opt.Lvalid = model->config.contextLength;
-    loss = scoreDecoder(model, head, opt).meanNll();
+    opt.shard = shard;
+    totals = scoreDecoder(model, head, opt);
   } else {
     EncoderScoreOptions opt;
     opt.Lvalid = model->config.contextLength;
     opt.maskSeed = t.seed;
     opt.maskProb = t.maskProb;
-    loss = scoreEncoder(model, head, opt).meanNll();
+    opt.shard = shard;
+    totals = scoreEncoder(model, head, opt);
   }
+  totals.sumOverRanks(group);
   model->train();
-  return loss;
+  return totals.meanNll();
 }
 
 // Keeps the log lines written before the checkpoint of `step` (a resumed run redoes the rest):
@@ -98,12 +105,19 @@ void truncateLog(const fs::path& file, int64_t step) {
   writeTextAtomically(file, kept);
 }
 
+// Dropout stream of rank > 0 (rank 0 uses the run's seed, as a single process does). It is not
+// checkpointed: a resumed rank > 0 re-derives it from the step, so a resumed multi-rank run with
+// dropout continues with fresh (equally distributed) dropout masks on those ranks.
+uint64_t rankDropoutSeed(uint64_t seed, int rank, int64_t step) {
+  return stepMaskSeed(seed + static_cast<uint64_t>(rank) * 0x9E3779B97F4A7C15ULL, step);
+}
+
 // The parameters are still finite (bad updates were skipped), but whatever produces the
 // non-finite values will not go away by itself: stop, leaving the last checkpoint as it is.
-[[noreturn]] void stopForBadSteps(RunInfo& run, const TrainingState& state, int64_t checkpointStep) {
+[[noreturn]] void stopForBadSteps(RunInfo& run, const TrainingState& state, int64_t checkpointStep, bool root) {
   run.status = "stopped";
   run.stepsDone = std::max<int64_t>(checkpointStep, 0);
-  writeRunInfo(run);
+  if (root) writeRunInfo(run);
   std::string kept = checkpointStep >= 0 ? fmt::format("last good checkpoint {} (step {})",
                                                        checkpointPath(run.dir).string(), checkpointStep)
                                          : std::string("no checkpoint was written");
@@ -113,10 +127,10 @@ void truncateLog(const fs::path& file, int64_t step) {
 }
 
 // Called after the checkpoint of the current step is on disk.
-[[noreturn]] void stopForSignal(RunInfo& run, const TrainingState& state, int signal) {
+[[noreturn]] void stopForSignal(RunInfo& run, const TrainingState& state, int signal, bool root) {
   run.status = "interrupted";
   run.stepsDone = state.step;
-  writeRunInfo(run);
+  if (root) writeRunInfo(run);
   throw Interrupted(signal, fmt::format("interrupted by {} at step {}: checkpoint saved; continue with "
                                         "xtrap train --resume {}",
                                         signalName(signal), state.step, run.dir.string()));
@@ -149,60 +163,92 @@ RunInfo trainRun(TrainRequest req) {
   int64_t L = run.model.contextLength;
   int64_t B = t.sequencesPerStep(L);
   int64_t totalSteps = t.totalSteps(L);
+  // Data parallel: every rank draws the same global batch of B starts from the one data-order
+  // stream (so its state is the same for any world size) and takes its own B / world of them.
+  DistGroup group;
+  const bool root = group.isRoot();
+  if (B % group.world() != 0)
+    throw std::invalid_argument(
+        fmt::format("the batch of {} sequences does not split evenly over {} ranks", B, group.world()));
+  const int64_t localB = B / group.world();
   double stepFlops = trainStepFlops(run.model, B, t.maskProb, adaptiveClusterShares(run.model, corpus.train));
 
   Transformer model(run.model);
   auto optimizer = makeOptimizer(model, t);
   BlockSampler sampler(static_cast<int64_t>(corpus.train.size()), sequenceSpan(run.model), t.batchOrder == "contiguous",
                        t.seed);
-  torch::manual_seed(t.seed);
+  torch::manual_seed(root ? t.seed : rankDropoutSeed(t.seed, group.rank(), 0));
   TrainingState state;
   auto logFile = run.dir / "train.jsonl";
-  if (req.resume) removeStaleTemporaries(run.dir);
+  // Rank 0 alone writes the run directory; the others only read the checkpoint.
+  if (req.resume && root) removeStaleTemporaries(run.dir);
   if (req.resume && fs::exists(checkpointPath(run.dir))) {
     state = loadCheckpoint(checkpointPath(run.dir), model, optimizer.get());
     sampler.restore(state.samplerState);
-    if (state.torchRngState.defined()) restoreTorchRng(state.torchRngState);
-    truncateLog(logFile, state.step);
-  } else {
+    if (!root)
+      torch::manual_seed(rankDropoutSeed(t.seed, group.rank(), state.step));
+    else if (state.torchRngState.defined())
+      restoreTorchRng(state.torchRngState);
+    if (root) truncateLog(logFile, state.step);
+  } else if (root) {
     fs::create_directories(run.dir);
     if (fs::exists(logFile)) fs::remove(logFile);
   }
   run.status = "training";
   run.stepsDone = state.step;
-  writeRunInfo(run);
+  if (root) writeRunInfo(run);
 
   int64_t checkpointStep = fs::exists(checkpointPath(run.dir)) ? state.step : -1;
   auto checkpoint = [&] {
+    if (!root) return;
     state.samplerState = sampler.state();
     state.torchRngState = torchRngState();
     saveCheckpoint(checkpointPath(run.dir), model, optimizer.get(), state);
     checkpointStep = state.step;
   };
 
-  std::ofstream log(logFile, std::ios::app);
+  std::ofstream log;
+  if (root) log.open(logFile, std::ios::app);
   auto writeLog = [&](const nlohmann::json& line) {
+    if (!root) return;
     log << line.dump() << "\n" << std::flush;
     if (!log) throw std::runtime_error("cannot write " + logFile.string() + ": " + std::strerror(errno));
   };
-  if (!log) throw std::runtime_error("cannot write " + logFile.string() + ": " + std::strerror(errno));
+  if (root && !log) throw std::runtime_error("cannot write " + logFile.string() + ": " + std::strerror(errno));
   model->train();
   auto start = std::chrono::steady_clock::now();
   int64_t tokensThisSession = 0;
   double lastLoss = NAN, lastVal = NAN, tokPerSec = 0;
   std::optional<ProgressBar> bar;
-  if (req.progress) bar.emplace(fmt::format("train {}", run.dir.filename().string()), totalSteps);
+  if (req.progress && root) bar.emplace(fmt::format("train {}", run.dir.filename().string()), totalSteps);
 
   for (; state.step < totalSteps;) {
     double lr = learningRate(t, state.step, totalSteps);
     setLearningRate(*optimizer, lr);
     auto starts = sampler.next(B);
-    LossResult r = trainingLoss(model, corpus.train, starts, stepMaskSeed(t.seed, state.step), t.maskProb);
+    std::vector<int64_t> mine(starts.begin() + group.rank() * localB, starts.begin() + (group.rank() + 1) * localB);
+    LossResult r = trainingLoss(model, corpus.train, mine, stepMaskSeed(t.seed, state.step), t.maskProb);
     if (req.injectNanAtSteps.count(state.step + 1)) r.loss = r.loss * std::numeric_limits<double>::quiet_NaN();
     optimizer->zero_grad();
-    r.loss.backward();
+    // The step's loss is the mean over the scored tokens of all ranks (encoders score a different
+    // number of masked tokens on each): rank r's mean weighs tokens_r / tokens_all, and the
+    // gradients are summed over ranks. A rank with no scored token adds nothing.
+    double weight = 1.0;
+    if (group.world() > 1) {
+      auto tokens = torch::tensor({double(r.tokens)}, torch::kFloat64);
+      group.allreduceSum(tokens);
+      weight = double(r.tokens) / tokens.item<double>();
+    }
+    bool contributes = r.tokens > 0 || group.world() == 1;
+    torch::Tensor rankLoss = contributes ? r.loss * weight : torch::zeros({});
+    if (contributes) rankLoss.backward();
+    group.allreduceGradients(model->parameters());
     double gradNorm = t.clipNorm > 0 ? torch::nn::utils::clip_grad_norm_(model->parameters(), t.clipNorm) : 0.0;
-    double loss = r.loss.item<double>();
+    // Loss summed over ranks, and whether any rank got SIGINT/SIGTERM: all ranks decide alike.
+    auto agreed = torch::tensor({rankLoss.item<double>(), double(interruptSignal() != 0)}, torch::kFloat64);
+    group.allreduceSum(agreed);
+    double loss = agreed[0].item<double>();
+    int stopSignal = interruptSignal() != 0 ? interruptSignal() : agreed[1].item<double>() > 0 ? SIGTERM : 0;
     bool bad = !std::isfinite(loss) || !std::isfinite(gradNorm);
     if (bad) {
       ++state.badSteps;  // skip the update; the optimizer state stays clean
@@ -217,7 +263,7 @@ RunInfo trainRun(TrainRequest req) {
     tokPerSec = double(tokensThisSession) / std::max(elapsed, 1e-9);
 
     bool doEval = t.evalEvery > 0 && state.step % t.evalEvery == 0 && state.step < totalSteps;
-    if (doEval) lastVal = validationLoss(model, corpus, t);
+    if (doEval) lastVal = validationLoss(model, corpus, t, group);
     if (state.step % t.logEvery == 0 || doEval || state.step == totalSteps || bad) {
       nlohmann::json line = {{"step", state.step},
                              {"tokens", state.tokensSeen},
@@ -235,19 +281,20 @@ RunInfo trainRun(TrainRequest req) {
       bar->update(state.step, fmt::format("loss {:.3f}{} | {:.0f} tok/s {:.1f} GFLOP/s", loss,
                                           std::isnan(lastVal) ? "" : fmt::format(" val {:.3f}", lastVal), tokPerSec,
                                           tokPerSec / double(B * L) * stepFlops / 1e9));
-    if (bad && t.maxBadSteps > 0 && state.badSteps >= t.maxBadSteps) stopForBadSteps(run, state, checkpointStep);
+    if (bad && t.maxBadSteps > 0 && state.badSteps >= t.maxBadSteps) stopForBadSteps(run, state, checkpointStep, root);
     if (state.step % t.checkpointEvery == 0 && state.step < totalSteps) {
       checkpoint();
       run.stepsDone = state.step;
-      writeRunInfo(run);
+      if (root) writeRunInfo(run);
     }
-    if (int signal = interruptSignal(); signal != 0 && state.step < totalSteps) {
+    if (group.world() == 1) stopSignal = interruptSignal();  // the latest word, as before
+    if (stopSignal != 0 && state.step < totalSteps) {
       if (checkpointStep != state.step) checkpoint();
       if (bar) bar->finish("| interrupted");
-      stopForSignal(run, state, signal);
+      stopForSignal(run, state, stopSignal, root);
     }
   }
-  lastVal = validationLoss(model, corpus, t);
+  lastVal = validationLoss(model, corpus, t, group);
   nlohmann::json finalLine = {{"step", state.step}, {"tokens", state.tokensSeen}, {"val_loss", lastVal}};
   writeLog(finalLine);
   checkpoint();
@@ -262,13 +309,14 @@ RunInfo trainRun(TrainRequest req) {
                {"tok_per_s", tokPerSec},
                {"train_seconds", seconds},
                {"bad_steps", state.badSteps},
+               {"world_size", group.world()},
                {"flop_per_s", tokPerSec / double(B * L) * stepFlops},
                {"parameters", [&] {
                   int64_t n = 0;
                   for (const auto& p : model->parameters()) n += p.numel();
                   return n;
                 }()}};
-  writeRunInfo(run);
+  if (root) writeRunInfo(run);
   return run;
 }
 

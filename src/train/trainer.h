@@ -6,6 +6,11 @@
 // (throws) keeping its last good checkpoint. SIGINT/SIGTERM (util/interrupt.h) checkpoint the
 // current step and throw Interrupted. A resumed run is bit-identical to an uninterrupted one on
 // CPU with fixed threads: the checkpoint holds model, AdamW, step, data order and RNG state.
+// Under the torchrun environment (dist/dist_env.h) it trains data-parallel: every rank draws the
+// same global batch from the one data-order stream and trains on its B / world share; gradients
+// are summed over ranks with the loss weighted so the step equals a single process's on the whole
+// batch; rank 0 alone writes the run directory. The checkpoint is independent of the world size,
+// so --resume works with any number of ranks.
 #include <filesystem>
 #include <set>
 

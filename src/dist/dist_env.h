@@ -1,0 +1,23 @@
+#pragma once
+// The torchrun environment contract: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT (and
+// TORCHELASTIC_USE_AGENT_STORE=True when the launcher, not rank 0, hosts the TCPStore). Without
+// WORLD_SIZE (or with WORLD_SIZE=1) xtrap runs as a single process.
+#include <cstdint>
+#include <string>
+
+namespace xtrap {
+
+struct DistEnv {
+  int rank = 0;
+  int world = 1;
+  int localRank = 0;
+  std::string masterAddr = "127.0.0.1";
+  int masterPort = 29500;
+  bool agentStore = false;  // the launcher hosts the store; every rank is a client
+  bool distributed() const { return world > 1; }
+};
+
+// Reads and checks the variables; a bad value is a one-line std::invalid_argument.
+DistEnv distEnvFromEnvironment();
+
+}  // namespace xtrap

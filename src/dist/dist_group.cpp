@@ -1,0 +1,179 @@
+#include "dist/dist_group.h"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef XTRAP_WITH_NCCL
+#include <c10/cuda/CUDAFunctions.h>
+
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+namespace xtrap {
+
+namespace {
+
+c10::intrusive_ptr<c10d::Store> connectStore(const DistEnv& env, bool server) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(env.masterPort);
+  options.isServer = server;
+  options.waitWorkers = false;
+  options.timeout = DistGroup::kTimeout;
+  return c10::make_intrusive<c10d::TCPStore>(env.masterAddr, options);
+}
+
+// One store connection per process for the collectives' rendezvous; rank 0 hosts the server
+// unless the launcher does (TORCHELASTIC_USE_AGENT_STORE=True).
+c10::intrusive_ptr<c10d::Store> processStore(const DistEnv& env) {
+  static c10::intrusive_ptr<c10d::Store> store = connectStore(env, env.rank == 0 && !env.agentStore);
+  return store;
+}
+
+bool isLoopback(const std::string& addr) { return addr == "localhost" || addr.rfind("127.", 0) == 0; }
+
+std::string firstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+std::string heartbeatKey(int rank) { return fmt::format("heartbeat/{}", rank); }
+
+}  // namespace
+
+DistGroup::DistGroup(const DistEnv& env, torch::Device device) : env_(env) {
+  if (!env_.distributed()) return;
+  static int groupsMade = 0;  // the same sequence on every rank
+  std::string prefix = fmt::format("xtrap/group{}", groupsMade++);
+  try {
+    store_ = c10::make_intrusive<c10d::PrefixStore>(prefix, processStore(env_));
+    heartbeatStore_ = c10::make_intrusive<c10d::PrefixStore>(prefix, connectStore(env_, false));
+    if (device.is_cuda()) {
+#ifdef XTRAP_WITH_NCCL
+      c10::cuda::set_device(static_cast<c10::DeviceIndex>(env_.localRank));
+      auto options = c10d::ProcessGroupNCCL::Options::create();
+      options->timeout = kTimeout;
+      group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, env_.rank, env_.world, options);
+#else
+      throw std::runtime_error("this LibTorch has no NCCL: distributed CUDA runs are not available");
+#endif
+    } else {
+      auto options = c10d::ProcessGroupGloo::Options::create(kTimeout);
+      const char* iface = std::getenv("GLOO_SOCKET_IFNAME");
+      if (iface != nullptr && *iface != '\0')
+        options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(iface));
+      else if (isLoopback(env_.masterAddr))
+        options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+      else
+        options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+      group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env_.rank, env_.world, options);
+    }
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(fmt::format("rank {}: cannot join the job at {}:{}: {}", env_.rank, env_.masterAddr,
+                                         env_.masterPort, firstLine(e.what_without_backtrace())));
+  }
+  heartbeat_ = std::thread([this] { heartbeatLoop(); });
+}
+
+DistGroup::~DistGroup() {
+  stopHeartbeat_ = true;
+  if (heartbeat_.joinable()) heartbeat_.join();
+}
+
+void DistGroup::heartbeatLoop() {
+  while (!stopHeartbeat_) {
+    try {
+      heartbeatStore_->add(heartbeatKey(env_.rank), 1);
+    } catch (const std::exception&) {
+      return;  // the store is gone; fail() reports it when a collective notices
+    }
+    for (int i = 0; i < 10 && !stopHeartbeat_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+void DistGroup::fail(const std::exception& error) {
+  std::string cause = firstLine(error.what());
+  if (auto* c10error = dynamic_cast<const c10::Error*>(&error)) cause = firstLine(c10error->what_without_backtrace());
+  std::string lost;
+  try {
+    // A live rank's counter grows once a second; read all of them twice, 3 s apart.
+    std::vector<int64_t> before(static_cast<size_t>(env_.world));
+    for (int r = 0; r < env_.world; ++r) before[size_t(r)] = store_->add(heartbeatKey(r), 0);
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    for (int r = 0; r < env_.world; ++r)
+      if (r != env_.rank && store_->add(heartbeatKey(r), 0) == before[size_t(r)])
+        lost += (lost.empty() ? "" : ", ") + std::to_string(r);
+    lost = lost.empty() ? "a rank stopped (all heartbeats still arrive)" : "rank " + lost + " stopped";
+  } catch (const std::exception&) {
+    lost = env_.agentStore ? "the launcher's store is gone" : "rank 0 stopped (it hosted the rendezvous store)";
+  }
+  throw std::runtime_error(fmt::format("rank {}: {}; a collective failed: {}", env_.rank, lost, cause));
+}
+
+void DistGroup::allreduceSum(torch::Tensor& tensor) {
+  if (!group_) return;
+  try {
+    std::vector<torch::Tensor> tensors{tensor};
+    group_->allreduce(tensors)->wait();
+  } catch (const std::exception& e) {
+    fail(e);
+  }
+}
+
+void DistGroup::allreduceGradients(const std::vector<torch::Tensor>& params) {
+  if (!group_) return;
+  torch::NoGradGuard noGrad;
+  // A gradient missing on every rank stays missing (the optimizer skips such a parameter, as in a
+  // single process); missing on some ranks only, it counts as zeros there.
+  auto defined = torch::empty({static_cast<int64_t>(params.size())}, torch::kFloat32);  // (P)
+  auto mark = defined.accessor<float, 1>();
+  for (size_t i = 0; i < params.size(); ++i) mark[int64_t(i)] = params[i].grad().defined() ? 1.0f : 0.0f;
+  allreduceSum(defined);
+  std::vector<torch::Tensor> grads;
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto p = params[i];
+    if (mark[int64_t(i)] == 0.0f) continue;
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    grads.push_back(p.grad());
+  }
+  // Consecutive gradients of one dtype up to kBucketBytes form a bucket: flattened, summed, copied back.
+  std::vector<std::pair<size_t, size_t>> buckets;  // [begin, end) into grads
+  for (size_t i = 0; i < grads.size();) {
+    size_t end = i + 1;
+    int64_t bytes = grads[i].nbytes();
+    while (end < grads.size() && grads[end].dtype() == grads[i].dtype() && bytes + grads[end].nbytes() <= kBucketBytes)
+      bytes += grads[end++].nbytes();
+    buckets.emplace_back(i, end);
+    i = end;
+  }
+  try {
+    std::vector<std::vector<torch::Tensor>> flat(buckets.size());
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      std::vector<torch::Tensor> views;
+      for (size_t i = buckets[b].first; i < buckets[b].second; ++i) views.push_back(grads[i].reshape({-1}));
+      flat[b] = {torch::cat(views)};
+      works.push_back(group_->allreduce(flat[b]));
+    }
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      works[b]->wait();
+      int64_t offset = 0;
+      for (size_t i = buckets[b].first; i < buckets[b].second; ++i) {
+        grads[i].copy_(flat[b][0].narrow(0, offset, grads[i].numel()).view_as(grads[i]));
+        offset += grads[i].numel();
+      }
+    }
+  } catch (const std::exception& e) {
+    fail(e);
+  }
+}
+
+void DistGroup::barrier() {
+  if (!group_) return;
+  try {
+    group_->barrier()->wait();
+  } catch (const std::exception& e) {
+    fail(e);
+  }
+}
+
+}  // namespace xtrap

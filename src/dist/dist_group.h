@@ -1,0 +1,64 @@
+#pragma once
+// One data-parallel job's communication: a c10d process group (Gloo on CPU; NCCL on CUDA when the
+// LibTorch found has it) over the TCPStore named by the torchrun environment. With world size 1
+// every collective is a no-op, so single-process code paths are the same calls.
+//
+// A rank that dies fails the collectives of the others (Gloo sees its sockets close; a rank that
+// hangs instead hits the Gloo timeout). Every rank also bumps a heartbeat counter in the store
+// once a second from a thread; when a collective fails the survivors read the counters to name
+// the rank that stopped, and throw a one-line std::runtime_error saying so.
+#include <torch/torch.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "dist/dist_env.h"
+
+namespace c10d {
+class Store;
+class ProcessGroup;
+}  // namespace c10d
+
+namespace xtrap {
+
+class DistGroup {
+ public:
+  // Joins the job described by `env` (blocks until all ranks are there). Each group made in one
+  // process gets its own store prefix, so train and eval may each make one, in the same order on
+  // every rank.
+  explicit DistGroup(const DistEnv& env = distEnvFromEnvironment(), torch::Device device = torch::kCPU);
+  ~DistGroup();
+  DistGroup(const DistGroup&) = delete;
+  DistGroup& operator=(const DistGroup&) = delete;
+
+  int rank() const { return env_.rank; }
+  int world() const { return env_.world; }
+  bool isRoot() const { return env_.rank == 0; }
+
+  // In-place sum over ranks.
+  void allreduceSum(torch::Tensor& tensor);
+  // Sums the gradients of `params` over ranks, in buckets of about kBucketBytes: every bucket's
+  // allreduce is launched before the first is waited for. Missing gradients count as zeros.
+  void allreduceGradients(const std::vector<torch::Tensor>& params);
+  void barrier();
+
+  static constexpr int64_t kBucketBytes = 25 << 20;  // DDP's default bucket_cap_mb
+  // A rank silent for this long inside a collective is declared lost.
+  static constexpr std::chrono::seconds kTimeout{300};
+
+ private:
+  [[noreturn]] void fail(const std::exception& error);
+  void heartbeatLoop();
+
+  DistEnv env_;
+  c10::intrusive_ptr<c10d::Store> store_;  // prefixed for this group
+  c10::intrusive_ptr<c10d::Store> heartbeatStore_;
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  std::atomic<bool> stopHeartbeat_{false};
+  std::thread heartbeat_;
+};
+
+}  // namespace xtrap

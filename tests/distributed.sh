@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Data-parallel training and evaluation with 2 ranks on loopback (Gloo):
+#  1. 2 ranks x B/2 sequences give the parameters of 1 rank x B after K steps (decoder through
+#     --nproc, encoder through the torchrun environment with rank 0 hosting the store). Dropout is
+#     0: each rank has its own dropout stream, so with dropout the runs differ by design.
+#  2. kill -9 of rank 1: the job exits non-zero within 60 s with a one-line error naming rank 1,
+#     and --resume (with 1 rank: the checkpoint does not depend on the world size) finishes it.
+#  3. xtrap eval with 2 ranks scores every token once: same token counts and perplexity as 1 rank.
+# usage: distributed.sh XTRAP COMPARE_CHECKPOINTS
+set -u
+XTRAP=$1
+COMPARE=$2
+source "$(dirname "$0")/reliability_lib.sh"
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+make_corpus "$WORK/data" 3000 400 11
+
+MODEL=(--data "$WORK/data" --layers 1 --d-model 32 --heads 2 --ffn 64 --L 32 --threads 1 --no-progress --dropout 0
+       --seed 3 --log-every 1 --eval-tokens 512)
+
+# 1. equivalence: decoder with --nproc
+"$XTRAP" train --out "$WORK/dec1" "${MODEL[@]}" --batch 8 --steps 6 > /dev/null || fail "1-rank decoder run failed"
+"$XTRAP" train --nproc 2 --out "$WORK/dec2" "${MODEL[@]}" --batch 8 --steps 6 > /dev/null ||
+  fail "2-rank decoder run failed"
+# The key bias (elements 32..63 of qkv.bias at d_model 32) has an exactly-zero gradient; see
+# compare_checkpoints.cpp.
+KEY_BIAS=(--ignore blocks.0.attn.qkv.bias:32:64)
+"$COMPARE" --rtol 1e-5 "${KEY_BIAS[@]}" "$WORK/dec2" "$WORK/dec1" || fail "2 ranks x 4 differ from 1 rank x 8 (decoder)"
+python3 - "$WORK/dec1/run.json" "$WORK/dec2/run.json" <<'PY' || fail "final validation loss differs (decoder)"
+import json, sys
+a, b = (json.load(open(f))["extra"]["final_val_loss"] for f in sys.argv[1:])
+assert abs(a - b) <= 1e-5 * abs(a), (a, b)
+PY
+[[ $(ls "$WORK/dec2") == $(ls "$WORK/dec1") ]] || fail "the 2-rank run directory holds other files"
+
+# 1b. equivalence: encoder (MLM: each rank scores a different number of masked tokens) under the
+# torchrun contract by hand, rank 0 hosting the TCPStore.
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+ENC=(--arch encoder --pos alibi --batch 8 --steps 6 --mask-prob 0.15)
+"$XTRAP" train --out "$WORK/enc1" "${MODEL[@]}" "${ENC[@]}" > /dev/null || fail "1-rank encoder run failed"
+for rank in 1 0; do
+  RANK=$rank LOCAL_RANK=$rank WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT \
+    "$XTRAP" train --out "$WORK/enc2" "${MODEL[@]}" "${ENC[@]}" > /dev/null 2> "$WORK/enc_err$rank" &
+  pids[rank]=$!
+done
+wait "${pids[0]}" || fail "encoder rank 0 failed: $(cat "$WORK/enc_err0")"
+wait "${pids[1]}" || fail "encoder rank 1 failed: $(cat "$WORK/enc_err1")"
+"$COMPARE" --rtol 1e-5 "${KEY_BIAS[@]}" "$WORK/enc2" "$WORK/enc1" || fail "2 ranks x 4 differ from 1 rank x 8 (encoder)"
+
+# An uneven split is refused with one line.
+out=$("$XTRAP" train --nproc 2 --out "$WORK/odd" "${MODEL[@]}" --batch 5 --steps 1 2>&1)
+[[ $? -ne 0 && $out == *"does not split evenly over 2 ranks"* ]] || fail "batch 5 over 2 ranks accepted: $out"
+
+echo "equivalence: ${SECONDS}s"
+# 2. kill -9 of rank 1; the survivor and the launcher stop within 60 s, naming it.
+LONG=(--batch 8 --steps 100000 --checkpoint-every 20 --eval-every 0)
+"$XTRAP" train --nproc 2 --out "$WORK/killed" "${MODEL[@]}" "${LONG[@]}" > /dev/null 2> "$WORK/kill_err" &
+launcher=$!
+for _ in $(seq 600); do
+  [[ -f "$WORK/killed/checkpoint.pt" ]] && break
+  sleep 0.05
+done
+[[ -f "$WORK/killed/checkpoint.pt" ]] || fail "no checkpoint after 30 s"
+rank1=""
+for child in $(pgrep -P "$launcher"); do
+  tr '\0' '\n' < "/proc/$child/environ" | grep -qx 'RANK=1' && rank1=$child
+done
+[[ -n $rank1 ]] || fail "rank 1 not found among the launcher's children"
+kill -KILL "$rank1"
+start=$SECONDS
+wait "$launcher"
+status=$?
+elapsed=$((SECONDS - start))
+(( status != 0 )) || fail "the job exited 0 after rank 1 was killed"
+(( elapsed <= 60 )) || fail "the job took ${elapsed}s to stop"
+grep -q "^xtrap: error: rank 1 of 2 was killed by signal 9" "$WORK/kill_err" || fail "launcher: $(cat "$WORK/kill_err")"
+grep -q "^xtrap: error: rank 0: rank 1 stopped" "$WORK/kill_err" || fail "rank 0: $(cat "$WORK/kill_err")"
+no_temporaries "$WORK/killed"
+step=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["steps_done"])' "$WORK/killed/run.json")
+(( step >= 20 && step % 20 == 0 )) || fail "run.json says $step steps after the kill"
+# Resume with one rank, and a shorter total so the test ends: the checkpoint is world-size free.
+python3 - "$WORK/killed/run.json" $((step + 4)) <<'PY'
+import json, sys
+run = json.load(open(sys.argv[1])); run["train"]["steps"] = int(sys.argv[2]); json.dump(run, open(sys.argv[1], "w"))
+PY
+"$XTRAP" train --resume "$WORK/killed" --no-progress > /dev/null 2> "$WORK/resume_err" ||
+  fail "resume failed: $(cat "$WORK/resume_err")"
+grep -q '"status": "finished"' "$WORK/killed/run.json" || fail "the resumed run is not finished"
+python3 - "$WORK/killed/train.jsonl" $((step + 4)) <<'PY' || fail "the resumed log does not continue the checkpoint"
+import json, sys
+steps = [j["step"] for j in map(json.loads, open(sys.argv[1])) if "loss" in j]
+assert steps == list(range(1, int(sys.argv[2]) + 1)), steps
+PY
+echo "killed rank 1 at step > $step: the job stopped after ${elapsed}s; resumed with 1 rank to the end"
+
+echo "equivalence: ${SECONDS}s"
+# 3. evaluation: every token once, same perplexity.
+EVAL=(--Lvalid 32,100 --mode both --stride 10 --no-progress --threads 1)
+for run in dec1 enc1; do
+  "$XTRAP" eval "$WORK/$run" "${EVAL[@]}" --out "$WORK/$run-1.csv" > /dev/null 2>&1 || fail "1-rank eval of $run failed"
+  "$XTRAP" eval "$WORK/$run" "${EVAL[@]}" --nproc 2 --out "$WORK/$run-2.csv" > "$WORK/eval_out" 2>&1 ||
+    fail "2-rank eval of $run failed: $(cat "$WORK/eval_out")"
+  python3 - "$WORK/$run-1.csv" "$WORK/$run-2.csv" "$WORK/data/wiki.valid.tokens" $run <<'PY' || fail "eval of $run"
+import csv, sys
+one, two = (list(csv.DictReader(open(f))) for f in sys.argv[1:3])
+assert len(one) == len(two) == 4, (len(one), len(two))
+tokens = sum(len(line.split()) + 1 for line in open(sys.argv[3]) if line.strip())  # words + <eos>
+for a, b in zip(one, two):
+    assert a["tokens_scored"] == b["tokens_scored"], (a, b)
+    if sys.argv[4] == "dec1":  # a decoder scores every target once: N - 1 of N tokens
+        assert int(b["tokens_scored"]) == tokens - 1, (b["tokens_scored"], tokens)
+    assert abs(float(a["nll"]) - float(b["nll"])) <= 1e-6 * float(a["nll"]), (a["nll"], b["nll"])
+PY
+done
+echo "distributed: ok"
