@@ -92,7 +92,7 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
               mode == "nonoverlap" ? Lvalid : std::clamp<int64_t>(req.stride > 0 ? req.stride : L / 2, 1, Lvalid);
           std::optional<ProgressBar> bar;
           int64_t expected =
-              run.model.causal() ? int64_t(stream.size()) - 1 : int64_t(double(stream.size()) * run.train.maskProb);
+              run.model.causal() ? int64_t(stream.size()) : int64_t(double(stream.size()) * run.train.maskProb);
           if (req.progress) bar.emplace(fmt::format("eval {} Lvalid={} {}", name, Lvalid, mode), expected);
           auto progress = [&](int64_t done) {
             if (bar) bar->update(std::min(done, expected));
@@ -100,7 +100,7 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
           auto t0 = std::chrono::steady_clock::now();
           ScoreTotals totals;
           if (run.model.causal()) {
-            ScoreOptions opt{Lvalid, stride, req.batch, req.queryBlock, req.positionBuckets};
+            ScoreOptions opt{Lvalid, stride, req.batch, req.queryBlock, req.positionBuckets, corpus.vocab.eos()};
             totals = scoreDecoder(model, stream, opt, progress);
           } else {
             EncoderScoreOptions opt{

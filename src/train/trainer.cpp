@@ -67,6 +67,7 @@ double validationLoss(Transformer& model, const Corpus& corpus, const TrainConfi
   if (model->config.causal()) {
     ScoreOptions opt;
     opt.Lvalid = model->config.contextLength;
+    opt.eos = corpus.vocab.eos();
     loss = scoreDecoder(model, head, opt).meanNll();
   } else {
     EncoderScoreOptions opt;
