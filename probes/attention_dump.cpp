@@ -86,7 +86,8 @@ void dumpAttention(const RunInfo& run, Transformer& model, const Corpus& corpus,
   if (req.offset < 0 || req.offset >= size)
     throw std::invalid_argument(
         fmt::format("--offset {} is outside the {} split ({} tokens)", req.offset, req.split, size));
-  int64_t N = std::min(req.Lvalid, size - req.offset);
+  int64_t bos = model->config.usesBos() ? 1 : 0;  // the window is <bos> + N - 1 words, as in evaluation
+  int64_t N = std::min(req.Lvalid, size - req.offset + bos);
   if (N < req.Lvalid)
     std::fprintf(stderr, "note: only %lld tokens from offset %lld; dumping N = %lld\n",
                  static_cast<long long>(size - req.offset), static_cast<long long>(req.offset),
@@ -98,9 +99,16 @@ void dumpAttention(const RunInfo& run, Transformer& model, const Corpus& corpus,
   double a = interpolationScale(req.interp, N, model->config.contextLength, req.scale, 1.0);
   std::string slopes = applyInterpolation(model, req.interp, a);
 
-  std::vector<int32_t> tokens(stream.begin() + req.offset, stream.begin() + req.offset + N);
+  std::vector<int32_t> tokens;
   std::vector<std::string> words;
-  for (int32_t t : tokens) words.push_back(corpus.vocab.word(t));
+  if (bos) {
+    tokens.push_back(static_cast<int32_t>(model->config.bosId()));
+    words.emplace_back(Vocabulary::kBos);
+  }
+  for (int64_t p = req.offset; p < req.offset + N - bos; ++p) {
+    tokens.push_back(stream[static_cast<size_t>(p)]);
+    words.push_back(corpus.vocab.word(tokens.back()));
+  }
 
   Hdf5Writer h5(req.out);
   h5.attribute("xtrap_version", xtrapVersion());

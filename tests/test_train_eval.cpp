@@ -8,8 +8,8 @@
 #include "data/wikitext.h"
 #include "eval/evaluate_run.h"
 #include "eval/perplexity.h"
-#include "test_support.h"
 #include "run/checkpoint.h"
+#include "test_support.h"
 
 using namespace xtrap;
 
@@ -94,8 +94,8 @@ TEST_CASE("sliding-window evaluation protocol") {
     prefixed.insert(prefixed.end(), stream.begin(), stream.end());
     for (size_t t = 1; t < prefixed.size(); ++t) {
       size_t from = t >= 8 ? t - 8 : 0;
-      auto ctx = torch::tensor(std::vector<int64_t>(prefixed.begin() + long(from), prefixed.begin() + long(t)))
-                     .unsqueeze(0);
+      auto ctx =
+          torch::tensor(std::vector<int64_t>(prefixed.begin() + long(from), prefixed.begin() + long(t))).unsqueeze(0);
       auto f = model->features(ctx);
       auto last = f[0][f.size(1) - 1].unsqueeze(0);
       expected += model->tokenNll(last, torch::tensor({prefixed[t]})).item<double>();

@@ -24,6 +24,7 @@ void ModelConfig::validate() const {
   if (isLinearBias(m)) makeLinearBiasSpec(m, heads, causal());  // throws its own reason
   if (!alibiInit.empty() && alibiInit != "random" && alibiInit != "standard")
     fail("unknown --alibi-init '" + alibiInit + "' (valid: random, standard)");
+  if (usesBos() && contextLength < 2) fail("--L must be >= 2 with a <bos> token");
   if (causal() && bos.value_or(false)) fail("--bos is for encoders (decoders predict from an <eos> context)");
   if (!adaptiveSoftmaxCutoffs.empty()) {
     if (head != "lm") fail("adaptive softmax works with --head lm only");
@@ -40,6 +41,10 @@ void ModelConfig::validate() const {
 std::string ModelConfig::resolvedAlibiInit() const {
   if (!alibiInit.empty()) return alibiInit;
   return position() == PositionMethod::AlibiLearned ? "random" : "standard";
+}
+
+MlmTokens ModelConfig::mlmTokens(const Vocabulary& data) const {
+  return {maskId(), usesBos() ? bosId() : -1, data.realWords()};
 }
 
 void to_json(nlohmann::json& j, const ModelConfig& c) {

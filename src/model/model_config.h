@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "data/mlm_masking.h"
+#include "data/vocabulary.h"
 #include "model/position_method.h"
 
 namespace xtrap {
@@ -46,6 +48,11 @@ struct ModelConfig {
   int64_t wordCount() const { return vocabSize - specialTokens(); }
   int64_t maskId() const { return wordCount(); }
   int64_t bosId() const { return wordCount() + 1; }
+  // Encoders: the ids masked-LM corruption uses, the data's vocabulary giving the real words.
+  MlmTokens mlmTokens(const Vocabulary& data) const;
+  // Encoders: the words of a training window (L, less the <bos> slot), also the aligned block of
+  // evaluation masking (mlm_masking.h).
+  int64_t windowWords() const { return contextLength - (usesBos() ? 1 : 0); }
   int64_t positionTableSize() const { return maxPositions > 0 ? maxPositions : contextLength; }
   // Throws std::invalid_argument with a one-line reason for any inconsistent setting.
   void validate() const;

@@ -74,6 +74,7 @@ double validationLoss(Transformer& model, const Corpus& corpus, const TrainConfi
     opt.Lvalid = model->config.contextLength;
     opt.maskSeed = t.seed;
     opt.maskProb = t.maskProb;
+    opt.mlm = model->config.mlmTokens(corpus.vocab);
     loss = scoreEncoder(model, head, opt).meanNll();
   }
   model->train();
@@ -138,7 +139,7 @@ RunInfo trainRun(TrainRequest req) {
   t.validate();
   configureRuntime(t.threads);
   Corpus corpus = loadWikiText(t.dataDir);
-  int64_t vocab = corpus.vocab.size() + (run.model.causal() ? 0 : 1);  // encoders add <mask>
+  int64_t vocab = corpus.vocab.size() + run.model.specialTokens();  // encoders add <mask> [and <bos>]
   if (req.resume && run.model.vocabSize != vocab)
     throw std::runtime_error(fmt::format("vocabulary mismatch: run {} has {} words, data {} gives {}", run.dir.string(),
                                          run.model.vocabSize, t.dataDir, vocab));
@@ -153,6 +154,7 @@ RunInfo trainRun(TrainRequest req) {
   double stepFlops = trainStepFlops(run.model, B, t.maskProb, adaptiveClusterShares(run.model, corpus.train));
 
   Transformer model(run.model);
+  MlmTokens mlm = run.model.mlmTokens(corpus.vocab);
   auto optimizer = makeOptimizer(model, t);
   BlockSampler sampler(static_cast<int64_t>(corpus.train.size()), sequenceSpan(run.model), t.batchOrder == "contiguous",
                        t.seed);
@@ -198,7 +200,7 @@ RunInfo trainRun(TrainRequest req) {
     double lr = learningRate(t, state.step, totalSteps);
     setLearningRate(*optimizer, lr);
     auto starts = sampler.next(B);
-    LossResult r = trainingLoss(model, corpus.train, starts, stepMaskSeed(t.seed, state.step), t.maskProb);
+    LossResult r = trainingLoss(model, corpus.train, starts, stepMaskSeed(t.seed, state.step), t.maskProb, mlm);
     if (req.injectNanAtSteps.count(state.step + 1)) r.loss = r.loss * std::numeric_limits<double>::quiet_NaN();
     optimizer->zero_grad();
     r.loss.backward();
