@@ -12,6 +12,7 @@
 #include "eval/evaluate_run.h"
 #include "model/named_configs.h"
 #include "run/checkpoint.h"
+#include "run/run_directory.h"
 #include "test_support.h"
 
 using namespace xtrap;

@@ -65,7 +65,7 @@ TEST_CASE("decoder windows: non-overlapping, N targets for N tokens") {
 
 TEST_CASE("decoder windows: sliding scores each token once with >= Lvalid - S context") {
   auto w = decoderWindows(11, 4, 2);
-  CHECK(w == std::vector<EvalWindow>{{0, 4, 0}, {2, 4, 2}, {4, 4, 2}, {6, 4, 2}, {8, 3, 1}});
+  CHECK(w == std::vector<EvalWindow>{{0, 4, 0}, {2, 4, 2}, {4, 4, 2}, {6, 4, 2}, {8, 3, 2}});
   auto ctx = contextPerTarget(w, 11);
   for (int64_t t = 4; t < 11; ++t) CHECK(ctx[t] >= 4 - 2 + 1);
   SECTION("stride 1: every token after the first window sees Lvalid tokens") {
