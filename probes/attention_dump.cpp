@@ -123,6 +123,7 @@ struct PictureObserver : AttentionObserver {
 // interpolation and returns the slopes / rotary settings now in use.
 struct Window {
   std::vector<int32_t> tokens;
+  std::vector<std::string> words;  // (N) the tokens as text, <bos> included
   double scale = 1;
   std::string slopes;
 };
@@ -133,7 +134,8 @@ Window prepareWindow(Transformer& model, const Corpus& corpus, const AttentionDu
   if (req.offset < 0 || req.offset >= size)
     throw std::invalid_argument(
         fmt::format("--offset {} is outside the {} split ({} tokens)", req.offset, req.split, size));
-  int64_t N = std::min(req.Lvalid, size - req.offset);
+  int64_t bos = model->config.usesBos() ? 1 : 0;  // the window is <bos> + N - 1 words, as in evaluation
+  int64_t N = std::min(req.Lvalid, size - req.offset + bos);
   if (N < req.Lvalid)
     std::fprintf(stderr, "note: only %lld tokens from offset %lld; using N = %lld\n",
                  static_cast<long long>(size - req.offset), static_cast<long long>(req.offset),
@@ -145,7 +147,14 @@ Window prepareWindow(Transformer& model, const Corpus& corpus, const AttentionDu
   Window w;
   w.scale = interpolationScale(req.interp, N, model->config.contextLength, req.scale, 1.0);
   w.slopes = applyInterpolation(model, req.interp, w.scale);
-  w.tokens.assign(stream.begin() + req.offset, stream.begin() + req.offset + N);
+  if (bos) {
+    w.tokens.push_back(static_cast<int32_t>(model->config.bosId()));
+    w.words.emplace_back(Vocabulary::kBos);
+  }
+  for (int64_t p = req.offset; p < req.offset + N - bos; ++p) {
+    w.tokens.push_back(stream[static_cast<size_t>(p)]);
+    w.words.push_back(corpus.vocab.word(w.tokens.back()));
+  }
   return w;
 }
 
@@ -208,8 +217,7 @@ void dumpAttention(const RunInfo& run, Transformer& model, const Corpus& corpus,
   int64_t N = int64_t(tokens.size());
   double a = w.scale;
   const std::string& slopes = w.slopes;
-  std::vector<std::string> words;
-  for (int32_t t : tokens) words.push_back(corpus.vocab.word(t));
+  const std::vector<std::string>& words = w.words;
 
   Hdf5Writer h5(req.out);
   h5.attribute("xtrap_version", xtrapVersion());

@@ -1,5 +1,6 @@
 // WikiText loader: token counts of the shipped WikiText-2 (published sizes), vocabulary rules,
 // the binary cache, and block sampling.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -84,26 +85,74 @@ TEST_CASE("block sampler: random starts stay in range, contiguous covers every b
   }
 }
 
-TEST_CASE("MLM masking: 15% selected, 80/10/10, a pure function of (seed, position)") {
+TEST_CASE("MLM selection: exactly int(p*n + u) tokens, uniformly without replacement") {
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    auto s = exactCountSelection(seed, 100, 0.15);  // p*n = 15: always 15
+    REQUIRE(s.size() == 15);
+    for (size_t k = 0; k < s.size(); ++k) {
+      CHECK((s[k] >= 0 && s[k] < 100));
+      if (k > 0) CHECK(s[k] > s[k - 1]);  // sorted, no repeats
+    }
+    CHECK(exactCountSelection(seed, 20, 0.5).size() == 10);
+    CHECK(exactCountSelection(seed, 7, 1.0).size() == 7);
+    CHECK(exactCountSelection(seed, 7, 0.0).empty());
+  }
+  // p*n = 1.5: 1 or 2 tokens, 2 with probability 0.5 (u >= 0.5)
+  int64_t two = 0, draws = 4000;
+  std::vector<int64_t> hits(10, 0);
+  for (int64_t seed = 0; seed < draws; ++seed) {
+    auto s = exactCountSelection(uint64_t(seed), 10, 0.15);
+    REQUIRE((s.size() == 1 || s.size() == 2));
+    two += s.size() == 2;
+    for (int64_t o : s) ++hits[size_t(o)];
+  }
+  CHECK(double(two) / double(draws) == Approx(0.5).margin(0.04));  // sd 0.008
+  // uniform: each offset is chosen with probability 1.5 / 10 (sd of a count ~ 23)
+  for (int64_t h : hits) CHECK(double(h) == Approx(0.15 * double(draws)).margin(130));
+}
+
+TEST_CASE("MLM corruption: 80/10/10, replacements only from the real words, a pure function of (seed, position)") {
   const int64_t n = 200000;
-  int64_t selected = 0, mask = 0, random = 0, keep = 0;
+  const std::vector<int32_t> realWords{3, 5, 8, 13};  // e.g. a vocabulary whose other ids are specials
+  int64_t mask = 0, random = 0, keep = 0;
   for (int64_t p = 0; p < n; ++p) {
-    MaskChoice c = mlmMaskChoice(42, p, 0.15, 1000);
-    if (c.action == MaskAction::NotSelected) continue;
-    ++selected;
+    MaskChoice c = mlmCorruption(42, p, realWords);
     if (c.action == MaskAction::Mask) ++mask;
     if (c.action == MaskAction::Random) {
       ++random;
-      CHECK((c.randomToken >= 0 && c.randomToken < 1000));
+      CHECK(std::find(realWords.begin(), realWords.end(), c.randomToken) != realWords.end());
     }
     if (c.action == MaskAction::Keep) ++keep;
   }
-  // Binomial standard deviation at n = 200k is ~0.08%; tolerances are > 5 sigma.
-  CHECK(double(selected) / n == Approx(0.15).margin(0.005));
-  CHECK(double(mask) / selected == Approx(0.8).margin(0.01));
-  CHECK(double(random) / selected == Approx(0.1).margin(0.01));
-  CHECK(double(keep) / selected == Approx(0.1).margin(0.01));
-  MaskChoice a = mlmMaskChoice(42, 12345, 0.15, 1000), b = mlmMaskChoice(42, 12345, 0.15, 1000);
+  // Binomial standard deviation at n = 200k is < 0.1%; tolerances are > 5 sigma.
+  CHECK(double(mask) / n == Approx(0.8).margin(0.005));
+  CHECK(double(random) / n == Approx(0.1).margin(0.005));
+  CHECK(double(keep) / n == Approx(0.1).margin(0.005));
+  MaskChoice a = mlmCorruption(42, 12345, realWords), b = mlmCorruption(42, 12345, realWords);
   CHECK(a.action == b.action);
   CHECK(a.randomToken == b.randomToken);
+  Vocabulary v({"the", "<eos>", ",", "<unk>", "of"});
+  v.addSpecial(Vocabulary::kMask);
+  v.addSpecial(Vocabulary::kBos);
+  CHECK(v.realWords() == std::vector<int32_t>{0, 2, 4});  // no <eos>, <unk>, <mask>, <bos>
+}
+
+TEST_CASE("evaluation masks: exact count per aligned block, the same set whatever the window") {
+  // blocks [0,64) ... [896,960) and the partial [960,1000): int(0.25 * 64 + u) = 16 each, 10 in the last
+  const int64_t N = 1000, B = 64;
+  auto all = alignedBlockSelection(7, 0.25, B, N, 0, N);
+  CHECK(all.size() == 15 * 16 + 10);
+  for (int64_t k = 0; k * B < N; ++k) {
+    auto inBlock = std::count_if(all.begin(), all.end(), [&](int64_t p) { return p / B == k; });
+    CHECK(inBlock == (k < 15 ? 16 : 10));
+  }
+  for (int64_t Lvalid : {16, 64, 100, 333, 1000}) {  // the union over any tiling is the same set
+    std::vector<int64_t> tiled;
+    for (int64_t s = 0; s < N; s += Lvalid) {
+      auto part = alignedBlockSelection(7, 0.25, B, N, s, std::min(N, s + Lvalid));
+      for (int64_t p : part) CHECK((p >= s && p < s + Lvalid));
+      tiled.insert(tiled.end(), part.begin(), part.end());
+    }
+    CHECK(tiled == all);
+  }
 }

@@ -1,6 +1,8 @@
 // Masked-LM encoders: corruption of a batch, every seed configuration and ALiBi variant trains,
 // and evaluation scores the same masked tokens at every Lvalid and stride.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <fstream>
 
 #include "data/masked_batch.h"
@@ -9,31 +11,44 @@
 #include "eval/encoder_score.h"
 #include "eval/evaluate_run.h"
 #include "model/named_configs.h"
-#include "test_support.h"
 #include "run/checkpoint.h"
+#include "run/run_directory.h"
+#include "test_support.h"
 
 using namespace xtrap;
 
-TEST_CASE("applyMlmMasking corrupts exactly the selected positions as mlmMaskChoice says") {
-  auto seq = torch::arange(0, 2 * 300, torch::kLong).remainder(90).view({2, 300});
+TEST_CASE("corruptSelected corrupts exactly the selected positions as mlmCorruption says, never <bos>") {
+  std::vector<int32_t> stream(6000);
+  for (size_t i = 0; i < stream.size(); ++i) stream[i] = int32_t(i % 90);
   std::vector<int64_t> starts{1000, 5000};
-  MaskedBatch m = applyMlmMasking(seq, starts, 9, 0.15, 100);  // <mask> = 99
-  int64_t r = 0;
+  MlmTokens tokens{99, 98, {1, 2, 3}};                              // <mask> = 99, <bos> = 98, replacements 1..3
+  auto windows = gatherWindows(stream, starts, 300, tokens.bosId);  // (2, 301): <bos> + 300 words
+  REQUIRE(windows.sizes() == torch::IntArrayRef({2, 301}));
+  std::vector<std::vector<int64_t>> selected(2);
   for (int64_t b = 0; b < 2; ++b)
-    for (int64_t t = 0; t < 300; ++t) {
-      MaskChoice c = mlmMaskChoice(9, starts[b] + t, 0.15, 99);
-      int64_t in = m.inputs[b][t].item<int64_t>(), orig = seq[b][t].item<int64_t>();
-      if (c.action == MaskAction::NotSelected) {
+    for (int64_t o : exactCountSelection(uint64_t(b), 300, 0.15)) selected[size_t(b)].push_back(starts[b] + o);
+  MaskedBatch m = corruptSelected(windows, starts, selected, 9, tokens);
+  REQUIRE(m.positions.size(0) == 90);  // exactly 0.15 * 300 per window
+  int64_t r = 0;
+  for (int64_t b = 0; b < 2; ++b) {
+    CHECK(m.inputs[b][0].item<int64_t>() == 98);
+    for (int64_t t = 1; t < 301; ++t) {
+      int64_t p = starts[b] + t - 1, in = m.inputs[b][t].item<int64_t>(), orig = stream[size_t(p)];
+      CHECK(windows[b][t].item<int64_t>() == orig);
+      const auto& sel = selected[size_t(b)];
+      if (std::find(sel.begin(), sel.end(), p) == sel.end()) {
         CHECK(in == orig);
         continue;
       }
-      REQUIRE(m.positions[r].item<int64_t>() == b * 300 + t);
+      MaskChoice c = mlmCorruption(9, p, tokens.replacementWords);
+      REQUIRE(m.positions[r].item<int64_t>() == b * 301 + t);
       CHECK(m.targets[r].item<int64_t>() == orig);
       if (c.action == MaskAction::Mask) CHECK(in == 99);
       if (c.action == MaskAction::Random) CHECK(in == c.randomToken);
       if (c.action == MaskAction::Keep) CHECK(in == orig);
       ++r;
     }
+  }
   CHECK(r == m.positions.size(0));
 }
 
@@ -70,7 +85,9 @@ TEST_CASE("every seed configuration and ALiBi variant trains as an MLM encoder a
     REQUIRE(rows.size() == 3);
     CHECK(rows[0].tokensScored == rows[1].tokensScored);  // same masked tokens at every length
     CHECK(rows[1].tokensScored == rows[2].tokensScored);
-    CHECK(rows[0].tokensScored == Approx(600).margin(90));  // ~15% of 4000
+    // aligned blocks of L = 16 words (15 with <bos>): int(0.15 * n + u) per block
+    int64_t words = loadTrainedModel(run)->config.windowWords();
+    CHECK(rows[0].tokensScored == Approx(0.15 * 4000).margin(4000.0 / double(words)));
     for (const auto& r : rows) CHECK(std::isfinite(r.ppl));
   }
 }
@@ -84,12 +101,60 @@ TEST_CASE("encoder sliding evaluation scores each masked token once") {
   EncoderScoreOptions opt;
   opt.Lvalid = 32;
   auto nonOverlap = scoreEncoder(model, stream, opt);
-  int64_t expected = 0;
-  for (int64_t p = 0; p < 3000; ++p)
-    expected += mlmMaskChoice(opt.maskSeed, p, 0.15, model->config.vocabSize - 1).action != MaskAction::NotSelected;
+  opt.mlm = model->config.mlmTokens(corpus.vocab);
+  auto expected = int64_t(alignedBlockSelection(opt.maskSeed, 0.15, 16, 3000, 0, 3000).size());
   CHECK(nonOverlap.tokens == expected);
   for (int64_t stride : {1, 7, 16}) {
     opt.stride = stride;
     CHECK(scoreEncoder(model, stream, opt).tokens == expected);
   }
+}
+
+TEST_CASE("bialibi: standard init and a <bos> by default, recorded in run.json; <bos> scored never") {
+  auto cfg = test::tinyConfig("bialibi", "encoder");
+  cfg.alibiInit.clear();  // the variant's default
+  REQUIRE(cfg.usesBos());
+  RunInfo run = test::trainTiny("enc-bialibi-bos", cfg, 3);
+  auto json = nlohmann::json::parse(std::ifstream(run.dir / "run.json"));
+  CHECK(json["model"]["alibi_init"] == "standard");
+  CHECK(json["model"]["bos"] == true);
+  Corpus corpus = loadWikiText(XTRAP_DEFAULT_DATA_DIR);
+  CHECK(run.model.vocabSize == corpus.vocab.size() + 2);  // <mask>, then <bos>
+  Transformer model = loadTrainedModel(readRunInfo(run.dir));
+  REQUIRE(model->config.usesBos());
+  CHECK(model->config.bosId() == corpus.vocab.size() + 1);
+  // the learned slopes start at the standard ones (H = 4: 1/4, 1/16, 1/64, 1/256) before training
+  Transformer fresh(cfg);
+  auto past = fresh->linearBias()->slopePast();
+  for (int64_t h = 0; h < 4; ++h) CHECK(past[h].item<double>() == Approx(std::pow(0.25, double(h + 1))));
+  auto learned = test::tinyConfig("alibi-learned", "encoder");
+  learned.alibiInit.clear();
+  CHECK(learned.resolvedAlibiInit() == "random");
+  CHECK_FALSE(learned.usesBos());
+  learned.bos = true;
+  CHECK(learned.usesBos());
+
+  std::vector<int32_t> stream(corpus.valid.begin(), corpus.valid.begin() + 1000);
+  EncoderScoreOptions opt;
+  opt.Lvalid = 16;  // <bos> + 15 words per window
+  opt.positionBuckets = 16;
+  opt.mlm = model->config.mlmTokens(corpus.vocab);
+  auto totals = scoreEncoder(model, stream, opt);
+  CHECK(totals.tokens == int64_t(alignedBlockSelection(opt.maskSeed, 0.15, 15, 1000, 0, 1000).size()));
+  CHECK(totals.bucketTokens[0] == 0);  // window position 0 is <bos>: never scored
+  for (int64_t L : {8, 40, 1000}) {
+    opt.Lvalid = L;
+    opt.positionBuckets = 0;
+    CHECK(scoreEncoder(model, stream, opt).tokens == totals.tokens);
+  }
+}
+
+TEST_CASE("run.json without a bos key loads as no <bos>") {
+  auto c = test::tinyConfig("bialibi", "encoder");
+  nlohmann::json j = c;
+  CHECK(j["bos"] == true);
+  j.erase("bos");
+  ModelConfig back = j.get<ModelConfig>();
+  CHECK_FALSE(back.usesBos());
+  CHECK(back.alibiInit == "standard");
 }

@@ -89,9 +89,10 @@ TEST_CASE("alibi-learned and bialibi: standard initial slopes, learned flags, fi
   CHECK(learned.slopeFuture[4] == Approx(0.5));  // H = 6: fifth slope is 1/2
   auto bi = makeLinearBiasSpec(PositionMethod::BiAlibi, 2, false);
   CHECK(bi.hasFirstTokenBias);
-  // H = 2 slopes: 1/16, 1/256; first-token bias b = 0.3 on every pair touching position 0
-  checkRows(bi, 0, {{0.3, 0.3 - 1. / 16, 0.3 - 2. / 16}, {0.3 - 1. / 16, 0, -1. / 16}, {0.3 - 2. / 16, -1. / 16, 0}},
-            0.3);
+  // H = 2 slopes: 1/16, 1/256; the first-token bias b = 0.3 replaces the distance term on every
+  // pair touching position 0 (LittleBird's global token), (0, 0) included
+  checkRows(bi, 0, {{0.3, 0.3, 0.3, 0.3}, {0.3, 0, -1. / 16, -2. / 16}, {0.3, -1. / 16, 0, -1. / 16}}, 0.3);
+  checkRows(bi, 1, {{-0.2, -0.2, -0.2}, {-0.2, 0, -1. / 256}, {-0.2, -1. / 256, 0}}, -0.2);
 }
 
 TEST_CASE("T5 relative buckets (32 buckets, max distance 128)") {

@@ -11,8 +11,8 @@
 #include "bias_dump.h"
 #include "data/wikitext.h"
 #include "model/linear_bias_spec.h"
-#include "test_support.h"
 #include "run/checkpoint.h"
+#include "test_support.h"
 
 using namespace xtrap;
 namespace fs = std::filesystem;
@@ -84,6 +84,29 @@ TEST_CASE("bias dump (--dump-bias) writes the formula's matrix and per-head para
     for (int64_t h = 0; h < c.heads; ++h) CHECK(past[h].item<double>() == Approx(spec.slopePast[h]).margin(1e-6));
     CHECK(h5.dims("first_token_bias") == std::vector<hsize_t>{hsize_t(c.heads)});
   }
+}
+
+TEST_CASE("bialibi: dumped and printed bias = the first-token bias in row 0 and column 0, distances elsewhere") {
+  auto cfg = test::tinyConfig("bialibi", "encoder", 2);  // slopes 1/16, 1/256
+  cfg.dModel = 4;
+  Transformer model(cfg);
+  {
+    torch::NoGradGuard g;
+    model->linearBias()->firstTokenBias().copy_(torch::tensor({0.5f, -0.25f}));
+  }
+  auto file = fs::temp_directory_path() / "xtrap-test-bialibi-bias.h5";
+  dumpBias(model, 6, file);
+  auto bias = H5Read(file).floats("bias");
+  for (int64_t k = 0; k < 6; ++k) {
+    CHECK(bias[0][0][k].item<double>() == Approx(0.5));  // replaces -k/16, not added to it
+    CHECK(bias[0][k][0].item<double>() == Approx(0.5));
+    CHECK(bias[1][0][k].item<double>() == Approx(-0.25));
+    CHECK(bias[1][k][0].item<double>() == Approx(-0.25));
+  }
+  CHECK(bias[0][2][5].item<double>() == Approx(-3.0 / 16));
+  CHECK(bias[1][4][1].item<double>() == Approx(-3.0 / 256));
+  auto printed = formatBiasMatrix(attentionBiasMatrix(model, 3));
+  CHECK(printed.find("head 0\n       0.5       0.5       0.5\n       0.5         0   -0.0625\n") != std::string::npos);
 }
 
 namespace {

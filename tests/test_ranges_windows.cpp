@@ -38,39 +38,47 @@ TEST_CASE("Lvalid ranges: bad input is rejected quoting the item") {
 }
 
 namespace {
-// Every target position 1..N-1 must be scored exactly once; returns the context each one had.
+// Every target x[0..N-1] must be scored exactly once (windows index x' = <eos> x, so the input at
+// window position p is x'[start + p] and its target is x[start + p]); returns the context each
+// target had, <eos> included.
 std::vector<int64_t> contextPerTarget(const std::vector<EvalWindow>& windows, int64_t N) {
   std::vector<int64_t> context(static_cast<size_t>(N), -1);
   for (const auto& w : windows)
     for (int64_t p = w.scoreFrom; p < w.length; ++p) {
-      int64_t target = w.start + p + 1;
+      int64_t target = w.start + p;
       REQUIRE(target < N);
       REQUIRE(context[target] == -1);  // scored once
       context[target] = p + 1;         // tokens visible when predicting it
     }
-  for (int64_t t = 1; t < N; ++t) REQUIRE(context[t] >= 1);
+  for (int64_t t = 0; t < N; ++t) REQUIRE(context[t] >= 1);
   return context;
 }
 }  // namespace
 
-TEST_CASE("decoder windows: non-overlapping") {
-  auto w = decoderWindows(11, 4, 4);  // 10 targets: windows of 4, 4, and a partial 2 (kept)
-  CHECK(w == std::vector<EvalWindow>{{0, 4, 0}, {4, 4, 0}, {8, 2, 0}});
-  contextPerTarget(w, 11);
+TEST_CASE("decoder windows: non-overlapping, N targets for N tokens") {
+  auto w = decoderWindows(11, 4, 4);  // 11 targets: windows of 4, 4, and a partial 3 (kept)
+  CHECK(w == std::vector<EvalWindow>{{0, 4, 0}, {4, 4, 0}, {8, 3, 0}});
+  auto ctx = contextPerTarget(w, 11);
+  CHECK(ctx[0] == 1);  // x[0] is predicted from <eos> alone
+  CHECK(ctx[4] == 1);  // the first target of the second window from x[3] alone
 }
 
 TEST_CASE("decoder windows: sliding scores each token once with >= Lvalid - S context") {
   auto w = decoderWindows(11, 4, 2);
-  CHECK(w == std::vector<EvalWindow>{{0, 4, 0}, {2, 4, 2}, {4, 4, 2}, {6, 4, 2}});
+  CHECK(w == std::vector<EvalWindow>{{0, 4, 0}, {2, 4, 2}, {4, 4, 2}, {6, 4, 2}, {8, 3, 2}});
   auto ctx = contextPerTarget(w, 11);
-  for (int64_t t = 5; t < 11; ++t) CHECK(ctx[t] >= 4 - 2 + 1);
+  for (int64_t t = 4; t < 11; ++t) CHECK(ctx[t] >= 4 - 2 + 1);
   SECTION("stride 1: every token after the first window sees Lvalid tokens") {
     auto c1 = contextPerTarget(decoderWindows(50, 8, 1), 50);
+    for (int64_t t = 0; t < 8; ++t) CHECK(c1[t] == t + 1);
     for (int64_t t = 8; t < 50; ++t) CHECK(c1[t] == 8);
   }
   SECTION("stride = Lvalid is exactly the non-overlapping set") {
-    CHECK(decoderWindows(1000, 64, 64) == decoderWindows(1000, 64, 64));
-    for (const auto& win : decoderWindows(1000, 64, 64)) CHECK(win.scoreFrom == 0);
+    auto w64 = decoderWindows(1000, 64, 64);
+    CHECK(w64.size() == 16);  // 15 full windows + 40 targets
+    CHECK(w64.back() == EvalWindow{960, 40, 0});
+    for (const auto& win : w64) CHECK(win.scoreFrom == 0);
+    contextPerTarget(w64, 1000);
   }
 }
 

@@ -8,8 +8,8 @@
 #include "data/wikitext.h"
 #include "eval/evaluate_run.h"
 #include "eval/perplexity.h"
-#include "test_support.h"
 #include "run/checkpoint.h"
+#include "test_support.h"
 
 using namespace xtrap;
 
@@ -50,7 +50,7 @@ TEST_CASE("every decoder position method trains (loss falls) and evaluates at Lv
     auto rows = evaluateRuns(quickEval(run, {16, 64}));
     REQUIRE(rows.size() == 2);
     for (const auto& r : rows) {
-      CHECK(r.tokensScored == 2999);
+      CHECK(r.tokensScored == 3000);  // every token of the 3000-token stream
       CHECK(std::isfinite(r.ppl));
       CHECK(r.ppl < 33278);  // better than uniform over the vocabulary
     }
@@ -86,18 +86,21 @@ TEST_CASE("sliding-window evaluation protocol") {
     ScoreOptions opt;
     opt.Lvalid = 8;
     opt.stride = 1;
+    opt.eos = corpus.vocab.eos();
     auto totals = scoreDecoder(model, stream, opt);
     double expected = 0;
     torch::NoGradGuard g;
-    for (size_t t = 1; t < stream.size(); ++t) {
+    std::vector<int64_t> prefixed{opt.eos};  // <eos> x: the first token is predicted from <eos>
+    prefixed.insert(prefixed.end(), stream.begin(), stream.end());
+    for (size_t t = 1; t < prefixed.size(); ++t) {
       size_t from = t >= 8 ? t - 8 : 0;
       auto ctx =
-          torch::tensor(std::vector<int64_t>(stream.begin() + long(from), stream.begin() + long(t))).unsqueeze(0);
+          torch::tensor(std::vector<int64_t>(prefixed.begin() + long(from), prefixed.begin() + long(t))).unsqueeze(0);
       auto f = model->features(ctx);
       auto last = f[0][f.size(1) - 1].unsqueeze(0);
-      expected += model->tokenNll(last, torch::tensor({int64_t(stream[t])})).item<double>();
+      expected += model->tokenNll(last, torch::tensor({prefixed[t]})).item<double>();
     }
-    CHECK(totals.tokens == 39);
+    CHECK(totals.tokens == 40);
     CHECK(totals.nll == Approx(expected).epsilon(1e-5));
   }
   SECTION("per-position buckets add up to the totals") {

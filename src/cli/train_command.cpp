@@ -45,8 +45,12 @@ CommandAction addTrainCommand(CLI::App& cmd) {
              "--adaptive-softmax", *cutoffs,
              "lm head: adaptive softmax cutoffs (untied), or none for the full softmax tied to the input embedding")
           ->capture_default_str();
-  cmd.add_option("--alibi-init", model->alibiInit, "alibi-learned init: random (p~N(-2,1)) | standard")
-      ->capture_default_str();
+  cmd.add_option("--alibi-init", model->alibiInit,
+                 "learned slopes' init: random (p~N(-2,1)) | standard (default: random for alibi-learned, standard "
+                 "for bialibi)");
+  auto bosFlag = std::make_shared<bool>(false), noBosFlag = std::make_shared<bool>(false);
+  auto* bosOpt = cmd.add_flag("--bos", *bosFlag, "encoders: prepend <bos> to every window (default for bialibi)");
+  cmd.add_flag("--no-bos", *noBosFlag, "encoders: no <bos> token (default except for bialibi)")->excludes(bosOpt);
   cmd.add_option("--clap-beta", model->clapBeta, "initial CLAP inverse temperature")->capture_default_str();
   cmd.add_flag("--no-scale-embedding", *noScale, "do not multiply token embeddings by sqrt(d_model)");
   cmd.add_option("--data", train->dataDir, "WikiText-format directory (wiki.{train,valid,test}.tokens)")
@@ -101,6 +105,7 @@ CommandAction addTrainCommand(CLI::App& cmd) {
       req.model = *model;
       if (!named->empty()) applyNamedConfig(*named, req.model);
       req.model.scaleEmbedding = !*noScale;
+      if (*bosFlag || *noBosFlag) req.model.bos = *bosFlag;
       // Not given: the trainer applies the default cutoffs to an lm head where they fit the
       // vocabulary. Given with another head, validate() rejects them.
       req.defaultAdaptiveSoftmax = cutoffsOpt->count() == 0 && req.model.head == "lm";

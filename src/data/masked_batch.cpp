@@ -4,22 +4,33 @@
 
 namespace xtrap {
 
-MaskedBatch applyMlmMasking(const torch::Tensor& seq, const std::vector<int64_t>& starts, uint64_t seed,
-                            double maskProb, int64_t vocabSize) {
-  int64_t B = seq.size(0), L = seq.size(1);
-  int64_t maskId = vocabSize - 1;
+torch::Tensor gatherWindows(const std::vector<int32_t>& stream, const std::vector<int64_t>& starts, int64_t words,
+                            int64_t bosId) {
+  int64_t shift = bosId >= 0 ? 1 : 0;
+  auto batch = torch::empty({static_cast<int64_t>(starts.size()), shift + words}, torch::kLong);  // (B, T)
+  auto acc = batch.accessor<int64_t, 2>();
+  for (size_t b = 0; b < starts.size(); ++b) {
+    if (shift) acc[int64_t(b)][0] = bosId;
+    for (int64_t t = 0; t < words; ++t) acc[int64_t(b)][shift + t] = stream[static_cast<size_t>(starts[b] + t)];
+  }
+  return batch;
+}
+
+MaskedBatch corruptSelected(const torch::Tensor& windows, const std::vector<int64_t>& starts,
+                            const std::vector<std::vector<int64_t>>& selected, uint64_t seed, const MlmTokens& tokens) {
+  int64_t T = windows.size(1), shift = tokens.bosColumns();
   MaskedBatch m;
-  m.inputs = seq.clone();
+  m.inputs = windows.clone();
   auto in = m.inputs.accessor<int64_t, 2>();
   std::vector<int64_t> positions, targets;
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t t = 0; t < L; ++t) {
-      MaskChoice c = mlmMaskChoice(seed, starts[static_cast<size_t>(b)] + t, maskProb, maskId);
-      if (c.action == MaskAction::NotSelected) continue;
-      positions.push_back(b * L + t);
-      targets.push_back(in[b][t]);
-      if (c.action == MaskAction::Mask) in[b][t] = maskId;
-      if (c.action == MaskAction::Random) in[b][t] = c.randomToken;
+  for (size_t b = 0; b < selected.size(); ++b) {
+    for (int64_t p : selected[b]) {
+      int64_t t = shift + p - starts[b];
+      positions.push_back(int64_t(b) * T + t);
+      targets.push_back(in[int64_t(b)][t]);
+      MaskChoice c = mlmCorruption(seed, p, tokens.replacementWords);
+      if (c.action == MaskAction::Mask) in[int64_t(b)][t] = tokens.maskId;
+      if (c.action == MaskAction::Random) in[int64_t(b)][t] = c.randomToken;
     }
   }
   m.positions = torch::tensor(positions, torch::kLong);

@@ -1,21 +1,28 @@
 #pragma once
-// A batch of sequences with masked-LM corruption applied (see mlm_masking.h).
+// A batch of encoder windows with masked-LM corruption applied (see mlm_masking.h).
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <vector>
 
+#include "data/mlm_masking.h"
+
 namespace xtrap {
 
 struct MaskedBatch {
-  torch::Tensor inputs;     // (B, L) corrupted tokens
-  torch::Tensor positions;  // (N) flat indices b * L + t of the selected tokens
+  torch::Tensor inputs;     // (B, T) corrupted tokens
+  torch::Tensor positions;  // (N) flat indices b * T + t of the selected tokens
   torch::Tensor targets;    // (N) original tokens at those positions
 };
 
-// seq: (B, L) original tokens, starts[b]: absolute stream position of seq[b][0];
-// vocabSize includes <mask> as its last id.
-MaskedBatch applyMlmMasking(const torch::Tensor& seq, const std::vector<int64_t>& starts, uint64_t seed,
-                            double maskProb, int64_t vocabSize);
+// (B, bosColumns + words) int64 windows: <bos> (when tokens.bosId >= 0), then stream[starts[b],
+// starts[b] + words).
+torch::Tensor gatherWindows(const std::vector<int32_t>& stream, const std::vector<int64_t>& starts, int64_t words,
+                            int64_t bosId = -1);
+
+// windows: from gatherWindows; starts[b]: stream position of row b's first word; selected[b]: the
+// selected stream positions of row b (sorted). Corruptions come from (seed, stream position).
+MaskedBatch corruptSelected(const torch::Tensor& windows, const std::vector<int64_t>& starts,
+                            const std::vector<std::vector<int64_t>>& selected, uint64_t seed, const MlmTokens& tokens);
 
 }  // namespace xtrap

@@ -1,23 +1,48 @@
 #pragma once
-// RoBERTa-style masking as a pure function of (seed, absolute stream position): a token is
-// selected with probability maskProb; a selected token becomes <mask> (80%), a random word (10%)
-// or stays unchanged (10%). Being a function of the position (not of the window), evaluation at
-// any Lvalid scores exactly the same tokens with the same corruptions.
+// RoBERTa/fairseq masked-LM corruption, reproducible from seeds alone.
+//  - Selection: of n candidate tokens exactly int(p*n + u) are selected, u ~ U[0, 1) (so the
+//    expected count is p*n), uniformly without replacement (fairseq's MaskTokensDataset).
+//      training: per sequence, n = its words (never <bos>), from (step seed, sequence index);
+//      evaluation: per aligned block of the stream, [k*B, min((k+1)*B, N)) with B = the words of
+//        a training window, from (seed, k). The masked set is then a function of (seed, absolute
+//        position) alone: every Lvalid and every stride scores the same tokens.
+//  - Corruption of a selected token, from (seed, absolute position): <mask> (80%), a random real
+//    word (10%: uniform over the data's words, never <unk>, <eos>, <mask>, <bos>), unchanged (10%).
 #include <cstdint>
+#include <vector>
 
 namespace xtrap {
 
-enum class MaskAction { NotSelected, Mask, Random, Keep };
-
-struct MaskChoice {
-  MaskAction action = MaskAction::NotSelected;
-  int32_t randomToken = 0;  // for MaskAction::Random: a word id in [0, wordCount)
+// The ids masking needs: <mask>, <bos> (-1: the encoder prepends none) and the real words a
+// selected token may be replaced by.
+struct MlmTokens {
+  int64_t maskId = -1;
+  int64_t bosId = -1;
+  std::vector<int32_t> replacementWords;
+  int64_t bosColumns() const { return bosId >= 0 ? 1 : 0; }
 };
 
-// wordCount: ids [0, wordCount) are real words (the <mask> id is wordCount).
-MaskChoice mlmMaskChoice(uint64_t seed, int64_t position, double maskProb, int64_t wordCount);
+enum class MaskAction { Mask, Random, Keep };
+
+struct MaskChoice {
+  MaskAction action = MaskAction::Mask;
+  int32_t randomToken = -1;  // for MaskAction::Random: one of the replacement words
+};
+
+// The sorted offsets in [0, n) selected among n tokens: int(maskProb * n + u) of them.
+std::vector<int64_t> exactCountSelection(uint64_t seed, int64_t n, double maskProb);
+
+// The sorted absolute positions in [begin, end) selected in a stream of streamLength tokens cut
+// into aligned blocks of `block` tokens, each with its exact count.
+std::vector<int64_t> alignedBlockSelection(uint64_t seed, double maskProb, int64_t block, int64_t streamLength,
+                                           int64_t begin, int64_t end);
+
+// How the selected token at absolute `position` is corrupted; replacementWords must not be empty.
+MaskChoice mlmCorruption(uint64_t seed, int64_t position, const std::vector<int32_t>& replacementWords);
 
 // Mixes a training step into a seed so every step draws fresh masks, reproducibly.
 uint64_t stepMaskSeed(uint64_t seed, int64_t step);
+// The selection seed of sequence `index` of a training step.
+uint64_t sequenceMaskSeed(uint64_t stepSeed, int64_t index);
 
 }  // namespace xtrap

@@ -28,6 +28,14 @@ int32_t Vocabulary::addSpecial(std::string_view word) {
   return id;
 }
 
+std::vector<int32_t> Vocabulary::realWords() const {
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < words_.size(); ++i)
+    if (words_[i] != kEos && words_[i] != kUnk && words_[i] != kMask && words_[i] != kBos)
+      ids.push_back(static_cast<int32_t>(i));
+  return ids;
+}
+
 int32_t Vocabulary::id(std::string_view word) const {
   auto it = index_.find(std::string(word));
   return it == index_.end() ? unk_ : it->second;

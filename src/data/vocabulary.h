@@ -14,6 +14,7 @@ class Vocabulary {
   static constexpr std::string_view kEos = "<eos>";
   static constexpr std::string_view kUnk = "<unk>";
   static constexpr std::string_view kMask = "<mask>";
+  static constexpr std::string_view kBos = "<bos>";
 
   Vocabulary() = default;
   explicit Vocabulary(std::vector<std::string> words);
@@ -27,6 +28,8 @@ class Vocabulary {
   int64_t size() const { return static_cast<int64_t>(words_.size()); }
   const std::vector<std::string>& words() const { return words_; }
   int32_t eos() const { return eos_; }
+  // Every id but the specials (<eos>, <unk>, <mask>, <bos>): what MLM may substitute for a word.
+  std::vector<int32_t> realWords() const;
   int32_t unk() const { return unk_; }
 
  private:

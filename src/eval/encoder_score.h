@@ -1,10 +1,13 @@
 #pragma once
 // Masked-LM scoring of a stream with a trained encoder: MLM perplexity = exp(mean NLL over the
-// masked positions). Masks depend only on (maskSeed, absolute position), so every Lvalid and
-// every stride scores the same tokens with the same corruptions.
+// masked positions). A window of Lvalid positions holds <bos> + Lvalid - 1 words when the encoder
+// uses <bos> (as RoBERTa's 512 include <s>), else Lvalid words; <bos> is never masked or scored.
+// Masks depend only on (maskSeed, absolute position) (aligned blocks, mlm_masking.h), so every
+// Lvalid and every stride scores the same tokens with the same corruptions.
 #include <functional>
 #include <vector>
 
+#include "data/mlm_masking.h"
 #include "eval/perplexity.h"
 
 namespace xtrap {
@@ -18,6 +21,7 @@ struct EncoderScoreOptions {
   double maskProb = 0.15;
   int64_t positionBuckets = 0;
   WindowShard shard;
+  MlmTokens mlm;  // ModelConfig::mlmTokens()
 };
 
 ScoreTotals scoreEncoder(Transformer& model, const std::vector<int32_t>& stream, const EncoderScoreOptions& opt,

@@ -30,9 +30,11 @@ std::string joinSlopes(const torch::Tensor& t) {
 double evalFlops(const ModelConfig& c, const std::vector<int32_t>& stream, int64_t Lvalid, int64_t stride,
                  int64_t scoredRows) {
   auto n = static_cast<int64_t>(stream.size());
-  auto windows = c.causal() ? decoderWindows(n, Lvalid, stride) : encoderWindows(n, Lvalid, stride);
+  int64_t bos = c.usesBos() ? 1 : 0;  // encoder windows: [<bos>] + words (encoder_score.h)
+  auto windows =
+      c.causal() ? decoderWindows(n, Lvalid, stride) : encoderWindows(n, Lvalid - bos, std::min(stride, Lvalid - bos));
   double flops = 0;
-  for (const auto& w : windows) flops += bodyForwardFlops(c, w.length);
+  for (const auto& w : windows) flops += bodyForwardFlops(c, bos + w.length);
   return flops + double(scoredRows) * headForwardFlopsPerRow(c, adaptiveClusterShares(c, stream));
 }
 }  // namespace
@@ -68,7 +70,7 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
     RunInfo run = readRunInfo(dir);
     std::string dataDir = req.dataDir.empty() ? run.train.dataDir : req.dataDir;
     Corpus corpus = loadWikiText(dataDir);
-    int64_t vocab = corpus.vocab.size() + (run.model.causal() ? 0 : 1);
+    int64_t vocab = corpus.vocab.size() + run.model.specialTokens();
     if (vocab != run.model.vocabSize)
       throw std::runtime_error(fmt::format("vocabulary mismatch: run {} was trained with {} words, {} gives {}",
                                            dir.string(), run.model.vocabSize, dataDir, vocab));
@@ -94,7 +96,7 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
               mode == "nonoverlap" ? Lvalid : std::clamp<int64_t>(req.stride > 0 ? req.stride : L / 2, 1, Lvalid);
           std::optional<ProgressBar> bar;
           int64_t expected =
-              run.model.causal() ? int64_t(stream.size()) - 1 : int64_t(double(stream.size()) * run.train.maskProb);
+              run.model.causal() ? int64_t(stream.size()) : int64_t(double(stream.size()) * run.train.maskProb);
           if (req.progress && group.isRoot())
             bar.emplace(fmt::format("eval {} Lvalid={} {}", name, Lvalid, mode), expected);
           auto progress = [&](int64_t done) {
@@ -103,12 +105,18 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
           auto t0 = std::chrono::steady_clock::now();
           ScoreTotals totals;
           if (run.model.causal()) {
-            ScoreOptions opt{Lvalid, stride, req.batch, req.queryBlock, req.positionBuckets, shard};
+            ScoreOptions opt{Lvalid, stride, req.batch, req.queryBlock, req.positionBuckets, shard, corpus.vocab.eos()};
             totals = scoreDecoder(model, stream, opt, progress);
           } else {
-            EncoderScoreOptions opt{
-                Lvalid, stride, req.batch, req.queryBlock, run.train.seed, run.train.maskProb, req.positionBuckets,
-                shard};
+            EncoderScoreOptions opt{Lvalid,
+                                    stride,
+                                    req.batch,
+                                    req.queryBlock,
+                                    run.train.seed,
+                                    run.train.maskProb,
+                                    req.positionBuckets,
+                                    shard,
+                                    run.model.mlmTokens(corpus.vocab)};
             totals = scoreEncoder(model, stream, opt, progress);
           }
           totals.sumOverRanks(group);

@@ -1,6 +1,7 @@
 #include "eval/perplexity.h"
 
 #include <map>
+#include <stdexcept>
 
 #include "eval/windows.h"
 #include "util/interrupt.h"
@@ -55,16 +56,20 @@ ScoreTotals scoreDecoder(Transformer& model, const std::vector<int32_t>& stream,
                          const std::function<void(int64_t)>& onProgress) {
   torch::NoGradGuard noGrad;
   model->eval();
+  if (opt.eos < 0) throw std::invalid_argument("scoreDecoder needs the <eos> id");
   int64_t stride = opt.stride > 0 ? opt.stride : opt.Lvalid;
   auto windows = decoderWindows(static_cast<int64_t>(stream.size()), opt.Lvalid, stride);
+  std::vector<int32_t> prefixed;  // (N + 1) <eos> x: window coordinates (windows.h)
+  prefixed.reserve(stream.size() + 1);
+  prefixed.push_back(opt.eos);
+  prefixed.insert(prefixed.end(), stream.begin(), stream.end());
   // Batch windows of equal length together (all but possibly the last have length Lvalid).
   std::map<int64_t, std::vector<EvalWindow>> byLength;
   for (size_t k = 0; k < windows.size(); ++k)
     if (opt.shard.owns(k)) byLength[windows[k].length].push_back(windows[k]);
 
   ScoreTotals totals(opt.positionBuckets);
-  auto data =
-      torch::from_blob(const_cast<int32_t*>(stream.data()), {static_cast<int64_t>(stream.size())}, torch::kInt32);
+  auto data = torch::from_blob(prefixed.data(), {static_cast<int64_t>(prefixed.size())}, torch::kInt32);
   for (const auto& [T, group] : byLength) {
     for (size_t g = 0; g < group.size(); g += static_cast<size_t>(opt.batch)) {
       throwIfInterrupted();

@@ -27,6 +27,7 @@ struct ScoreOptions {
   int64_t queryBlock = 256;     // attention query block for windows longer than this; 0 = full matrix
   int64_t positionBuckets = 0;  // > 0: also accumulate NLL by position inside the window
   WindowShard shard;            // which windows this rank scores
+  int32_t eos = -1;             // the <eos> id: the context the stream's first token is predicted from
 };
 
 struct ScoreTotals {
@@ -43,7 +44,8 @@ struct ScoreTotals {
   void sumOverRanks(DistGroup& group);  // every rank gets the job's totals
 };
 
-// `onProgress(tokensScoredSoFar)` is called after every batch. The model is put in eval mode.
+// Scores all N tokens of `stream` (windows.h). `onProgress(tokensScoredSoFar)` is called after
+// every batch. The model is put in eval mode.
 ScoreTotals scoreDecoder(Transformer& model, const std::vector<int32_t>& stream, const ScoreOptions& opt,
                          const std::function<void(int64_t)>& onProgress = {});
 

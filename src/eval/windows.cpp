@@ -8,8 +8,8 @@ namespace xtrap {
 std::vector<EvalWindow> decoderWindows(int64_t streamLength, int64_t Lvalid, int64_t stride) {
   if (Lvalid < 1 || stride < 1 || stride > Lvalid) throw std::invalid_argument("windows need 1 <= stride <= Lvalid");
   std::vector<EvalWindow> windows;
-  int64_t inputs = streamLength - 1;  // positions that have a next token to predict
-  int64_t covered = 0;                // predictions from inputs [0, covered) are scored
+  int64_t inputs = streamLength;  // positions of x' = <eos> x that have a next token to predict
+  int64_t covered = 0;            // predictions from inputs [0, covered) are scored
   for (int64_t s = 0; covered < inputs; s += stride) {
     int64_t T = std::min(Lvalid, inputs - s);
     windows.push_back({s, T, std::max<int64_t>(0, covered - s)});

@@ -1,12 +1,15 @@
 #pragma once
-// Which tokens each evaluation window scores, for a decoder over a stream of N tokens.
-// A window (start s, length T) feeds inputs x[s, s+T) and predicts x[s+1, s+T+1); it scores the
-// predictions at window positions [scoreFrom, T). Targets are x[1..N-1]: every one is scored
-// exactly once (N - 1 in total; the first token has nothing to be predicted from).
+// Which tokens each evaluation window scores, for a decoder over a stream x of N tokens.
+// As in fairseq, the stream is read after an <eos> (WikiText's line separator), so its first
+// token is predicted too: windows index the prefixed stream x' = <eos> x[0..N-1] (N + 1 tokens).
+// A window (start s, length T) feeds inputs x'[s, s+T) and predicts x'[s+1, s+T+1) = x[s, s+T);
+// it scores the predictions at window positions [scoreFrom, T). Targets are x[0..N-1]: every one
+// is scored exactly once (N in total; WikiText-2 valid: 217,646).
 //  - non-overlapping (stride = Lvalid): consecutive windows; the last, partial one is kept;
 //  - sliding (stride S < Lvalid): windows advance by S; the first scores all its predictions,
-//    every later one only those not yet scored (its last S), so each has >= Lvalid - S tokens of
-//    context (fairseq's --context-window Lvalid - S; Hugging Face's strided perplexity).
+//    every later one only those not yet scored (its last S), so every token after the first
+//    window has >= Lvalid - S tokens of context (fairseq's --context-window Lvalid - S; Hugging
+//    Face's strided perplexity); the first window's tokens have what precedes them in it.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -22,6 +25,7 @@ struct EvalWindow {
   }
 };
 
+// streamLength = N, the tokens of x (not counting the <eos> prefix).
 std::vector<EvalWindow> decoderWindows(int64_t streamLength, int64_t Lvalid, int64_t stride);
 
 }  // namespace xtrap

@@ -7,6 +7,7 @@
 namespace xtrap {
 
 double LinearBiasSpec::bias(int64_t h, int64_t i, int64_t j, double firstTokenBias) const {
+  if (hasFirstTokenBias && (i == 0 || j == 0)) return firstTokenBias;
   double b = 0.0;
   if (j < i) {
     if (blockPast[h]) return -std::numeric_limits<double>::infinity();
@@ -15,7 +16,6 @@ double LinearBiasSpec::bias(int64_t h, int64_t i, int64_t j, double firstTokenBi
     if (blockFuture[h]) return -std::numeric_limits<double>::infinity();
     b = -slopeFuture[h] * (static_cast<double>(j - i) - futureShift);
   }
-  if (hasFirstTokenBias && (i == 0 || j == 0)) b += firstTokenBias;
   return b;
 }
 

@@ -3,7 +3,10 @@
 //   j < i : -slopePast[h]   * (i - j)                  (-inf if blockPast[h])
 //   j > i : -slopeFuture[h] * (j - i - futureShift)    (-inf if blockFuture[h])
 //   j = i : 0
-// plus firstTokenBias[h] on every pair with i == 0 or j == 0 when hasFirstTokenBias.
+// except that, when hasFirstTokenBias (bialibi), every pair with i == 0 or j == 0 (the global
+// first token: <bos> when the encoder prepends one) gets firstTokenBias[h] INSTEAD of the above,
+// (0, 0) included: LittleBird's BiALiBi gives attention to and from its global [CLS] token a
+// learned per-head bias in place of the distance term.
 // Learned variants use these numbers as the initial values of their parameters.
 // Interpolation (linear / NTK) is a transform of the slopes; see slope_interpolation.h.
 #include <cstdint>

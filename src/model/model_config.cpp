@@ -22,8 +22,10 @@ void ModelConfig::validate() const {
   PositionMethod m = position();
   if (m == PositionMethod::Rotary && (dModel / heads) % 2 != 0) fail("rotary needs an even head dimension");
   if (isLinearBias(m)) makeLinearBiasSpec(m, heads, causal());  // throws its own reason
-  if (alibiInit != "random" && alibiInit != "standard")
+  if (!alibiInit.empty() && alibiInit != "random" && alibiInit != "standard")
     fail("unknown --alibi-init '" + alibiInit + "' (valid: random, standard)");
+  if (usesBos() && contextLength < 2) fail("--L must be >= 2 with a <bos> token");
+  if (causal() && bos.value_or(false)) fail("--bos is for encoders (decoders predict from an <eos> context)");
   if (!adaptiveSoftmaxCutoffs.empty()) {
     if (head != "lm") fail("adaptive softmax works with --head lm only");
     int64_t prev = 0;
@@ -34,6 +36,15 @@ void ModelConfig::validate() const {
     }
   }
   if (t5Buckets < 2 || t5MaxDistance < 2) fail("t5 buckets and max distance must be >= 2");
+}
+
+std::string ModelConfig::resolvedAlibiInit() const {
+  if (!alibiInit.empty()) return alibiInit;
+  return position() == PositionMethod::AlibiLearned ? "random" : "standard";
+}
+
+MlmTokens ModelConfig::mlmTokens(const Vocabulary& data) const {
+  return {maskId(), usesBos() ? bosId() : -1, data.realWords()};
 }
 
 void to_json(nlohmann::json& j, const ModelConfig& c) {
@@ -51,7 +62,8 @@ void to_json(nlohmann::json& j, const ModelConfig& c) {
                      {"adaptive_softmax_cutoffs", c.adaptiveSoftmaxCutoffs},
                      {"scale_embedding", c.scaleEmbedding},
                      {"clap_beta", c.clapBeta},
-                     {"alibi_init", c.alibiInit},
+                     {"alibi_init", c.resolvedAlibiInit()},
+                     {"bos", c.usesBos()},
                      {"rotary_base", c.rotaryBase},
                      {"t5_buckets", c.t5Buckets},
                      {"t5_max_distance", c.t5MaxDistance},
@@ -74,6 +86,7 @@ void from_json(const nlohmann::json& j, ModelConfig& c) {
   j.at("scale_embedding").get_to(c.scaleEmbedding);
   j.at("clap_beta").get_to(c.clapBeta);
   j.at("alibi_init").get_to(c.alibiInit);
+  c.bos = j.value("bos", false);  // runs from before the option had no <bos>
   j.at("rotary_base").get_to(c.rotaryBase);
   j.at("t5_buckets").get_to(c.t5Buckets);
   j.at("t5_max_distance").get_to(c.t5MaxDistance);

@@ -2,16 +2,19 @@
 // Architecture of one xtrap model; saved in run.json so eval/probe rebuild it without flags.
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "data/mlm_masking.h"
+#include "data/vocabulary.h"
 #include "model/position_method.h"
 
 namespace xtrap {
 
 struct ModelConfig {
   std::string arch = "decoder";  // decoder (causal LM) | encoder (masked LM)
-  int64_t vocabSize = 0;         // set from the data's vocabulary (+1 for <mask> in encoders)
+  int64_t vocabSize = 0;         // the data's words, then <mask> and <bos> where used (see wordCount())
   int64_t layers = 4;
   int64_t dModel = 128;
   int64_t heads = 8;
@@ -24,7 +27,13 @@ struct ModelConfig {
   std::vector<int64_t> adaptiveSoftmaxCutoffs;  // empty = full softmax
   bool scaleEmbedding = true;                   // multiply token embeddings by sqrt(dModel)
   double clapBeta = 1.0;                        // initial inverse temperature of the CLAP head
-  std::string alibiInit = "random";             // alibi-learned: random (p ~ N(-2,1)) | standard
+  // Learned slopes' init: random (p ~ N(-2,1)) | standard; empty = the variant's documented default
+  // (alibi-learned: random, bialibi: standard). run.json stores the init used.
+  std::string alibiInit;
+  // Encoders: prepend a <bos> token to every window (never masked, never scored); unset = on for
+  // bialibi (its first-token bias is for a global token), off otherwise. Old run.json files have
+  // no key: off.
+  std::optional<bool> bos;
   double rotaryBase = 10000.0;
   int64_t t5Buckets = 32;
   int64_t t5MaxDistance = 128;
@@ -32,6 +41,18 @@ struct ModelConfig {
 
   bool causal() const { return arch == "decoder"; }
   PositionMethod position() const { return parsePositionMethod(pos); }
+  std::string resolvedAlibiInit() const;
+  bool usesBos() const { return !causal() && bos.value_or(position() == PositionMethod::BiAlibi); }
+  // Encoder ids: the data's words are [0, wordCount()), then <mask> = wordCount(), then <bos>.
+  int64_t specialTokens() const { return causal() ? 0 : 1 + (usesBos() ? 1 : 0); }
+  int64_t wordCount() const { return vocabSize - specialTokens(); }
+  int64_t maskId() const { return wordCount(); }
+  int64_t bosId() const { return wordCount() + 1; }
+  // Encoders: the ids masked-LM corruption uses, the data's vocabulary giving the real words.
+  MlmTokens mlmTokens(const Vocabulary& data) const;
+  // Encoders: the words of a training window (L, less the <bos> slot), also the aligned block of
+  // evaluation masking (mlm_masking.h).
+  int64_t windowWords() const { return contextLength - (usesBos() ? 1 : 0); }
   int64_t positionTableSize() const { return maxPositions > 0 ? maxPositions : contextLength; }
   // Throws std::invalid_argument with a one-line reason for any inconsistent setting.
   void validate() const;

@@ -37,7 +37,7 @@ TransformerImpl::TransformerImpl(ModelConfig c) : config(std::move(c)) {
   }
   if (isLinearBias(pos)) {
     bias_ = std::make_shared<LinearBias>(makeLinearBiasSpec(pos, config.heads, config.causal()),
-                                         config.alibiInit == "random");
+                                         config.resolvedAlibiInit() == "random");
     register_module("linear_bias", bias_);
   } else if (pos == PositionMethod::T5) {
     bias_ = std::make_shared<T5Bias>(config.heads, config.t5Buckets, config.t5MaxDistance, !config.causal());

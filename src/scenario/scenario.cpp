@@ -113,6 +113,7 @@ const std::map<std::string, Setter>& configKeys() {
       {"scale_embedding", [](const Value& v, ScenarioVariant& s) { s.model.scaleEmbedding = v.boolean(); }},
       {"clap_beta", [](const Value& v, ScenarioVariant& s) { s.model.clapBeta = v.number(); }},
       {"alibi_init", [](const Value& v, ScenarioVariant& s) { s.model.alibiInit = v.string(); }},
+      {"bos", [](const Value& v, ScenarioVariant& s) { s.model.bos = v.boolean(); }},
       {"rotary_base", [](const Value& v, ScenarioVariant& s) { s.model.rotaryBase = v.number(); }},
       {"t5_buckets", [](const Value& v, ScenarioVariant& s) { s.model.t5Buckets = v.integer(); }},
       {"t5_max_distance", [](const Value& v, ScenarioVariant& s) { s.model.t5MaxDistance = v.integer(); }},

@@ -10,7 +10,7 @@
 //
 // Model / training keys (the names of `xtrap train` options with '_' for '-'):
 //   data arch config pos head L layers d_model heads ffn dropout max_positions
-//   adaptive_softmax_cutoffs scale_embedding clap_beta alibi_init rotary_base t5_buckets
+//   adaptive_softmax_cutoffs scale_embedding clap_beta alibi_init bos rotary_base t5_buckets
 //   t5_max_distance init_seed steps tokens batch batch_tokens lr min_lr_ratio warmup schedule
 //   weight_decay clip seed threads batch_order log_every eval_every eval_tokens checkpoint_every
 //   mask_prob

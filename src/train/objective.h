@@ -1,27 +1,29 @@
 #pragma once
 // Training losses. Decoder: next-token NLL over (B, L) windows cut from the train stream.
-// Encoder: masked-LM NLL over the selected positions only (see data/mlm_masking.h).
+// Encoder: masked-LM NLL over the selected positions only: [<bos>] + L - 1 or L words per
+// window, exactly int(p*n + u) of its n words selected (see data/mlm_masking.h).
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <vector>
 
+#include "data/masked_batch.h"
 #include "model/transformer.h"
 
 namespace xtrap {
 
 // starts: where each sequence begins in `stream`; returns the mean NLL and its token count.
+// firstSequence: the index of starts[0] in the step's global batch (data-parallel ranks hold
+// slices of it), so each sequence's exact-count mask depends on its global index only.
 struct LossResult {
   torch::Tensor loss;  // scalar, mean over scored tokens
   int64_t tokens = 0;
 };
 LossResult trainingLoss(Transformer& model, const std::vector<int32_t>& stream, const std::vector<int64_t>& starts,
-                        uint64_t maskSeed, double maskProb);
+                        uint64_t maskSeed, double maskProb, const MlmTokens& mlm, int64_t firstSequence = 0);
 
-// (B, span) int64 batch of the sequences starting at `starts` in `stream`.
-torch::Tensor gatherSequences(const std::vector<int32_t>& stream, const std::vector<int64_t>& starts, int64_t span);
-
-// Tokens of one sequence span (L + 1 for decoders: inputs and the shifted targets).
+// Stream tokens of one sequence (L + 1 for decoders: inputs and the shifted targets; the words
+// of a window for encoders, L - 1 with <bos>).
 int64_t sequenceSpan(const ModelConfig& c);
 
 }  // namespace xtrap

@@ -72,6 +72,7 @@ double validationLoss(Transformer& model, const Corpus& corpus, const TrainConfi
     ScoreOptions opt;
     opt.Lvalid = model->config.contextLength;
     opt.shard = shard;
+    opt.eos = corpus.vocab.eos();
     totals = scoreDecoder(model, head, opt);
   } else {
     EncoderScoreOptions opt;
@@ -79,6 +80,7 @@ double validationLoss(Transformer& model, const Corpus& corpus, const TrainConfi
     opt.maskSeed = t.seed;
     opt.maskProb = t.maskProb;
     opt.shard = shard;
+    opt.mlm = model->config.mlmTokens(corpus.vocab);
     totals = scoreEncoder(model, head, opt);
   }
   totals.sumOverRanks(group);
@@ -151,7 +153,7 @@ RunInfo trainRun(TrainRequest req) {
   t.validate();
   configureRuntime(t.threads);
   Corpus corpus = loadWikiText(t.dataDir);
-  int64_t vocab = corpus.vocab.size() + (run.model.causal() ? 0 : 1);  // encoders add <mask>
+  int64_t vocab = corpus.vocab.size() + run.model.specialTokens();  // encoders add <mask> [and <bos>]
   if (req.resume && run.model.vocabSize != vocab)
     throw std::runtime_error(fmt::format("vocabulary mismatch: run {} has {} words, data {} gives {}", run.dir.string(),
                                          run.model.vocabSize, t.dataDir, vocab));
@@ -174,6 +176,7 @@ RunInfo trainRun(TrainRequest req) {
   double stepFlops = trainStepFlops(run.model, B, t.maskProb, adaptiveClusterShares(run.model, corpus.train));
 
   Transformer model(run.model);
+  MlmTokens mlm = run.model.mlmTokens(corpus.vocab);
   auto optimizer = makeOptimizer(model, t);
   BlockSampler sampler(static_cast<int64_t>(corpus.train.size()), sequenceSpan(run.model), t.batchOrder == "contiguous",
                        t.seed);
@@ -227,7 +230,8 @@ RunInfo trainRun(TrainRequest req) {
     setLearningRate(*optimizer, lr);
     auto starts = sampler.next(B);
     std::vector<int64_t> mine(starts.begin() + group.rank() * localB, starts.begin() + (group.rank() + 1) * localB);
-    LossResult r = trainingLoss(model, corpus.train, mine, stepMaskSeed(t.seed, state.step), t.maskProb);
+    LossResult r = trainingLoss(model, corpus.train, mine, stepMaskSeed(t.seed, state.step), t.maskProb, mlm,
+                                group.rank() * localB);
     if (req.injectNanAtSteps.count(state.step + 1)) r.loss = r.loss * std::numeric_limits<double>::quiet_NaN();
     optimizer->zero_grad();
     // The step's loss is the mean over the scored tokens of all ranks (encoders score a different

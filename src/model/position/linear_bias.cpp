@@ -61,8 +61,8 @@ torch::Tensor LinearBias::block(int64_t q0, int64_t q1, int64_t k0, int64_t k1) 
   auto blocked = (blockPast_.view({H, 1, 1}) & (d < 0)) | (blockFuture_.view({H, 1, 1}) & (d > 0));
   bias = bias.masked_fill(blocked, -std::numeric_limits<float>::infinity());
   if (spec_.hasFirstTokenBias) {
-    auto touchesFirst = ((i == 0) | (j == 0)).to(torch::kFloat32);  // (Tq, Tk)
-    bias = bias + firstTokenBias_.view({H, 1, 1}) * touchesFirst;
+    auto touchesFirst = (i == 0) | (j == 0);  // (Tq, Tk): replaced by the learned bias (linear_bias_spec.h)
+    bias = torch::where(touchesFirst, firstTokenBias_.view({H, 1, 1}).expand_as(bias), bias);
   }
   return bias;
 }
