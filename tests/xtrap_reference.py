@@ -25,7 +25,7 @@ def load_safetensors(path):  # 8-byte LE header length, JSON header, raw little-
 
 def linear_bias(p, T):
     """ALiBi family, (H, T, T) for query i, key j: j < i: -m_past (i - j); j > i: -m_future (j - i - shift);
-    -inf in blocked directions; plus first_token_bias[h] on every pair with i == 0 or j == 0."""
+    -inf in blocked directions; pairs with i == 0 or j == 0 get first_token_bias[h] instead (BiALiBi)."""
     d = (torch.arange(T).view(1, T) - torch.arange(T).view(T, 1)).float()  # j - i
     past, future = torch.tensor(p["slope_past"]).float(), torch.tensor(p["slope_future"]).float()
     b = -(past.view(-1, 1, 1) * (-d).clamp(min=0) + future.view(-1, 1, 1) * (d - p["future_shift"]).clamp(min=0))
@@ -33,7 +33,7 @@ def linear_bias(p, T):
     b = b.masked_fill(blocked, float("-inf"))
     if p["first_token_bias"] is not None:
         touches_first = ((torch.arange(T).view(T, 1) == 0) | (torch.arange(T).view(1, T) == 0)).float()
-        b = b + torch.tensor(p["first_token_bias"]).float().view(-1, 1, 1) * touches_first
+        b = torch.where(touches_first.bool(), torch.tensor(p["first_token_bias"]).float().view(-1, 1, 1).expand_as(b), b)
     return b
 
 
