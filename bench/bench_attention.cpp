@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "data/block_sampler.h"
+#include "data/masked_batch.h"
 #include "model/attention.h"
 #include "model/transformer.h"
 #include "train/objective.h"
@@ -107,7 +108,7 @@ void BM_Batching(benchmark::State& state) {
   std::iota(stream.begin(), stream.end(), 0);
   BlockSampler sampler(int64_t(stream.size()), L + 1, false, 1);
   for (auto _ : state) {
-    auto batch = gatherSequences(stream, sampler.next(B), L + 1);
+    auto batch = gatherWindows(stream, sampler.next(B), L + 1);
     benchmark::DoNotOptimize(batch.data_ptr<int64_t>());
   }
   state.SetItemsProcessed(state.iterations() * B * L);
