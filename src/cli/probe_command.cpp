@@ -90,9 +90,10 @@ CommandAction addProbeCommand(CLI::App& cmd) {
     }
     std::vector<std::filesystem::path> runDirs;
     for (const auto& r : *runs) runDirs.emplace_back(r);
-    if (runDirs.empty()) runDirs.push_back(latestRunDir(kRunsRoot));
-    configureRuntime(*threads);
     bool freshSpec = archOpt->count() + posOpt->count() > 0;
+    bool needsRun = !freshSpec || !attnFile->empty() || !plotFile->empty();  // a fresh spec's bias needs none
+    if (runDirs.empty() && needsRun) runDirs.push_back(latestRunDir(kRunsRoot));
+    configureRuntime(*threads);
     if (!biasFile->empty()) {
       Transformer model{nullptr};
       if (freshSpec) {

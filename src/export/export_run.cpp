@@ -60,7 +60,8 @@ void exportRun(const std::filesystem::path& runDir, const std::filesystem::path&
   RunInfo run = readRunInfo(runDir);
   Corpus corpus = loadWikiText(run.train.dataDir);
   std::vector<std::string> words = corpus.vocab.words();
-  if (!run.model.causal()) words.emplace_back(Vocabulary::kMask);  // appended last by the masked-LM trainer
+  if (!run.model.causal()) words.emplace_back(Vocabulary::kMask);  // the masked-LM trainer's layout:
+  if (run.model.usesBos()) words.emplace_back(Vocabulary::kBos);   // words, <mask>, then <bos>
   if (static_cast<int64_t>(words.size()) != run.model.vocabSize)
     throw std::runtime_error(fmt::format("export: run {} was trained with {} words, {} gives {}", runDir.string(),
                                          run.model.vocabSize, run.train.dataDir, words.size()));
