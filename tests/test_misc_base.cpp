@@ -4,8 +4,8 @@
 
 #include "model/model_config.h"
 #include "model/named_configs.h"
-#include "train/lr_schedule.h"
 #include "run/train_config.h"
+#include "train/lr_schedule.h"
 
 using namespace xtrap;
 
