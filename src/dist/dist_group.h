@@ -8,6 +8,7 @@
 // once a second from a thread; when a collective fails the survivors read the counters to name
 // the rank that stopped, and throw a one-line std::runtime_error saying so.
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <atomic>
 #include <chrono>
@@ -20,9 +21,18 @@
 namespace c10d {
 class Store;
 class ProcessGroup;
+class Backend;
 }  // namespace c10d
 
 namespace xtrap {
+
+// What runs the collectives: LibTorch 1.x's ProcessGroupGloo/NCCL are ProcessGroups; from 2.0 on
+// they are Backends (a ProcessGroup dispatches to them), with the same allreduce/barrier calls.
+#if TORCH_VERSION_MAJOR >= 2
+using CollectiveBackend = c10d::Backend;
+#else
+using CollectiveBackend = c10d::ProcessGroup;
+#endif
 
 class DistGroup {
  public:
@@ -56,7 +66,7 @@ class DistGroup {
   DistEnv env_;
   c10::intrusive_ptr<c10d::Store> store_;  // prefixed for this group
   c10::intrusive_ptr<c10d::Store> heartbeatStore_;
-  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  c10::intrusive_ptr<CollectiveBackend> group_;
   std::atomic<bool> stopHeartbeat_{false};
   std::thread heartbeat_;
 };
