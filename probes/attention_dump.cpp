@@ -145,7 +145,9 @@ Window prepareWindow(Transformer& model, const Corpus& corpus, const AttentionDu
   for (int64_t h : req.heads)
     if (h < 0 || h >= model->config.heads) throw std::invalid_argument(fmt::format("--heads: no head {}", h));
   Window w;
-  w.scale = interpolationScale(req.interp, N, model->config.contextLength, req.scale, 1.0);
+  // One window of N tokens: linear / ntk use a = --scale or N / L_train, dynamic-ntk
+  // max(N / L_train, 1); at least 1 either way.
+  w.scale = interpolationPlan(req.interp, N, model->config.contextLength, req.scale, 1.0).scaleFor(N);
   w.slopes = applyInterpolation(model, req.interp, w.scale);
   if (bos) {
     w.tokens.push_back(static_cast<int32_t>(model->config.bosId()));

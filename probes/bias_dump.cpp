@@ -15,7 +15,8 @@ torch::Tensor attentionBiasMatrix(Transformer& model, int64_t len) {
   return b.defined() ? (full + b).contiguous() : full;
 }
 
-void dumpBias(Transformer& model, int64_t len, const std::filesystem::path& file) {
+void dumpBias(Transformer& model, int64_t len, const std::filesystem::path& file,
+              const BiasDumpInterpolation& interpolation) {
   auto bias = attentionBiasMatrix(model, len);
   int64_t H = bias.size(0);
   Hdf5Writer h5(file);
@@ -23,6 +24,9 @@ void dumpBias(Transformer& model, int64_t len, const std::filesystem::path& file
   h5.attribute("pos", model->config.pos);
   h5.attribute("len", len);
   h5.attribute("model_config", nlohmann::json(model->config).dump());
+  h5.attribute("interp", interpolation.interp);
+  h5.attribute("scale", interpolation.scale);
+  h5.attribute("slopes", interpolation.slopes);
   h5.floats("bias", {hsize_t(H), hsize_t(len), hsize_t(len)}, bias.data_ptr<float>());
   if (LinearBias* lb = model->linearBias()) {
     torch::NoGradGuard noGrad;

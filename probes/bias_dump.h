@@ -13,7 +13,15 @@
 namespace xtrap {
 
 torch::Tensor attentionBiasMatrix(Transformer& model, int64_t len);  // (H, len, len)
-void dumpBias(Transformer& model, int64_t len, const std::filesystem::path& file);
+// The interpolation the model's slopes / rotary settings were set to (attributes interp,
+// scale, slopes of the file).
+struct BiasDumpInterpolation {
+  std::string interp = "none";
+  double scale = 1.0;
+  std::string slopes;
+};
+void dumpBias(Transformer& model, int64_t len, const std::filesystem::path& file,
+              const BiasDumpInterpolation& interpolation = {});
 std::string formatBiasMatrix(const torch::Tensor& bias);  // per head, for --print
 
 }  // namespace xtrap

@@ -47,4 +47,20 @@ grep -q '"ppl"' "$work/eval.json" || fail "eval json"
   || fail "probe --dump-bias"
 [ "$(grep -c . "$work/b.txt")" -eq 6 ] && grep -q "head 0" "$work/b.txt" || fail "--print matrix"
 [ -f "$work/a.h5" ] && [ -f "$work/b.h5" ] || fail "probe outputs"
+# Acceptance (issue 14): NTK-ALiBi of a fresh 12-head encoder spec with a = 3 gives
+# m_h / 3^((r-1)/(H-1)), r the head's rank by slope (steepest r = 1). Standard 12-head slopes:
+# 2^-1..2^-8, then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5 (every other slope of the 16-head set).
+"$XTRAP" probe --dump-bias "$work/ntk.h5" --arch encoder --pos alibi --heads 12 --interp ntk --scale 3 --len 2 \
+  --print > "$work/ntk.txt" || fail "probe --dump-bias --interp ntk --scale 3"
+python3 - "$work/ntk.txt" <<'PY' || fail "ntk slopes differ from m_h / 3^((r-1)/11)"
+import sys
+m = [2 ** -k for k in range(1, 9)] + [2 ** -(k + 0.5) for k in range(0, 4)]
+rank = {s: r for r, s in enumerate(sorted(m, reverse=True))}
+want = [s / 3 ** (rank[s] / 11) for s in m]
+lines = open(sys.argv[1]).read().split("\n")
+got = [-float(lines[lines.index(f"head {h}") + 1].split()[1]) for h in range(12)]
+assert all(abs(g - w) <= 1e-3 * w for g, w in zip(got, want)), (got, want)
+PY
+expect_fail() { "$@" > /dev/null 2>&1 && fail "accepted: $*"; true; }
+expect_fail "$XTRAP" probe --dump-bias "$work/x.h5" --arch encoder --pos alibi --heads 4 --interp ntk
 echo "cli smoke: ok"

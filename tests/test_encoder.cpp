@@ -92,6 +92,11 @@ TEST_CASE("every seed configuration and ALiBi variant trains as an MLM encoder a
     int64_t words = loadTrainedModel(run)->config.windowWords();
     CHECK(rows[0].tokensScored == Approx(0.15 * 4000).margin(4000.0 / double(words)));
     for (const auto& r : rows) CHECK(std::isfinite(r.ppl));
+    // The slopes column: one list where past and future slopes are equal, both halves otherwise
+    // (H = 4: standard slopes 1/4 1/16 1/64 1/256; one-sided halves are 2-head sets 1/16 1/256).
+    if (name == "alibi") CHECK(rows[0].slopes == "0.25 0.0625 0.015625 0.0039062");
+    if (name == "alibi-onesided") CHECK(rows[0].slopes == "past 0.0625 0.0039062 | future 0.0625 0.0039062");
+    if (name == "bialibi") CHECK(rows[0].slopes.rfind("past ", 0) == 0);
   }
 }
 

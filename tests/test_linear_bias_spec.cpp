@@ -138,16 +138,56 @@ TEST_CASE("interpolation transforms") {
     std::vector<int> rankOfHead{1, 3, 5, 7, 8, 9, 10, 11, 0, 2, 4, 6};
     for (int h = 0; h < 12; ++h) CHECK(d[h] == Approx(std::pow(4.0, rankOfHead[h] / 11.0)));
   }
-  SECTION("dynamic NTK at Lvalid <= L_train is no interpolation") {
-    CHECK(interpolationScale(Interp::DynamicNtk, 256, 512, 0, 1.0) == 1.0);
-    CHECK(interpolationScale(Interp::DynamicNtk, 512, 512, 0, 1.0) == 1.0);
-    CHECK(interpolationScale(Interp::DynamicNtk, 2048, 512, 0, 2.0) == 8.0);
+  SECTION("linear and ntk: one fixed a for the sweep, the longest Lvalid / L_train unless --scale") {
+    CHECK(staticInterpolationScale(3072, 512, 0) == 6.0);
+    CHECK(staticInterpolationScale(3072, 512, 2.5) == 2.5);
+    for (Interp interp : {Interp::Linear, Interp::Ntk}) {
+      InterpolationPlan plan = interpolationPlan(interp, 3072, 512, 0, 1.0);
+      for (int64_t len : {100, 512, 1024, 3072}) CHECK(plan.scaleFor(len) == 6.0);  // the window length is ignored
+    }
+    CHECK(interpolationPlan(Interp::None, 3072, 512, 2.5, 1.0).scaleFor(3072) == 1.0);
+  }
+  SECTION("dynamic NTK: a = max(a0 * len / L_train, 1) from each window's own length") {
+    InterpolationPlan plan = interpolationPlan(Interp::DynamicNtk, 4096, 512, 0, 1.0);
+    CHECK(plan.scaleFor(256) == 1.0);
+    CHECK(plan.scaleFor(512) == 1.0);
+    CHECK(plan.scaleFor(1536) == 3.0);
+    CHECK(plan.scaleFor(700) == Approx(700.0 / 512));  // a last partial window gets its own a
+    CHECK(interpolationPlan(Interp::DynamicNtk, 4096, 512, 0, 2.0).scaleFor(2048) == 8.0);
     for (double x : slopeDivisors(Interp::DynamicNtk, 1.0, m8)) CHECK(x == 1.0);
   }
-  SECTION("a defaults to Lvalid / L_train; --scale fixes it") {
-    CHECK(interpolationScale(Interp::Linear, 2048, 512, 0, 1.0) == 4.0);
-    CHECK(interpolationScale(Interp::Ntk, 2048, 512, 2.0, 1.0) == 2.0);
-    CHECK(interpolationScale(Interp::None, 2048, 512, 2.0, 1.0) == 1.0);
+  SECTION("a is clamped to >= 1 for every method: interpolation never steepens the slopes") {
+    CHECK(staticInterpolationScale(256, 512, 0) == 1.0);  // a sweep shorter than L_train
+    CHECK(staticInterpolationScale(2048, 512, 0.5) == 1.0);
+    CHECK(interpolationPlan(Interp::Linear, 128, 512, 0, 1.0).scaleFor(128) == 1.0);
+    CHECK(interpolationPlan(Interp::DynamicNtk, 128, 512, 0, 0.5).scaleFor(512) == 1.0);
+  }
+  SECTION("NTK, alibi-onesided H = 8: past heads 0-3 and future heads 4-7 ranked as two 4-head ALiBis") {
+    LinearBiasSpec spec = makeLinearBiasSpec(PositionMethod::AlibiOneSided, 8, false);
+    // Each half has the 4-head slopes 1/4, 1/16, 1/64, 1/256; NTK with a = 3 divides the k-th
+    // steepest (k = 0..3) of each half by 3^(k/3). One list of 8 would instead rank the two
+    // 1/4 heads 1st and 2nd (3^0, 3^(1/7)).
+    SlopeDivisors d = directionalSlopeDivisors(Interp::Ntk, 3.0, spec.slopePast, spec.slopeFuture, spec.blockPast,
+                                               spec.blockFuture);
+    for (int k = 0; k < 4; ++k) {
+      CHECK(d.past[k] == Approx(std::pow(3.0, k / 3.0)));
+      CHECK(d.future[4 + k] == Approx(std::pow(3.0, k / 3.0)));
+      CHECK(d.past[4 + k] == 1.0);  // blocked directions are in no ranking
+      CHECK(d.future[k] == 1.0);
+    }
+  }
+  SECTION("NTK with learned past and future slopes ranks each direction among itself") {
+    std::vector<double> past{0.1, 0.5, 0.3}, future{0.9, 0.05, 0.2};
+    std::vector<bool> open(3, false);
+    SlopeDivisors d = directionalSlopeDivisors(Interp::Ntk, 4.0, past, future, open, open);
+    // past ranks: head 1 (0.5) r=1, head 2 (0.3) r=2, head 0 (0.1) r=3 -> 4^0, 4^(1/2), 4^1
+    CHECK(d.past[1] == Approx(1.0));
+    CHECK(d.past[2] == Approx(2.0));
+    CHECK(d.past[0] == Approx(4.0));
+    // future ranks: head 0 (0.9) r=1, head 2 (0.2) r=2, head 1 (0.05) r=3
+    CHECK(d.future[0] == Approx(1.0));
+    CHECK(d.future[2] == Approx(2.0));
+    CHECK(d.future[1] == Approx(4.0));
   }
   SECTION("rotary: position interpolation and NTK-aware base") {
     auto lin = rotaryInterpolation(Interp::Linear, 4.0, 10000.0, 16);

@@ -123,12 +123,42 @@ TEST_CASE("interpolation changes the slopes used and is recorded in the rows") {
   req.interps = {Interp::None, Interp::Linear, Interp::Ntk, Interp::DynamicNtk};
   auto rows = evaluateRuns(req);
   REQUIRE(rows.size() == 8);
-  // H = 4 slopes 1/4 1/16 1/64 1/256; linear at Lvalid 64 = 4L divides all by 4
+  // H = 4 slopes 1/4 1/16 1/64 1/256; linear and ntk use one a for the whole sweep: the longest
+  // Lvalid 64 over L = 16 = 4, at Lvalid 16 too.
   CHECK(rows[0].slopes == "0.25 0.0625 0.015625 0.0039062");
-  CHECK(rows[3].interp == "linear");
-  CHECK(rows[3].scale == 4.0);
-  CHECK(rows[3].slopes == "0.0625 0.015625 0.0039062 0.00097656");
+  for (int r : {2, 3}) {
+    CHECK(rows[r].interp == "linear");
+    CHECK(rows[r].scale == 4.0);
+    CHECK(rows[r].slopes == "0.0625 0.015625 0.0039062 0.00097656");
+  }
+  // ntk, a = 4: 2^(-8h/4) / 4^((h-1)/3)
+  CHECK(rows[4].scale == 4.0);
+  CHECK(rows[4].slopes == "0.25 0.039373 0.0062008 0.00097656");
+  CHECK(rows[4].nll != rows[0].nll);
   // dynamic-ntk at Lvalid = L is no interpolation: same perplexity as none
+  CHECK(rows[6].scale == 1.0);
   CHECK(rows[6].nll == rows[0].nll);
   CHECK(rows[7].scale == 4.0);
+}
+
+TEST_CASE("dynamic NTK takes a from each window's own length, the last partial window too") {
+  RunInfo run = test::trainTiny("dynamic-ntk", test::tinyConfig("alibi"), 10);
+  // 3000 tokens at Lvalid 64 (L = 16): 46 full windows (2944 tokens, a = 4) and a last window of
+  // 56 tokens (a = 56 / 16 = 3.5). Windows are scored independently, so the dynamic sum must be
+  // NTK(a = 4) on the first 2944 tokens plus NTK(a = 3.5) on the last window alone.
+  auto sumNll = [&](Interp interp, double scale, int64_t tokens) {
+    auto req = quickEval(run, {64});
+    req.interps = {interp};
+    req.scale = scale;
+    req.maxTokens = tokens;
+    auto row = evaluateRuns(req).at(0);
+    REQUIRE(row.tokensScored == tokens);
+    return row.nll * double(tokens);
+  };
+  double dynamic = sumNll(Interp::DynamicNtk, 0, 3000);
+  double lastWindowAt35 = sumNll(Interp::Ntk, 3.5, 3000) - sumNll(Interp::Ntk, 3.5, 2944);
+  double expected = sumNll(Interp::Ntk, 4.0, 2944) + lastWindowAt35;
+  CHECK(dynamic == Approx(expected).epsilon(1e-9));
+  // ... and not the a of the full windows everywhere
+  CHECK(std::abs(dynamic - sumNll(Interp::Ntk, 4.0, 3000)) > 1e-6);
 }

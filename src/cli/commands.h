@@ -3,6 +3,9 @@
 // struct and returns the action to run after parsing. The actions call the library.
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace xtrap {
 
@@ -14,6 +17,15 @@ CommandAction addProbeCommand(CLI::App& app);
 CommandAction addRunCommand(CLI::App& app);
 CommandAction addPlotCommand(CLI::App& app);
 CommandAction addExportCommand(CLI::App& app);
+
+// An option that does not apply is rejected, never silently ignored: throws "OPTION WHY" when
+// any of `options` was given on the command line of `cmd` and `applies` is false.
+inline void rejectUnless(const CLI::App& cmd, const std::vector<std::string>& options, bool applies,
+                         const std::string& why) {
+  if (applies) return;
+  for (const auto& name : options)
+    if (cmd.get_option(name)->count() > 0) throw std::invalid_argument(name + " " + why);
+}
 
 // Where runs live unless --out / RUN says otherwise.
 inline const char* kRunsRoot = "runs";

@@ -7,6 +7,7 @@
 #include "bias_dump.h"
 #include "cli/commands.h"
 #include "data/wikitext.h"
+#include "eval/evaluate_run.h"
 #include "run/checkpoint.h"
 #include "run/run_directory.h"
 #include "util/atomic_file.h"
@@ -66,17 +67,39 @@ CommandAction addProbeCommand(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--split", req->split, "valid | test")->capture_default_str();
   cmd.add_option("--layers", *layers, "layers to dump maps for (all or 0,2)")->capture_default_str();
-  cmd.add_option("--interp", *interp, "none linear ntk dynamic-ntk")->capture_default_str();
-  cmd.add_option("--scale", req->scale, "interpolation factor a (default: Lvalid / L_train)");
+  cmd.add_option("--interp", *interp,
+                 "none linear ntk dynamic-ntk (--dump-bias: at --len; --dump-attn / --plot: at --Lvalid)")
+      ->capture_default_str();
+  cmd.add_option("--scale", req->scale,
+                 "linear / ntk factor a >= 1 (default: window length / L_train; a fresh spec needs it)");
   cmd.add_option("--dtype", *dtype, "float16 | float32 for the maps")->capture_default_str();
   cmd.add_flag("--stats-only", req->statsOnly, "statistics only, no maps");
   cmd.add_flag("--with-bias", req->withBias, "also write layer_XX/bias");
   cmd.add_option("--query-block", req->queryBlock, "query rows per block")->capture_default_str();
   cmd.add_option("--threads", *threads, "intra-op threads (0 = all cores)")->capture_default_str();
 
-  return [=] {
-    if (biasFile->empty() && attnFile->empty() && plotFile->empty())
+  return [=, &cmd] {
+    bool bias = !biasFile->empty(), attn = !attnFile->empty(), plot = !plotFile->empty();
+    if (!bias && !attn && !plot)
       throw std::invalid_argument("probe needs --dump-bias FILE.h5, --dump-attn FILE.h5 or --plot FILE.png");
+    bool freshSpec = archOpt->count() + posOpt->count() > 0;
+    // An option that does not apply to what was asked for is an error, not silently ignored.
+    rejectUnless(cmd, {"--arch", "--pos"}, bias && !attn && !plot, "makes a fresh spec for --dump-bias only");
+    rejectUnless(cmd, {"runs"}, !freshSpec, "and a fresh spec (--arch/--pos) exclude each other");
+    rejectUnless(cmd, {"--len", "--print"}, bias, "applies to --dump-bias only");
+    rejectUnless(cmd, {"--Lvalid", "--offset", "--split", "--query-block"}, attn || plot,
+                 "applies to --dump-attn and --plot only");
+    rejectUnless(cmd, {"--stats-only"}, attn, "applies to --dump-attn only");
+    rejectUnless(cmd, {"--dtype", "--with-bias"}, attn && !req->statsOnly,
+                 "applies to --dump-attn maps (not with --stats-only)");
+    rejectUnless(cmd, {"--layers"}, (attn && !req->statsOnly) || plot, "selects --dump-attn maps or --plot layers");
+    rejectUnless(cmd, {"--cells"}, plot, "applies to --plot only");
+    rejectUnless(cmd, {"--heads"}, freshSpec || (attn && !req->statsOnly) || plot,
+                 "is a fresh spec's head count or the --dump-attn / --plot heads");
+    Interp interpolation = parseInterp(*interp);
+    rejectUnless(cmd, {"--scale"}, interpolation == Interp::Linear || interpolation == Interp::Ntk,
+                 "applies to --interp linear and ntk only");
+    if (cmd.count("--scale") && req->scale < 1) throw std::invalid_argument("--scale must be >= 1");
     if (runs->size() > 1 && (!biasFile->empty() || !attnFile->empty()))
       throw std::invalid_argument("--dump-bias and --dump-attn take one run; only --plot takes several");
     for (const auto& file : {*biasFile, *attnFile, *plotFile})
@@ -90,12 +113,12 @@ CommandAction addProbeCommand(CLI::App& cmd) {
     }
     std::vector<std::filesystem::path> runDirs;
     for (const auto& r : *runs) runDirs.emplace_back(r);
-    bool freshSpec = archOpt->count() + posOpt->count() > 0;
-    bool needsRun = !freshSpec || !attnFile->empty() || !plotFile->empty();  // a fresh spec's bias needs none
+    bool needsRun = !freshSpec || attn || plot;  // a fresh spec's bias needs none
     if (runDirs.empty() && needsRun) runDirs.push_back(latestRunDir(kRunsRoot));
     configureRuntime(*threads);
-    if (!biasFile->empty()) {
+    if (bias) {
       Transformer model{nullptr};
+      double a = 1;
       if (freshSpec) {
         ModelConfig c = *fresh;
         if (*heads == "all") throw std::invalid_argument("--dump-bias with a fresh spec needs --heads N");
@@ -105,25 +128,36 @@ CommandAction addProbeCommand(CLI::App& cmd) {
           throw std::invalid_argument("--heads: expected a number, got '" + *heads + "'");
         }
         if (c.heads < 1 || c.heads > 1024) throw std::invalid_argument("--heads must be in 1..1024");
+        if (interpolation == Interp::DynamicNtk)
+          throw std::invalid_argument("--interp dynamic-ntk needs a run's L_train; a fresh spec has none");
+        if (interpolation != Interp::None && !cmd.count("--scale"))
+          throw std::invalid_argument("--interp with a fresh spec needs --scale A (there is no L_train)");
         c.dModel = 2 * c.heads;  // only the position method matters here
         c.vocabSize = 4;
         c.layers = 1;
         c.alibiInit = "standard";
         model = Transformer(c);
+        a = interpolation == Interp::None ? 1.0 : req->scale;
       } else {
         model = loadTrainedModel(readRunInfo(runDirs.front()));
+        a = interpolationPlan(interpolation, *len, model->config.contextLength, req->scale, 1.0).scaleFor(*len);
       }
       if (*len < 1 || *len > 8192) throw std::invalid_argument("--len must be in 1..8192");
-      dumpBias(model, *len, *biasFile);
+      if (interpolation != Interp::None && !model->linearBias())
+        throw std::invalid_argument("--interp with --dump-bias applies to ALiBi-family methods, not --pos " +
+                                    model->config.pos);
+      std::string used = applyInterpolation(model, interpolation, a);
+      dumpBias(model, *len, *biasFile, {interpName(interpolation), a, used});
       if (*print) std::fputs(formatBiasMatrix(attentionBiasMatrix(model, std::min<int64_t>(*len, 16))).c_str(), stdout);
+      if (interpolation != Interp::None) std::fprintf(stderr, "interp %s, a = %g: %s\n", interp->c_str(), a, used.c_str());
       std::fprintf(stderr, "bias: %s\n", biasFile->c_str());
     }
-    if (!attnFile->empty() || !plotFile->empty()) {
+    if (attn || plot) {
       AttentionDumpRequest r = *req;
       r.out = *attnFile;
       r.layers = parseIndexList(*layers, "--layers");
       r.heads = parseIndexList(*heads, "--heads");
-      r.interp = parseInterp(*interp);
+      r.interp = interpolation;
       if (*dtype != "float16" && *dtype != "float32") throw std::invalid_argument("--dtype must be float16 or float32");
       r.dtype = *dtype == "float16" ? StoredFloat::Float16 : StoredFloat::Float32;
       if (r.Lvalid < 1 || r.Lvalid > 1 << 20) throw std::invalid_argument("--Lvalid must be in 1..1048576");

@@ -26,6 +26,7 @@ ScoreTotals scoreEncoder(Transformer& model, const std::vector<int32_t>& stream,
 
   ScoreTotals totals(opt.positionBuckets);
   for (const auto& [T, group] : byLength) {
+    if (opt.prepareLength) opt.prepareLength(T);
     for (size_t g = 0; g < group.size(); g += static_cast<size_t>(opt.batch)) {
       throwIfInterrupted();
       size_t gEnd = std::min(group.size(), g + static_cast<size_t>(opt.batch));

@@ -22,6 +22,9 @@ struct EncoderScoreOptions {
   int64_t positionBuckets = 0;
   WindowShard shard;
   MlmTokens mlm;  // ModelConfig::mlmTokens()
+  // Called before the windows of each length are scored, with that length (dynamic
+  // interpolation sets the model's slopes for it).
+  std::function<void(int64_t)> prepareLength;
 };
 
 ScoreTotals scoreEncoder(Transformer& model, const std::vector<int32_t>& stream, const EncoderScoreOptions& opt,

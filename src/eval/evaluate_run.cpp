@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -20,10 +21,15 @@
 namespace xtrap {
 
 namespace {
-std::string joinSlopes(const torch::Tensor& t) {
+std::vector<double> toDoubles(const torch::Tensor& t) {
+  auto c = t.detach().to(torch::kFloat64).contiguous();
+  return {c.data_ptr<double>(), c.data_ptr<double>() + c.numel()};
+}
+// The slopes of the heads not blocked in this direction, in head order.
+std::string joinSlopes(const std::vector<double>& slopes, const std::vector<bool>& blocked) {
   std::string s;
-  auto c = t.to(torch::kFloat64).contiguous();
-  for (int64_t h = 0; h < c.numel(); ++h) s += fmt::format("{}{:.5g}", h ? " " : "", c[h].item<double>());
+  for (size_t h = 0; h < slopes.size(); ++h)
+    if (!blocked[h]) s += fmt::format("{}{:.5g}", s.empty() ? "" : " ", slopes[h]);
   return s;
 }
 // Model FLOPs of one scoring pass: every window's forward plus the head on the scored rows.
@@ -40,16 +46,27 @@ double evalFlops(const ModelConfig& c, const std::vector<int32_t>& stream, int64
 }  // namespace
 
 std::string applyInterpolation(Transformer& model, Interp interp, double a) {
+  if (interp != Interp::None && !model->linearBias() && !model->rotary())
+    throw std::invalid_argument("--interp " + interpName(interp) + " applies to ALiBi-family and rotary methods, not " +
+                                model->config.pos);
   std::string used;
   if (LinearBias* lb = model->linearBias()) {
-    int64_t H = model->config.heads;
-    lb->setSlopeDivisors(std::vector<double>(static_cast<size_t>(H), 1.0));
-    auto steepest = torch::maximum(lb->slopePast(), lb->slopeFuture()).detach().to(torch::kFloat64).contiguous();
-    std::vector<double> slopes(steepest.data_ptr<double>(), steepest.data_ptr<double>() + H);
-    lb->setSlopeDivisors(slopeDivisors(interp, a, slopes));
-    used = joinSlopes(lb->slopePast().detach());
-    if (!lb->spec().blockFuture[0] || lb->spec().learnedSlopes)
-      used += " | future " + joinSlopes(lb->slopeFuture().detach());
+    const LinearBiasSpec& spec = lb->spec();
+    auto H = static_cast<size_t>(model->config.heads);
+    lb->setSlopeDivisors(std::vector<double>(H, 1.0), std::vector<double>(H, 1.0));
+    auto past = toDoubles(lb->slopePast()), future = toDoubles(lb->slopeFuture());
+    SlopeDivisors d = directionalSlopeDivisors(interp, a, past, future, spec.blockPast, spec.blockFuture);
+    lb->setSlopeDivisors(d.past, d.future);
+    past = toDoubles(lb->slopePast());
+    future = toDoubles(lb->slopeFuture());
+    // One list where past and future slopes are the same numbers (alibi, alibi-offset); else the
+    // unblocked heads of each direction (one-sided halves, learned past/future slopes).
+    bool anyFuture = std::find(spec.blockFuture.begin(), spec.blockFuture.end(), false) != spec.blockFuture.end();
+    bool symmetric = !spec.learnedSlopes && spec.blockPast == spec.blockFuture && spec.slopePast == spec.slopeFuture;
+    if (!anyFuture || symmetric)
+      used = joinSlopes(past, spec.blockPast);
+    else
+      used = "past " + joinSlopes(past, spec.blockPast) + " | future " + joinSlopes(future, spec.blockFuture);
   }
   if (Rotary* rot = model->rotary()) {
     RotarySettings r = rotaryInterpolation(interp, a, model->config.rotaryBase, rot->headDim);
@@ -79,13 +96,26 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
     if (req.maxTokens > 0 && req.maxTokens < static_cast<int64_t>(stream.size())) stream.resize(req.maxTokens);
     int64_t L = run.model.contextLength;
     std::string name = dir.filename().string();
+    int64_t maxLvalid = *std::max_element(req.lvalids.begin(), req.lvalids.end());
     for (Interp interp : req.interps) {
+      InterpolationPlan plan = interpolationPlan(interp, maxLvalid, L, req.scale, req.a0);
+      if (interp == Interp::Linear || interp == Interp::Ntk)
+        std::fprintf(stderr, "%s interp=%s: fixed a = %.6g for the sweep (%s)\n", name.c_str(), interpName(interp).c_str(),
+                     plan.fixedScale,
+                     req.scale > 0 ? "--scale"
+                                   : fmt::format("largest Lvalid {} / L_train {}, at least 1", maxLvalid, L).c_str());
+      // dynamic-ntk: every group of equal-length windows gets its own a (the last partial too).
+      auto prepareLength = [&](int64_t windowLength) {
+        applyInterpolation(model, interp, plan.scaleFor(windowLength));
+      };
       for (int64_t Lvalid : req.lvalids) {
         if (group.isRoot() && Lvalid >= static_cast<int64_t>(stream.size()))
           std::fprintf(stderr, "note: Lvalid %lld exceeds the %s split (%zu tokens); scoring one window of all of it\n",
                        static_cast<long long>(Lvalid), req.split.c_str(), stream.size());
-        double a = interpolationScale(interp, Lvalid, L, req.scale, req.a0);
+        double a = plan.scaleFor(Lvalid);
         std::string used = applyInterpolation(model, interp, a);
+        if (interp == Interp::DynamicNtk)
+          used = fmt::format("a = max({:g} * len / {}, 1) per window; at len {}: {}", req.a0, L, Lvalid, used);
         if (req.verbose && !used.empty() && group.isRoot())
           std::fprintf(stderr, "%s Lvalid=%lld interp=%s a=%.4g: %s\n", name.c_str(), static_cast<long long>(Lvalid),
                        interpName(interp).c_str(), a, used.c_str());
@@ -105,7 +135,7 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
           auto t0 = std::chrono::steady_clock::now();
           ScoreTotals totals;
           if (run.model.causal()) {
-            ScoreOptions opt{Lvalid, stride, req.batch, req.queryBlock, req.positionBuckets, shard, corpus.vocab.eos()};
+            ScoreOptions opt{Lvalid, stride, req.batch, req.queryBlock, req.positionBuckets, shard, corpus.vocab.eos(), prepareLength};
             totals = scoreDecoder(model, stream, opt, progress);
           } else {
             EncoderScoreOptions opt{Lvalid,
@@ -116,7 +146,8 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
                                     run.train.maskProb,
                                     req.positionBuckets,
                                     shard,
-                                    run.model.mlmTokens(corpus.vocab)};
+                                    run.model.mlmTokens(corpus.vocab),
+                                    prepareLength};
             totals = scoreEncoder(model, stream, opt, progress);
           }
           totals.sumOverRanks(group);

@@ -19,7 +19,7 @@ struct EvalRequest {
   std::vector<std::string> modes{"nonoverlap"};  // nonoverlap | sliding
   int64_t stride = 0;                            // sliding stride; 0 = L_train / 2
   std::vector<Interp> interps{Interp::None};
-  double scale = 0;       // fixed a; 0 = Lvalid / L_train
+  double scale = 0;       // linear / ntk: fixed a; 0 = largest Lvalid / L_train (at least 1)
   double a0 = 1.0;        // dynamic-ntk
   int64_t maxTokens = 0;  // > 0: score only the first maxTokens tokens of the split
   int64_t batch = 8;
@@ -39,7 +39,8 @@ struct PositionLossRow {
 std::vector<EvalRow> evaluateRuns(const EvalRequest& request, std::vector<PositionLossRow>* positionRows = nullptr);
 
 // Sets the model's slopes / rotary settings for interpolation factor a; returns a summary of
-// what is now used ("0.5 0.25 ..." for slopes, "base=... pos_scale=..." for rotary, "" else).
+// what is now used ("0.5 0.25 ..." for slopes, "past ... | future ..." where the directions
+// differ, "base=... pos_scale=..." for rotary, "" else).
 std::string applyInterpolation(Transformer& model, Interp interp, double a);
 
 void writePositionRows(const std::filesystem::path& file, const std::vector<PositionLossRow>& rows);

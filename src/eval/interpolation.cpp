@@ -29,24 +29,53 @@ std::string interpName(Interp i) {
   return "none";
 }
 
-double interpolationScale(Interp interp, int64_t Lvalid, int64_t Ltrain, double fixedScale, double a0) {
-  if (interp == Interp::None) return 1.0;
-  double ratio = double(Lvalid) / double(Ltrain);
-  if (interp == Interp::DynamicNtk) return std::max(a0 * ratio, 1.0);
-  return fixedScale > 0 ? fixedScale : ratio;
+double staticInterpolationScale(int64_t maxLvalid, int64_t Ltrain, double fixedScale) {
+  return std::max(fixedScale > 0 ? fixedScale : double(maxLvalid) / double(Ltrain), 1.0);
+}
+
+double InterpolationPlan::scaleFor(int64_t windowLength) const {
+  switch (interp) {
+    case Interp::None:
+      return 1.0;
+    case Interp::DynamicNtk:
+      return std::max(a0 * double(windowLength) / double(Ltrain), 1.0);
+    default:
+      return std::max(fixedScale, 1.0);
+  }
+}
+
+InterpolationPlan interpolationPlan(Interp interp, int64_t maxLength, int64_t Ltrain, double fixedScale, double a0) {
+  return {interp, staticInterpolationScale(maxLength, Ltrain, fixedScale), a0, Ltrain};
 }
 
 std::vector<double> slopeDivisors(Interp interp, double a, const std::vector<double>& slopes) {
-  size_t H = slopes.size();
-  std::vector<double> divisors(H, 1.0);
+  size_t n = slopes.size();
+  std::vector<double> divisors(n, 1.0);
   if (interp == Interp::None) return divisors;
-  if (interp == Interp::Linear) return std::vector<double>(H, a);
-  if (H == 1) return divisors;
-  std::vector<size_t> order(H);
+  if (interp == Interp::Linear) return std::vector<double>(n, a);
+  if (n == 1) return divisors;
+  std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return slopes[x] > slopes[y]; });
-  for (size_t rank = 0; rank < H; ++rank) divisors[order[rank]] = std::pow(a, double(rank) / double(H - 1));
+  for (size_t rank = 0; rank < n; ++rank) divisors[order[rank]] = std::pow(a, double(rank) / double(n - 1));
   return divisors;
+}
+
+SlopeDivisors directionalSlopeDivisors(Interp interp, double a, const std::vector<double>& slopePast,
+                                       const std::vector<double>& slopeFuture, const std::vector<bool>& blockPast,
+                                       const std::vector<bool>& blockFuture) {
+  // One direction: rank the unblocked heads' slopes among themselves.
+  auto direction = [&](const std::vector<double>& slopes, const std::vector<bool>& blocked) {
+    std::vector<size_t> heads;
+    std::vector<double> groupSlopes;
+    for (size_t h = 0; h < slopes.size(); ++h)
+      if (!blocked[h]) heads.push_back(h), groupSlopes.push_back(slopes[h]);
+    std::vector<double> divisors(slopes.size(), 1.0);
+    auto groupDivisors = slopeDivisors(interp, a, groupSlopes);
+    for (size_t k = 0; k < heads.size(); ++k) divisors[heads[k]] = groupDivisors[k];
+    return divisors;
+  };
+  return {direction(slopePast, blockPast), direction(slopeFuture, blockFuture)};
 }
 
 RotarySettings rotaryInterpolation(Interp interp, double a, double base, int64_t headDim) {

@@ -71,6 +71,7 @@ ScoreTotals scoreDecoder(Transformer& model, const std::vector<int32_t>& stream,
   ScoreTotals totals(opt.positionBuckets);
   auto data = torch::from_blob(prefixed.data(), {static_cast<int64_t>(prefixed.size())}, torch::kInt32);
   for (const auto& [T, group] : byLength) {
+    if (opt.prepareLength) opt.prepareLength(T);
     for (size_t g = 0; g < group.size(); g += static_cast<size_t>(opt.batch)) {
       throwIfInterrupted();
       size_t gEnd = std::min(group.size(), g + static_cast<size_t>(opt.batch));

@@ -28,6 +28,9 @@ struct ScoreOptions {
   int64_t positionBuckets = 0;  // > 0: also accumulate NLL by position inside the window
   WindowShard shard;            // which windows this rank scores
   int32_t eos = -1;             // the <eos> id: the context the stream's first token is predicted from
+  // Called before the windows of each length are scored, with that length (dynamic
+  // interpolation sets the model's slopes for it).
+  std::function<void(int64_t)> prepareLength;
 };
 
 struct ScoreTotals {

@@ -31,21 +31,24 @@ LinearBias::LinearBias(LinearBiasSpec spec, bool learnedInitRandom) : spec_(std:
     futureParam_ = register_buffer("slope_future", future);
   }
   if (spec_.hasFirstTokenBias) firstTokenBias_ = register_parameter("first_token_bias", torch::zeros({H}));
-  divisors_ = torch::ones({H});
+  pastDivisors_ = torch::ones({H});
+  futureDivisors_ = torch::ones({H});
   blockPast_ = toBoolTensor(spec_.blockPast);
   blockFuture_ = toBoolTensor(spec_.blockFuture);
 }
 
 torch::Tensor LinearBias::slopePast() const {
-  return (spec_.learnedSlopes ? torch::sigmoid(pastParam_) : pastParam_) / divisors_;
+  return (spec_.learnedSlopes ? torch::sigmoid(pastParam_) : pastParam_) / pastDivisors_;
 }
 torch::Tensor LinearBias::slopeFuture() const {
-  return (spec_.learnedSlopes ? torch::sigmoid(futureParam_) : futureParam_) / divisors_;
+  return (spec_.learnedSlopes ? torch::sigmoid(futureParam_) : futureParam_) / futureDivisors_;
 }
 
-void LinearBias::setSlopeDivisors(const std::vector<double>& factors) {
-  TORCH_CHECK(static_cast<int64_t>(factors.size()) == spec_.heads(), "one divisor per head");
-  divisors_ = toTensor(factors);
+void LinearBias::setSlopeDivisors(const std::vector<double>& past, const std::vector<double>& future) {
+  TORCH_CHECK(static_cast<int64_t>(past.size()) == spec_.heads() && static_cast<int64_t>(future.size()) == spec_.heads(),
+              "one divisor per head and direction");
+  pastDivisors_ = toTensor(past);
+  futureDivisors_ = toTensor(future);
 }
 
 torch::Tensor LinearBias::block(int64_t q0, int64_t q1, int64_t k0, int64_t k1) {

@@ -19,13 +19,14 @@ struct LinearBias : AttentionBias {
   torch::Tensor firstTokenBias() const { return firstTokenBias_; }  // (H) or undefined
   const LinearBiasSpec& spec() const { return spec_; }
 
-  // Inference-time interpolation: slopes are divided by factors[h] (1 = unchanged).
-  void setSlopeDivisors(const std::vector<double>& factors);
+  // Inference-time interpolation: past slopes are divided by past[h], future slopes by
+  // future[h] (1 = unchanged).
+  void setSlopeDivisors(const std::vector<double>& past, const std::vector<double>& future);
 
  private:
   LinearBiasSpec spec_;
   torch::Tensor pastParam_, futureParam_;  // (H): learned logits or fixed slopes
-  torch::Tensor divisors_;                 // (H) interpolation divisors
+  torch::Tensor pastDivisors_, futureDivisors_;  // (H) interpolation divisors
   torch::Tensor blockPast_, blockFuture_;  // (H) bool
   torch::Tensor firstTokenBias_;           // (H)
 };
