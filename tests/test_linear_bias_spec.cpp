@@ -167,8 +167,8 @@ TEST_CASE("interpolation transforms") {
     // Each half has the 4-head slopes 1/4, 1/16, 1/64, 1/256; NTK with a = 3 divides the k-th
     // steepest (k = 0..3) of each half by 3^(k/3). One list of 8 would instead rank the two
     // 1/4 heads 1st and 2nd (3^0, 3^(1/7)).
-    SlopeDivisors d = directionalSlopeDivisors(Interp::Ntk, 3.0, spec.slopePast, spec.slopeFuture, spec.blockPast,
-                                               spec.blockFuture);
+    SlopeDivisors d =
+        directionalSlopeDivisors(Interp::Ntk, 3.0, spec.slopePast, spec.slopeFuture, spec.blockPast, spec.blockFuture);
     for (int k = 0; k < 4; ++k) {
       CHECK(d.past[k] == Approx(std::pow(3.0, k / 3.0)));
       CHECK(d.future[4 + k] == Approx(std::pow(3.0, k / 3.0)));

@@ -149,7 +149,8 @@ CommandAction addProbeCommand(CLI::App& cmd) {
       std::string used = applyInterpolation(model, interpolation, a);
       dumpBias(model, *len, *biasFile, {interpName(interpolation), a, used});
       if (*print) std::fputs(formatBiasMatrix(attentionBiasMatrix(model, std::min<int64_t>(*len, 16))).c_str(), stdout);
-      if (interpolation != Interp::None) std::fprintf(stderr, "interp %s, a = %g: %s\n", interp->c_str(), a, used.c_str());
+      if (interpolation != Interp::None)
+        std::fprintf(stderr, "interp %s, a = %g: %s\n", interp->c_str(), a, used.c_str());
       std::fprintf(stderr, "bias: %s\n", biasFile->c_str());
     }
     if (attn || plot) {

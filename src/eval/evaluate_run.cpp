@@ -100,8 +100,8 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
     for (Interp interp : req.interps) {
       InterpolationPlan plan = interpolationPlan(interp, maxLvalid, L, req.scale, req.a0);
       if (interp == Interp::Linear || interp == Interp::Ntk)
-        std::fprintf(stderr, "%s interp=%s: fixed a = %.6g for the sweep (%s)\n", name.c_str(), interpName(interp).c_str(),
-                     plan.fixedScale,
+        std::fprintf(stderr, "%s interp=%s: fixed a = %.6g for the sweep (%s)\n", name.c_str(),
+                     interpName(interp).c_str(), plan.fixedScale,
                      req.scale > 0 ? "--scale"
                                    : fmt::format("largest Lvalid {} / L_train {}, at least 1", maxLvalid, L).c_str());
       // dynamic-ntk: every group of equal-length windows gets its own a (the last partial too).
@@ -135,7 +135,9 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
           auto t0 = std::chrono::steady_clock::now();
           ScoreTotals totals;
           if (run.model.causal()) {
-            ScoreOptions opt{Lvalid, stride, req.batch, req.queryBlock, req.positionBuckets, shard, corpus.vocab.eos(), prepareLength};
+            ScoreOptions opt{
+                Lvalid,       stride, req.batch, req.queryBlock, req.positionBuckets, shard, corpus.vocab.eos(),
+                prepareLength};
             totals = scoreDecoder(model, stream, opt, progress);
           } else {
             EncoderScoreOptions opt{Lvalid,

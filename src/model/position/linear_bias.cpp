@@ -45,8 +45,9 @@ torch::Tensor LinearBias::slopeFuture() const {
 }
 
 void LinearBias::setSlopeDivisors(const std::vector<double>& past, const std::vector<double>& future) {
-  TORCH_CHECK(static_cast<int64_t>(past.size()) == spec_.heads() && static_cast<int64_t>(future.size()) == spec_.heads(),
-              "one divisor per head and direction");
+  TORCH_CHECK(
+      static_cast<int64_t>(past.size()) == spec_.heads() && static_cast<int64_t>(future.size()) == spec_.heads(),
+      "one divisor per head and direction");
   pastDivisors_ = toTensor(past);
   futureDivisors_ = toTensor(future);
 }

@@ -25,10 +25,10 @@ struct LinearBias : AttentionBias {
 
  private:
   LinearBiasSpec spec_;
-  torch::Tensor pastParam_, futureParam_;  // (H): learned logits or fixed slopes
+  torch::Tensor pastParam_, futureParam_;        // (H): learned logits or fixed slopes
   torch::Tensor pastDivisors_, futureDivisors_;  // (H) interpolation divisors
-  torch::Tensor blockPast_, blockFuture_;  // (H) bool
-  torch::Tensor firstTokenBias_;           // (H)
+  torch::Tensor blockPast_, blockFuture_;        // (H) bool
+  torch::Tensor firstTokenBias_;                 // (H)
 };
 
 }  // namespace xtrap
