@@ -7,6 +7,8 @@
 set -euo pipefail
 XTRAP=$1
 EXPORT_LOGITS=$2
+# Debian's python3 (python3-torch) unless XTRAP_PYTHON names another with torch (a wheel's, say).
+PYTHON=${XTRAP_PYTHON:-/usr/bin/python3}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -22,7 +24,7 @@ check() {  # NAME TRAIN-ARGS...
     --ffn 64 --batch 4 --warmup 1 --lr 0.01 --threads 1 --no-progress --eval-tokens 64 "$@" >/dev/null
   "$XTRAP" export "$work/$name" "$work/$name-export" >/dev/null
   "$EXPORT_LOGITS" "$work/$name" "$work/tokens.txt" "$work/$name.f32"
-  /usr/bin/python3 "$here/export_check.py" "$work/$name-export" "$work/tokens.txt" "$work/$name.f32" || status=1
+  "$PYTHON" "$here/export_check.py" "$work/$name-export" "$work/tokens.txt" "$work/$name.f32" || status=1
 }
 check decoder-alibi --arch decoder --pos alibi
 check decoder-rotary --arch decoder --pos rotary

@@ -28,14 +28,16 @@ DistEnv distEnvFromEnvironment() {
   env.localRank = intVariable("LOCAL_RANK", env.rank, 0);
   if (env.rank >= env.world)
     throw std::invalid_argument(fmt::format("RANK={} is not below WORLD_SIZE={}", env.rank, env.world));
-  if (!env.distributed()) return env;
   const char* addr = std::getenv("MASTER_ADDR");
-  if (addr == nullptr || *addr == '\0')
+  bool hasAddr = addr != nullptr && *addr != '\0';
+  if (!env.distributed() && !hasAddr) return env;
+  if (!hasAddr)
     throw std::invalid_argument("WORLD_SIZE > 1 needs MASTER_ADDR and MASTER_PORT (the torchrun environment)");
+  env.launched = true;
   env.masterAddr = addr;
   env.masterPort = intVariable("MASTER_PORT", 0, 1);
   if (env.masterPort == 0 || env.masterPort > 65535)
-    throw std::invalid_argument("WORLD_SIZE > 1 needs MASTER_PORT in 1..65535");
+    throw std::invalid_argument("the torchrun environment needs MASTER_PORT in 1..65535");
   const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
   env.agentStore = agent != nullptr && std::string(agent) == "True";
   return env;

@@ -1,7 +1,9 @@
 #pragma once
 // The torchrun environment contract: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT (and
 // TORCHELASTIC_USE_AGENT_STORE=True when the launcher, not rank 0, hosts the TCPStore). Without
-// WORLD_SIZE (or with WORLD_SIZE=1) xtrap runs as a single process.
+// WORLD_SIZE, or with WORLD_SIZE=1 and no MASTER_ADDR, xtrap runs as a single process; WORLD_SIZE=1
+// with MASTER_ADDR/MASTER_PORT (torchrun with one rank) makes a real process group of one, as
+// DistributedDataParallel does, so the collectives' code path runs at world size 1 too.
 #include <cstdint>
 #include <string>
 
@@ -14,6 +16,7 @@ struct DistEnv {
   std::string masterAddr = "127.0.0.1";
   int masterPort = 29500;
   bool agentStore = false;  // the launcher hosts the store; every rank is a client
+  bool launched = false;    // the torchrun contract is present: a process group is made
   bool distributed() const { return world > 1; }
 };
 

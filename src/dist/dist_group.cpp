@@ -40,8 +40,8 @@ std::string heartbeatKey(int rank) { return fmt::format("heartbeat/{}", rank); }
 
 }  // namespace
 
-DistGroup::DistGroup(const DistEnv& env, torch::Device device) : env_(env) {
-  if (!env_.distributed()) return;
+DistGroup::DistGroup(const DistEnv& env, torch::Device device) : env_(env), device_(device) {
+  if (!env_.launched) return;
   static int groupsMade = 0;  // the same sequence on every rank
   std::string prefix = fmt::format("xtrap/group{}", groupsMade++);
   try {
@@ -102,18 +102,20 @@ void DistGroup::fail(const std::exception& error) {
     for (int r = 0; r < env_.world; ++r)
       if (r != env_.rank && store_->add(heartbeatKey(r), 0) == before[size_t(r)])
         lost += (lost.empty() ? "" : ", ") + std::to_string(r);
-    lost = lost.empty() ? "a rank stopped (all heartbeats still arrive)" : "rank " + lost + " stopped";
+    if (!lost.empty()) lost = "rank " + lost + " stopped; ";  // empty: every rank is alive
   } catch (const std::exception&) {
-    lost = env_.agentStore ? "the launcher's store is gone" : "rank 0 stopped (it hosted the rendezvous store)";
+    lost = env_.agentStore ? "the launcher's store is gone; " : "rank 0 stopped (it hosted the rendezvous store); ";
   }
-  throw std::runtime_error(fmt::format("rank {}: {}; a collective failed: {}", env_.rank, lost, cause));
+  throw std::runtime_error(fmt::format("rank {}: {}a collective failed: {}", env_.rank, lost, cause));
 }
 
 void DistGroup::allreduceSum(torch::Tensor& tensor) {
   if (!group_) return;
   try {
-    std::vector<torch::Tensor> tensors{tensor};
+    // NCCL reduces device tensors only; host-side counters and flags travel through the device.
+    std::vector<torch::Tensor> tensors{tensor.to(device_)};
     group_->allreduce(tensors)->wait();
+    if (!tensors[0].is_same(tensor)) tensor.copy_(tensors[0]);
   } catch (const std::exception& e) {
     fail(e);
   }

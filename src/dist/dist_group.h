@@ -64,6 +64,7 @@ class DistGroup {
   void heartbeatLoop();
 
   DistEnv env_;
+  torch::Device device_;  // where the collectives' tensors live (CUDA for NCCL)
   c10::intrusive_ptr<c10d::Store> store_;  // prefixed for this group
   c10::intrusive_ptr<c10d::Store> heartbeatStore_;
   c10::intrusive_ptr<CollectiveBackend> group_;
