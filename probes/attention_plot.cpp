@@ -28,9 +28,11 @@ const char* kViridis =
 // Points per distance curve: the curves are averaged over bins of query positions beyond this.
 constexpr int64_t kCurvePoints = 512;
 
+// Short enough for a panel a quarter of the figure wide: the position method names the row (the
+// figure title names the runs).
 std::string headTitle(const RunPicture& run, const HeadPicture& h) {
-  std::string t = fmt::format("{}  layer {} head {}", run.label, h.layer, h.head);
-  return h.slope > 0 ? t + fmt::format("  m = {:.4g}", h.slope) : t;
+  std::string t = fmt::format("{}  L{} H{}", run.pos, h.layer, h.head);
+  return h.slope > 0 ? t + fmt::format("  m={:.3g}", h.slope) : t;
 }
 
 // A cell that holds only masked (future) positions has no attention at all: drawn blank (NaN).
@@ -61,13 +63,15 @@ std::string heatmapScript(const std::vector<RunPicture>& runs, int& width, int& 
       }
       script += "EOD\n";
     }
+  std::string runNames;
+  for (const auto& run : runs) runNames += (runNames.empty() ? "rows: " : ", ") + run.pos + " = " + run.label;
   script += kViridis;
   script += fmt::format(
       "set multiplot layout {},{} title {} font ',13'\nset logscale cb\nset cbrange [{}:1]\n"
-      "set format cb '10^{{%T}}'\nset cbtics font ',8'\nset tics font ',8'\nset size ratio -1\n"
+      "set format cb '1e%T'\nset cbtics font ',8'\nset tics font ',8'\nset size ratio -1\n"
       "set xlabel 'key position' font ',9' offset 0,0.5\nset ylabel 'query position' font ',9' offset 1,0\n"
       "set title font ',10'\nunset key\n",
-      rows, cols, gnuplotQuoted("attention (mean over pooled cells, log colour); dashed: distance = L_train"), kFloor);
+      rows, cols, gnuplotQuoted("attention (log colour); dashed: distance = L_train; " + runNames), kFloor);
   for (size_t r = 0; r < runs.size(); ++r) {
     const RunPicture& run = runs[r];
     double pixel = double(run.N) / double(run.cells);
@@ -136,12 +140,17 @@ std::string distanceScript(const std::vector<RunPicture>& runs, int& width, int&
         gnuplotQuoted(run.label + " (" + run.pos + ")"), run.N, run.Ltrain);
     std::string plot = fmt::format("{} with lines dt 3 lw 1.5 lc rgb '#888888' title 'uniform'", uniform);
     int64_t count = int64_t(run.heads.size());
+    // Colour tells the heads apart, the dash pattern the layers: the first layer shown is solid.
+    std::set<int64_t> layers;
+    for (const auto& h : run.heads) layers.insert(h.layer);
     for (int64_t k = 0; k < count; ++k) {
       const HeadPicture& h = run.heads[k];
+      auto layerRank = std::distance(layers.begin(), layers.find(h.layer));
       std::string label =
           fmt::format("L{} h{}", h.layer, h.head) + (h.slope > 0 ? fmt::format(" m={:.3g}", h.slope) : "");
-      plot += fmt::format(", \\\n  $d{}_{} using 1:2 with lines lw 2 dt {} lc palette frac {:.3f} title {}", r, k,
-                          1 + h.layer % 5, count > 1 ? 0.9 * double(k) / double(count - 1) : 0.0, gnuplotQuoted(label));
+      plot +=
+          fmt::format(", \\\n  $d{}_{} using 1:2 with lines lw 2 dt {} lc palette frac {:.3f} title {}", r, k,
+                      1 + layerRank % 5, count > 1 ? 0.9 * double(k) / double(count - 1) : 0.0, gnuplotQuoted(label));
     }
     script += "plot " + plot + "\n";
   }

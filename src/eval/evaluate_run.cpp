@@ -114,11 +114,15 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
                        static_cast<long long>(Lvalid), req.split.c_str(), stream.size());
         double a = plan.scaleFor(Lvalid);
         std::string used = applyInterpolation(model, interp, a);
-        if (interp == Interp::DynamicNtk)
-          used = fmt::format("a = max({:g} * len / {}, 1) per window; at len {}: {}", req.a0, L, Lvalid, used);
+        // The row's scale and slopes are those of its full-length windows; dynamic-ntk gives a
+        // shorter last window its own.
         if (req.verbose && !used.empty() && group.isRoot())
-          std::fprintf(stderr, "%s Lvalid=%lld interp=%s a=%.4g: %s\n", name.c_str(), static_cast<long long>(Lvalid),
-                       interpName(interp).c_str(), a, used.c_str());
+          std::fprintf(stderr, "%s Lvalid=%lld interp=%s a=%.4g%s: %s\n", name.c_str(), static_cast<long long>(Lvalid),
+                       interpName(interp).c_str(), a,
+                       interp == Interp::DynamicNtk
+                           ? fmt::format(" (a = max({:g} * len / {}, 1) per window)", req.a0, L).c_str()
+                           : "",
+                       used.c_str());
         for (const auto& mode : req.modes) {
           if (mode != "nonoverlap" && mode != "sliding")
             throw std::invalid_argument("unknown --mode '" + mode + "' (valid: nonoverlap, sliding, both)");
