@@ -138,7 +138,8 @@ TEST_CASE("attention picture script: masked cells blank, slopes in titles, unifo
   run.heads = {h};
   AttentionScripts s = attentionPlotScripts({run, run});
   CHECK(s.heatmaps.find("$m0_0 << EOD\n0.5 NaN\n0.25 0.25\nEOD") != std::string::npos);
-  CHECK(s.heatmaps.find("layer 0 head 1  m = 0.25") != std::string::npos);
+  CHECK(s.heatmaps.find("alibi  L0 H1  m=0.25") != std::string::npos);
+  CHECK(s.heatmaps.find("rows: alibi = alibi-run") != std::string::npos);  // the runs, in the figure title
   CHECK(s.heatmaps.find("set logscale cb") != std::string::npos);
   CHECK(count(s.heatmaps, "set multiplot layout 2,1") == 1);  // two runs, one layer each, one head
   CHECK(s.distance.find("$d1_0 << EOD\n0 0\n1 0.5\n2 1\n3 1.5\nEOD") != std::string::npos);
