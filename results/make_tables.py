@@ -197,7 +197,23 @@ def quickstart_eval():
             f"ppl({ns[-1]})/ppl({ns[0]}) = {ratio(c, ns[-1], ns[0])}.\n")
 
 
+def distributed_scaling():
+    """Median tok/s per rank count over the repeats of bench/distributed_scaling.sh, and the speed-up."""
+    rows = load("distributed_scaling_h100_host.csv")
+    by_ranks = {}
+    for r in rows:
+        by_ranks.setdefault(int(r["ranks"]), []).append(float(r["tok_per_s"]))
+    def median(v):
+        v = sorted(v)
+        return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+    base = median(by_ranks[1])
+    return table(["ranks", "runs", "tok/s each run", "median tok/s", "speed-up vs 1 rank"],
+                 [[str(n), str(len(v)), " ".join(f"{x:.0f}" for x in v), f"{median(v):.0f}",
+                   f"{median(v) / base:.2f}x"] for n, v in sorted(by_ranks.items())])
+
+
 TABLES = {
+    "distributed/scaling": distributed_scaling,
     "paper-table2-mini/nonoverlap": paper_table2_nonoverlap,
     "paper-table2-mini/sliding": paper_table2_sliding,
     "paper-table2-mini/sinusoidal-steps": paper_table2_sinusoidal_steps,
