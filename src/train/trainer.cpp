@@ -107,9 +107,10 @@ void truncateLog(const fs::path& file, int64_t step) {
   writeTextAtomically(file, kept);
 }
 
-// Dropout stream of rank > 0 (rank 0 uses the run's seed, as a single process does). It is not
-// checkpointed: a resumed rank > 0 re-derives it from the step, so a resumed multi-rank run with
-// dropout continues with fresh (equally distributed) dropout masks on those ranks.
+// Dropout stream of rank > 0 for one step (rank 0 uses the run's seed and checkpoints its
+// generator, as a single process does). Re-seeded at every step from (seed, rank, step), so a
+// rank > 0 resumed at any step draws exactly the masks of the uninterrupted run with no state in
+// the checkpoint; with another world size the ranks' slices differ anyway, and so do the masks.
 uint64_t rankDropoutSeed(uint64_t seed, int rank, int64_t step) {
   return stepMaskSeed(seed + static_cast<uint64_t>(rank) * 0x9E3779B97F4A7C15ULL, step);
 }
@@ -180,7 +181,7 @@ RunInfo trainRun(TrainRequest req) {
   auto optimizer = makeOptimizer(model, t);
   BlockSampler sampler(static_cast<int64_t>(corpus.train.size()), sequenceSpan(run.model), t.batchOrder == "contiguous",
                        t.seed);
-  torch::manual_seed(root ? t.seed : rankDropoutSeed(t.seed, group.rank(), 0));
+  if (root) torch::manual_seed(t.seed);
   TrainingState state;
   auto logFile = run.dir / "train.jsonl";
   // Rank 0 alone writes the run directory; the others only read the checkpoint.
@@ -188,10 +189,7 @@ RunInfo trainRun(TrainRequest req) {
   if (req.resume && fs::exists(checkpointPath(run.dir))) {
     state = loadCheckpoint(checkpointPath(run.dir), model, optimizer.get());
     sampler.restore(state.samplerState);
-    if (!root)
-      torch::manual_seed(rankDropoutSeed(t.seed, group.rank(), state.step));
-    else if (state.torchRngState.defined())
-      restoreTorchRng(state.torchRngState);
+    if (root && state.torchRngState.defined()) restoreTorchRng(state.torchRngState);
     if (root) truncateLog(logFile, state.step);
   } else if (root) {
     fs::create_directories(run.dir);
@@ -226,6 +224,7 @@ RunInfo trainRun(TrainRequest req) {
   if (req.progress && root) bar.emplace(fmt::format("train {}", run.dir.filename().string()), totalSteps);
 
   for (; state.step < totalSteps;) {
+    if (!root) torch::manual_seed(rankDropoutSeed(t.seed, group.rank(), state.step));
     double lr = learningRate(t, state.step, totalSteps);
     setLearningRate(*optimizer, lr);
     auto starts = sampler.next(B);
