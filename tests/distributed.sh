@@ -7,6 +7,7 @@
 #  2. kill -9 of rank 1: the job exits non-zero within 60 s with a one-line error naming rank 1,
 #     and --resume (with 1 rank: the checkpoint does not depend on the world size) finishes it.
 #  3. xtrap eval with 2 ranks scores every token once: same token counts and perplexity as 1 rank.
+#  4. xtrap run with 2 ranks: rank 0 alone writes the results, whose numbers equal a 1-rank run's.
 # usage: distributed.sh XTRAP COMPARE_CHECKPOINTS
 set -u
 XTRAP=$1
@@ -123,4 +124,48 @@ for a, b in zip(one, two):
     assert abs(float(a["nll"]) - float(b["nll"])) <= 1e-6 * float(a["nll"]), (a["nll"], b["nll"])
 PY
 done
+# 4. xtrap run under the torchrun contract: every rank trains and evaluates, rank 0 alone writes
+# results/NAME (one "results:" line), with the numbers of a 1-rank run of the same scenario.
+cat > "$WORK/tiny.toml" <<EOF
+description = "2-rank scenario"
+[train]
+data = "$WORK/data"
+L = 32
+layers = 1
+d_model = 32
+heads = 2
+ffn = 64
+dropout = 0.0
+steps = 4
+batch = 8
+eval_every = 0
+eval_tokens = 512
+threads = 1
+[[variant]]
+name = "alibi"
+pos = "alibi"
+[eval]
+lvalid = "32..64"
+EOF
+"$XTRAP" run "$WORK/tiny.toml" --runs "$WORK/sruns1" --results "$WORK/res1" --no-progress > /dev/null 2>&1 ||
+  fail "1-rank xtrap run failed"
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+for rank in 1 0; do
+  RANK=$rank LOCAL_RANK=$rank WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT \
+    "$XTRAP" run "$WORK/tiny.toml" --runs "$WORK/sruns2" --results "$WORK/res2" --no-progress \
+    > "$WORK/run_out$rank" 2> "$WORK/run_err$rank" &
+  pids[rank]=$!
+done
+wait "${pids[0]}" || fail "xtrap run rank 0 failed: $(cat "$WORK/run_err0")"
+wait "${pids[1]}" || fail "xtrap run rank 1 failed: $(cat "$WORK/run_err1")"
+[[ $(cat "$WORK/run_out0") == "results: $WORK/res2/tiny" && ! -s "$WORK/run_out1" && ! -s "$WORK/run_err1" ]] ||
+  fail "rank 1 printed: $(cat "$WORK/run_out1" "$WORK/run_err1")"
+python3 - "$WORK/res1/tiny/results.csv" "$WORK/res2/tiny/results.csv" <<'PY' || fail "2-rank scenario results differ"
+import csv, sys
+one, two = (list(csv.DictReader(open(f))) for f in sys.argv[1:])
+assert len(one) == len(two) == 2, (len(one), len(two))
+for a, b in zip(one, two):
+    assert a["tokens_scored"] == b["tokens_scored"], (a, b)
+    assert abs(float(a["nll"]) - float(b["nll"])) <= 1e-5 * float(a["nll"]), (a["nll"], b["nll"])
+PY
 echo "distributed: ok"

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "dist/dist_env.h"
 #include "scenario/run_scenario.h"
 
 namespace xtrap {
@@ -23,7 +24,7 @@ CommandAction addRunCommand(CLI::App& cmd) {
     o.resultsRoot = *results;
     o.progress = !*noProgress;
     auto outDir = runScenario(loadScenario(*file), o);
-    if (!o.dryRun) fmt::print("results: {}\n", outDir.string());
+    if (!o.dryRun && distEnvFromEnvironment().rank == 0) fmt::print("results: {}\n", outDir.string());
   };
 }
 

@@ -14,6 +14,7 @@
 #include "attention_dump.h"
 #include "bias_dump.h"
 #include "data/wikitext.h"
+#include "dist/dist_group.h"
 #include "eval/evaluate_run.h"
 #include "eval/plot.h"
 #include "run/checkpoint.h"
@@ -232,6 +233,10 @@ fs::path runScenario(const Scenario& s, const ScenarioRunOptions& o) {
     printDryRun(s, o);
     return outDir;
   }
+  // Under the torchrun contract every rank trains and evaluates (the collectives need them all);
+  // rank 0 alone prints, writes the evaluation caches and results/NAME/, and runs the probes.
+  DistGroup group;
+  bool root = group.isRoot();
   auto started = Clock::now();
   std::string startedAt = timestamp();
   nlohmann::json manifest = {{"scenario", s.name}, {"xtrap_version", xtrapVersion()}, {"started", startedAt}};
@@ -241,12 +246,14 @@ fs::path runScenario(const Scenario& s, const ScenarioRunOptions& o) {
 
   for (const auto& v : s.variants) {
     TrainPlan p = planTraining(o.runsRoot, v);
+    group.barrier();  // every rank has read the run directory before rank 0 starts writing it
     auto t0 = Clock::now();
     if (p.action == "reuse") {
-      std::fprintf(stderr, "%s: reusing finished run %s\n", v.name.c_str(), p.dir.c_str());
+      if (root) std::fprintf(stderr, "%s: reusing finished run %s\n", v.name.c_str(), p.dir.c_str());
     } else {
-      std::fprintf(stderr, "%s: %s %s\n", v.name.c_str(), p.action == "resume" ? "resuming" : "training",
-                   p.dir.c_str());
+      if (root)
+        std::fprintf(stderr, "%s: %s %s\n", v.name.c_str(), p.action == "resume" ? "resuming" : "training",
+                     p.dir.c_str());
       TrainRequest req;
       req.model = v.model;
       req.train = v.train;
@@ -282,14 +289,19 @@ fs::path runScenario(const Scenario& s, const ScenarioRunOptions& o) {
     fs::path cache = evalCacheFile(info, r);
     auto t0 = Clock::now();
     std::vector<EvalRow> rows;
-    if (fs::exists(cache)) {
+    bool cached = fs::exists(cache);
+    group.barrier();  // every rank has looked for the cache before rank 0 writes it
+    if (cached) {
       rows = readEvalRows(cache);
     } else {
-      std::fprintf(stderr, "%s: evaluating %s, Lvalid %lld..%lld\n", v.name.c_str(), jobLabel(job).c_str(),
-                   static_cast<long long>(e.lvalids.front()), static_cast<long long>(e.lvalids.back()));
+      if (root)
+        std::fprintf(stderr, "%s: evaluating %s, Lvalid %lld..%lld\n", v.name.c_str(), jobLabel(job).c_str(),
+                     static_cast<long long>(e.lvalids.front()), static_cast<long long>(e.lvalids.back()));
       rows = evaluateRuns(r);
-      fs::create_directories(cache.parent_path());
-      writeEvalRows(cache, rows);
+      if (root) {
+        fs::create_directories(cache.parent_path());
+        writeEvalRows(cache, rows);
+      }
     }
     auto& entry = manifest["variants"][v.name];
     entry["eval_seconds_this_invocation"] = entry.value("eval_seconds_this_invocation", 0.0) + secondsSince(t0);
@@ -304,6 +316,7 @@ fs::path runScenario(const Scenario& s, const ScenarioRunOptions& o) {
     }
   }
   for (const auto& title : order) tables += formatMarkdownTable(title, sections[title]);
+  if (!root) return outDir;
 
   fs::create_directories(outDir);
   writeEvalRows(outDir / "results.csv", all);
