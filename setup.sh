@@ -15,6 +15,7 @@ PACKAGES=(
   catch2 libbenchmark-dev # tests, micro-benchmarks
   gnuplot-nox             # plots
   python3-torch           # the PyTorch eager baseline in bench/
+  python3-h5py            # tests/option_walk.py reads probe dumps; results/probes/compare_stats.py
   python3 util-linux      # test scripts (setpriv drops root for the read-only-directory cases)
 )
 missing=()

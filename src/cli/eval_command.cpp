@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -46,8 +47,10 @@ CommandAction addEvalCommand(CLI::App& cmd) {
   cmd.add_option("--mode", *mode, "nonoverlap | sliding | both")->capture_default_str();
   cmd.add_option("--stride", req->stride, "sliding stride S >= 1 (default: L_train / 2)");
   cmd.add_option("--interp", *interps, "comma list of none linear ntk dynamic-ntk")->capture_default_str();
-  cmd.add_option("--scale", req->scale, "fixed interpolation factor a (default: Lvalid / L_train)");
-  cmd.add_option("--a0", req->a0, "dynamic-ntk: a = max(a0 * Lvalid / L_train, 1)")->capture_default_str();
+  cmd.add_option("--scale", req->scale,
+                 "linear / ntk: the fixed factor a >= 1 for the whole sweep (default: longest Lvalid / L_train)");
+  cmd.add_option("--a0", req->a0, "dynamic-ntk: a = max(a0 * len / L_train, 1) for a window of len tokens")
+      ->capture_default_str();
   cmd.add_option("--max-tokens", req->maxTokens, "score only the first N tokens of the split (0 = all)")
       ->capture_default_str();
   cmd.add_option("--batch", req->batch, "windows per forward pass")->capture_default_str();
@@ -62,7 +65,18 @@ CommandAction addEvalCommand(CLI::App& cmd) {
   cmd.add_flag("--verbose", req->verbose, "print the slopes / rotary settings used at every Lvalid");
   cmd.add_flag("--no-progress", *noProgress, "no progress bar");
 
-  return [=] {
+  return [=, &cmd] {
+    // An option that does not apply is an error, never silently ignored.
+    std::vector<std::string> interpNames = splitList(*interps);
+    auto asked = [&](const char* name) {
+      return std::find(interpNames.begin(), interpNames.end(), name) != interpNames.end();
+    };
+    rejectUnless(cmd, {"--stride"}, *mode != "nonoverlap", "applies to --mode sliding or both");
+    rejectUnless(cmd, {"--scale"}, asked("linear") || asked("ntk"), "applies to --interp linear and ntk");
+    rejectUnless(cmd, {"--a0"}, asked("dynamic-ntk"), "applies to --interp dynamic-ntk");
+    rejectUnless(cmd, {"--buckets"}, !perPosition->empty(), "applies with --per-position");
+    if (cmd.count("--scale") && !(req->scale >= 1)) throw std::invalid_argument("--scale must be >= 1");
+    if (!(req->a0 > 0)) throw std::invalid_argument("--a0 must be > 0");
     if (*nproc != 1 && !insideDistributedJob()) return launchLocalRanks(*nproc);
     bool root = distEnvFromEnvironment().rank == 0;  // rank 0 alone prints and writes
     EvalRequest r = *req;
@@ -81,7 +95,7 @@ CommandAction addEvalCommand(CLI::App& cmd) {
     if (req->batch < 1) throw std::invalid_argument("--batch must be >= 1");
     if (req->positionBuckets < 1) throw std::invalid_argument("--buckets must be >= 1");
     r.interps.clear();
-    for (const auto& name : splitList(*interps)) r.interps.push_back(parseInterp(name));
+    for (const auto& name : interpNames) r.interps.push_back(parseInterp(name));
     for (const auto& run : r.runs) readRunInfo(run);  // a missing run is named before any output check
     if (lvalid->empty()) {
       int64_t L = readRunInfo(r.runs.front()).model.contextLength;

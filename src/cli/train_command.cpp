@@ -90,7 +90,26 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   // Hidden test hook for the non-finite guard (tests/reliability_train.sh).
   cmd.add_option("--inject-nan-at", *injectNan, "steps whose loss is made NaN")->delimiter(',')->group("");
 
-  return [=] {
+  return [=, &cmd] {
+    // An option that does not apply is an error, never silently ignored.
+    if (!resume->empty())
+      for (const CLI::Option* o : cmd.get_options())
+        if (o->count() > 0 && o->get_name() != "--resume" && o->get_name() != "--no-progress" &&
+            o->get_name() != "--nproc" && o->get_name() != "--inject-nan-at")
+          throw std::invalid_argument(o->get_name() + " does not apply with --resume (the run's run.json settings do)");
+    rejectUnless(cmd, {"--arch", "--pos", "--head"}, named->empty(),
+                 "and --config exclude each other (--config sets them)");
+    ModelConfig chosen = *model;
+    if (!named->empty()) applyNamedConfig(*named, chosen);
+    PositionMethod pos = chosen.position();
+    rejectUnless(cmd, {"--alibi-init"}, pos == PositionMethod::AlibiLearned || pos == PositionMethod::BiAlibi,
+                 "applies to learned slopes only (--pos alibi-learned or bialibi)");
+    rejectUnless(cmd, {"--mask-prob", "--no-bos"}, !chosen.causal(), "is for encoders");
+    rejectUnless(cmd, {"--clap-beta"}, chosen.head == "clap", "applies to --head clap only");
+    rejectUnless(cmd, {"--max-positions"}, pos == PositionMethod::Learned, "applies to --pos learned only");
+    rejectUnless(cmd, {"--batch-tokens"}, cmd.count("--batch") == 0, "applies only when --batch is not given");
+    rejectUnless(cmd, {"--steps"}, cmd.count("--tokens") == 0, "and --tokens exclude each other");
+    rejectUnless(cmd, {"--min-lr-ratio"}, train->schedule == "cosine", "is the cosine schedule's floor");
     if (*nproc != 1 && !insideDistributedJob()) return launchLocalRanks(*nproc);
     DistEnv dist = distEnvFromEnvironment();
     if (dist.distributed() && resume->empty() && out->empty())

@@ -1,0 +1,397 @@
+#!/usr/bin/python3
+"""option_walk.py XTRAP: every option of every xtrap command, enumerated from `xtrap CMD --help`,
+is exercised and must do what a researcher expects of it:
+
+  changes   given (in a context where it applies), the command's results differ from the same
+            command without it: training losses and validation loss, evaluation rows, HDF5
+            datasets and attributes, PNG bytes, printed output;
+  rejected  given where it cannot apply, the command exits 1 with one line `xtrap: error: ...`;
+  same      a knob that by design changes only speed, resources or what is printed: the results
+            equal the baseline's (numbers to 1e-5 relative + 1e-6); the table says why;
+  output    it names where results go: the file or directory appears there.
+
+An option in --help but missing from CASES fails the test (so a new option must be classified),
+and so does a CASES entry that --help no longer lists. Needs python3-h5py (Debian).
+"""
+import concurrent.futures
+import csv
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+XTRAP = os.path.abspath(sys.argv[1])
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+W = tempfile.mkdtemp(prefix="xtrap-option-walk-")
+# OTHER: the same training split (so the same vocabulary), other valid and test text.
+DATA, OTHER = f"{W}/data", f"{W}/other"
+for d, skip in ((DATA, 0), (OTHER, 300)):
+    os.makedirs(d)
+    for split in ("train", "valid", "test"):
+        with open(f"{ROOT}/data/wikitext-2/wiki.{split}.tokens") as src, open(f"{d}/wiki.{split}.tokens", "w") as dst:
+            lines = src.readlines()
+            first = 0 if split == "train" else skip
+            dst.writelines(lines[first:first + 300])
+
+counter = 0
+
+
+def fresh(name):
+    global counter
+    counter += 1
+    return f"{W}/{name}{counter}"
+
+
+def run(args):
+    p = subprocess.run([XTRAP] + args, capture_output=True, text=True, cwd=W)
+    return p.returncode, p.stdout, p.stderr
+
+
+def argv(cmd, positional, options):
+    out = [cmd] + positional
+    for k, v in options.items():
+        out += [k] if v is None else [k, v]
+    return out
+
+
+# --- fingerprints: what a command produced, as (label, value) pairs ---------------------------
+def train_fp(run_dir):
+    rows = [json.loads(l) for l in open(f"{run_dir}/train.jsonl")]
+    keep = ("step", "loss", "lr", "grad_norm", "val_loss", "tokens")
+    extra = json.load(open(f"{run_dir}/run.json"))["extra"]
+    return [("log", [{k: r[k] for k in keep if k in r} for r in rows]),
+            ("final", [extra["final_val_loss"], extra["parameters"]])]
+
+
+def csv_fp(path):
+    drop = ("seconds", "tokens_per_s", "flop_per_s", "run")
+    return [("rows", [{k: v for k, v in r.items() if k not in drop} for r in csv.DictReader(open(path))])]
+
+
+def h5_fp(path):
+    items = []
+    with h5py.File(path) as f:
+        items.append(("attrs", {k: str(v) for k, v in f.attrs.items() if k != "xtrap_version"}))
+        f.visititems(lambda name, obj: items.append((name, np.asarray(obj[()]).astype(float).tolist()))
+                     if isinstance(obj, h5py.Dataset) and obj.dtype.kind in "fiu" else None)
+    return items
+
+
+def bytes_fp(path):
+    return [("sha256", hashlib.sha256(open(path, "rb").read()).hexdigest())]
+
+
+def close(a, b):
+    if isinstance(a, float) and isinstance(b, (int, float)):
+        return abs(a - b) <= 1e-5 * max(abs(a), abs(b)) + 1e-6  # probabilities near 0: absolute
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(close(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(close(x, y) for x, y in zip(a, b))
+    if isinstance(a, str) and isinstance(b, str) and a != b:  # numbers inside CSV cells
+        try:
+            return close(float(a), float(b))
+        except ValueError:
+            return False
+    return a == b
+
+
+# --- the commands: a baseline invocation and how its results are read ---------------------------
+TINY = {"--data": DATA, "--layers": "1", "--d-model": "16", "--heads": "2", "--ffn": "32", "--L": "16",
+        "--steps": "3", "--batch": "2", "--eval-tokens": "64", "--eval-every": "0", "--threads": "1",
+        "--adaptive-softmax": "none", "--log-every": "1", "--warmup": "1", "--dropout": "0", "--no-progress": None}
+
+# Runs the eval / probe / plot / export cases read (trained once).
+DEC_RUN, ENC_RUN = f"{W}/dec", f"{W}/enc"
+for d, extra in ((DEC_RUN, {"--layers": "2"}), (ENC_RUN, {"--layers": "2", "--arch": "encoder"})):
+    opts = dict(TINY, **extra, **{"--out": d})
+    if extra.get("--arch") == "encoder":
+        del opts["--adaptive-softmax"]
+    rc, _, err = run(argv("train", [], opts))
+    assert rc == 0, err
+
+
+def do_train(options):
+    out = fresh("train")
+    rc, _, err = run(argv("train", [], dict({k: v for k, v in options.items()}, **{"--out": options.get("--out", out)})))
+    return rc, err, (lambda: train_fp(options.get("--out", out)))
+
+
+def do_eval(options, positional=(DEC_RUN,)):
+    out = fresh("eval") + ".csv"
+    opts = dict(options)
+    opts.setdefault("--out", out)
+    per = opts.get("--per-position")
+    rc, _, err = run(argv("eval", list(positional), opts))
+    return rc, err, (lambda: csv_fp(opts["--out"]) + (csv_fp(per) if per else []))
+
+
+def do_probe(options, positional=()):
+    opts = dict(options)
+    rc, stdout, err = run(argv("probe", list(positional), opts))
+    files = [opts[k] for k in ("--dump-bias", "--dump-attn") if k in opts]
+    pngs = [opts["--plot"]] if "--plot" in opts else []
+    return rc, err, (lambda: sum((h5_fp(f) for f in files), []) + sum((bytes_fp(p) for p in pngs), [])
+                     + [("stdout", stdout)])
+
+
+SCENARIO = f"{W}/tiny.toml"
+with open(SCENARIO, "w") as f:
+    f.write(f'description = "option walk"\n[train]\ndata = "{DATA}"\nL = 16\nlayers = 1\nd_model = 16\n'
+            'heads = 2\nffn = 32\ndropout = 0.0\nsteps = 2\nbatch = 2\neval_every = 0\neval_tokens = 64\n'
+            'threads = 1\n[[variant]]\nname = "alibi"\npos = "alibi"\n[eval]\nlvalid = "16..32"\n')
+
+
+def do_run(options):
+    opts = dict(options)
+    opts.setdefault("--runs", fresh("runs"))
+    opts.setdefault("--results", fresh("results"))
+    rc, stdout, err = run(argv("run", [SCENARIO], opts))
+    table = f"{opts['--results']}/tiny/results.csv"
+    return rc, err, (lambda: (csv_fp(table) if os.path.exists(table) else [("no results", None)])
+                     + [("stdout", re.sub(r"results: .*", "", stdout))])
+
+
+EVAL_CSV = f"{W}/for-plot.csv"
+assert run(argv("eval", [DEC_RUN], {"--Lvalid": "16,32", "--max-tokens": "300", "--threads": "1",
+                                     "--no-progress": None, "--out": EVAL_CSV}))[0] == 0
+
+
+def do_plot(options):
+    opts = dict(options)
+    opts.setdefault("--out", fresh("plot") + ".png")
+    rc, _, err = run(argv("plot", [EVAL_CSV], opts))
+    return rc, err, (lambda: bytes_fp(opts["--out"]))
+
+
+EVAL = {"--Lvalid": "16,32", "--max-tokens": "300", "--threads": "1", "--no-progress": None}
+BIAS = {"--arch": "encoder", "--pos": "alibi", "--heads": "2", "--len": "4"}
+ATTN = {"--Lvalid": "24", "--offset": "10", "--threads": "1"}
+
+
+# --- the cases ---------------------------------------------------------------------------------
+# Each: command, option, kind, runner, baseline options, the option's own setting (merged over the
+# baseline; a value None is a flag, "DEL" removes a key), and for `output` the path that must appear.
+def case(cmd, opt, kind, runner, base, change, why="", path=None):
+    return dict(cmd=cmd, opt=opt, kind=kind, runner=runner, base=base, change=change, why=why, path=path)
+
+
+def with_(d, **kw):
+    out = dict(d)
+    for k, v in kw.items():
+        out[k] = v
+    return out
+
+
+T = TINY
+TE = dict({k: v for k, v in TINY.items() if k != "--adaptive-softmax"}, **{"--arch": "encoder", "--pos": "alibi"})
+CASES = [
+    case("train", "--arch", "changes", do_train, T, {"--arch": "encoder", "--adaptive-softmax": "DEL"}),
+    case("train", "--pos", "changes", do_train, T, {"--pos": "rotary"}),
+    case("train", "--config", "changes", do_train, TE, {"--config": "baseline", "--arch": "DEL", "--pos": "DEL"}),
+    case("train", "--config", "rejected", do_train, TE, {"--config": "baseline"}),
+    case("train", "--head", "changes", do_train, TE, {"--head": "roberta"}),
+    case("train", "--L", "changes", do_train, T, {"--L": "8"}),
+    case("train", "--layers", "changes", do_train, T, {"--layers": "2"}),
+    case("train", "--d-model", "changes", do_train, T, {"--d-model": "32"}),
+    case("train", "--heads", "changes", do_train, T, {"--heads": "4"}),
+    case("train", "--ffn", "changes", do_train, T, {"--ffn": "64"}),
+    case("train", "--dropout", "changes", do_train, T, {"--dropout": "0.3"}),
+    case("train", "--max-positions", "changes", do_train, with_(T, **{"--pos": "learned"}), {"--max-positions": "64"}),
+    case("train", "--max-positions", "rejected", do_train, T, {"--max-positions": "64"}),
+    case("train", "--adaptive-softmax", "changes", do_train, T, {"--adaptive-softmax": "100,400"}),
+    case("train", "--alibi-init", "changes", do_train, with_(TE, **{"--pos": "alibi-learned"}),
+         {"--alibi-init": "standard"}),
+    case("train", "--alibi-init", "rejected", do_train, T, {"--alibi-init": "standard"}),
+    case("train", "--bos", "changes", do_train, TE, {"--bos": None}),
+    case("train", "--bos", "rejected", do_train, T, {"--bos": None}),
+    case("train", "--no-bos", "changes", do_train, with_(TE, **{"--pos": "bialibi"}), {"--no-bos": None}),
+    case("train", "--no-bos", "rejected", do_train, T, {"--no-bos": None}),
+    case("train", "--clap-beta", "changes", do_train, with_(TE, **{"--head": "clap"}), {"--clap-beta": "3"}),
+    case("train", "--clap-beta", "rejected", do_train, T, {"--clap-beta": "3"}),
+    case("train", "--no-scale-embedding", "changes", do_train, T, {"--no-scale-embedding": None}),
+    case("train", "--data", "changes", do_train, T, {"--data": OTHER}),
+    case("train", "--out", "output", do_train, T, {"--out": f"{W}/named-run"}, path=f"{W}/named-run/run.json"),
+    case("train", "--resume", "rejected", do_train, T, {"--resume": DEC_RUN}),
+    case("train", "--steps", "changes", do_train, T, {"--steps": "5"}),
+    case("train", "--tokens", "changes", do_train, T, {"--tokens": "160", "--steps": "DEL"}),
+    case("train", "--tokens", "rejected", do_train, T, {"--tokens": "160"}),
+    case("train", "--batch", "changes", do_train, T, {"--batch": "4"}),
+    case("train", "--batch-tokens", "changes", do_train, T, {"--batch-tokens": "64", "--batch": "DEL"}),
+    case("train", "--batch-tokens", "rejected", do_train, T, {"--batch-tokens": "64"}),
+    case("train", "--lr", "changes", do_train, T, {"--lr": "0.01"}),
+    case("train", "--min-lr-ratio", "changes", do_train, T, {"--min-lr-ratio": "0.5"}),
+    case("train", "--min-lr-ratio", "rejected", do_train, with_(T, **{"--schedule": "inverse-sqrt"}),
+         {"--min-lr-ratio": "0.5"}),
+    case("train", "--warmup", "changes", do_train, T, {"--warmup": "2"}),
+    case("train", "--schedule", "changes", do_train, T, {"--schedule": "inverse-sqrt"}),
+    case("train", "--weight-decay", "changes", do_train, T, {"--weight-decay": "0.5"}),
+    case("train", "--clip", "changes", do_train, T, {"--clip": "0.01"}),
+    case("train", "--seed", "changes", do_train, T, {"--seed": "7"}),
+    case("train", "--init-seed", "changes", do_train, T, {"--init-seed": "7"}),
+    case("train", "--threads", "same", do_train, T, {"--threads": "2"}, "intra-op threads: speed only"),
+    case("train", "--batch-order", "changes", do_train, T, {"--batch-order": "contiguous"}),
+    case("train", "--log-every", "changes", do_train, T, {"--log-every": "2"}),
+    case("train", "--eval-every", "changes", do_train, T, {"--eval-every": "1"}),
+    case("train", "--eval-tokens", "changes", do_train, T, {"--eval-tokens": "32"}),
+    case("train", "--checkpoint-every", "same", do_train, T, {"--checkpoint-every": "1"},
+         "when checkpoints are written: what a resume can recover (tests/reliability_resume.sh), not the run"),
+    case("train", "--mask-prob", "changes", do_train, TE, {"--mask-prob": "0.3"}),
+    case("train", "--mask-prob", "rejected", do_train, T, {"--mask-prob": "0.3"}),
+    case("train", "--max-bad-steps", "same", do_train, T, {"--max-bad-steps": "0"},
+         "acts only on non-finite steps (tests_reliability_torch: non-finite steps are skipped ...)"),
+    case("train", "--no-progress", "same", do_train, with_(T, **{"--no-progress": "DEL"}), {"--no-progress": None},
+         "progress bar on stderr only"),
+    case("train", "--nproc", "same", do_train, T, {"--nproc": "2"},
+         "data parallel: 2 ranks x 1 sequence equal 1 rank x 2 (tests/distributed.sh)"),
+
+    case("eval", "--Lvalid", "changes", do_eval, EVAL, {"--Lvalid": "16,48"}),
+    case("eval", "--split", "changes", do_eval, EVAL, {"--split": "test"}),
+    case("eval", "--data", "changes", do_eval, EVAL, {"--data": OTHER}),
+    case("eval", "--mode", "changes", do_eval, EVAL, {"--mode": "sliding"}),
+    case("eval", "--stride", "changes", do_eval, with_(EVAL, **{"--mode": "sliding"}), {"--stride": "4"}),
+    case("eval", "--stride", "rejected", do_eval, EVAL, {"--stride": "4"}),
+    case("eval", "--interp", "changes", do_eval, EVAL, {"--interp": "linear"}),
+    case("eval", "--scale", "changes", do_eval, with_(EVAL, **{"--interp": "ntk"}), {"--scale": "3"}),
+    case("eval", "--scale", "rejected", do_eval, EVAL, {"--scale": "3"}),
+    case("eval", "--a0", "changes", do_eval, with_(EVAL, **{"--interp": "dynamic-ntk"}), {"--a0": "3"}),
+    case("eval", "--a0", "rejected", do_eval, EVAL, {"--a0": "3"}),
+    case("eval", "--max-tokens", "changes", do_eval, EVAL, {"--max-tokens": "200"}),
+    case("eval", "--batch", "same", do_eval, EVAL, {"--batch": "1"}, "windows per forward pass: speed and memory"),
+    case("eval", "--nproc", "same", do_eval, EVAL, {"--nproc": "2"}, "ranks split the windows: every token once"),
+    case("eval", "--query-block", "same", do_eval, with_(EVAL, **{"--Lvalid": "64"}), {"--query-block": "8"},
+         "attention a block of query rows at a time: memory"),
+    case("eval", "--per-position", "output", do_eval, EVAL, {"--per-position": f"{W}/pp.csv"}, path=f"{W}/pp.csv"),
+    case("eval", "--buckets", "changes", do_eval, with_(EVAL, **{"--per-position": f"{W}/pp0.csv"}),
+         {"--buckets": "4"}),
+    case("eval", "--buckets", "rejected", do_eval, EVAL, {"--buckets": "4"}),
+    case("eval", "--out", "output", do_eval, EVAL, {"--out": f"{W}/named.json"}, path=f"{W}/named.json"),
+    case("eval", "--plot", "output", do_eval, EVAL, {"--plot": f"{W}/e.png"}, path=f"{W}/e.png"),
+    case("eval", "--threads", "same", do_eval, EVAL, {"--threads": "2"}, "intra-op threads: speed only"),
+    case("eval", "--verbose", "same", do_eval, EVAL, {"--verbose": None}, "also prints the slopes used"),
+    case("eval", "--no-progress", "same", do_eval, with_(EVAL, **{"--no-progress": "DEL"}), {"--no-progress": None},
+         "progress bar on stderr only"),
+
+    case("probe", "--arch", "changes", do_probe, with_(BIAS, **{"--dump-bias": "B"}), {"--arch": "decoder"}),
+    case("probe", "--arch", "rejected", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--arch": "decoder"}),
+    case("probe", "--pos", "changes", do_probe, with_(BIAS, **{"--dump-bias": "B"}), {"--pos": "alibi-offset"}),
+    case("probe", "--heads", "changes", do_probe, with_(BIAS, **{"--dump-bias": "B"}), {"--heads": "4"}),
+    case("probe", "--dump-bias", "output", do_probe, BIAS, {"--dump-bias": f"{W}/named-bias.h5"},
+         path=f"{W}/named-bias.h5"),
+    case("probe", "--len", "changes", do_probe, with_(BIAS, **{"--dump-bias": "B"}), {"--len": "6"}),
+    case("probe", "--print", "changes", do_probe, with_(BIAS, **{"--dump-bias": "B"}), {"--print": None}),
+    case("probe", "--print", "rejected", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--print": None}),
+    case("probe", "--dump-attn", "output", do_probe, ATTN, {"--dump-attn": f"{W}/named-attn.h5"},
+         path=f"{W}/named-attn.h5"),
+    case("probe", "--plot", "output", do_probe, ATTN, {"--plot": f"{W}/named-attn.png"}, path=f"{W}/named-attn.png"),
+    case("probe", "--cells", "changes", do_probe, with_(ATTN, **{"--plot": "P"}), {"--cells": "8"}),
+    case("probe", "--cells", "rejected", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--cells": "8"}),
+    case("probe", "--Lvalid", "changes", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--Lvalid": "20"}),
+    case("probe", "--Lvalid", "rejected", do_probe, with_(BIAS, **{"--dump-bias": "B"}), {"--Lvalid": "20"}),
+    case("probe", "--offset", "changes", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--offset": "50"}),
+    case("probe", "--split", "changes", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--split": "test"}),
+    case("probe", "--layers", "changes", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--layers": "1"}),
+    case("probe", "--interp", "changes", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--interp": "linear"}),
+    case("probe", "--scale", "changes", do_probe, with_(ATTN, **{"--dump-attn": "A", "--interp": "ntk"}),
+         {"--scale": "4"}),
+    case("probe", "--scale", "rejected", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--scale": "4"}),
+    case("probe", "--dtype", "changes", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--dtype": "float32"}),
+    case("probe", "--stats-only", "changes", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--stats-only": None}),
+    case("probe", "--with-bias", "changes", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--with-bias": None}),
+    case("probe", "--with-bias", "rejected", do_probe, with_(ATTN, **{"--plot": "P"}), {"--with-bias": None}),
+    case("probe", "--query-block", "same", do_probe, with_(ATTN, **{"--dump-attn": "A", "--dtype": "float32"}),
+         {"--query-block": "4"}, "attention a block of query rows at a time: memory"),
+    case("probe", "--threads", "same", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--threads": "2"},
+         "intra-op threads: speed only"),
+
+    case("run", "--dry-run", "changes", do_run, {"--no-progress": None}, {"--dry-run": None}),
+    case("run", "--runs", "output", do_run, {"--no-progress": None}, {"--runs": f"{W}/named-runs"},
+         path=f"{W}/named-runs"),
+    case("run", "--results", "output", do_run, {"--no-progress": None}, {"--results": f"{W}/named-results"},
+         path=f"{W}/named-results/tiny/results.csv"),
+    case("run", "--no-progress", "same", do_run, {}, {"--no-progress": None}, "progress bars on stderr only"),
+
+    case("plot", "--out", "output", do_plot, {}, {"--out": f"{W}/named-plot.png"}, path=f"{W}/named-plot.png"),
+    case("plot", "--title", "changes", do_plot, {}, {"--title": "another title"}),
+]
+PROBE_RUN_NEEDED = ("--dump-attn", "--plot")
+
+
+def materialise(c, options):
+    """Fresh output files for the placeholders A/B/P; probe maps read the decoder run."""
+    out = {}
+    for k, v in options.items():
+        if v == "DEL":
+            continue
+        if c["cmd"] == "probe" and v in ("A", "B", "P") and k in ("--dump-attn", "--dump-bias", "--plot"):
+            v = fresh("probe") + (".png" if v == "P" else ".h5")
+        out[k] = v
+    return out
+
+
+def invoke(c, options):
+    """Runs the command; its results are read at once (a later run may reuse a file name)."""
+    options = materialise(c, options)
+    if c["cmd"] == "probe":
+        positional = (DEC_RUN,) if any(k in options for k in PROBE_RUN_NEEDED) and "--arch" not in options else ()
+        rc, err, fingerprint = do_probe(options, positional)
+    else:
+        rc, err, fingerprint = c["runner"](options)
+    return rc, err, fingerprint() if rc == 0 else None
+
+
+def check(c):
+    base = dict(c["base"])
+    changed = dict(base, **c["change"])
+    head = f"{c['cmd']} {c['opt']}: {c['kind']}"
+    if c["kind"] == "rejected":
+        rc, err, _ = invoke(c, changed)
+        lines = err.strip().splitlines()
+        ok = rc == 1 and len(lines) == 1 and lines[0].startswith("xtrap: error:")
+        return ok, f"{head} ({lines[0] if lines else 'no message'})" if ok else f"{head} FAILED: rc {rc}, {err!r}"
+    if c["kind"] == "output":
+        rc, err, _ = invoke(c, changed)
+        ok = rc == 0 and os.path.exists(c["path"])
+        return ok, f"{head} ({os.path.relpath(c['path'], W)})" if ok else f"{head} FAILED: rc {rc}, {err!r}"
+    rc0, err0, fp0 = invoke(c, base)
+    rc1, err1, fp1 = invoke(c, changed)
+    if rc0 != 0 or rc1 != 0:
+        return False, f"{head} FAILED: baseline rc {rc0} {err0!r}; with the option rc {rc1} {err1!r}"
+    same = close(fp0, fp1)
+    if c["kind"] == "changes":
+        return not same, head if not same else f"{head} FAILED: the results did not change"
+    return same, f"{head} ({c['why']})" if same else f"{head} FAILED: the results changed"
+
+
+def listed_options(cmd):
+    text = subprocess.run([XTRAP, cmd, "--help"], capture_output=True, text=True).stdout
+    section = text.split("Options:", 1)[1]
+    return {m.group(1) for m in re.finditer(r"^\s+(?:-\w,)?(--[\w-]+)", section, re.M)} - {"--help"}
+
+
+failures = 0
+for cmd in ("train", "eval", "probe", "run", "plot", "export"):
+    covered = {c["opt"] for c in CASES if c["cmd"] == cmd}
+    listed = listed_options(cmd)
+    for opt in sorted(listed - covered):
+        print(f"{cmd} {opt}: FAILED: not classified in tests/option_walk.py")
+        failures += 1
+    for opt in sorted(covered - listed):
+        print(f"{cmd} {opt}: FAILED: classified but not in `xtrap {cmd} --help`")
+        failures += 1
+    print(f"{cmd}: {len(listed)} options")
+
+with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+    for ok, line in pool.map(check, CASES):
+        print(line)
+        failures += not ok
+shutil.rmtree(W)
+print(f"option walk: {len(CASES)} cases, {failures} failed")
+sys.exit(1 if failures else 0)
