@@ -121,49 +121,18 @@ void DistGroup::allreduceSum(torch::Tensor& tensor) {
   }
 }
 
-void DistGroup::allreduceGradients(const std::vector<torch::Tensor>& params) {
-  if (!group_) return;
-  torch::NoGradGuard noGrad;
-  // A gradient missing on every rank stays missing (the optimizer skips such a parameter, as in a
-  // single process); missing on some ranks only, it counts as zeros there.
-  auto defined = torch::empty({static_cast<int64_t>(params.size())}, torch::kFloat32);  // (P)
-  auto mark = defined.accessor<float, 1>();
-  for (size_t i = 0; i < params.size(); ++i) mark[int64_t(i)] = params[i].grad().defined() ? 1.0f : 0.0f;
-  allreduceSum(defined);
-  std::vector<torch::Tensor> grads;
-  for (size_t i = 0; i < params.size(); ++i) {
-    auto p = params[i];
-    if (mark[int64_t(i)] == 0.0f) continue;
-    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-    grads.push_back(p.grad());
-  }
-  // Consecutive gradients of one dtype up to kBucketBytes form a bucket: flattened, summed, copied back.
-  std::vector<std::pair<size_t, size_t>> buckets;  // [begin, end) into grads
-  for (size_t i = 0; i < grads.size();) {
-    size_t end = i + 1;
-    int64_t bytes = grads[i].nbytes();
-    while (end < grads.size() && grads[end].dtype() == grads[i].dtype() && bytes + grads[end].nbytes() <= kBucketBytes)
-      bytes += grads[end++].nbytes();
-    buckets.emplace_back(i, end);
-    i = end;
-  }
+c10::intrusive_ptr<c10d::Work> DistGroup::allreduceAsync(torch::Tensor& tensor) {
   try {
-    std::vector<std::vector<torch::Tensor>> flat(buckets.size());
-    std::vector<c10::intrusive_ptr<c10d::Work>> works;
-    for (size_t b = 0; b < buckets.size(); ++b) {
-      std::vector<torch::Tensor> views;
-      for (size_t i = buckets[b].first; i < buckets[b].second; ++i) views.push_back(grads[i].reshape({-1}));
-      flat[b] = {torch::cat(views)};
-      works.push_back(group_->allreduce(flat[b]));
-    }
-    for (size_t b = 0; b < buckets.size(); ++b) {
-      works[b]->wait();
-      int64_t offset = 0;
-      for (size_t i = buckets[b].first; i < buckets[b].second; ++i) {
-        grads[i].copy_(flat[b][0].narrow(0, offset, grads[i].numel()).view_as(grads[i]));
-        offset += grads[i].numel();
-      }
-    }
+    std::vector<torch::Tensor> tensors{tensor};
+    return group_->allreduce(tensors);
+  } catch (const std::exception& e) {
+    fail(e);
+  }
+}
+
+void DistGroup::wait(const c10::intrusive_ptr<c10d::Work>& work) {
+  try {
+    work->wait();
   } catch (const std::exception& e) {
     fail(e);
   }

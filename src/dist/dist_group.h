@@ -22,6 +22,7 @@ namespace c10d {
 class Store;
 class ProcessGroup;
 class Backend;
+class Work;
 }  // namespace c10d
 
 namespace xtrap {
@@ -48,14 +49,17 @@ class DistGroup {
   int world() const { return env_.world; }
   bool isRoot() const { return env_.rank == 0; }
 
+  bool active() const { return bool(group_); }  // a process group exists (else every call is a no-op)
+
   // In-place sum over ranks.
   void allreduceSum(torch::Tensor& tensor);
-  // Sums the gradients of `params` over ranks, in buckets of about kBucketBytes: every bucket's
-  // allreduce is launched before the first is waited for. Missing gradients count as zeros.
-  void allreduceGradients(const std::vector<torch::Tensor>& params);
+  // Starts an in-place sum over ranks of a tensor on the group's device; wait() finishes it. A
+  // failure of either is the one-line error of fail().
+  c10::intrusive_ptr<c10d::Work> allreduceAsync(torch::Tensor& tensor);
+  void wait(const c10::intrusive_ptr<c10d::Work>& work);
   void barrier();
 
-  static constexpr int64_t kBucketBytes = 25 << 20;  // DDP's default bucket_cap_mb
+  static constexpr int64_t kBucketBytes = 25 << 20;  // gradient buckets: DDP's default bucket_cap_mb
   // A rank silent for this long inside a collective is declared lost.
   static constexpr std::chrono::seconds kTimeout{300};
 
@@ -64,7 +68,7 @@ class DistGroup {
   void heartbeatLoop();
 
   DistEnv env_;
-  torch::Device device_;  // where the collectives' tensors live (CUDA for NCCL)
+  torch::Device device_;                   // where the collectives' tensors live (CUDA for NCCL)
   c10::intrusive_ptr<c10d::Store> store_;  // prefixed for this group
   c10::intrusive_ptr<c10d::Store> heartbeatStore_;
   c10::intrusive_ptr<CollectiveBackend> group_;

@@ -16,6 +16,7 @@
 #include "data/mlm_masking.h"
 #include "data/wikitext.h"
 #include "dist/dist_group.h"
+#include "dist/gradient_sync.h"
 #include "eval/encoder_score.h"
 #include "eval/perplexity.h"
 #include "model/flops.h"
@@ -179,6 +180,7 @@ RunInfo trainRun(TrainRequest req) {
   Transformer model(run.model);
   MlmTokens mlm = run.model.mlmTokens(corpus.vocab);
   auto optimizer = makeOptimizer(model, t);
+  GradientSync gradientSync(group, model->parameters());
   BlockSampler sampler(static_cast<int64_t>(corpus.train.size()), sequenceSpan(run.model), t.batchOrder == "contiguous",
                        t.seed);
   if (root) torch::manual_seed(t.seed);
@@ -233,6 +235,7 @@ RunInfo trainRun(TrainRequest req) {
                                 group.rank() * localB);
     if (req.injectNanAtSteps.count(state.step + 1)) r.loss = r.loss * std::numeric_limits<double>::quiet_NaN();
     optimizer->zero_grad();
+    gradientSync.start();
     // The step's loss is the mean over the scored tokens of all ranks (encoders score a different
     // number of masked tokens on each): rank r's mean weighs tokens_r / tokens_all, and the
     // gradients are summed over ranks. A rank with no scored token adds nothing.
@@ -245,7 +248,7 @@ RunInfo trainRun(TrainRequest req) {
     bool contributes = r.tokens > 0 || group.world() == 1;
     torch::Tensor rankLoss = contributes ? r.loss * weight : torch::zeros({});
     if (contributes) rankLoss.backward();
-    group.allreduceGradients(model->parameters());
+    gradientSync.finish();
     double gradNorm = t.clipNorm > 0 ? torch::nn::utils::clip_grad_norm_(model->parameters(), t.clipNorm) : 0.0;
     // Loss summed over ranks, and whether any rank got SIGINT/SIGTERM: all ranks decide alike.
     auto agreed = torch::tensor({rankLoss.item<double>(), double(interruptSignal() != 0)}, torch::kFloat64);
@@ -313,6 +316,9 @@ RunInfo trainRun(TrainRequest req) {
                {"train_seconds", seconds},
                {"bad_steps", state.badSteps},
                {"world_size", group.world()},
+               // Gradient buckets, and how many of them the last step all-reduced during backward.
+               {"allreduce_buckets", gradientSync.buckets()},
+               {"allreduce_buckets_overlapped", gradientSync.bucketsOverlapped()},
                {"flop_per_s", tokPerSec / double(B * L) * stepFlops},
                {"parameters", [&] {
                   int64_t n = 0;

@@ -1,13 +1,15 @@
 // GPU test (ctest label gpu): xtrap's DistGroup on NCCL with world size 1, the job torchrun makes
 // with one rank on a one-GPU machine. An all-reduce of one rank is the identity, so a tensor and
-// a set of gradients (several buckets' worth) must come back bit-identical. Without CUDA, or with
+// a set of gradients (several buckets' worth, summed by GradientSync during backward) must come
+// back bit-identical. Without CUDA, or with
 // a LibTorch that has no NCCL, it reports itself skipped (exit status 77).
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 
 #include <cstdio>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "dist/dist_group.h"
+#include "dist/gradient_sync.h"
 
 using namespace xtrap;
 
@@ -43,15 +45,18 @@ int main() {
   // 3 x 16 MB of gradients: more than one bucket of DistGroup::kBucketBytes (25 MB).
   std::vector<torch::Tensor> params, grads;
   for (int i = 0; i < 3; ++i) {
-    auto p = torch::zeros({1 << 22}, opts.requires_grad(true));  // (4M)
-    p.mutable_grad() = torch::randn({1 << 22}, opts);
-    grads.push_back(p.grad().clone());
-    params.push_back(p);
+    params.push_back(torch::zeros({1 << 22}, opts.requires_grad(true)));  // (4M)
+    grads.push_back(torch::randn({1 << 22}, opts));
   }
-  group.allreduceGradients(params);
+  GradientSync sync(group, params);
+  sync.start();
+  for (size_t i = 0; i < params.size(); ++i) (params[i] * grads[i]).sum().backward();  // d/dp = grads[i]
+  sync.finish();
   bool gradsOk = true;
   for (size_t i = 0; i < params.size(); ++i) gradsOk = gradsOk && torch::equal(params[i].grad(), grads[i]);
-  std::printf("NCCL world size 1: all-reduce of 3 x 4M gradients in buckets: %s\n", gradsOk ? "identical" : "DIFFERS");
+  std::printf("NCCL world size 1: 3 x 4M gradients in %lld buckets, %lld all-reduced during backward: %s\n",
+              static_cast<long long>(sync.buckets()), static_cast<long long>(sync.bucketsOverlapped()),
+              gradsOk ? "identical" : "DIFFERS");
   group.barrier();
   return ok && gradsOk ? 0 : 1;
 #endif

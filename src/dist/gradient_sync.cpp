@@ -1,0 +1,91 @@
+#include "dist/gradient_sync.h"
+
+namespace xtrap {
+
+GradientSync::GradientSync(DistGroup& group, std::vector<torch::Tensor> params, int64_t bucketBytes)
+    : group_(group), params_(std::move(params)) {
+  if (!group_.active()) return;
+  bucketOf_.resize(params_.size());
+  slotOf_.resize(params_.size());
+  produced_.assign(params_.size(), 0);
+  // Reverse order: the last layers' gradients come first in backward. One dtype per bucket.
+  int64_t bytes = 0;
+  for (size_t k = params_.size(); k-- > 0;) {
+    const torch::Tensor& p = params_[k];
+    if (!p.requires_grad()) continue;
+    if (buckets_.empty() || bytes + int64_t(p.nbytes()) > bucketBytes ||
+        params_[buckets_.back().params.front()].dtype() != p.dtype()) {
+      buckets_.emplace_back();
+      bytes = 0;
+    }
+    Bucket& b = buckets_.back();
+    bucketOf_[k] = buckets_.size() - 1;
+    slotOf_[k] = b.params.size();
+    b.offsets.push_back(b.params.empty() ? 0 : b.offsets.back() + params_[b.params.back()].numel());
+    b.params.push_back(k);
+    bytes += int64_t(p.nbytes());
+  }
+  for (Bucket& b : buckets_) {
+    const torch::Tensor& last = params_[b.params.back()];
+    b.flat = torch::zeros({b.offsets.back() + last.numel()}, last.options().requires_grad(false));
+  }
+  for (size_t k = 0; k < params_.size(); ++k)
+    if (params_[k].requires_grad())
+      params_[k].register_hook([this, k](const torch::Tensor& grad) { onGradient(k, grad); });
+}
+
+void GradientSync::start() {
+  if (!group_.active()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (Bucket& b : buckets_) {
+    b.flat.zero_();
+    b.pending = b.params.size();
+    b.work.reset();
+  }
+  std::fill(produced_.begin(), produced_.end(), 0);
+  nextLaunch_ = 0;
+  overlapped_ = 0;
+}
+
+void GradientSync::onGradient(size_t param, const torch::Tensor& grad) {
+  torch::NoGradGuard noGrad;
+  std::lock_guard<std::mutex> lock(mutex_);
+  Bucket& b = buckets_[bucketOf_[param]];
+  b.flat.narrow(0, b.offsets[slotOf_[param]], grad.numel()).copy_(grad.reshape({-1}));
+  produced_[param] = 1;
+  --b.pending;
+  launchReady(true);
+}
+
+void GradientSync::launchReady(bool inBackward) {
+  for (; nextLaunch_ < buckets_.size() && (buckets_[nextLaunch_].pending == 0 || !inBackward); ++nextLaunch_) {
+    Bucket& b = buckets_[nextLaunch_];
+    b.work = group_.allreduceAsync(b.flat);
+    overlapped_ += inBackward;
+  }
+}
+
+void GradientSync::finish() {
+  if (!group_.active()) return;
+  torch::NoGradGuard noGrad;
+  std::lock_guard<std::mutex> lock(mutex_);
+  launchReady(false);
+  // After every bucket (same order on all ranks): a gradient missing on every rank stays missing
+  // (the optimizer skips such a parameter, as in a single process); missing on some ranks only,
+  // it counts as zeros there (its slot stayed zero).
+  auto defined = torch::empty({static_cast<int64_t>(params_.size())}, torch::kFloat32);  // (P)
+  auto mark = defined.accessor<float, 1>();
+  for (size_t k = 0; k < params_.size(); ++k) mark[int64_t(k)] = produced_[k] ? 1.0f : 0.0f;
+  group_.allreduceSum(defined);
+  for (Bucket& b : buckets_) {
+    group_.wait(b.work);
+    for (size_t s = 0; s < b.params.size(); ++s) {
+      torch::Tensor& p = params_[b.params[s]];
+      if (mark[int64_t(b.params[s])] == 0.0f) continue;
+      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+      p.mutable_grad().copy_(b.flat.narrow(0, b.offsets[s], p.numel()).view_as(p));
+    }
+  }
+}
+
+}  // namespace xtrap
