@@ -11,11 +11,11 @@
 // Written here rather than with c10d::Reducer: the Reducer's C++ interface is internal to
 // LibTorch (it is built for the Python DDP module and changes between releases); the tensor hooks
 // and asynchronous collectives used here are public API in LibTorch 1.13 and 2.x alike.
-#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <mutex>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <vector>
 
 #include "dist/dist_group.h"
