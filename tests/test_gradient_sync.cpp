@@ -2,25 +2,17 @@
 // buckets are all-reduced while backward runs, and a sum over one rank returns every gradient
 // unchanged. The equivalence of 2 ranks with 1 is tests/distributed.sh.
 #include <catch2/catch.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "dist/gradient_sync.h"
 #include "model/transformer.h"
+#include "one_rank_job.h"
 #include "test_support.h"
 
 using namespace xtrap;
 
 TEST_CASE("GradientSync all-reduces buckets during backward and keeps a one-rank sum exact") {
-  c10d::TCPStoreOptions options;
-  options.port = 0;  // the store a launcher would host
-  options.isServer = true;
-  options.waitWorkers = false;
-  c10d::TCPStore agent("127.0.0.1", options);
-  DistEnv env;
-  env.launched = true;
-  env.agentStore = true;
-  env.masterPort = agent.getPort();
-  DistGroup group(env);
+  test::OneRankJob job;
+  DistGroup& group = job.group;
   REQUIRE(group.active());
 
   ModelConfig c = test::tinyConfig("alibi");

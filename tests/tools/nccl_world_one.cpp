@@ -1,13 +1,13 @@
 // GPU test (ctest label gpu): xtrap's DistGroup on NCCL with world size 1, the job torchrun makes
 // with one rank on a one-GPU machine. An all-reduce of one rank is the identity, so a tensor and
 // a set of gradients (several buckets' worth, summed by GradientSync during backward) must come
-// back bit-identical. Without CUDA, or with
-// a LibTorch that has no NCCL, it reports itself skipped (exit status 77).
+// back bit-identical. Without CUDA, or with a LibTorch that has no NCCL, it reports itself
+// skipped (exit status 77).
 #include <torch/torch.h>
 
 #include <cstdio>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "../one_rank_job.h"
 #include "dist/dist_group.h"
 #include "dist/gradient_sync.h"
 
@@ -22,17 +22,8 @@ int main() {
   std::puts("skipped: this LibTorch has no NCCL");
   return 77;
 #else
-  // The store a launcher would host (TORCHELASTIC_USE_AGENT_STORE=True), on a free loopback port.
-  c10d::TCPStoreOptions options;
-  options.port = 0;
-  options.isServer = true;
-  options.waitWorkers = false;
-  c10d::TCPStore agent("127.0.0.1", options);
-  DistEnv env;
-  env.launched = true;
-  env.agentStore = true;
-  env.masterPort = agent.getPort();
-  DistGroup group(env, torch::kCUDA);
+  test::OneRankJob job(torch::kCUDA);
+  DistGroup& group = job.group;
 
   auto opts = torch::TensorOptions().device(torch::kCUDA);
   auto x = torch::randn({1 << 20}, opts);  // (2^20)
