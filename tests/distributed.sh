@@ -9,12 +9,7 @@
 #  3. xtrap eval with 2 ranks scores every token once: same token counts and perplexity as 1 rank.
 #  4. xtrap run with 2 ranks: rank 0 alone writes the results, whose numbers equal a 1-rank run's.
 # usage: distributed.sh XTRAP COMPARE_CHECKPOINTS
-set -u
-XTRAP=$1
-COMPARE=$2
-source "$(dirname "$0")/reliability_lib.sh"
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+source "$(dirname "$0")/reliability_lib.sh" "$@"
 make_corpus "$WORK/data" 3000 400 11
 
 SMALL=(--data "$WORK/data" --layers 1 --d-model 32 --heads 2 --ffn 64 --L 32 --threads 1 --no-progress --seed 3
@@ -125,7 +120,8 @@ for a, b in zip(one, two):
 PY
 done
 # 4. xtrap run under the torchrun contract: every rank trains and evaluates, rank 0 alone writes
-# results/NAME (one "results:" line), with the numbers of a 1-rank run of the same scenario.
+# results/NAME (one "results:" line), with the files and numbers of a 1-rank run of the same
+# scenario. Rank 1 is given its own --results directory, which must never be created.
 cat > "$WORK/tiny.toml" <<EOF
 description = "2-rank scenario"
 [train]
@@ -152,7 +148,8 @@ EOF
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 for rank in 1 0; do
   RANK=$rank LOCAL_RANK=$rank WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT \
-    "$XTRAP" run "$WORK/tiny.toml" --runs "$WORK/sruns2" --results "$WORK/res2" --no-progress \
+    "$XTRAP" run "$WORK/tiny.toml" --runs "$WORK/sruns2" --results "$WORK/res2$([[ $rank == 1 ]] && echo -rank1)" \
+    --no-progress \
     > "$WORK/run_out$rank" 2> "$WORK/run_err$rank" &
   pids[rank]=$!
 done
@@ -160,6 +157,9 @@ wait "${pids[0]}" || fail "xtrap run rank 0 failed: $(cat "$WORK/run_err0")"
 wait "${pids[1]}" || fail "xtrap run rank 1 failed: $(cat "$WORK/run_err1")"
 [[ $(cat "$WORK/run_out0") == "results: $WORK/res2/tiny" && ! -s "$WORK/run_out1" && ! -s "$WORK/run_err1" ]] ||
   fail "rank 1 printed: $(cat "$WORK/run_out1" "$WORK/run_err1")"
+[[ ! -e "$WORK/res2-rank1" ]] || fail "rank 1 wrote results: $(find "$WORK/res2-rank1")"
+[[ $(cd "$WORK/res1/tiny" && find . | sort) == $(cd "$WORK/res2/tiny" && find . | sort) ]] ||
+  fail "2-rank results hold other files: $(cd "$WORK/res2/tiny" && find . | sort | tr '\n' ' ')"
 python3 - "$WORK/res1/tiny/results.csv" "$WORK/res2/tiny/results.csv" <<'PY' || fail "2-rank scenario results differ"
 import csv, sys
 one, two = (list(csv.DictReader(open(f))) for f in sys.argv[1:])

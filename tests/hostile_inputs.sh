@@ -2,11 +2,7 @@
 # Hostile inputs: each must end with exit status 1 and one line "xtrap: error: ..." on stderr
 # (never a crash), and leave no output file and no temporary behind.
 # usage: hostile_inputs.sh XTRAP [unused]
-set -u
-XTRAP=$1
-source "$(dirname "$0")/reliability_lib.sh"
-WORK=$(mktemp -d)
-trap 'chmod -R u+rwX "$WORK"; rm -rf "$WORK"' EXIT
+source "$(dirname "$0")/reliability_lib.sh" "$@"
 chmod 755 "$WORK"  # the read-only cases run as an unprivileged user when we are root
 cases=0
 

@@ -1,5 +1,12 @@
 # Shared by the reliability shell tests: synthetic corpora, tiny-model flags, assertions.
-# Sourced; expects XTRAP (the binary) to be set.
+# A test called as `TEST.sh XTRAP [COMPARE_CHECKPOINTS]` sources it with its arguments
+# (`source reliability_lib.sh "$@"`): XTRAP and COMPARE name the binaries, and WORK is a scratch
+# directory removed on exit (made writable first: some tests take permissions away inside it).
+set -u
+XTRAP=$1
+COMPARE=${2:-}
+WORK=$(mktemp -d)
+trap 'chmod -R u+rwX "$WORK"; rm -rf "$WORK"' EXIT
 
 # make_corpus DIR LINES VOCAB SEED: a WikiText-format directory of LINES lines per split.
 make_corpus() {

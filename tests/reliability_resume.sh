@@ -3,12 +3,7 @@
 # checkpoint writes) and resumed each time ends with the same parameters, optimizer-driven
 # updates, data order, RNG state and logged losses as an uninterrupted run.
 # usage: reliability_resume.sh XTRAP COMPARE_CHECKPOINTS
-set -u
-XTRAP=$1
-COMPARE=$2
-source "$(dirname "$0")/reliability_lib.sh"
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+source "$(dirname "$0")/reliability_lib.sh" "$@"
 make_corpus "$WORK/data" 3000 400 11
 
 ARGS=(--data "$WORK/data" "${TINY[@]}" --steps 150 --dropout 0.1 --seed 5 --checkpoint-every 4 --log-every 1

@@ -3,11 +3,7 @@
 # 128+signal; a resume continues from that step. eval and probe stop between batches / blocks
 # and leave neither their output file nor a temporary.
 # usage: reliability_signals.sh XTRAP [unused]
-set -u
-XTRAP=$1
-source "$(dirname "$0")/reliability_lib.sh"
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+source "$(dirname "$0")/reliability_lib.sh" "$@"
 make_corpus "$WORK/data" 3000 400 12
 
 # wait_for_lines FILE N: until FILE has N lines (at most ~60 s).

@@ -12,19 +12,24 @@ int main(int argc, char** argv) {
   CLI::App app{"xtrap: length-extrapolation workbench (train short, test long)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", XTRAP_VERSION);
+  struct Command {
+    const char* name;
+    const char* description;
+    xtrap::CommandAction (*add)(CLI::App&);
+  };
+  const Command kCommands[] = {
+      {"train", "train a decoder (causal LM) or encoder (masked LM)", xtrap::addTrainCommand},
+      {"eval", "perplexity of trained runs at growing Lvalid", xtrap::addEvalCommand},
+      {"probe", "look inside a run: bias matrices, attention maps and statistics", xtrap::addProbeCommand},
+      {"run", "run a scenario file: train what is missing, evaluate, write results/NAME/", xtrap::addRunCommand},
+      {"plot", "draw perplexity vs Lvalid from results files (gnuplot)", xtrap::addPlotCommand},
+      {"export", "write a run as model.safetensors + config.json + vocab.txt for Python", xtrap::addExportCommand},
+  };
   std::vector<std::pair<CLI::App*, xtrap::CommandAction>> commands;
-  auto* train = app.add_subcommand("train", "train a decoder (causal LM) or encoder (masked LM)");
-  commands.emplace_back(train, xtrap::addTrainCommand(*train));
-  auto* eval = app.add_subcommand("eval", "perplexity of trained runs at growing Lvalid");
-  commands.emplace_back(eval, xtrap::addEvalCommand(*eval));
-  auto* probe = app.add_subcommand("probe", "look inside a run: bias matrices, attention maps and statistics");
-  commands.emplace_back(probe, xtrap::addProbeCommand(*probe));
-  auto* run = app.add_subcommand("run", "run a scenario file: train what is missing, evaluate, write results/NAME/");
-  commands.emplace_back(run, xtrap::addRunCommand(*run));
-  auto* plot = app.add_subcommand("plot", "draw perplexity vs Lvalid from results files (gnuplot)");
-  commands.emplace_back(plot, xtrap::addPlotCommand(*plot));
-  auto* exp = app.add_subcommand("export", "write a run as model.safetensors + config.json + vocab.txt for Python");
-  commands.emplace_back(exp, xtrap::addExportCommand(*exp));
+  for (const auto& command : kCommands) {
+    auto* sub = app.add_subcommand(command.name, command.description);
+    commands.emplace_back(sub, command.add(*sub));
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -31,7 +31,11 @@ GradientSync::GradientSync(DistGroup& group, std::vector<torch::Tensor> params, 
   }
   for (size_t k = 0; k < params_.size(); ++k)
     if (params_[k].requires_grad())
-      params_[k].register_hook([this, k](const torch::Tensor& grad) { onGradient(k, grad); });
+      hooks_.emplace_back(k, params_[k].register_hook([this, k](const torch::Tensor& grad) { onGradient(k, grad); }));
+}
+
+GradientSync::~GradientSync() {
+  for (const auto& [param, handle] : hooks_) params_[param].remove_hook(handle);
 }
 
 void GradientSync::start() {

@@ -8,14 +8,19 @@
 // buckets still waiting (parameters this rank gave no gradient count as zeros), waits for all,
 // and writes the sums into the gradients.
 //
-// Written here rather than with c10d::Reducer: the Reducer's C++ interface is internal to
-// LibTorch (it is built for the Python DDP module and changes between releases); the tensor hooks
-// and asynchronous collectives used here are public API in LibTorch 1.13 and 2.x alike.
+// Written here rather than with c10d::Reducer (the engine of Python's DistributedDataParallel,
+// whose header LibTorch ships): the Reducer expects every rank to run backward each step (an
+// encoder rank whose slice has no masked token runs none here, and would leave the others
+// waiting), it divides the sums by the world size (xtrap's rank losses are already weighted by
+// their share of the step's tokens, so the plain sum is the gradient), and it takes a
+// ProcessGroup, which LibTorch 2.x builds around its Gloo/NCCL backends differently from 1.13.
+// Tensor hooks and asynchronous collectives are public API in LibTorch 1.13 and 2.x alike.
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <mutex>
 #include <torch/csrc/distributed/c10d/Work.hpp>
+#include <utility>
 #include <vector>
 
 #include "dist/dist_group.h"
@@ -26,6 +31,7 @@ class GradientSync {
  public:
   // Registers the hooks; with no process group (a single process) every call is a no-op.
   GradientSync(DistGroup& group, std::vector<torch::Tensor> params, int64_t bucketBytes = DistGroup::kBucketBytes);
+  ~GradientSync();  // removes the hooks: the parameters may outlive this object
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
 
@@ -49,8 +55,9 @@ class GradientSync {
   DistGroup& group_;
   std::vector<torch::Tensor> params_;
   std::vector<Bucket> buckets_;
-  std::vector<size_t> bucketOf_, slotOf_;  // per parameter
-  std::vector<char> produced_;             // per parameter: a gradient arrived this step
+  std::vector<size_t> bucketOf_, slotOf_;           // per parameter
+  std::vector<char> produced_;                      // per parameter: a gradient arrived this step
+  std::vector<std::pair<size_t, unsigned>> hooks_;  // (parameter, hook handle)
   size_t nextLaunch_ = 0;
   int64_t overlapped_ = 0;
   std::mutex mutex_;  // autograd may run hooks on its worker threads
