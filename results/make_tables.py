@@ -197,9 +197,9 @@ def quickstart_eval():
             f"ppl({ns[-1]})/ppl({ns[0]}) = {ratio(c, ns[-1], ns[0])}.\n")
 
 
-def distributed_scaling():
+def distributed_scaling(csv_path):
     """Median tok/s per rank count over the repeats of bench/distributed_scaling.sh, and the speed-up."""
-    rows = load("distributed_scaling_h100_host.csv")
+    rows = load(csv_path)
     by_ranks = {}
     for r in rows:
         by_ranks.setdefault(int(r["ranks"]), []).append(float(r["tok_per_s"]))
@@ -213,7 +213,8 @@ def distributed_scaling():
 
 
 TABLES = {
-    "distributed/scaling": distributed_scaling,
+    "distributed/scaling": lambda: distributed_scaling("distributed_scaling_h100_host.csv"),
+    "distributed/scaling-dev": lambda: distributed_scaling("distributed_scaling_dev_quiet.csv"),
     "paper-table2-mini/nonoverlap": paper_table2_nonoverlap,
     "paper-table2-mini/sliding": paper_table2_sliding,
     "paper-table2-mini/sinusoidal-steps": paper_table2_sinusoidal_steps,
