@@ -16,6 +16,7 @@ import json
 import os
 import re
 import sys
+from statistics import median
 
 RESULTS = os.path.dirname(os.path.abspath(__file__))
 MARKER = re.compile(r"(<!-- table:([\w./-]+) -->\n)(.*?)(<!-- end -->)", re.S)
@@ -203,9 +204,6 @@ def distributed_scaling(csv_path):
     by_ranks = {}
     for r in rows:
         by_ranks.setdefault(int(r["ranks"]), []).append(float(r["tok_per_s"]))
-    def median(v):
-        v = sorted(v)
-        return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
     base = median(by_ranks[1])
     return table(["ranks", "runs", "tok/s each run", "median tok/s", "speed-up vs 1 rank"],
                  [[str(n), str(len(v)), " ".join(f"{x:.0f}" for x in v), f"{median(v):.0f}",

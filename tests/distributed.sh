@@ -147,9 +147,10 @@ EOF
   fail "1-rank xtrap run failed"
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 for rank in 1 0; do
+  results=$WORK/res2
+  [[ $rank == 1 ]] && results+=-rank1
   RANK=$rank LOCAL_RANK=$rank WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT \
-    "$XTRAP" run "$WORK/tiny.toml" --runs "$WORK/sruns2" --results "$WORK/res2$([[ $rank == 1 ]] && echo -rank1)" \
-    --no-progress \
+    "$XTRAP" run "$WORK/tiny.toml" --runs "$WORK/sruns2" --results "$results" --no-progress \
     > "$WORK/run_out$rank" 2> "$WORK/run_err$rank" &
   pids[rank]=$!
 done
