@@ -53,23 +53,28 @@ void BM_Attention(benchmark::State& state) {
   auto x = torch::randn({B, L, c.dModel}, torch::requires_grad(backward));
   AttentionBias* bias = model->attentionBias();
   bool cacheable = !bias || !bias->trainable();
-  torch::Tensor cached = attentionBiasBlock(bias, c.causal(), 0, L, 0, L);
+  torch::Tensor cached = attentionBiasBlock(bias, c.causal(), 0, L, 0, L, x.options());
+  ForwardOptions forward;
+  forward.queryBlock = queryBlock;
+  AttentionPath path = model->attentionPath(L, forward);
   std::optional<torch::NoGradGuard> noGrad;
   if (!backward) noGrad.emplace();
   for (auto _ : state) {
     AttentionContext ctx;
+    ctx.path = path;
     ctx.causal = c.causal();
     ctx.bias = bias;
     ctx.rotary = model->rotary();
     ctx.queryBlock = queryBlock;
     // As TransformerImpl::features: a trainable bias is rebuilt every forward, a fixed one cached.
-    if (queryBlock == 0) ctx.fullBias = cacheable ? cached : attentionBiasBlock(bias, c.causal(), 0, L, 0, L);
+    if (pathUsesFullBias(path))
+      ctx.fullBias = cacheable ? cached : attentionBiasBlock(bias, c.causal(), 0, L, 0, L, x.options());
     auto y = attn->forward(x, ctx);
     if (backward) y.sum().backward();
     benchmark::DoNotOptimize(y.data_ptr<float>());
   }
   state.SetItemsProcessed(state.iterations() * B * L);
-  state.SetLabel(pos + (queryBlock ? " block" : " full") + (backward ? " fwd+bwd" : " fwd"));
+  state.SetLabel(pos + " " + attentionPathName(path) + (backward ? " fwd+bwd" : " fwd"));
 }
 
 void attentionArgs(benchmark::internal::Benchmark* b) {

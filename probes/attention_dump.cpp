@@ -7,8 +7,9 @@
 #include <stdexcept>
 
 #include "data/wikitext.h"
-#include "eval/evaluate_run.h"
+#include "eval/model_interpolation.h"
 #include "run/run_directory.h"
+#include "util/execution_context.h"
 #include "util/interrupt.h"
 
 namespace xtrap {
@@ -20,6 +21,10 @@ torch::Tensor meanAttentionDistance(const torch::Tensor& probs, int64_t q0) {
   auto j = torch::arange(0, probs.size(2), torch::kFloat32).unsqueeze(0);
   return (probs * (i - j).abs()).sum(-1);
 }
+
+// The observers' host boundary: a block of probabilities (1, H, Tq, Tk) on the model's device as
+// (H, Tq, Tk) float32 on the host, where the statistics and the HDF5 writer read it.
+torch::Tensor hostProbabilities(const torch::Tensor& probs) { return toHost(probs[0]).to(torch::kFloat32); }
 
 // Receives each block of probabilities (1, H, Tq, Tk): accumulates per-query statistics for all
 // heads and streams the selected heads' rows (zero-padded to N keys) into the file.
@@ -56,7 +61,7 @@ struct DumpObserver : AttentionObserver {
   void onProbabilities(int64_t layer, int64_t q0, const torch::Tensor& probsIn) override {
     // Unwinds through ~Hdf5Writer, which deletes the temporary file.
     throwIfInterrupted();
-    auto probs = probsIn[0];  // (H, Tq, Tk), float32: float64 temporaries doubled the dump's memory
+    auto probs = hostProbabilities(probsIn);  // (H, Tq, Tk), float32: float64 temporaries doubled the dump's memory
     int64_t Tq = probs.size(1), Tk = probs.size(2);
     auto rows = torch::indexing::Slice(q0, q0 + Tq);
     entropy.index_put_({layer, torch::indexing::Slice(), rows}, -torch::special_xlogy(probs, probs).sum(-1));
@@ -65,12 +70,14 @@ struct DumpObserver : AttentionObserver {
     if (attnSets[layer] < 0) return;
     auto sel = torch::tensor(headSel, torch::kLong);
     auto padded = torch::zeros({int64_t(headSel.size()), Tq, N});
-    padded.narrow(2, 0, Tk).copy_(probsIn[0].index_select(0, sel));
+    padded.narrow(2, 0, Tk).copy_(probs.index_select(0, sel));
     h5.writeRows(attnSets[layer], headSel.size(), q0, Tq, N, padded.data_ptr<float>());
     if (biasSets[layer] >= 0) {
-      auto b = attentionBiasBlock(model->attentionBias(), model->config.causal(), q0, q0 + Tq, 0, N);
-      auto full =
-          (b.defined() ? torch::zeros({H, Tq, N}) + b : torch::zeros({H, Tq, N})).index_select(0, sel).contiguous();
+      auto onModel = torch::TensorOptions().dtype(torch::kFloat32).device(model->device());
+      auto b = attentionBiasBlock(model->attentionBias(), model->config.causal(), q0, q0 + Tq, 0, N, onModel);
+      auto full = torch::zeros({H, Tq, N});  // on the host
+      if (b.defined()) full = full + toHost(b);
+      full = full.index_select(0, sel).contiguous();
       h5.writeRows(biasSets[layer], headSel.size(), q0, Tq, N, full.data_ptr<float>());
     }
   }
@@ -105,7 +112,7 @@ struct PictureObserver : AttentionObserver {
     auto at = std::find(layerSel.begin(), layerSel.end(), layer);
     if (at == layerSel.end()) return;
     size_t l = size_t(at - layerSel.begin());
-    auto probs = probsIn[0].index_select(0, torch::tensor(headSel, torch::kLong));  // (HS, Tq, Tk)
+    auto probs = hostProbabilities(probsIn).index_select(0, torch::tensor(headSel, torch::kLong));  // (HS, Tq, Tk)
     int64_t Tq = probs.size(1), Tk = probs.size(2);
     distance[l].narrow(1, q0, Tq).copy_(meanAttentionDistance(probs, q0));
     auto byColumnCell = torch::zeros({probs.size(0), Tq, cells}).index_add_(2, bin.narrow(0, 0, Tk), probs);

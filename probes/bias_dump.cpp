@@ -4,15 +4,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/execution_context.h"
 #include "util/hdf5_writer.h"
 
 namespace xtrap {
 
 torch::Tensor attentionBiasMatrix(Transformer& model, int64_t len) {
   torch::NoGradGuard noGrad;
-  auto b = attentionBiasBlock(model->attentionBias(), model->config.causal(), 0, len, 0, len);
-  auto full = torch::zeros({model->config.heads, len, len});
-  return b.defined() ? (full + b).contiguous() : full;
+  auto onModel = torch::TensorOptions().dtype(torch::kFloat32).device(model->device());
+  auto b = attentionBiasBlock(model->attentionBias(), model->config.causal(), 0, len, 0, len, onModel);
+  auto full = torch::zeros({model->config.heads, len, len});  // on the host: the HDF5 writer reads it
+  return b.defined() ? (full + toHost(b)).contiguous() : full;
 }
 
 void dumpBias(Transformer& model, int64_t len, const std::filesystem::path& file,
@@ -30,8 +32,8 @@ void dumpBias(Transformer& model, int64_t len, const std::filesystem::path& file
   h5.floats("bias", {hsize_t(H), hsize_t(len), hsize_t(len)}, bias.data_ptr<float>());
   if (LinearBias* lb = model->linearBias()) {
     torch::NoGradGuard noGrad;
-    auto write = [&](const std::string& name, torch::Tensor t) {
-      t = t.to(torch::kFloat32).contiguous();
+    auto write = [&](const std::string& name, const torch::Tensor& values) {  // on the model's device or the host
+      auto t = toHost(values).to(torch::kFloat32);
       h5.floats(name, {hsize_t(t.numel())}, t.data_ptr<float>());
     };
     const LinearBiasSpec& spec = lb->spec();
@@ -49,7 +51,7 @@ void dumpBias(Transformer& model, int64_t len, const std::filesystem::path& file
 
 std::string formatBiasMatrix(const torch::Tensor& bias) {
   std::string out;
-  auto b = bias.to(torch::kFloat64).contiguous();
+  auto b = toHost(bias).to(torch::kFloat64);
   auto a = b.accessor<double, 3>();
   for (int64_t h = 0; h < b.size(0); ++h) {
     out += fmt::format("head {}\n", h);

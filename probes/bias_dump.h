@@ -12,7 +12,7 @@
 
 namespace xtrap {
 
-torch::Tensor attentionBiasMatrix(Transformer& model, int64_t len);  // (H, len, len)
+torch::Tensor attentionBiasMatrix(Transformer& model, int64_t len);  // (H, len, len) float32 on the host
 // The interpolation the model's slopes / rotary settings were set to (attributes interp,
 // scale, slopes of the file).
 struct BiasDumpInterpolation {

@@ -12,6 +12,16 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$XTRAP" train --help | grep -q "alibi" || fail "train --help lacks the default pos"
 "$XTRAP" eval --help | grep -q -- "--Lvalid" || fail "eval --help lacks --Lvalid"
 "$XTRAP" probe --help | grep -q -- "--dump-attn" || fail "probe --help lacks --dump-attn"
+# Device and precision on every command that computes, with their choices and defaults.
+for cmd in train eval probe; do
+  "$XTRAP" $cmd --help | grep -- "--device" | grep -q "auto | cpu | cuda" || fail "$cmd --help: --device choices"
+  "$XTRAP" $cmd --help | grep -- "--device" | grep -q "TEXT=auto" || fail "$cmd --help: --device default"
+  "$XTRAP" $cmd --help | grep -- "--dtype" | grep -q "float32 | bfloat16" || fail "$cmd --help: --dtype choices"
+  "$XTRAP" $cmd --help | grep -- "--dtype" | grep -q "TEXT=float32" || fail "$cmd --help: --dtype default"
+done
+"$XTRAP" run --help | grep -- "--device" | grep -q "auto | cpu | cuda" || fail "run --help: --device choices"
+"$XTRAP" run --help | grep -- "--dtype" | grep -q "float32 | bfloat16" || fail "run --help: --dtype choices"
+"$XTRAP" probe --help | grep -- "--store-dtype" | grep -q "TEXT=float16" || fail "probe --help: --store-dtype default"
 
 # expect_error "message fragment" args...: exit code 1 or 2 (CLI11), one line on stderr.
 expect_error() {
@@ -61,6 +71,25 @@ lines = open(sys.argv[1]).read().split("\n")
 got = [-float(lines[lines.index(f"head {h}") + 1].split()[1]) for h in range(12)]
 assert all(abs(g - w) <= 1e-3 * w for g, w in zip(got, want)), (got, want)
 PY
+# bfloat16 autocast on the CPU end to end; run.json and eval.csv record the device and precision.
+"$XTRAP" train "${tiny[@]}" --device cpu --dtype bfloat16 --out "$work/bf16" >/dev/null || fail "train --dtype bfloat16"
+grep -q '"device": "cpu"' "$work/bf16/run.json" && grep -q '"dtype": "bfloat16"' "$work/bf16/run.json" \
+  || fail "run.json lacks device / dtype"
+"$XTRAP" eval "$work/bf16" --Lvalid 16,32 --max-tokens 500 --dtype bfloat16 --out "$work/bf16.csv" --threads 1 \
+  --no-progress >/dev/null || fail "eval --dtype bfloat16"
+head -n 1 "$work/bf16.csv" | grep -q ',device,dtype$' || fail "eval.csv header lacks device,dtype at the end"
+[ "$(grep -c ',cpu,bfloat16$' "$work/bf16.csv")" -eq 2 ] || fail "eval.csv rows lack cpu,bfloat16"
+"$XTRAP" probe "$work/bf16" --dump-attn "$work/bf16.h5" --Lvalid 32 --dtype bfloat16 --threads 1 2>/dev/null \
+  || fail "probe --dtype bfloat16"
+expect_error "--dtype float16: the stored maps' type is now --store-dtype" probe "$work/run" --dump-attn "$work/x.h5" \
+  --dtype float16
+expect_error "unknown dtype 'bogus'" eval "$work/run" --dtype bogus
+if grep -q '"device": "cpu"' "$work/run/run.json"; then  # auto found no CUDA
+  expect_error "--device cuda" train "${tiny[@]}" --device cuda --out "$work/cuda"
+  [ "$("$XTRAP" train "${tiny[@]}" --device cuda --out "$work/cuda" 2>&1 >/dev/null | wc -l)" -eq 1 ] \
+    || fail "train --device cuda without CUDA: not one line"
+  [ ! -e "$work/cuda" ] || fail "train --device cuda left a run directory"
+fi
 expect_fail() { "$@" > /dev/null 2>&1 && fail "accepted: $*"; true; }
 expect_fail "$XTRAP" probe --dump-bias "$work/x.h5" --arch encoder --pos alibi --heads 4 --interp ntk
 echo "cli smoke: ok"

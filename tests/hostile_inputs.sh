@@ -138,6 +138,29 @@ printf '[train]\narch = "decoder"\nsteps = "many"\n[[variant]]\nname = "a"\npos 
 expect_error "ill-typed scenario key" "$WORK/typed.toml:3:9: steps: expected an integer$" -- "$XTRAP" run "$WORK/typed.toml" --dry-run --results "$WORK/res"
 [[ ! -e "$WORK/res" ]] || fail "a rejected scenario left results"
 
+# --- device and precision ---
+if grep -q '"device": "cpu"' "$WORK/run/run.json"; then  # auto found no CUDA: this LibTorch or machine has none
+  expect_error "train --device cuda without CUDA" "--device cuda: .*no CUDA.*$" -- \
+    "${TRAIN[@]}" --data "$WORK/data" --out "$WORK/r1" --device cuda
+  expect_error "eval --device cuda without CUDA" "--device cuda: .*no CUDA.*$" -- \
+    "$XTRAP" eval "$WORK/run" --device cuda --no-progress --out "$WORK/e.csv"
+else
+  printf '%-34s %s\n' "--device cuda" "skipped: CUDA is present (the gpu tests cover it)"
+fi
+expect_error "train --device gpu" "unknown device 'gpu' \\(valid: auto \\| cpu \\| cuda\\)$" -- \
+  "${TRAIN[@]}" --data "$WORK/data" --out "$WORK/r1" --device gpu
+expect_error "eval --dtype bogus" "unknown dtype 'bogus' \\(valid: float32 \\| bfloat16\\)$" -- \
+  "$XTRAP" eval "$WORK/run" --dtype bogus --no-progress --out "$WORK/e.csv"
+expect_error "probe --dtype float16 (renamed)" "--dtype float16: the stored maps' type is now --store-dtype" -- \
+  "$XTRAP" probe "$WORK/run" --dump-attn "$WORK/a.h5" --dtype float16
+expect_error "train --resume --dtype" "--dtype does not apply with --resume" -- \
+  "$XTRAP" train --resume "$WORK/run" --dtype bfloat16 --no-progress
+printf '[train]\ndevice = "gpu"\n[[variant]]\nname = "a"\npos = "alibi"\n' > "$WORK/device.toml"
+expect_error "scenario device key" "$WORK/device.toml:2:10: device: unknown device 'gpu'" -- \
+  "$XTRAP" run "$WORK/device.toml" --dry-run --results "$WORK/res"
+[[ ! -e "$WORK/r1" && ! -e "$WORK/e.csv" && ! -e "$WORK/a.h5" && ! -e "$WORK/res" ]] ||
+  fail "a rejected device or precision left output"
+
 # --- numerical guard: injected NaN losses stop the run at --max-bad-steps ---
 expect_error "NaN losses, --max-bad-steps 2" \
   "training stopped at step 4: 2 steps had a non-finite loss or gradient \\(--max-bad-steps 2\\); last good checkpoint $WORK/nan/checkpoint.pt \\(step 2\\)$" -- \

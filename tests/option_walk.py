@@ -71,7 +71,8 @@ def train_fp(run_dir):
 
 
 def csv_fp(path):
-    drop = ("seconds", "tokens_per_s", "flop_per_s", "run")
+    # device and dtype label the rows: --dtype must change the numbers, not only the label.
+    drop = ("seconds", "tokens_per_s", "flop_per_s", "run", "device", "dtype")
     return [("rows", [{k: v for k, v in r.items() if k not in drop} for r in csv.DictReader(open(path))])]
 
 
@@ -116,6 +117,10 @@ for d, extra in ((DEC_RUN, {"--layers": "2"}), (ENC_RUN, {"--layers": "2", "--ar
         del opts["--adaptive-softmax"]
     rc, _, err = run(argv("train", [], opts))
     assert rc == 0, err
+# What --device auto resolved to (run.json records it): cpu where this LibTorch or machine has no
+# CUDA, and then --device cuda must be rejected.
+AUTO_DEVICE = json.load(open(f"{DEC_RUN}/run.json"))["train"]["device"]
+NO_CUDA = AUTO_DEVICE == "cpu"
 
 
 def do_train(options):
@@ -237,6 +242,9 @@ CASES = [
     case("train", "--seed", "changes", do_train, T, {"--seed": "7"}),
     case("train", "--init-seed", "changes", do_train, T, {"--init-seed": "7"}),
     case("train", "--threads", "same", do_train, T, {"--threads": "2"}, "intra-op threads: speed only"),
+    case("train", "--device", "same", do_train, T, {"--device": AUTO_DEVICE}, f"auto is {AUTO_DEVICE} here"),
+    case("train", "--dtype", "changes", do_train, T, {"--dtype": "bfloat16"}),
+    case("train", "--dtype", "rejected", do_train, {"--resume": DEC_RUN}, {"--dtype": "bfloat16"}),
     case("train", "--batch-order", "changes", do_train, T, {"--batch-order": "contiguous"}),
     case("train", "--log-every", "changes", do_train, T, {"--log-every": "2"}),
     case("train", "--eval-every", "changes", do_train, T, {"--eval-every": "1"}),
@@ -275,6 +283,8 @@ CASES = [
     case("eval", "--out", "output", do_eval, EVAL, {"--out": f"{W}/named.json"}, path=f"{W}/named.json"),
     case("eval", "--plot", "output", do_eval, EVAL, {"--plot": f"{W}/e.png"}, path=f"{W}/e.png"),
     case("eval", "--threads", "same", do_eval, EVAL, {"--threads": "2"}, "intra-op threads: speed only"),
+    case("eval", "--device", "same", do_eval, EVAL, {"--device": AUTO_DEVICE}, f"auto is {AUTO_DEVICE} here"),
+    case("eval", "--dtype", "changes", do_eval, EVAL, {"--dtype": "bfloat16"}),
     case("eval", "--verbose", "same", do_eval, EVAL, {"--verbose": None}, "also prints the slopes used"),
     case("eval", "--no-progress", "same", do_eval, with_(EVAL, **{"--no-progress": "DEL"}), {"--no-progress": None},
          "progress bar on stderr only"),
@@ -302,11 +312,17 @@ CASES = [
     case("probe", "--scale", "changes", do_probe, with_(ATTN, **{"--dump-attn": "A", "--interp": "ntk"}),
          {"--scale": "4"}),
     case("probe", "--scale", "rejected", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--scale": "4"}),
-    case("probe", "--dtype", "changes", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--dtype": "float32"}),
+    case("probe", "--store-dtype", "changes", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--store-dtype": "float32"}),
+    case("probe", "--store-dtype", "rejected", do_probe, with_(ATTN, **{"--plot": "P"}), {"--store-dtype": "float32"}),
+    case("probe", "--dtype", "changes", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--dtype": "bfloat16"}),
+    case("probe", "--dtype", "rejected", do_probe, with_(BIAS, **{"--dump-bias": "B"}), {"--dtype": "bfloat16"}),
+    case("probe", "--dtype", "rejected", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--dtype": "float16"}),
+    case("probe", "--device", "same", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--device": AUTO_DEVICE},
+         f"auto is {AUTO_DEVICE} here"),
     case("probe", "--stats-only", "changes", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--stats-only": None}),
     case("probe", "--with-bias", "changes", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--with-bias": None}),
     case("probe", "--with-bias", "rejected", do_probe, with_(ATTN, **{"--plot": "P"}), {"--with-bias": None}),
-    case("probe", "--query-block", "same", do_probe, with_(ATTN, **{"--dump-attn": "A", "--dtype": "float32"}),
+    case("probe", "--query-block", "same", do_probe, with_(ATTN, **{"--dump-attn": "A", "--store-dtype": "float32"}),
          {"--query-block": "4"}, "attention a block of query rows at a time: memory"),
     case("probe", "--threads", "same", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--threads": "2"},
          "intra-op threads: speed only"),
@@ -317,10 +333,19 @@ CASES = [
     case("run", "--results", "output", do_run, {"--no-progress": None}, {"--results": f"{W}/named-results"},
          path=f"{W}/named-results/tiny/results.csv"),
     case("run", "--no-progress", "same", do_run, {}, {"--no-progress": None}, "progress bars on stderr only"),
+    case("run", "--device", "same", do_run, {"--no-progress": None}, {"--device": AUTO_DEVICE},
+         f"auto is {AUTO_DEVICE} here"),
+    case("run", "--dtype", "changes", do_run, {"--no-progress": None}, {"--dtype": "bfloat16"}),
 
     case("plot", "--out", "output", do_plot, {}, {"--out": f"{W}/named-plot.png"}, path=f"{W}/named-plot.png"),
     case("plot", "--title", "changes", do_plot, {}, {"--title": "another title"}),
 ]
+# Without CUDA, --device cuda is a one-line error on every command that computes.
+if NO_CUDA:
+    CASES += [case("train", "--device", "rejected", do_train, T, {"--device": "cuda"}),
+              case("eval", "--device", "rejected", do_eval, EVAL, {"--device": "cuda"}),
+              case("probe", "--device", "rejected", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--device": "cuda"}),
+              case("run", "--device", "rejected", do_run, {"--no-progress": None}, {"--device": "cuda"})]
 PROBE_RUN_NEEDED = ("--dump-attn", "--plot")
 
 

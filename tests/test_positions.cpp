@@ -14,7 +14,7 @@
 using namespace xtrap;
 
 TEST_CASE("sinusoidal table values") {
-  auto pe = sinusoidalTable(5, 8);  // d = 8: frequencies 1, 1/10, 1/100, 1/1000
+  auto pe = sinusoidalTable(5, 8, torch::TensorOptions());  // d = 8: frequencies 1, 1/10, 1/100, 1/1000
   CHECK(pe[0][0].item<float>() == Approx(0.0));
   CHECK(pe[0][1].item<float>() == Approx(1.0));
   CHECK(pe[1][0].item<float>() == Approx(std::sin(1.0)));

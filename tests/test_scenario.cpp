@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "scenario/results_table.h"
+#include "scenario/run_identity.h"
 #include "scenario/scenario.h"
 
 using namespace xtrap;
@@ -149,6 +150,82 @@ TEST_CASE("scenario: every shipped scenario parses") {
     ++count;
   }
   CHECK(count >= 1);
+}
+
+TEST_CASE("scenario: device and dtype keys, checked where they are written") {
+  Scenario s = parse(std::string(kMinimal).insert(std::string(kMinimal).find("steps = 30"),
+                                                  "device = \"cpu\"\ndtype = \"bfloat16\"\n"));
+  CHECK(s.variants[0].train.device == "auto");  // defaults: resolved by the runner
+  CHECK(s.variants[0].train.dtype == "float32");
+  CHECK(s.variants[1].train.device == "cpu");
+  CHECK(s.variants[1].train.dtype == "bfloat16");
+  std::string text = kMinimal;
+  CHECK(errorOf(std::string(text).insert(text.find("steps = 10"), "device = \"gpu\"\n")) ==
+        "test.toml:5:10: device: unknown device 'gpu' (valid: auto | cpu | cuda)");
+  CHECK(errorOf(std::string(text).insert(text.find("lr = 5e-4"), "dtype = \"float16\"\n")) ==
+        "test.toml:16:9: dtype: unknown dtype 'float16' (valid: float32 | bfloat16)");
+  CHECK(errorOf(std::string(text).insert(text.find("steps = 10"), "dtype = 16\n")) ==
+        "test.toml:5:9: dtype: expected a string");
+}
+
+namespace {
+// scenarios/smoke.toml's settings. The directory names below are what xtrap gave these variants
+// before device and dtype existed (the runIdentity of git e381e8d, compiled and run on this file).
+const char* kSmokeBeforeDevices = R"([train]
+data = "../data/wikitext-2"
+arch = "decoder"
+L = 32
+layers = 1
+d_model = 32
+heads = 4
+ffn = 64
+adaptive_softmax_cutoffs = [2000, 10000]
+steps = 40
+batch = 8
+warmup = 5
+eval_every = 0
+eval_tokens = 2048
+checkpoint_every = 10
+threads = 2
+[[variant]]
+name = "alibi"
+pos = "alibi"
+[[variant]]
+name = "sinusoidal"
+pos = "sinusoidal"
+[eval]
+lvalid = "32..128"
+)";
+
+// What the scenario runner does first: auto resolved, here to the CPU (no GPU).
+ScenarioVariant resolvedOnCpu(ScenarioVariant v) {
+  if (v.train.device == "auto") v.train.device = "cpu";
+  return v;
+}
+}  // namespace
+
+TEST_CASE("run identity: existing runs keep their directory; cuda and bfloat16 runs get their own") {
+  Scenario s = parse(kSmokeBeforeDevices);
+  ScenarioVariant alibi = resolvedOnCpu(s.variants[0]), sinusoidal = resolvedOnCpu(s.variants[1]);
+  // A default float32 CPU variant's identity is the one it had before the keys existed.
+  nlohmann::json id = runIdentity(alibi.model, alibi.train);
+  CHECK_FALSE(id["train"].contains("device"));
+  CHECK_FALSE(id["train"].contains("dtype"));
+  CHECK_FALSE(id["train"].contains("threads"));
+  CHECK(id["train"]["data"] == "wikitext-2");
+  CHECK(variantRunDir("runs/scenarios", alibi) == "runs/scenarios/decoder-alibi-L32-3b2776f53ef4");
+  CHECK(variantRunDir("runs/scenarios", sinusoidal) == "runs/scenarios/decoder-sinusoidal-L32-5174e99afcda");
+
+  ScenarioVariant bf16 = alibi, cuda = alibi;
+  bf16.train.dtype = "bfloat16";
+  cuda.train.device = "cuda";
+  CHECK(runIdentity(bf16.model, bf16.train)["train"]["dtype"] == "bfloat16");
+  CHECK(runIdentity(cuda.model, cuda.train)["train"]["device"] == "cuda");
+  CHECK(variantRunDir("r", bf16) != variantRunDir("r", alibi));
+  CHECK(variantRunDir("r", cuda) != variantRunDir("r", alibi));
+  CHECK(variantRunDir("r", cuda) != variantRunDir("r", bf16));
+  // auto would hash differently on a machine with a GPU than without: the runner resolves it first.
+  CHECK_THROWS_AS(runIdentity(s.variants[0].model, s.variants[0].train), std::logic_error);
 }
 
 TEST_CASE("results table: rows = variants, columns = Lvalid, last/first ratio") {

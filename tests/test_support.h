@@ -1,8 +1,10 @@
 #pragma once
 // Small models and runs shared by the tensor tests.
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "model/model_config.h"
 #include "model/transformer.h"
@@ -11,6 +13,8 @@
 namespace xtrap::test {
 
 using ModelSetup = std::function<void(ModelConfig&)>;
+// Changes to the tiny run's TrainConfig (precision, device, learning rate...).
+using TrainSetup = std::function<void(TrainConfig&)>;
 
 inline ModelConfig tinyConfig(const std::string& pos, const std::string& arch = "decoder", int64_t heads = 4) {
   ModelConfig c;
@@ -32,8 +36,10 @@ inline double maxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
 }
 
-// Trains a tiny model on the shipped WikiText-2 into a fresh directory and returns the run.
-inline RunInfo trainTiny(const std::string& name, ModelConfig model, int64_t steps, int64_t threads = 1) {
+// Trains a tiny model on the shipped WikiText-2 into a fresh directory and returns the run. On the
+// CPU in float32 unless `setup` says otherwise (the CPU tests stay CPU tests on a GPU machine).
+inline RunInfo trainTiny(const std::string& name, ModelConfig model, int64_t steps, int64_t threads = 1,
+                         const TrainSetup& setup = {}) {
   TrainRequest req;
   req.model = model;
   req.train.dataDir = XTRAP_DEFAULT_DATA_DIR;
@@ -45,10 +51,24 @@ inline RunInfo trainTiny(const std::string& name, ModelConfig model, int64_t ste
   req.train.evalTokens = 4096;
   req.train.threads = threads;
   req.train.logEvery = 1;
+  req.train.device = "cpu";
+  req.train.dtype = "float32";
+  if (setup) setup(req.train);
   req.progress = false;
   req.runDir = std::filesystem::temp_directory_path() / ("xtrap-test-run-" + name);
   std::filesystem::remove_all(req.runDir);
   return trainRun(req);
+}
+
+// The training losses a run logged in train.jsonl, in step order.
+inline std::vector<double> loggedLosses(const RunInfo& run) {
+  std::vector<double> losses;
+  std::ifstream in(run.dir / "train.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) losses.push_back(j["loss"].get<double>());
+  }
+  return losses;
 }
 
 }  // namespace xtrap::test

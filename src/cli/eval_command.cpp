@@ -12,6 +12,7 @@
 #include "eval/plot.h"
 #include "run/run_directory.h"
 #include "util/atomic_file.h"
+#include "util/execution_context.h"
 #include "util/gnuplot.h"
 
 namespace xtrap {
@@ -62,6 +63,10 @@ CommandAction addEvalCommand(CLI::App& cmd) {
   cmd.add_option("--plot", *plot,
                  "draw perplexity vs Lvalid into this PNG and ppl / ppl(L) into NAME-ratio.png (gnuplot)");
   cmd.add_option("--threads", req->threads, "intra-op threads (0 = all cores)")->capture_default_str();
+  cmd.add_option("--device", req->device, std::string(kDeviceNames) + " (auto: CUDA when present)")
+      ->capture_default_str();
+  cmd.add_option("--dtype", req->dtype, std::string(kDtypeNames) + " compute precision (bfloat16: autocast)")
+      ->capture_default_str();
   cmd.add_flag("--verbose", req->verbose, "print the slopes / rotary settings used at every Lvalid");
   cmd.add_flag("--no-progress", *noProgress, "no progress bar");
 
@@ -77,6 +82,7 @@ CommandAction addEvalCommand(CLI::App& cmd) {
     rejectUnless(cmd, {"--buckets"}, !perPosition->empty(), "applies with --per-position");
     if (cmd.count("--scale") && !(req->scale >= 1)) throw std::invalid_argument("--scale must be >= 1");
     if (!(req->a0 > 0)) throw std::invalid_argument("--a0 must be > 0");
+    makeExecutionContext(req->device, req->dtype);  // a bad name, or cuda without CUDA, fails before any rank starts
     if (*nproc != 1 && !insideDistributedJob()) return launchLocalRanks(*nproc);
     bool root = distEnvFromEnvironment().rank == 0;  // rank 0 alone prints and writes
     EvalRequest r = *req;

@@ -7,10 +7,12 @@
 #include "bias_dump.h"
 #include "cli/commands.h"
 #include "data/wikitext.h"
-#include "eval/evaluate_run.h"
+#include "dist/dist_env.h"
+#include "eval/model_interpolation.h"
 #include "run/checkpoint.h"
 #include "run/run_directory.h"
 #include "util/atomic_file.h"
+#include "util/execution_context.h"
 #include "util/gnuplot.h"
 #include "util/runtime.h"
 
@@ -45,7 +47,9 @@ CommandAction addProbeCommand(CLI::App& cmd) {
   auto layers = std::make_shared<std::string>("all");
   auto heads = std::make_shared<std::string>("all");
   auto interp = std::make_shared<std::string>("none");
-  auto dtype = std::make_shared<std::string>("float16");
+  auto storeDtype = std::make_shared<std::string>("float16");
+  auto device = std::make_shared<std::string>("auto");
+  auto dtype = std::make_shared<std::string>("float32");
   auto threads = std::make_shared<int64_t>(0);
   auto* archOpt = cmd.add_option("--arch", fresh->arch, "fresh spec for --dump-bias: decoder | encoder");
   auto* posOpt = cmd.add_option("--pos", fresh->pos, "fresh spec for --dump-bias: position method");
@@ -72,13 +76,25 @@ CommandAction addProbeCommand(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--scale", req->scale,
                  "linear / ntk factor a >= 1 (default: window length / L_train; a fresh spec needs it)");
-  cmd.add_option("--dtype", *dtype, "float16 | float32 for the maps")->capture_default_str();
+  cmd.add_option("--store-dtype", *storeDtype, "float16 | float32: the type the maps are stored in")
+      ->capture_default_str();
   cmd.add_flag("--stats-only", req->statsOnly, "statistics only, no maps");
   cmd.add_flag("--with-bias", req->withBias, "also write layer_XX/bias");
   cmd.add_option("--query-block", req->queryBlock, "query rows per block")->capture_default_str();
   cmd.add_option("--threads", *threads, "intra-op threads (0 = all cores)")->capture_default_str();
+  cmd.add_option("--device", *device, std::string(kDeviceNames) + " (auto: CUDA when present)")->capture_default_str();
+  cmd.add_option("--dtype", *dtype,
+                 std::string(kDtypeNames) +
+                     " compute precision of --dump-attn / --plot (bfloat16: autocast; the maps' type is --store-dtype)")
+      ->capture_default_str();
 
   return [=, &cmd] {
+    // --dtype named the stored maps' type before it named the compute precision.
+    if (*dtype == "float16")
+      throw std::invalid_argument(
+          "--dtype float16: the stored maps' type is now --store-dtype float16|float32; --dtype is the compute "
+          "precision (" +
+          std::string(kDtypeNames) + ")");
     bool bias = !biasFile->empty(), attn = !attnFile->empty(), plot = !plotFile->empty();
     if (!bias && !attn && !plot)
       throw std::invalid_argument("probe needs --dump-bias FILE.h5, --dump-attn FILE.h5 or --plot FILE.png");
@@ -90,8 +106,13 @@ CommandAction addProbeCommand(CLI::App& cmd) {
     rejectUnless(cmd, {"--Lvalid", "--offset", "--split", "--query-block"}, attn || plot,
                  "applies to --dump-attn and --plot only");
     rejectUnless(cmd, {"--stats-only"}, attn, "applies to --dump-attn only");
-    rejectUnless(cmd, {"--dtype", "--with-bias"}, attn && !req->statsOnly,
+    rejectUnless(cmd, {"--store-dtype", "--with-bias"}, attn && !req->statsOnly,
                  "applies to --dump-attn maps (not with --stats-only)");
+    rejectUnless(cmd, {"--dtype"}, attn || plot,
+                 "applies to --dump-attn and --plot only (a bias dump runs no forward)");
+    if (cmd.count("--dtype") && attn && !req->statsOnly && cmd.count("--store-dtype") == 0)
+      std::fprintf(stderr, "note: --dtype %s is the compute precision; the maps are stored as %s (--store-dtype)\n",
+                   dtype->c_str(), storeDtype->c_str());
     rejectUnless(cmd, {"--layers"}, (attn && !req->statsOnly) || plot, "selects --dump-attn maps or --plot layers");
     rejectUnless(cmd, {"--cells"}, plot, "applies to --plot only");
     rejectUnless(cmd, {"--heads"}, freshSpec || (attn && !req->statsOnly) || plot,
@@ -116,6 +137,7 @@ CommandAction addProbeCommand(CLI::App& cmd) {
     bool needsRun = !freshSpec || attn || plot;  // a fresh spec's bias needs none
     if (runDirs.empty() && needsRun) runDirs.push_back(latestRunDir(kRunsRoot));
     configureRuntime(*threads);
+    ExecutionContext ctx = makeExecutionContext(*device, *dtype, distEnvFromEnvironment().localRank);
     if (bias) {
       Transformer model{nullptr};
       double a = 1;
@@ -137,9 +159,10 @@ CommandAction addProbeCommand(CLI::App& cmd) {
         c.layers = 1;
         c.alibiInit = "standard";
         model = Transformer(c);
+        model->place(ctx);
         a = interpolation == Interp::None ? 1.0 : req->scale;
       } else {
-        model = loadTrainedModel(readRunInfo(runDirs.front()));
+        model = loadTrainedModel(readRunInfo(runDirs.front()), ctx);
         a = interpolationPlan(interpolation, *len, model->config.contextLength, req->scale, 1.0).scaleFor(*len);
       }
       if (*len < 1 || *len > 8192) throw std::invalid_argument("--len must be in 1..8192");
@@ -159,8 +182,9 @@ CommandAction addProbeCommand(CLI::App& cmd) {
       r.layers = parseIndexList(*layers, "--layers");
       r.heads = parseIndexList(*heads, "--heads");
       r.interp = interpolation;
-      if (*dtype != "float16" && *dtype != "float32") throw std::invalid_argument("--dtype must be float16 or float32");
-      r.dtype = *dtype == "float16" ? StoredFloat::Float16 : StoredFloat::Float32;
+      if (*storeDtype != "float16" && *storeDtype != "float32")
+        throw std::invalid_argument("--store-dtype must be float16 or float32");
+      r.dtype = *storeDtype == "float16" ? StoredFloat::Float16 : StoredFloat::Float32;
       if (r.Lvalid < 1 || r.Lvalid > 1 << 20) throw std::invalid_argument("--Lvalid must be in 1..1048576");
       if (r.queryBlock < 1) throw std::invalid_argument("--query-block must be >= 1");
       std::vector<RunPicture> pictures;
@@ -169,12 +193,12 @@ CommandAction addProbeCommand(CLI::App& cmd) {
         Corpus corpus = loadWikiText(info.train.dataDir);
         // Each loads its own model: both apply the interpolation to the slopes they are given.
         if (!attnFile->empty()) {
-          Transformer model = loadTrainedModel(info);
+          Transformer model = loadTrainedModel(info, ctx);
           dumpAttention(info, model, corpus, r);
           std::fprintf(stderr, "attention: %s\n", attnFile->c_str());
         }
         if (!plotFile->empty()) {
-          Transformer model = loadTrainedModel(info);
+          Transformer model = loadTrainedModel(info, ctx);
           pictures.push_back(attentionPicture(info, model, corpus, r, *cells));
         }
       }

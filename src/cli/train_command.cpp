@@ -9,6 +9,7 @@
 #include "dist/launcher.h"
 #include "model/named_configs.h"
 #include "train/trainer.h"
+#include "util/execution_context.h"
 
 namespace xtrap {
 
@@ -71,6 +72,13 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   cmd.add_option("--seed", train->seed, "seed for data order, dropout, masking")->capture_default_str();
   cmd.add_option("--init-seed", model->initSeed, "seed for parameter initialisation")->capture_default_str();
   cmd.add_option("--threads", train->threads, "intra-op threads (0 = all cores)")->capture_default_str();
+  cmd.add_option("--device", train->device,
+                 std::string(kDeviceNames) + " (auto: CUDA when present; with --resume: move the run there)")
+      ->capture_default_str();
+  cmd.add_option("--dtype", train->dtype,
+                 std::string(kDtypeNames) +
+                     " compute precision (bfloat16: autocast; parameters, AdamW state and loss stay float32)")
+      ->capture_default_str();
   cmd.add_option("--batch-order", train->batchOrder, "random | contiguous L-token blocks")->capture_default_str();
   cmd.add_option("--log-every", train->logEvery, "train.jsonl line every N steps")->capture_default_str();
   cmd.add_option("--eval-every", train->evalEvery, "validation loss at L every N steps (0 = end only)")
@@ -92,11 +100,14 @@ CommandAction addTrainCommand(CLI::App& cmd) {
 
   return [=, &cmd] {
     // An option that does not apply is an error, never silently ignored.
-    if (!resume->empty())
+    if (!resume->empty()) {
+      rejectUnless(cmd, {"--dtype"}, false,
+                   "does not apply with --resume (a run keeps the precision it was trained in; --device may move it)");
       for (const CLI::Option* o : cmd.get_options())
         if (o->count() > 0 && o->get_name() != "--resume" && o->get_name() != "--no-progress" &&
-            o->get_name() != "--nproc" && o->get_name() != "--inject-nan-at")
+            o->get_name() != "--nproc" && o->get_name() != "--inject-nan-at" && o->get_name() != "--device")
           throw std::invalid_argument(o->get_name() + " does not apply with --resume (the run's run.json settings do)");
+    }
     rejectUnless(cmd, {"--arch", "--pos", "--head"}, named->empty(),
                  "and --config exclude each other (--config sets them)");
     ModelConfig chosen = *model;
@@ -110,6 +121,8 @@ CommandAction addTrainCommand(CLI::App& cmd) {
     rejectUnless(cmd, {"--batch-tokens"}, cmd.count("--batch") == 0, "applies only when --batch is not given");
     rejectUnless(cmd, {"--steps"}, cmd.count("--tokens") == 0, "and --tokens exclude each other");
     rejectUnless(cmd, {"--min-lr-ratio"}, train->schedule == "cosine", "is the cosine schedule's floor");
+    // A bad name, or cuda without CUDA, fails before any rank starts.
+    makeExecutionContext(train->device, train->dtype);
     if (*nproc != 1 && !insideDistributedJob()) return launchLocalRanks(*nproc);
     DistEnv dist = distEnvFromEnvironment();
     if (dist.distributed() && resume->empty() && out->empty())
@@ -120,6 +133,7 @@ CommandAction addTrainCommand(CLI::App& cmd) {
     if (!resume->empty()) {
       req.resume = true;
       req.runDir = *resume;
+      if (cmd.count("--device")) req.resumeDevice = train->device;
     } else {
       req.model = *model;
       if (!named->empty()) applyNamedConfig(*named, req.model);

@@ -8,7 +8,6 @@
 // once a second from a thread; when a collective fails the survivors read the counters to name
 // the rank that stopped, and throw a one-line std::runtime_error saying so.
 #include <torch/torch.h>
-#include <torch/version.h>
 
 #include <atomic>
 #include <chrono>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "dist/dist_env.h"
+#include "util/torch_compat.h"
 
 namespace c10d {
 class Store;
@@ -29,7 +29,7 @@ namespace xtrap {
 
 // What runs the collectives: LibTorch 1.x's ProcessGroupGloo/NCCL are ProcessGroups; from 2.0 on
 // they are Backends (a ProcessGroup dispatches to them), with the same allreduce/barrier calls.
-#if TORCH_VERSION_MAJOR >= 2
+#if XTRAP_TORCH_AT_LEAST(2, 0)
 using CollectiveBackend = c10d::Backend;
 #else
 using CollectiveBackend = c10d::ProcessGroup;

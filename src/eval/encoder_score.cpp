@@ -48,7 +48,7 @@ ScoreTotals scoreEncoder(Transformer& model, const std::vector<int32_t>& stream,
       MaskedBatch masked =
           corruptSelected(gatherWindows(stream, starts, T, opt.mlm.bosId), starts, selected, opt.maskSeed, opt.mlm);
       auto feats = model->features(masked.inputs, {opt.queryBlock, nullptr});  // (B, shift + T, C)
-      auto rows = feats.reshape({-1, feats.size(2)}).index_select(0, masked.positions);
+      auto rows = feats.reshape({-1, feats.size(2)}).index_select(0, masked.positions.to(feats.device()));
       totals.add(chunkedTokenNll(model, rows, masked.targets), positions, opt.Lvalid);
       if (onProgress) onProgress(totals.tokens);
     }

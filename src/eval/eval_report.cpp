@@ -44,18 +44,20 @@ void writeEvalRows(const std::filesystem::path& file, const std::vector<EvalRow>
                       {"ppl", r.ppl},
                       {"seconds", r.seconds},
                       {"tokens_per_s", r.tokensPerSecond},
-                      {"flop_per_s", r.flopsPerSecond}});
+                      {"flop_per_s", r.flopsPerSecond},
+                      {"device", r.device},
+                      {"dtype", r.dtype}});
     writeTextAtomically(file, list.dump(2) + "\n");
     return;
   }
   if (ext != ".csv") throw std::invalid_argument("--out must end in .csv or .json: " + file.string());
   std::string csv =
       "run,arch,pos,L_train,Lvalid,split,mode,stride,interp,scale,slopes,tokens_scored,nll,ppl,seconds,tokens_per_s,"
-      "flop_per_s\n";
+      "flop_per_s,device,dtype\n";
   for (const auto& r : rows)
-    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},\"{}\",{},{:.6f},{:.4f},{:.3f},{:.1f},{:.4g}\n", r.run, r.arch,
-                       r.pos, r.Ltrain, r.Lvalid, r.split, r.mode, r.stride, r.interp, r.scale, r.slopes,
-                       r.tokensScored, r.nll, r.ppl, r.seconds, r.tokensPerSecond, r.flopsPerSecond);
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},\"{}\",{},{:.6f},{:.4f},{:.3f},{:.1f},{:.4g},{},{}\n", r.run,
+                       r.arch, r.pos, r.Ltrain, r.Lvalid, r.split, r.mode, r.stride, r.interp, r.scale, r.slopes,
+                       r.tokensScored, r.nll, r.ppl, r.seconds, r.tokensPerSecond, r.flopsPerSecond, r.device, r.dtype);
   writeTextAtomically(file, csv);
 }
 
@@ -117,6 +119,8 @@ std::vector<EvalRow> readCsvRows(const std::filesystem::path& file) {
     r.scale = number("scale"), r.tokensScored = int64_t(number("tokens_scored"));
     r.nll = number("nll"), r.ppl = number("ppl"), r.seconds = number("seconds");
     r.tokensPerSecond = number("tokens_per_s"), r.flopsPerSecond = number("flop_per_s");
+    if (column.count("device")) r.device = text("device");
+    if (column.count("dtype")) r.dtype = text("dtype");
     rows.push_back(r);
   }
   return rows;
@@ -144,6 +148,8 @@ std::vector<EvalRow> readJsonRows(const std::filesystem::path& file) {
       j.at("seconds").get_to(r.seconds);
       j.at("tokens_per_s").get_to(r.tokensPerSecond);
       r.flopsPerSecond = j.value("flop_per_s", 0.0);
+      r.device = j.value("device", r.device);  // caches written before the columns: cpu, float32
+      r.dtype = j.value("dtype", r.dtype);
       rows.push_back(r);
     }
   } catch (const nlohmann::json::exception& e) {

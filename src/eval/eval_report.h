@@ -20,6 +20,9 @@ struct EvalRow {
   int64_t tokensScored = 0;
   double nll = 0, ppl = 0, seconds = 0, tokensPerSecond = 0;
   double flopsPerSecond = 0;  // model FLOPs (model/flops.h) per second
+  // Where and in what precision it was scored (files written before these columns: cpu, float32).
+  std::string device = "cpu";
+  std::string dtype = "float32";
 };
 
 std::string formatEvalTable(const std::vector<EvalRow>& rows);

@@ -6,32 +6,26 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 
 #include "data/wikitext.h"
+#include "dist/dist_env.h"
 #include "eval/encoder_score.h"
+#include "eval/model_interpolation.h"
 #include "eval/windows.h"
 #include "model/flops.h"
 #include "run/checkpoint.h"
 #include "run/run_directory.h"
 #include "util/atomic_file.h"
+#include "util/execution_context.h"
 #include "util/progress_bar.h"
 #include "util/runtime.h"
 
 namespace xtrap {
 
 namespace {
-std::vector<double> toDoubles(const torch::Tensor& t) {
-  auto c = t.detach().to(torch::kFloat64).contiguous();
-  return {c.data_ptr<double>(), c.data_ptr<double>() + c.numel()};
-}
-// The slopes of the heads not blocked in this direction, in head order.
-std::string joinSlopes(const std::vector<double>& slopes, const std::vector<bool>& blocked) {
-  std::string s;
-  for (size_t h = 0; h < slopes.size(); ++h)
-    if (!blocked[h]) s += fmt::format("{}{:.5g}", s.empty() ? "" : " ", slopes[h]);
-  return s;
-}
+
 // Model FLOPs of one scoring pass: every window's forward plus the head on the scored rows.
 double evalFlops(const ModelConfig& c, const std::vector<int32_t>& stream, int64_t Lvalid, int64_t stride,
                  int64_t scoredRows) {
@@ -43,155 +37,180 @@ double evalFlops(const ModelConfig& c, const std::vector<int32_t>& stream, int64
   for (const auto& w : windows) flops += bodyForwardFlops(c, bos + w.length);
   return flops + double(scoredRows) * headForwardFlopsPerRow(c, adaptiveClusterShares(c, stream));
 }
-}  // namespace
 
-std::string applyInterpolation(Transformer& model, Interp interp, double a) {
-  if (interp != Interp::None && !model->linearBias() && !model->rotary())
-    throw std::invalid_argument("--interp " + interpName(interp) + " applies to ALiBi-family and rotary methods, not " +
-                                model->config.pos);
-  std::string used;
-  if (LinearBias* lb = model->linearBias()) {
-    const LinearBiasSpec& spec = lb->spec();
-    auto H = static_cast<size_t>(model->config.heads);
-    lb->setSlopeDivisors(std::vector<double>(H, 1.0), std::vector<double>(H, 1.0));
-    auto past = toDoubles(lb->slopePast()), future = toDoubles(lb->slopeFuture());
-    SlopeDivisors d = directionalSlopeDivisors(interp, a, past, future, spec.blockPast, spec.blockFuture);
-    lb->setSlopeDivisors(d.past, d.future);
-    past = toDoubles(lb->slopePast());
-    future = toDoubles(lb->slopeFuture());
-    // One list where past and future slopes are the same numbers (alibi, alibi-offset); else the
-    // unblocked heads of each direction (one-sided halves, learned past/future slopes).
-    bool anyFuture = std::find(spec.blockFuture.begin(), spec.blockFuture.end(), false) != spec.blockFuture.end();
-    bool symmetric = !spec.learnedSlopes && spec.blockPast == spec.blockFuture && spec.slopePast == spec.slopeFuture;
-    if (!anyFuture || symmetric)
-      used = joinSlopes(past, spec.blockPast);
-    else
-      used = "past " + joinSlopes(past, spec.blockPast) + " | future " + joinSlopes(future, spec.blockFuture);
-  }
-  if (Rotary* rot = model->rotary()) {
-    RotarySettings r = rotaryInterpolation(interp, a, model->config.rotaryBase, rot->headDim);
-    rot->base = r.base;
-    rot->positionScale = r.positionScale;
-    used = fmt::format("base={:.6g} pos_scale={:.6g}", r.base, r.positionScale);
-  }
-  model->clearBiasCache();
-  return used;
+// A run ready to be scored: its run.json, its model placed on the request's device, the split.
+struct ScoringRun {
+  RunInfo info;
+  std::string name;  // the run directory's name (the rows' `run`)
+  Corpus corpus;
+  Transformer model{nullptr};
+  std::vector<int32_t> stream;  // the split's tokens (a prefix with maxTokens)
+};
+
+ScoringRun loadScoringRun(const std::filesystem::path& dir, const EvalRequest& req, const ExecutionContext& ctx) {
+  ScoringRun s;
+  s.info = readRunInfo(dir);
+  s.name = dir.filename().string();
+  std::string dataDir = req.dataDir.empty() ? s.info.train.dataDir : req.dataDir;
+  s.corpus = loadWikiText(dataDir);
+  int64_t vocab = s.corpus.vocab.size() + s.info.model.specialTokens();
+  if (vocab != s.info.model.vocabSize)
+    throw std::runtime_error(fmt::format("vocabulary mismatch: run {} was trained with {} words, {} gives {}",
+                                         dir.string(), s.info.model.vocabSize, dataDir, vocab));
+  s.model = loadTrainedModel(s.info, ctx);
+  s.stream = s.corpus.split(req.split);
+  if (req.maxTokens > 0 && req.maxTokens < static_cast<int64_t>(s.stream.size())) s.stream.resize(req.maxTokens);
+  return s;
 }
+
+// What one scoring pass scores: the run at one Lvalid, in one mode, under one interpolation.
+struct EvalPass {
+  Interp interp = Interp::None;
+  InterpolationPlan plan;
+  int64_t Lvalid = 0;
+  std::string mode = "nonoverlap";
+};
+
+struct ScoredPass {
+  EvalRow row;
+  std::vector<PositionLossRow> byPosition;  // when the request asks for position buckets
+};
+
+// One row: sets the interpolation, scores every window this rank owns, sums over the ranks.
+ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionContext& ctx, const EvalPass& pass,
+                     DistGroup& group) {
+  const ModelConfig& m = run.info.model;
+  int64_t L = m.contextLength;
+  int64_t stride = pass.mode == "nonoverlap" ? pass.Lvalid
+                                             : std::clamp<int64_t>(req.stride > 0 ? req.stride : L / 2, 1, pass.Lvalid);
+  double a = pass.plan.scaleFor(pass.Lvalid);
+  // The row's scale and slopes are those of its full-length windows; dynamic-ntk gives a shorter
+  // last window its own (prepareLength).
+  std::string used = applyInterpolation(run.model, pass.interp, a);
+  auto prepareLength = [&](int64_t windowLength) {
+    applyInterpolation(run.model, pass.interp, pass.plan.scaleFor(windowLength));
+  };
+
+  std::optional<ProgressBar> bar;
+  auto streamTokens = static_cast<int64_t>(run.stream.size());
+  int64_t expected = m.causal() ? streamTokens : int64_t(double(streamTokens) * run.info.train.maskProb);
+  if (req.progress && group.isRoot())
+    bar.emplace(fmt::format("eval {} Lvalid={} {}", run.name, pass.Lvalid, pass.mode), expected);
+  auto progress = [&](int64_t done) {
+    if (bar) bar->update(std::min(done, expected));
+  };
+  WindowShard shard{group.rank(), group.world()};
+  auto t0 = std::chrono::steady_clock::now();
+  ScoreTotals totals;
+  if (m.causal()) {
+    ScoreOptions opt;
+    opt.Lvalid = pass.Lvalid;
+    opt.stride = stride;
+    opt.batch = req.batch;
+    opt.queryBlock = req.queryBlock;
+    opt.positionBuckets = req.positionBuckets;
+    opt.shard = shard;
+    opt.eos = run.corpus.vocab.eos();
+    opt.prepareLength = prepareLength;
+    totals = scoreDecoder(run.model, run.stream, opt, progress);
+  } else {
+    EncoderScoreOptions opt;
+    opt.Lvalid = pass.Lvalid;
+    opt.stride = stride;
+    opt.batch = req.batch;
+    opt.queryBlock = req.queryBlock;
+    opt.maskSeed = run.info.train.seed;
+    opt.maskProb = run.info.train.maskProb;
+    opt.positionBuckets = req.positionBuckets;
+    opt.shard = shard;
+    opt.mlm = m.mlmTokens(run.corpus.vocab);
+    opt.prepareLength = prepareLength;
+    totals = scoreEncoder(run.model, run.stream, opt, progress);
+  }
+  totals.sumOverRanks(group);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (bar) bar->finish();
+
+  ScoredPass out;
+  EvalRow& r = out.row;
+  r.run = run.name;
+  r.arch = m.arch;
+  r.pos = m.pos;
+  r.Ltrain = L;
+  r.Lvalid = pass.Lvalid;
+  r.split = req.split;
+  r.mode = pass.mode;
+  r.stride = stride;
+  r.interp = interpName(pass.interp);
+  r.scale = a;
+  r.slopes = used;
+  r.tokensScored = totals.tokens;
+  r.nll = totals.meanNll();
+  r.ppl = std::exp(r.nll);
+  r.seconds = seconds;
+  r.tokensPerSecond = double(totals.tokens) / std::max(seconds, 1e-9);
+  r.flopsPerSecond = evalFlops(m, run.stream, pass.Lvalid, stride, totals.tokens) / std::max(seconds, 1e-9);
+  r.device = ctx.deviceName();
+  r.dtype = ctx.dtypeName();
+  for (size_t b = 0; b < totals.bucketNll.size(); ++b) {
+    PositionLossRow p;
+    p.run = r.run;
+    p.mode = r.mode;
+    p.interp = r.interp;
+    p.Lvalid = pass.Lvalid;
+    p.bucket = int64_t(b);
+    p.positionBegin = int64_t(b) * pass.Lvalid / req.positionBuckets;
+    p.positionEnd = (int64_t(b) + 1) * pass.Lvalid / req.positionBuckets;
+    p.tokens = totals.bucketTokens[b];
+    p.meanNll = p.tokens ? totals.bucketNll[b] / double(p.tokens) : NAN;
+    out.byPosition.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace
 
 std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLossRow>* positionRows) {
   configureRuntime(req.threads);
-  DistGroup group;  // under torchrun / --nproc the ranks split every pass's windows
-  WindowShard shard{group.rank(), group.world()};
+  DistEnv env = distEnvFromEnvironment();
+  ExecutionContext ctx = makeExecutionContext(req.device, req.dtype, env.localRank);
+  for (const auto& mode : req.modes)
+    if (mode != "nonoverlap" && mode != "sliding")
+      throw std::invalid_argument("unknown --mode '" + mode + "' (valid: nonoverlap, sliding, both)");
+  DistGroup group(env, ctx.device);  // under torchrun / --nproc the ranks split every pass's windows
+  int64_t maxLvalid = *std::max_element(req.lvalids.begin(), req.lvalids.end());
   std::vector<EvalRow> rows;
   for (const auto& dir : req.runs) {
-    RunInfo run = readRunInfo(dir);
-    std::string dataDir = req.dataDir.empty() ? run.train.dataDir : req.dataDir;
-    Corpus corpus = loadWikiText(dataDir);
-    int64_t vocab = corpus.vocab.size() + run.model.specialTokens();
-    if (vocab != run.model.vocabSize)
-      throw std::runtime_error(fmt::format("vocabulary mismatch: run {} was trained with {} words, {} gives {}",
-                                           dir.string(), run.model.vocabSize, dataDir, vocab));
-    Transformer model = loadTrainedModel(run);
-    std::vector<int32_t> stream = corpus.split(req.split);
-    if (req.maxTokens > 0 && req.maxTokens < static_cast<int64_t>(stream.size())) stream.resize(req.maxTokens);
-    int64_t L = run.model.contextLength;
-    std::string name = dir.filename().string();
-    int64_t maxLvalid = *std::max_element(req.lvalids.begin(), req.lvalids.end());
+    ScoringRun run = loadScoringRun(dir, req, ctx);
+    int64_t L = run.info.model.contextLength;
     for (Interp interp : req.interps) {
-      InterpolationPlan plan = interpolationPlan(interp, maxLvalid, L, req.scale, req.a0);
+      EvalPass pass;
+      pass.interp = interp;
+      pass.plan = interpolationPlan(interp, maxLvalid, L, req.scale, req.a0);
       if (interp == Interp::Linear || interp == Interp::Ntk)
-        std::fprintf(stderr, "%s interp=%s: fixed a = %.6g for the sweep (%s)\n", name.c_str(),
-                     interpName(interp).c_str(), plan.fixedScale,
+        std::fprintf(stderr, "%s interp=%s: fixed a = %.6g for the sweep (%s)\n", run.name.c_str(),
+                     interpName(interp).c_str(), pass.plan.fixedScale,
                      req.scale > 0 ? "--scale"
                                    : fmt::format("largest Lvalid {} / L_train {}, at least 1", maxLvalid, L).c_str());
-      // dynamic-ntk: every group of equal-length windows gets its own a (the last partial too).
-      auto prepareLength = [&](int64_t windowLength) {
-        applyInterpolation(model, interp, plan.scaleFor(windowLength));
-      };
       for (int64_t Lvalid : req.lvalids) {
-        if (group.isRoot() && Lvalid >= static_cast<int64_t>(stream.size()))
+        pass.Lvalid = Lvalid;
+        if (group.isRoot() && Lvalid >= static_cast<int64_t>(run.stream.size()))
           std::fprintf(stderr, "note: Lvalid %lld exceeds the %s split (%zu tokens); scoring one window of all of it\n",
-                       static_cast<long long>(Lvalid), req.split.c_str(), stream.size());
-        double a = plan.scaleFor(Lvalid);
-        std::string used = applyInterpolation(model, interp, a);
-        // The row's scale and slopes are those of its full-length windows; dynamic-ntk gives a
-        // shorter last window its own.
-        if (req.verbose && !used.empty() && group.isRoot())
-          std::fprintf(stderr, "%s Lvalid=%lld interp=%s a=%.4g%s: %s\n", name.c_str(), static_cast<long long>(Lvalid),
-                       interpName(interp).c_str(), a,
-                       interp == Interp::DynamicNtk
-                           ? fmt::format(" (a = max({:g} * len / {}, 1) per window)", req.a0, L).c_str()
-                           : "",
-                       used.c_str());
+                       static_cast<long long>(Lvalid), req.split.c_str(), run.stream.size());
         for (const auto& mode : req.modes) {
-          if (mode != "nonoverlap" && mode != "sliding")
-            throw std::invalid_argument("unknown --mode '" + mode + "' (valid: nonoverlap, sliding, both)");
-          int64_t stride =
-              mode == "nonoverlap" ? Lvalid : std::clamp<int64_t>(req.stride > 0 ? req.stride : L / 2, 1, Lvalid);
-          std::optional<ProgressBar> bar;
-          int64_t expected =
-              run.model.causal() ? int64_t(stream.size()) : int64_t(double(stream.size()) * run.train.maskProb);
-          if (req.progress && group.isRoot())
-            bar.emplace(fmt::format("eval {} Lvalid={} {}", name, Lvalid, mode), expected);
-          auto progress = [&](int64_t done) {
-            if (bar) bar->update(std::min(done, expected));
-          };
-          auto t0 = std::chrono::steady_clock::now();
-          ScoreTotals totals;
-          if (run.model.causal()) {
-            ScoreOptions opt{
-                Lvalid,       stride, req.batch, req.queryBlock, req.positionBuckets, shard, corpus.vocab.eos(),
-                prepareLength};
-            totals = scoreDecoder(model, stream, opt, progress);
-          } else {
-            EncoderScoreOptions opt{Lvalid,
-                                    stride,
-                                    req.batch,
-                                    req.queryBlock,
-                                    run.train.seed,
-                                    run.train.maskProb,
-                                    req.positionBuckets,
-                                    shard,
-                                    run.model.mlmTokens(corpus.vocab),
-                                    prepareLength};
-            totals = scoreEncoder(model, stream, opt, progress);
-          }
-          totals.sumOverRanks(group);
-          double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          if (bar) bar->finish();
-          EvalRow r;
-          r.run = name;
-          r.arch = run.model.arch;
-          r.pos = run.model.pos;
-          r.Ltrain = L;
-          r.Lvalid = Lvalid;
-          r.split = req.split;
-          r.mode = mode;
-          r.stride = stride;
-          r.interp = interpName(interp);
-          r.scale = a;
-          r.slopes = used;
-          r.tokensScored = totals.tokens;
-          r.nll = totals.meanNll();
-          r.ppl = std::exp(r.nll);
-          r.seconds = seconds;
-          r.tokensPerSecond = double(totals.tokens) / std::max(seconds, 1e-9);
-          r.flopsPerSecond = evalFlops(run.model, stream, Lvalid, stride, totals.tokens) / std::max(seconds, 1e-9);
-          rows.push_back(r);
-          if (positionRows) {
-            for (size_t b = 0; b < totals.bucketNll.size(); ++b) {
-              PositionLossRow p{name,
-                                mode,
-                                r.interp,
-                                Lvalid,
-                                int64_t(b),
-                                int64_t(b) * Lvalid / req.positionBuckets,
-                                (int64_t(b) + 1) * Lvalid / req.positionBuckets,
-                                totals.bucketTokens[b],
-                                totals.bucketTokens[b] ? totals.bucketNll[b] / double(totals.bucketTokens[b]) : NAN};
-              positionRows->push_back(p);
-            }
-          }
+          pass.mode = mode;
+          ScoredPass scored = scorePass(run, req, ctx, pass, group);
+          // Once per Lvalid: the slopes do not depend on the mode.
+          if (req.verbose && mode == req.modes.front() && !scored.row.slopes.empty() && group.isRoot())
+            std::fprintf(stderr, "%s Lvalid=%lld interp=%s a=%.4g%s: %s\n", run.name.c_str(),
+                         static_cast<long long>(Lvalid), interpName(interp).c_str(), scored.row.scale,
+                         interp == Interp::DynamicNtk
+                             ? fmt::format(" (a = max({:g} * len / {}, 1) per window)", req.a0, L).c_str()
+                             : "",
+                         scored.row.slopes.c_str());
+          rows.push_back(scored.row);
+          if (positionRows)
+            positionRows->insert(positionRows->end(), scored.byPosition.begin(), scored.byPosition.end());
         }
       }
     }

@@ -1,13 +1,12 @@
 #pragma once
-// `xtrap eval` as a library call: for every run x interpolation x Lvalid x mode, score the split
-// and produce one EvalRow (and optionally NLL by position inside the window).
+// `xtrap eval` as a library call: for every run x interpolation x Lvalid x mode, one scoring pass
+// of the split gives one EvalRow (and optionally NLL by position inside the window).
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "eval/eval_report.h"
 #include "eval/interpolation.h"
-#include "model/transformer.h"
 
 namespace xtrap {
 
@@ -26,6 +25,8 @@ struct EvalRequest {
   int64_t queryBlock = 256;
   int64_t positionBuckets = 0;  // > 0: fill `positionRows`
   int64_t threads = 0;
+  std::string device = "auto";    // auto | cpu | cuda (util/execution_context.h)
+  std::string dtype = "float32";  // float32 | bfloat16 (autocast)
   bool progress = true;
   bool verbose = false;  // print the slopes / rotary settings used
 };
@@ -37,11 +38,6 @@ struct PositionLossRow {
 };
 
 std::vector<EvalRow> evaluateRuns(const EvalRequest& request, std::vector<PositionLossRow>* positionRows = nullptr);
-
-// Sets the model's slopes / rotary settings for interpolation factor a; returns a summary of
-// what is now used ("0.5 0.25 ..." for slopes, "past ... | future ..." where the directions
-// differ, "base=... pos_scale=..." for rotary, "" else).
-std::string applyInterpolation(Transformer& model, Interp interp, double a);
 
 void writePositionRows(const std::filesystem::path& file, const std::vector<PositionLossRow>& rows);
 

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "eval/windows.h"
+#include "util/execution_context.h"
 #include "util/interrupt.h"
 
 namespace xtrap {
@@ -12,7 +13,7 @@ ScoreTotals::ScoreTotals(int64_t positionBuckets)
     : bucketNll(static_cast<size_t>(positionBuckets), 0.0), bucketTokens(static_cast<size_t>(positionBuckets), 0) {}
 
 void ScoreTotals::add(const torch::Tensor& nllIn, const std::vector<int64_t>& positions, int64_t Lvalid) {
-  auto values = nllIn.to(torch::kFloat64).contiguous();
+  auto values = toHost(nllIn).to(torch::kFloat64);  // nllIn is on the model's device
   nll += values.sum().item<double>();
   tokens += values.size(0);
   if (bucketNll.empty()) return;
@@ -86,7 +87,8 @@ ScoreTotals scoreDecoder(Transformer& model, const std::vector<int32_t>& stream,
       }
       auto x = torch::stack(inputs).to(torch::kLong);  // (B, T)
       auto feats = model->features(x, {opt.queryBlock, nullptr});
-      auto rows = feats.reshape({-1, feats.size(2)}).index_select(0, torch::cat(rowIndex));  // (N, C)
+      auto rowsAt = torch::cat(rowIndex).to(feats.device());  // (N) built on the host, follows the features
+      auto rows = feats.reshape({-1, feats.size(2)}).index_select(0, rowsAt);  // (N, C)
       totals.add(chunkedTokenNll(model, rows, torch::cat(targets).to(torch::kLong)), positions, opt.Lvalid);
       if (onProgress) onProgress(totals.tokens);
     }

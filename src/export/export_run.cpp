@@ -10,6 +10,7 @@
 #include "run/checkpoint.h"
 #include "run/run_directory.h"
 #include "util/atomic_file.h"
+#include "util/execution_context.h"
 
 namespace xtrap {
 
@@ -31,23 +32,19 @@ std::string safetensorsDtype(torch::ScalarType t) {
   }
 }
 
-std::vector<double> toVector(const torch::Tensor& t) {
-  auto c = t.detach().to(torch::kFloat64).contiguous();
-  return {c.data_ptr<double>(), c.data_ptr<double>() + c.numel()};
-}
-
 // What config.json says beyond ModelConfig: the position method's numbers after learning.
 nlohmann::json positionDetails(Transformer& model) {
   nlohmann::json j;
   if (LinearBias* lb = model->linearBias()) {
     const LinearBiasSpec& spec = lb->spec();
-    j["slope_past"] = toVector(lb->slopePast());  // sigmoid applied for learned slopes
-    j["slope_future"] = toVector(lb->slopeFuture());
+    j["slope_past"] = toHostDoubles(lb->slopePast());  // sigmoid applied for learned slopes
+    j["slope_future"] = toHostDoubles(lb->slopeFuture());
     j["block_past"] = spec.blockPast;
     j["block_future"] = spec.blockFuture;
     j["future_shift"] = spec.futureShift;
     j["learned_slopes"] = spec.learnedSlopes;
-    j["first_token_bias"] = spec.hasFirstTokenBias ? nlohmann::json(toVector(lb->firstTokenBias())) : nlohmann::json();
+    j["first_token_bias"] =
+        spec.hasFirstTokenBias ? nlohmann::json(toHostDoubles(lb->firstTokenBias())) : nlohmann::json();
   }
   return j;
 }
@@ -72,10 +69,10 @@ void exportRun(const std::filesystem::path& runDir, const std::filesystem::path&
   fs::path tmp = temporarySibling(target);
   fs::create_directories(tmp);
   try {
-    std::vector<torch::Tensor> keep;  // owns the contiguous copies the entries point into
+    std::vector<torch::Tensor> keep;  // owns the contiguous host copies the entries point into
     std::vector<SafetensorsEntry> entries;
-    for (const auto& item : model->named_parameters(true)) keep.push_back(item.value().detach().contiguous());
-    for (const auto& item : model->named_buffers(true)) keep.push_back(item.value().detach().contiguous());
+    for (const auto& item : model->named_parameters(true)) keep.push_back(toHost(item.value()));
+    for (const auto& item : model->named_buffers(true)) keep.push_back(toHost(item.value()));
     std::vector<std::string> names;
     for (const auto& item : model->named_parameters(true)) names.push_back(item.key());
     for (const auto& item : model->named_buffers(true)) names.push_back(item.key());

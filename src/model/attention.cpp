@@ -1,44 +1,95 @@
 #include "model/attention.h"
 
-#include <torch/version.h>
-
 #include <cmath>
 #include <limits>
 
 #include "model/fast_dropout.h"
-
-// LibTorch >= 2.3 has a fused CPU attention kernel that takes an additive mask and never holds
-// the T x T probabilities. It has no dropout (with dropout it falls back to the unfused math),
-// so it serves inference only. LibTorch 1.13's _scaled_dot_product_attention is that unfused
-// math on CPU, so there the paths below are used.
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
-#define XTRAP_FUSED_CPU_ATTENTION 1
-#endif
+#include "util/torch_compat.h"
 
 namespace xtrap {
-using torch::indexing::Slice;
 
-torch::Tensor attentionBiasBlock(AttentionBias* bias, bool causal, int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
+torch::Tensor attentionBiasBlock(AttentionBias* bias, bool causal, int64_t q0, int64_t q1, int64_t k0, int64_t k1,
+                                 const torch::TensorOptions& options) {
   torch::Tensor b;
   if (bias) b = bias->block(q0, q1, k0, k1);
-  if (causal && k1 - 1 > q0) {  // some key lies after some query
-    auto i = torch::arange(q0, q1).unsqueeze(1);
-    auto j = torch::arange(k0, k1).unsqueeze(0);
-    auto mask = torch::zeros({q1 - q0, k1 - k0}).masked_fill(j > i, -std::numeric_limits<float>::infinity());
+  // Some key lies after some query, and the provider does not already give it -inf.
+  if (causal && k1 - 1 > q0 && !(bias && bias->blocksFuture())) {
+    auto floats = options.dtype(torch::kFloat32);
+    auto i = torch::arange(q0, q1, floats).unsqueeze(1);
+    auto j = torch::arange(k0, k1, floats).unsqueeze(0);
+    auto mask = torch::zeros({q1 - q0, k1 - k0}, floats).masked_fill(j > i, -std::numeric_limits<float>::infinity());
     b = b.defined() ? b + mask : mask.unsqueeze(0);
   }
   return b;
 }
 
-int64_t attentionBlockRows(int64_t T, int64_t queryBlock) {
-  constexpr int64_t kBlockElements = int64_t(1) << 20;
-  return std::min(queryBlock, std::max<int64_t>(32, kBlockElements / std::max<int64_t>(T, 1)));
+namespace {
+
+// Queries qBlock (B, H, Tq, D) starting at row q0 against keys [0, keys): float32 logits plus the
+// bias (H|1, Tq, keys), float32 softmax, dropout, then the values in the compute precision.
+torch::Tensor attendKeys(const torch::Tensor& qBlock, int64_t q0, const torch::Tensor& k, const torch::Tensor& v,
+                         int64_t keys, const torch::Tensor& bias, double dropout, AttentionObserver* observer,
+                         int64_t layer) {
+  auto kBlock = k.narrow(2, 0, keys), vBlock = v.narrow(2, 0, keys);
+  auto scores = qBlock.matmul(kBlock.transpose(-2, -1)).to(torch::kFloat32);  // (B, H, Tq, Tk)
+  if (bias.defined()) scores.add_(bias);  // in place: matmul backward does not need its output
+  auto probs = torch::softmax(scores, -1);
+  if (observer) observer->onProbabilities(layer, q0, probs);
+  probs = fastDropout(probs, dropout, dropout > 0);
+  return probs.to(vBlock.scalar_type()).matmul(vBlock);  // (B, H, Tq, D)
 }
 
-int64_t causalSkipBlock(int64_t T) {
-  // 8 blocks compute 9/16 of the square; more blocks save little and cost per-op overhead.
-  constexpr int64_t kBlocks = 8, kMinRows = 32;
-  return T >= kBlocks * kMinRows ? (T + kBlocks - 1) / kBlocks : 0;
+}  // namespace
+
+torch::Tensor referenceAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                 const AttentionContext& ctx, double dropout, int64_t layer) {
+  return attendKeys(q, 0, k, v, k.size(2), ctx.fullBias, dropout, ctx.observer, layer);
+}
+
+torch::Tensor causalSkipAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  const AttentionContext& ctx, double dropout, int64_t layer) {
+  // Query rows [q0, q1) only attend to keys [0, q1), so the (masked) upper-right blocks of the
+  // T x T logits are never computed: about half the matmul, softmax and dropout work, with the
+  // same values as the one-piece product.
+  int64_t T = q.size(2), block = causalSkipBlock(T);
+  if (block == 0) return referenceAttention(q, k, v, ctx, dropout, layer);
+  std::vector<torch::Tensor> blocks;
+  for (int64_t q0 = 0; q0 < T; q0 += block) {
+    int64_t q1 = std::min(T, q0 + block);
+    // Contiguous: a broadcast add_ from a strided (H, Tq, Tk) slice was ~3x slower than the add itself.
+    auto bias =
+        ctx.fullBias.defined() ? ctx.fullBias.narrow(-2, q0, q1 - q0).narrow(-1, 0, q1).contiguous() : ctx.fullBias;
+    blocks.push_back(attendKeys(q.narrow(2, q0, q1 - q0), q0, k, v, q1, bias, dropout, ctx.observer, layer));
+  }
+  return torch::cat(blocks, 2);
+}
+
+torch::Tensor blockAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const AttentionContext& ctx, double dropout, int64_t layer) {
+  int64_t T = q.size(2), rows = attentionBlockRows(T, ctx.queryBlock > 0 ? ctx.queryBlock : T);
+  std::vector<torch::Tensor> blocks;
+  for (int64_t q0 = 0; q0 < T; q0 += rows) {
+    int64_t q1 = std::min(T, q0 + rows);
+    int64_t keys = ctx.causal ? q1 : T;  // causal queries never see later keys
+    auto bias = attentionBiasBlock(ctx.bias, ctx.causal, q0, q1, 0, keys, q.options());
+    blocks.push_back(attendKeys(q.narrow(2, q0, q1 - q0), q0, k, v, keys, bias, dropout, ctx.observer, layer));
+  }
+  return torch::cat(blocks, 2);
+}
+
+torch::Tensor sdpaAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                            const AttentionContext& ctx, double dropout) {
+#ifdef XTRAP_HAS_SDPA
+  // No bias provider: the causal flag lets SDPA pick its causal kernels. Otherwise the full bias
+  // (causal -inf included) is an additive mask in the query's precision, as SDPA's kernels take it.
+  c10::optional<torch::Tensor> mask;
+  if (ctx.bias && ctx.fullBias.defined()) mask = ctx.fullBias.to(q.scalar_type());
+  bool causalFlag = ctx.causal && !mask.has_value();
+  return at::scaled_dot_product_attention(q, k, v, mask, dropout, causalFlag, 1.0);  // q is already scaled
+#else
+  (void)q, (void)k, (void)v, (void)ctx, (void)dropout;
+  TORCH_CHECK(false, "the sdpa attention path needs LibTorch 2.1 or newer");
+#endif
 }
 
 AttentionImpl::AttentionImpl(int64_t dModel, int64_t heads, double dropout, int64_t layerIndex)
@@ -58,53 +109,20 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionCont
   // Scale queries, not logits: the position bias is added unscaled (Press et al.).
   q = q * (1.0 / std::sqrt(static_cast<double>(D)));
   double p = is_training() ? dropout : 0.0;
-
-  auto attend = [&](const torch::Tensor& qBlock, int64_t q0, int64_t keys, const torch::Tensor& bias) {
-    auto kBlock = k.narrow(2, 0, keys), vBlock = v.narrow(2, 0, keys);
-    auto scores = qBlock.matmul(kBlock.transpose(-2, -1));  // (B, H, Tq, Tk)
-    if (bias.defined()) scores.add_(bias);                  // in place: matmul backward does not need its output
-    auto probs = torch::softmax(scores, -1);
-    if (ctx.observer) ctx.observer->onProbabilities(layerIndex, q0, probs);
-    probs = fastDropout(probs, p, p > 0);
-    return probs.matmul(vBlock);  // (B, H, Tq, D)
-  };
-
-  int64_t rows = attentionBlockRows(T, ctx.queryBlock);
-  torch::Tensor y;
-  if (ctx.queryBlock <= 0 || ctx.queryBlock >= T) {
-    int64_t block = causalSkipBlock(T);
-#ifdef XTRAP_FUSED_CPU_ATTENTION
-    if (!ctx.observer && p == 0) {
-      auto mask = ctx.fullBias.defined() ? c10::optional<torch::Tensor>(ctx.fullBias) : c10::nullopt;
-      y = at::scaled_dot_product_attention(q, k, v, mask, 0.0, false, 1.0);  // q is already scaled
-    } else
-#endif
-        if (!ctx.causal || ctx.observer || block == 0) {
-      y = attend(q, 0, T, ctx.fullBias);
-    } else {
-      // Causal: query rows [q0, q1) only attend to keys [0, q1), so the (masked) upper-right
-      // blocks of the T x T logits are never computed: about half the matmul, softmax and
-      // dropout work, with the same values as the one-piece product. Observers (probes) get the
-      // one-piece path above.
-      std::vector<torch::Tensor> blocks;
-      for (int64_t q0 = 0; q0 < T; q0 += block) {
-        int64_t q1 = std::min(T, q0 + block);
-        // Contiguous: a broadcast add_ from a strided (H, Tq, Tk) slice was ~3x slower than the add itself.
-        auto bias =
-            ctx.fullBias.defined() ? ctx.fullBias.narrow(-2, q0, q1 - q0).narrow(-1, 0, q1).contiguous() : ctx.fullBias;
-        blocks.push_back(attend(q.narrow(2, q0, q1 - q0), q0, q1, bias));
-      }
-      y = torch::cat(blocks, 2);
-    }
-  } else {
-    std::vector<torch::Tensor> blocks;
-    for (int64_t q0 = 0; q0 < T; q0 += rows) {
-      int64_t q1 = std::min(T, q0 + rows);
-      int64_t keys = ctx.causal ? q1 : T;  // causal queries never see later keys
-      auto bias = attentionBiasBlock(ctx.bias, ctx.causal, q0, q1, 0, keys);
-      blocks.push_back(attend(q.narrow(2, q0, q1 - q0), q0, keys, bias));
-    }
-    y = torch::cat(blocks, 2);
+  torch::Tensor y;  // (B, H, T, D)
+  switch (ctx.path) {
+    case AttentionPath::Reference:
+      y = referenceAttention(q, k, v, ctx, p, layerIndex);
+      break;
+    case AttentionPath::CausalSkip:
+      y = causalSkipAttention(q, k, v, ctx, p, layerIndex);
+      break;
+    case AttentionPath::Block:
+      y = blockAttention(q, k, v, ctx, p, layerIndex);
+      break;
+    case AttentionPath::Sdpa:
+      y = sdpaAttention(q, k, v, ctx, p);
+      break;
   }
   y = y.transpose(1, 2).reshape({B, T, C});
   return out(y);

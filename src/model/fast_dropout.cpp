@@ -74,8 +74,9 @@ struct DropoutFunction : torch::autograd::Function<DropoutFunction> {
 
 torch::Tensor fastDropout(const torch::Tensor& x, double p, bool training) {
   if (!training || p <= 0.0) return x;
-  // The kernel handles float32 and fewer than 2^32 elements (the hash takes a 32-bit index).
-  if (x.scalar_type() != torch::kFloat32 || x.numel() >= (int64_t(1) << 32) || p >= 1.0)
+  // The kernel handles float32 CPU tensors of fewer than 2^32 elements (the hash takes a 32-bit
+  // index); anything else (a GPU tensor, bfloat16 activations) takes LibTorch's dropout.
+  if (!x.device().is_cpu() || x.scalar_type() != torch::kFloat32 || x.numel() >= (int64_t(1) << 32) || p >= 1.0)
     return torch::dropout(x, p, training);
   return DropoutFunction::apply(x, p);
 }

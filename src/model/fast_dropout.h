@@ -5,7 +5,8 @@
 // that serial draw alone took a large part of a small model's training step. Here one parallel
 // pass hashes (seed, element index) into the keep decision, writes the output and a one-byte
 // mask; backward is one pass over the mask. The seed comes from the default CPU generator, so
-// torch::manual_seed and a checkpointed generator state still reproduce the masks.
+// torch::manual_seed and a checkpointed generator state still reproduce the masks. CPU float32
+// only; other tensors take LibTorch's dropout.
 #include <torch/torch.h>
 
 namespace xtrap {

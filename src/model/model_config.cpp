@@ -6,11 +6,17 @@
 
 namespace xtrap {
 
+OutputHeadKind ModelConfig::headKind() const {
+  if (head == "roberta") return OutputHeadKind::Roberta;
+  if (head == "clap") return OutputHeadKind::Clap;
+  if (head == "lm") return OutputHeadKind::Lm;
+  throw std::invalid_argument("unknown --head '" + head + "' (valid: lm, roberta, clap)");
+}
+
 void ModelConfig::validate() const {
   auto fail = [](const std::string& why) { throw std::invalid_argument(why); };
   if (arch != "decoder" && arch != "encoder") fail("unknown --arch '" + arch + "' (valid: decoder, encoder)");
-  if (head != "lm" && head != "roberta" && head != "clap")
-    fail("unknown --head '" + head + "' (valid: lm, roberta, clap)");
+  headKind();  // throws on an unknown head
   if (layers < 1 || layers > 256) fail("--layers must be in 1..256, got " + std::to_string(layers));
   if (dModel < 2 || dModel > 65536) fail("--d-model must be in 2..65536, got " + std::to_string(dModel));
   if (heads < 1 || dModel % heads != 0)

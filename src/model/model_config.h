@@ -12,6 +12,8 @@
 
 namespace xtrap {
 
+enum class OutputHeadKind { Lm, Roberta, Clap };
+
 struct ModelConfig {
   std::string arch = "decoder";  // decoder (causal LM) | encoder (masked LM)
   int64_t vocabSize = 0;         // the data's words, then <mask> and <bos> where used (see wordCount())
@@ -41,6 +43,7 @@ struct ModelConfig {
 
   bool causal() const { return arch == "decoder"; }
   PositionMethod position() const { return parsePositionMethod(pos); }
+  OutputHeadKind headKind() const;  // throws on an unknown name (validate() says which)
   std::string resolvedAlibiInit() const;
   bool usesBos() const { return !causal() && bos.value_or(position() == PositionMethod::BiAlibi); }
   // Encoder ids: the data's words are [0, wordCount()), then <mask> = wordCount(), then <bos>.

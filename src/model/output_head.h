@@ -3,6 +3,8 @@
 //  - lm:      logits = x E^T                      (or LibTorch's adaptive softmax, untied)
 //  - roberta: logits = LayerNorm(GELU(x W + b)) E^T + bias
 //  - clap:    logits = beta * x normalize(E)^T    (rows of E L2-normalised, beta learned)
+// Scores are computed in the compute precision of the autocast scope the caller opened (the
+// model's); log-softmax and the NLL always in float32.
 // N = rows scored, C = d_model, V = vocabulary.
 #include <torch/torch.h>
 
@@ -13,11 +15,11 @@ namespace xtrap {
 struct OutputHeadImpl : torch::nn::Module {
   OutputHeadImpl(const ModelConfig& config, torch::Tensor tokenEmbedding);
   torch::Tensor logits(const torch::Tensor& x);                             // (N,C) -> (N,V)
-  torch::Tensor nll(const torch::Tensor& x, const torch::Tensor& targets);  // per row, (N)
+  torch::Tensor nll(const torch::Tensor& x, const torch::Tensor& targets);  // per row, (N) float32
   // The embedding the head projects onto (normalised for clap); inputs use the same vectors.
   torch::Tensor projection() const;
 
-  std::string kind;
+  OutputHeadKind kind;
   torch::Tensor embedding;  // shared with the model's token embedding
   torch::nn::Linear dense{nullptr};
   torch::nn::LayerNorm norm{nullptr};

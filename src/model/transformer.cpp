@@ -6,6 +6,7 @@
 #include "model/fast_dropout.h"
 #include "model/position/sinusoidal.h"
 #include "model/position/t5_bias.h"
+#include "util/torch_compat.h"
 
 namespace xtrap {
 
@@ -24,11 +25,12 @@ torch::Tensor TransformerBlockImpl::forward(torch::Tensor x, const AttentionCont
   return x;
 }
 
-TransformerImpl::TransformerImpl(ModelConfig c) : config(std::move(c)) {
+TransformerImpl::TransformerImpl(ModelConfig c)
+    : config(std::move(c)), pos_(config.position()), headKind_(config.headKind()), causal_(config.causal()) {
   config.validate();
   torch::manual_seed(config.initSeed);
   int64_t C = config.dModel;
-  PositionMethod pos = config.position();
+  PositionMethod pos = pos_;
   tokenEmbedding = register_module("token_embedding", torch::nn::Embedding(config.vocabSize, C));
   torch::nn::init::normal_(tokenEmbedding->weight, 0.0, 1.0 / std::sqrt(double(C)));
   if (pos == PositionMethod::Learned) {
@@ -53,39 +55,74 @@ TransformerImpl::TransformerImpl(ModelConfig c) : config(std::move(c)) {
 
 LinearBias* TransformerImpl::linearBias() const { return dynamic_cast<LinearBias*>(bias_.get()); }
 
-torch::Tensor TransformerImpl::fullBias(int64_t T) {
+void TransformerImpl::place(const ExecutionContext& ctx) {
+  to(ctx.device);
+  computeDtype_ = ctx.dtype;
+  clearBiasCache();
+}
+
+torch::Tensor TransformerImpl::fullBias(int64_t T, const torch::TensorOptions& options) {
   bool cacheable = !bias_ || !bias_->trainable();
-  if (cacheable && cachedBias_.defined() && cachedBias_.size(-1) == T) return cachedBias_;
-  auto b = attentionBiasBlock(bias_.get(), config.causal(), 0, T, 0, T);
+  if (cacheable && cachedBias_.defined() && cachedBias_.size(-1) == T && cachedBias_.device() == options.device())
+    return cachedBias_;
+  auto b = attentionBiasBlock(bias_.get(), causal_, 0, T, 0, T, options);
   if (cacheable) cachedBias_ = b;
   return b;
 }
 
-torch::Tensor TransformerImpl::features(const torch::Tensor& tokens, const ForwardOptions& opt) {
+AttentionPath TransformerImpl::attentionPath(int64_t T, const ForwardOptions& opt) const {
+  if (opt.path) return *opt.path;
+  AttentionPlanInput plan;
+  plan.cuda = device().is_cuda();
+  plan.length = T;
+  plan.queryBlock = opt.queryBlock;
+  plan.dropout = is_training() && config.dropout > 0;
+  plan.probing = opt.observer != nullptr;
+  plan.causal = causal_;
+  plan.bias = !bias_ ? BiasKind::None : linearBias() ? BiasKind::Linear : BiasKind::Table;
+  plan.hasSdpa = compat::kHasSdpa;
+  plan.hasFusedCpuSdpa = compat::kHasFusedCpuSdpa;
+  return chooseAttentionPath(plan);
+}
+
+torch::Tensor TransformerImpl::logits(const torch::Tensor& x) {
+  AutocastScope autocast(device(), computeDtype_);
+  return head->logits(x);
+}
+
+torch::Tensor TransformerImpl::tokenNll(const torch::Tensor& x, const torch::Tensor& targets) {
+  AutocastScope autocast(device(), computeDtype_);
+  return head->nll(x, input(targets));
+}
+
+torch::Tensor TransformerImpl::features(const torch::Tensor& tokensIn, const ForwardOptions& opt) {
+  auto tokens = input(tokensIn);  // (B, T)
+  AutocastScope autocast(device(), computeDtype_);
   int64_t T = tokens.size(1), C = config.dModel;
-  PositionMethod pos = config.position();
   // (B, T, C) token embeddings; CLAP embeds with the same normalised vectors it projects onto.
-  auto x = config.head == "clap" ? torch::embedding(head->projection(), tokens) : tokenEmbedding(tokens);
+  auto x = headKind_ == OutputHeadKind::Clap ? torch::embedding(head->projection(), tokens) : tokenEmbedding(tokens);
   if (config.scaleEmbedding) x = x * std::sqrt(double(C));
-  if (pos == PositionMethod::Learned) {
+  if (pos_ == PositionMethod::Learned) {
     if (T > config.positionTableSize())
       throw std::invalid_argument("learned positions: length " + std::to_string(T) + " exceeds the table of " +
                                   std::to_string(config.positionTableSize()) +
                                   " positions (train with --max-positions to extrapolate)");
-    x = x + positionEmbedding(torch::arange(T, torch::kLong));
-  } else if (pos == PositionMethod::Sinusoidal) {
-    if (!sinusoidal_.defined() || sinusoidal_.size(0) < T) sinusoidal_ = sinusoidalTable(T, C);
+    x = x + positionEmbedding(torch::arange(T, tokens.options()));
+  } else if (pos_ == PositionMethod::Sinusoidal) {
+    if (!sinusoidal_.defined() || sinusoidal_.size(0) < T || sinusoidal_.device() != x.device())
+      sinusoidal_ = sinusoidalTable(T, C, x.options());
     x = x + sinusoidal_.narrow(0, 0, T);
   }
   x = fastDropout(x, config.dropout, is_training());
 
   AttentionContext ctx;
-  ctx.causal = config.causal();
+  ctx.path = attentionPath(T, opt);
+  ctx.causal = causal_;
   ctx.bias = bias_.get();
   ctx.rotary = rotary_ ? &*rotary_ : nullptr;
   ctx.queryBlock = opt.queryBlock;
   ctx.observer = opt.observer;
-  if (opt.queryBlock <= 0 || opt.queryBlock >= T) ctx.fullBias = fullBias(T);
+  if (pathUsesFullBias(ctx.path)) ctx.fullBias = fullBias(T, x.options());
   for (const auto& block : *blocks) x = block->as<TransformerBlock>()->forward(x, ctx);
   return lnFinal(x);
 }

@@ -1,6 +1,10 @@
 #pragma once
 // The xtrap transformer: pre-LN blocks over token embeddings, one position method, one output
 // head. Decoders are causal LMs; encoders are bidirectional (masked LM).
+// Device and precision: place() moves the parameters and sets the compute precision; features()
+// and tokenNll() take batches from anywhere and move them to the parameters (input()), and run
+// under one autocast scope of that precision (parameters stay float32). Every tensor made inside
+// follows an input or a parameter.
 // B = batch, T = sequence length, C = d_model, V = vocabulary, N = rows scored.
 #include <torch/torch.h>
 
@@ -8,9 +12,11 @@
 #include <optional>
 
 #include "model/attention.h"
+#include "model/attention_plan.h"
 #include "model/model_config.h"
 #include "model/output_head.h"
 #include "model/position/linear_bias.h"
+#include "util/execution_context.h"
 
 namespace xtrap {
 
@@ -26,18 +32,27 @@ struct TransformerBlockImpl : torch::nn::Module {
 TORCH_MODULE(TransformerBlock);
 
 struct ForwardOptions {
-  int64_t queryBlock = 0;                 // > 0: block attention path (O(T) memory)
+  int64_t queryBlock = 0;                 // > 0 and < T: block attention path (O(T) memory)
   AttentionObserver* observer = nullptr;  // probes
+  std::optional<AttentionPath> path;      // force one attention path (tests, benchmarks); else planned
 };
 
 struct TransformerImpl : torch::nn::Module {
   explicit TransformerImpl(ModelConfig config);
 
-  torch::Tensor features(const torch::Tensor& tokens, const ForwardOptions& opt = {});  // (B,T) -> (B,T,C)
-  torch::Tensor logits(const torch::Tensor& x) { return head->logits(x); }              // (N,C) -> (N,V)
-  torch::Tensor tokenNll(const torch::Tensor& x, const torch::Tensor& targets) {        // (N)
-    return head->nll(x, targets);
-  }
+  // Moves the parameters to ctx.device and computes in ctx.dtype from now on.
+  void place(const ExecutionContext& ctx);
+  torch::Device device() const { return tokenEmbedding->weight.device(); }
+  torch::ScalarType computeDtype() const { return computeDtype_; }
+  // A batch tensor on the parameters' device (the one place batches move).
+  torch::Tensor input(const torch::Tensor& t) const { return t.to(device()); }
+
+  // (B,T) token ids anywhere -> (B,T,C) features on device(), in the compute precision or float32.
+  torch::Tensor features(const torch::Tensor& tokens, const ForwardOptions& opt = {});
+  torch::Tensor logits(const torch::Tensor& x);                                  // (N,C) -> (N,V)
+  torch::Tensor tokenNll(const torch::Tensor& x, const torch::Tensor& targets);  // (N) float32
+  // The attention path features() takes for a window of T tokens.
+  AttentionPath attentionPath(int64_t T, const ForwardOptions& opt) const;
 
   LinearBias* linearBias() const;  // ALiBi family, else nullptr
   AttentionBias* attentionBias() const { return bias_.get(); }
@@ -53,12 +68,17 @@ struct TransformerImpl : torch::nn::Module {
   OutputHead head{nullptr};
 
  private:
-  torch::Tensor fullBias(int64_t T);
+  torch::Tensor fullBias(int64_t T, const torch::TensorOptions& options);
 
+  // Settings parsed once from the config (not compared as strings on every forward).
+  PositionMethod pos_;
+  OutputHeadKind headKind_;
+  bool causal_;
+  torch::ScalarType computeDtype_ = torch::kFloat32;
   std::shared_ptr<AttentionBias> bias_;
   std::optional<Rotary> rotary_;
-  torch::Tensor cachedBias_;  // full-path bias for the last T when it has no trainable parameters
-  torch::Tensor sinusoidal_;  // (T_max, C) table, grown on demand
+  torch::Tensor cachedBias_;  // full bias for the last T and device when it has no trainable parameters
+  torch::Tensor sinusoidal_;  // (T_max, C) table on the parameters' device, grown on demand
 };
 TORCH_MODULE(Transformer);
 

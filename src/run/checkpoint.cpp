@@ -40,6 +40,7 @@ void saveCheckpoint(const std::filesystem::path& file, Transformer& model, torch
   archive.write("bad_steps", torch::tensor(state.badSteps));
   archive.write("sampler_state", bytesToTensor(state.samplerState));
   if (state.torchRngState.defined()) archive.write("torch_rng_state", state.torchRngState);
+  if (state.cudaRngState.defined()) archive.write("cuda_rng_state", state.cudaRngState);
   std::ostringstream payload;
   try {
     archive.save_to(payload);
@@ -60,7 +61,7 @@ TrainingState loadCheckpoint(const std::filesystem::path& file, Transformer& mod
   TrainingState state;
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(payload);
+    archive.load_from(payload, model->device());  // every tensor straight onto the model's device
     // A fresh tensor per entry: reading into a used one calls set_ on storage that, for an
     // archive loaded from memory, cannot be resized.
     auto entry = [&](const char* key) {
@@ -79,9 +80,12 @@ TrainingState loadCheckpoint(const std::filesystem::path& file, Transformer& mod
     state.step = entry("step").item<int64_t>();
     state.tokensSeen = entry("tokens_seen").item<int64_t>();
     state.badSteps = entry("bad_steps").item<int64_t>();
-    state.samplerState = tensorToBytes(entry("sampler_state"));
+    state.samplerState = tensorToBytes(toHost(entry("sampler_state")));
+    // Generator states are host byte tensors whatever the device.
     torch::Tensor t;
-    if (archive.try_read("torch_rng_state", t)) state.torchRngState = t;
+    if (archive.try_read("torch_rng_state", t)) state.torchRngState = toHost(t);
+    torch::Tensor cuda;
+    if (archive.try_read("cuda_rng_state", cuda)) state.cudaRngState = toHost(cuda);
   } catch (const c10::Error& e) {
     // The checksum held, so the archive is intact but was written for another model.
     throw std::runtime_error("checkpoint " + file.string() +
@@ -92,8 +96,9 @@ TrainingState loadCheckpoint(const std::filesystem::path& file, Transformer& mod
   return state;
 }
 
-Transformer loadTrainedModel(const RunInfo& run) {
+Transformer loadTrainedModel(const RunInfo& run, const ExecutionContext& ctx) {
   Transformer model(run.model);
+  model->place(ctx);
   loadCheckpoint(checkpointPath(run.dir), model, nullptr);
   model->eval();
   return model;

@@ -17,18 +17,21 @@ struct TrainingState {
   int64_t badSteps = 0;         // skipped non-finite steps
   std::string samplerState;     // BlockSampler::state()
   torch::Tensor torchRngState;  // default CPU generator (dropout, masking)
+  torch::Tensor cudaRngState;   // the training device's CUDA generator (dropout on a GPU), if any
 };
 
 void saveCheckpoint(const std::filesystem::path& file, Transformer& model, torch::optim::Optimizer* optimizer,
                     const TrainingState& state);
-// Loads into an already-built model (and optimizer, if given); throws a one-line error naming
-// the file when it is missing, truncated, foreign or does not match the model.
+// Loads into an already-built model (and optimizer, if given) on the model's device, wherever the
+// checkpoint was written; throws a one-line error naming the file when it is missing, truncated,
+// foreign or does not match the model.
 TrainingState loadCheckpoint(const std::filesystem::path& file, Transformer& model, torch::optim::Optimizer* optimizer);
 
 }  // namespace xtrap
 
 namespace xtrap {
 struct RunInfo;
-// Builds the run's model from its run.json and loads its checkpoint's weights (eval mode).
-Transformer loadTrainedModel(const RunInfo& run);
+// Builds the run's model from its run.json, places it on `ctx` and loads its checkpoint's
+// weights there (eval mode).
+Transformer loadTrainedModel(const RunInfo& run, const ExecutionContext& ctx = {});
 }  // namespace xtrap

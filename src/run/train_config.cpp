@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "util/device_names.h"
+
 namespace xtrap {
 
 int64_t TrainConfig::sequencesPerStep(int64_t contextLength) const {
@@ -30,6 +32,8 @@ void TrainConfig::validate() const {
   if (maxBadSteps < 0) fail("--max-bad-steps must be >= 0");
   if (logEvery < 1 || checkpointEvery < 1 || evalEvery < 0 || evalTokens < 1)
     fail("--log-every, --checkpoint-every and --eval-tokens must be positive");
+  checkDeviceName(device);
+  checkDtypeName(dtype);
 }
 
 void to_json(nlohmann::json& j, const TrainConfig& c) {
@@ -54,7 +58,9 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
                      {"eval_tokens", c.evalTokens},
                      {"checkpoint_every", c.checkpointEvery},
                      {"mask_prob", c.maskProb},
-                     {"max_bad_steps", c.maxBadSteps}};
+                     {"max_bad_steps", c.maxBadSteps},
+                     {"device", c.device},
+                     {"dtype", c.dtype}};
 }
 
 void from_json(const nlohmann::json& j, TrainConfig& c) {
@@ -80,6 +86,8 @@ void from_json(const nlohmann::json& j, TrainConfig& c) {
   j.at("checkpoint_every").get_to(c.checkpointEvery);
   j.at("mask_prob").get_to(c.maskProb);
   c.maxBadSteps = j.value("max_bad_steps", TrainConfig{}.maxBadSteps);  // absent in runs made before it existed
+  c.device = j.value("device", std::string("cpu"));                     // every earlier run trained on the CPU
+  c.dtype = j.value("dtype", std::string("float32"));
 }
 
 }  // namespace xtrap

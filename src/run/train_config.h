@@ -28,6 +28,10 @@ struct TrainConfig {
   int64_t checkpointEvery = 100;
   double maskProb = 0.15;   // encoders: fraction of tokens selected for masked LM
   int64_t maxBadSteps = 5;  // stop once this many steps had a non-finite loss/gradient; 0 = never
+  // Where and in what precision (util/device_names.h). run.json records the device trained on
+  // ("cpu" / "cuda", auto resolved); runs written before these keys existed read as cpu, float32.
+  std::string device = "auto";
+  std::string dtype = "float32";
 
   int64_t sequencesPerStep(int64_t contextLength) const;
   int64_t totalSteps(int64_t contextLength) const;

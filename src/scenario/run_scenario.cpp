@@ -14,14 +14,17 @@
 #include "attention_dump.h"
 #include "bias_dump.h"
 #include "data/wikitext.h"
+#include "dist/dist_env.h"
 #include "dist/dist_group.h"
 #include "eval/evaluate_run.h"
 #include "eval/plot.h"
 #include "run/checkpoint.h"
+#include "run/checkpoint_file.h"
 #include "scenario/cost_model.h"
 #include "scenario/results_table.h"
 #include "train/trainer.h"
 #include "util/atomic_file.h"
+#include "util/execution_context.h"
 #include "util/runtime.h"
 
 namespace xtrap {
@@ -33,23 +36,21 @@ using Clock = std::chrono::steady_clock;
 
 double secondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
+// Where and in what precision a variant runs: its device and dtype keys, auto resolved here
+// (under torchrun LOCAL_RANK picks the GPU).
+ExecutionContext variantContext(const ScenarioVariant& v) {
+  return makeExecutionContext(v.train.device, v.train.dtype, distEnvFromEnvironment().localRank);
 }
 
-// What makes two runs the same run: everything in run.json's configs except what the data fixes
-// (vocabulary size), what cannot change the result (threads), and where the data lives (only
-// its directory name counts, so a checkout elsewhere reuses the runs).
-nlohmann::json runIdentity(const ModelConfig& m, const TrainConfig& t) {
-  nlohmann::json j = {{"model", m}, {"train", t}};
-  j["model"].erase("vocab_size");
-  j["train"].erase("threads");
-  fs::path data = fs::path(t.dataDir).lexically_normal();
-  if (data.filename().empty()) data = data.parent_path();
-  j["train"]["data"] = data.filename().string();
-  return j;
+// The scenario with every variant's device resolved (auto -> cpu or cuda), as run.json records
+// it: the run identity, and so the run directory, depend on the resolved device. A run checks
+// every variant's device before it starts; a dry run only lists, so a scenario that names cuda
+// can be planned on a machine without one.
+Scenario withResolvedDevices(const Scenario& given, bool dryRun) {
+  Scenario s = given;
+  for (ScenarioVariant& v : s.variants)
+    if (!dryRun || v.train.device == "auto") v.train.device = variantContext(v).deviceName();
+  return s;
 }
 
 std::string formatDuration(double seconds) {
@@ -92,7 +93,9 @@ fs::path evalCacheFile(const RunInfo& run, const EvalRequest& r) {
                         {"stride", r.stride},
                         {"interps", interps},
                         {"max_tokens", r.maxTokens}};
-  return run.dir / "scenario-evals" / fmt::format("{:016x}.json", fnv1a(key.dump()));
+  // The device and precision of the evaluation are the run's own (in its identity when not cpu,
+  // float32), so caches written before they existed stay valid.
+  return run.dir / "scenario-evals" / fmt::format("{:016x}.json", fnv1a64(key.dump()));
 }
 
 // One evaluation job: a variant scored under one eval block's mode and stride.
@@ -128,6 +131,8 @@ EvalRequest evalRequest(const Scenario& s, const EvalJob& job, const RunInfo& in
   r.maxTokens = e.maxTokens;
   r.batch = e.batch;
   r.threads = job.variant->train.threads;
+  r.device = job.variant->train.device;
+  r.dtype = job.variant->train.dtype;
   r.progress = progress;
   return r;
 }
@@ -200,7 +205,7 @@ void runProbes(const Scenario& s, const ScenarioRunOptions& o, const fs::path& o
   for (const ScenarioVariant* v : s.select(s.probe.variants)) {
     RunInfo info = readRunInfo(variantRunDir(o.runsRoot, *v));
     configureRuntime(v->train.threads);
-    Transformer model = loadTrainedModel(info);
+    Transformer model = loadTrainedModel(info, variantContext(*v));
     if (s.probe.biasLen > 0) dumpBias(model, s.probe.biasLen, outDir / "probe" / (v->name + "-bias.h5"));
     if (s.probe.attnLvalid > 0) {
       AttentionDumpRequest r;
@@ -222,12 +227,8 @@ std::string timestamp() {
 
 }  // namespace
 
-fs::path variantRunDir(const fs::path& runsRoot, const ScenarioVariant& v) {
-  uint64_t h = fnv1a(runIdentity(v.model, v.train).dump()) & 0xffffffffffffull;
-  return runsRoot / fmt::format("{}-{}-L{}-{:012x}", v.model.arch, v.model.pos, v.model.contextLength, h);
-}
-
-fs::path runScenario(const Scenario& s, const ScenarioRunOptions& o) {
+fs::path runScenario(const Scenario& given, const ScenarioRunOptions& o) {
+  const Scenario s = withResolvedDevices(given, o.dryRun);
   fs::path outDir = o.resultsRoot / s.name;
   if (o.dryRun) {
     printDryRun(s, o);
@@ -268,6 +269,8 @@ fs::path runScenario(const Scenario& s, const ScenarioRunOptions& o) {
     auto runJson = nlohmann::json::parse(readTextFile(p.dir / "run.json"));
     manifest["variants"][v.name] = {{"run_dir", p.dir.string()},
                                     {"action", p.action},
+                                    {"device", v.train.device},
+                                    {"dtype", v.train.dtype},
                                     {"steps", info.stepsDone},
                                     {"trained_by", runJson.value("xtrap_version", "")},
                                     {"train_seconds_last_session", info.extra.value("train_seconds", 0.0)},

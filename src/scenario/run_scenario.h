@@ -10,6 +10,7 @@
 // cached per run directory (scenario-evals/<hash>.json) for the same reason.
 #include <filesystem>
 
+#include "scenario/run_identity.h"
 #include "scenario/scenario.h"
 
 namespace xtrap {
@@ -21,10 +22,8 @@ struct ScenarioRunOptions {
   bool progress = true;  // progress bars
 };
 
-// Returns the results directory (nothing is written on a dry run).
+// Returns the results directory (nothing is written on a dry run). Each variant trains, is
+// evaluated and probed on its device and in its precision (the `device` and `dtype` keys).
 std::filesystem::path runScenario(const Scenario& scenario, const ScenarioRunOptions& options);
-
-// The run directory a variant trains into (under runsRoot).
-std::filesystem::path variantRunDir(const std::filesystem::path& runsRoot, const ScenarioVariant& variant);
 
 }  // namespace xtrap

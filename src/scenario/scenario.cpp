@@ -13,6 +13,7 @@
 #include "eval/lvalid_range.h"
 #include "model/named_configs.h"
 #include "util/atomic_file.h"
+#include "util/device_names.h"
 
 namespace xtrap {
 namespace fs = std::filesystem;
@@ -81,6 +82,16 @@ struct Value {
     }
     return out;
   }
+  // A string `check` accepts (it throws a one-line std::invalid_argument naming the choices).
+  std::string choice(void (*check)(const std::string&)) const {
+    std::string s = string();
+    try {
+      check(s);
+    } catch (const std::invalid_argument& e) {
+      fail(e.what());
+    }
+    return s;
+  }
   uint64_t seed() const {
     int64_t s = integer();
     if (s < 0) fail("must be >= 0");
@@ -136,6 +147,8 @@ const std::map<std::string, Setter>& configKeys() {
       {"eval_tokens", [](const Value& v, ScenarioVariant& s) { s.train.evalTokens = v.integer(); }},
       {"checkpoint_every", [](const Value& v, ScenarioVariant& s) { s.train.checkpointEvery = v.integer(); }},
       {"mask_prob", [](const Value& v, ScenarioVariant& s) { s.train.maskProb = v.number(); }},
+      {"device", [](const Value& v, ScenarioVariant& s) { s.train.device = v.choice(checkDeviceName); }},
+      {"dtype", [](const Value& v, ScenarioVariant& s) { s.train.dtype = v.choice(checkDtypeName); }},
   };
   return keys;
 }

@@ -13,7 +13,9 @@
 //   adaptive_softmax_cutoffs scale_embedding clap_beta alibi_init bos rotary_base t5_buckets
 //   t5_max_distance init_seed steps tokens batch batch_tokens lr min_lr_ratio warmup schedule
 //   weight_decay clip seed threads batch_order log_every eval_every eval_tokens checkpoint_every
-//   mask_prob
+//   mask_prob device dtype
+// `device` (auto | cpu | cuda) and `dtype` (float32 | bfloat16) are where and in what precision a
+// variant trains, is evaluated and probed; `xtrap run --device/--dtype` overrides them for all.
 // `config` (a named encoder configuration) is applied before the other keys of its table, so
 // `config = "zero-clap"` with `pos = "alibi"` means zero-clap's head with symmetric ALiBi.
 // A relative `data` path is relative to the scenario file's directory.

@@ -25,8 +25,9 @@ LossResult trainingLoss(Transformer& model, const std::vector<int32_t>& stream, 
       selected[b].push_back(starts[b] + offset);
   }
   MaskedBatch masked = corruptSelected(windows, starts, selected, maskSeed, mlm);
-  auto feats = model->features(masked.inputs);                                  // (B, L, C)
-  auto rows = feats.reshape({-1, c.dModel}).index_select(0, masked.positions);  // only selected rows
+  auto feats = model->features(masked.inputs);                    // (B, L, C)
+  auto at = masked.positions.to(feats.device());                  // built on the host: follows the features
+  auto rows = feats.reshape({-1, c.dModel}).index_select(0, at);  // only selected rows
   auto nll = model->tokenNll(rows, masked.targets);
   return {nll.mean(), nll.size(0)};
 }

@@ -15,6 +15,7 @@
 #include "data/block_sampler.h"
 #include "data/mlm_masking.h"
 #include "data/wikitext.h"
+#include "dist/dist_env.h"
 #include "dist/dist_group.h"
 #include "dist/gradient_sync.h"
 #include "eval/encoder_score.h"
@@ -24,6 +25,7 @@
 #include "train/lr_schedule.h"
 #include "train/objective.h"
 #include "util/atomic_file.h"
+#include "util/execution_context.h"
 #include "util/interrupt.h"
 #include "util/progress_bar.h"
 #include "util/runtime.h"
@@ -116,108 +118,226 @@ uint64_t rankDropoutSeed(uint64_t seed, int rank, int64_t step) {
   return stepMaskSeed(seed + static_cast<uint64_t>(rank) * 0x9E3779B97F4A7C15ULL, step);
 }
 
-// The parameters are still finite (bad updates were skipped), but whatever produces the
-// non-finite values will not go away by itself: stop, leaving the last checkpoint as it is.
-[[noreturn]] void stopForBadSteps(RunInfo& run, const TrainingState& state, int64_t checkpointStep, bool root) {
-  run.status = "stopped";
-  run.stepsDone = std::max<int64_t>(checkpointStep, 0);
-  if (root) writeRunInfo(run);
-  std::string kept = checkpointStep >= 0 ? fmt::format("last good checkpoint {} (step {})",
-                                                       checkpointPath(run.dir).string(), checkpointStep)
-                                         : std::string("no checkpoint was written");
-  throw std::runtime_error(
-      fmt::format("training stopped at step {}: {} steps had a non-finite loss or gradient (--max-bad-steps {}); {}",
-                  state.step, state.badSteps, run.train.maxBadSteps, kept));
-}
+// The run directory's side of training, kept by rank 0 alone (the other ranks only read the
+// checkpoint): run.json, train.jsonl, checkpoint.pt with the data-order and generator states,
+// and the stops that leave them consistent.
+class RunRecorder {
+ public:
+  RunRecorder(RunInfo& run, bool root, torch::Device device) : run_(run), root_(root), device_(device) {}
 
-// Called after the checkpoint of the current step is on disk.
-[[noreturn]] void stopForSignal(RunInfo& run, const TrainingState& state, int signal, bool root) {
-  run.status = "interrupted";
-  run.stepsDone = state.step;
-  if (root) writeRunInfo(run);
-  throw Interrupted(signal, fmt::format("interrupted by {} at step {}: checkpoint saved; continue with "
-                                        "xtrap train --resume {}",
-                                        signalName(signal), state.step, run.dir.string()));
-}
+  // A fresh run: makes the directory. --resume: loads the checkpoint (if any) into the model,
+  // optimizer, sampler and generators and keeps the log lines written before it. Then run.json
+  // says "training".
+  TrainingState begin(bool resume, Transformer& model, torch::optim::Optimizer& optimizer, BlockSampler& sampler) {
+    TrainingState state;
+    if (resume && root_) removeStaleTemporaries(run_.dir);
+    if (resume && fs::exists(checkpointPath(run_.dir))) {
+      state = loadCheckpoint(checkpointPath(run_.dir), model, &optimizer);
+      sampler.restore(state.samplerState);
+      if (root_ && state.torchRngState.defined()) restoreTorchRng(state.torchRngState);
+      if (root_) restoreCudaGeneratorState(device_, state.cudaRngState);
+      if (root_) truncateLog(logFile(), state.step);
+      checkpointStep_ = state.step;
+    } else if (root_) {
+      fs::create_directories(run_.dir);
+      if (fs::exists(logFile())) fs::remove(logFile());
+    }
+    if (root_) {
+      log_.open(logFile(), std::ios::app);
+      if (!log_) failLog();
+    }
+    run_.status = "training";
+    run_.stepsDone = state.step;
+    if (root_) writeRunInfo(run_);
+    return state;
+  }
 
-}  // namespace
+  void log(const nlohmann::json& line) {
+    if (!root_) return;
+    log_ << line.dump() << "\n" << std::flush;
+    if (!log_) failLog();
+  }
 
-RunInfo trainRun(TrainRequest req) {
+  void checkpoint(TrainingState& state, Transformer& model, torch::optim::Optimizer& optimizer,
+                  const BlockSampler& sampler) {
+    if (!root_) return;
+    state.samplerState = sampler.state();
+    state.torchRngState = torchRngState();
+    state.cudaRngState = cudaGeneratorState(device_);
+    saveCheckpoint(checkpointPath(run_.dir), model, &optimizer, state);
+    checkpointStep_ = state.step;
+  }
+  bool checkpointed(int64_t step) const { return checkpointStep_ == step; }
+
+  // run.json after a step, or at the end with the final numbers.
+  void record(const std::string& status, int64_t stepsDone) {
+    run_.status = status;
+    run_.stepsDone = stepsDone;
+    if (root_) writeRunInfo(run_);
+  }
+
+  // The parameters are still finite (bad updates were skipped), but whatever produces the
+  // non-finite values will not go away by itself: stop, leaving the last checkpoint as it is.
+  [[noreturn]] void stopForBadSteps(const TrainingState& state) {
+    record("stopped", std::max<int64_t>(checkpointStep_, 0));
+    std::string kept = checkpointStep_ >= 0 ? fmt::format("last good checkpoint {} (step {})",
+                                                          checkpointPath(run_.dir).string(), checkpointStep_)
+                                            : std::string("no checkpoint was written");
+    throw std::runtime_error(
+        fmt::format("training stopped at step {}: {} steps had a non-finite loss or gradient (--max-bad-steps {}); {}",
+                    state.step, state.badSteps, run_.train.maxBadSteps, kept));
+  }
+
+  // Called after the checkpoint of the current step is on disk.
+  [[noreturn]] void stopForSignal(const TrainingState& state, int signal) {
+    record("interrupted", state.step);
+    throw Interrupted(signal, fmt::format("interrupted by {} at step {}: checkpoint saved; continue with "
+                                          "xtrap train --resume {}",
+                                          signalName(signal), state.step, run_.dir.string()));
+  }
+
+ private:
+  fs::path logFile() const { return run_.dir / "train.jsonl"; }
+  [[noreturn]] void failLog() const {
+    throw std::runtime_error("cannot write " + logFile().string() + ": " + std::strerror(errno));
+  }
+
+  RunInfo& run_;
+  bool root_;
+  torch::Device device_;
+  int64_t checkpointStep_ = -1;  // step of the checkpoint on disk; -1 = none
+  std::ofstream log_;
+};
+
+// One optimizer step of this rank, on the device the model was placed on: the loss of its slice
+// of the global batch (the model moves the batch and computes in its precision), backward with
+// the gradient all-reduce overlapping it, clipping, and the update unless the loss summed over
+// ranks or the gradient is not finite.
+class TrainStep {
+ public:
+  TrainStep(Transformer& model, const TrainConfig& t, DistGroup& group)
+      : model_(model), t_(t), group_(group), optimizer_(makeOptimizer(model, t)), sync_(group, model->parameters()) {}
+
+  struct Outcome {
+    double loss = 0, gradNorm = 0;
+    bool bad = false;    // skipped: non-finite loss or gradient
+    int stopSignal = 0;  // SIGINT/SIGTERM seen by any rank (all ranks agree)
+  };
+
+  Outcome run(const std::vector<int32_t>& stream, const std::vector<int64_t>& starts, int64_t step, double lr,
+              const MlmTokens& mlm, bool injectNan) {
+    setLearningRate(*optimizer_, lr);
+    const int64_t localB = static_cast<int64_t>(starts.size()) / group_.world();
+    std::vector<int64_t> mine(starts.begin() + group_.rank() * localB, starts.begin() + (group_.rank() + 1) * localB);
+    LossResult r =
+        trainingLoss(model_, stream, mine, stepMaskSeed(t_.seed, step), t_.maskProb, mlm, group_.rank() * localB);
+    if (injectNan) r.loss = r.loss * std::numeric_limits<double>::quiet_NaN();
+    optimizer_->zero_grad();
+    sync_.start();
+    // The step's loss is the mean over the scored tokens of all ranks (encoders score a different
+    // number of masked tokens on each): rank r's mean weighs tokens_r / tokens_all, and the
+    // gradients are summed over ranks. A rank with no scored token adds nothing.
+    double weight = 1.0;
+    if (group_.world() > 1) {
+      auto tokens = torch::tensor({double(r.tokens)}, torch::kFloat64);
+      group_.allreduceSum(tokens);
+      weight = double(r.tokens) / tokens.item<double>();
+    }
+    bool contributes = r.tokens > 0 || group_.world() == 1;
+    torch::Tensor rankLoss = contributes ? r.loss * weight : torch::zeros({}, torch::kFloat64);
+    if (contributes) rankLoss.backward();
+    sync_.finish();
+    Outcome out;
+    out.gradNorm = t_.clipNorm > 0 ? torch::nn::utils::clip_grad_norm_(model_->parameters(), t_.clipNorm) : 0.0;
+    // Loss summed over ranks, and whether any rank got SIGINT/SIGTERM: all ranks decide alike.
+    auto agreed = torch::tensor({rankLoss.item<double>(), double(interruptSignal() != 0)}, torch::kFloat64);
+    group_.allreduceSum(agreed);
+    out.loss = agreed[0].item<double>();
+    out.stopSignal = interruptSignal() != 0 ? interruptSignal() : agreed[1].item<double>() > 0 ? SIGTERM : 0;
+    out.bad = !std::isfinite(out.loss) || !std::isfinite(out.gradNorm);
+    if (!out.bad) optimizer_->step();  // a bad step is skipped; the optimizer state stays clean
+    return out;
+  }
+
+  torch::optim::AdamW& optimizer() { return *optimizer_; }
+  const GradientSync& gradientSync() const { return sync_; }
+
+ private:
+  Transformer& model_;
+  const TrainConfig& t_;
+  DistGroup& group_;
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  GradientSync sync_;
+};
+
+// The run's settings: run.json's for --resume (on another device if asked), else the request's.
+RunInfo runSettings(const TrainRequest& req) {
   RunInfo run;
   if (req.resume) {
     run = readRunInfo(req.runDir);
+    if (!req.resumeDevice.empty()) run.train.device = req.resumeDevice;
   } else {
     run.dir = req.runDir;
     run.model = req.model;
     run.train = req.train;
   }
-  TrainConfig& t = run.train;
-  t.validate();
-  configureRuntime(t.threads);
-  Corpus corpus = loadWikiText(t.dataDir);
+  return run;
+}
+
+// The vocabulary size and the default adaptive softmax, from the data.
+void completeModelConfig(RunInfo& run, const TrainRequest& req, const Corpus& corpus) {
   int64_t vocab = corpus.vocab.size() + run.model.specialTokens();  // encoders add <mask> [and <bos>]
   if (req.resume && run.model.vocabSize != vocab)
     throw std::runtime_error(fmt::format("vocabulary mismatch: run {} has {} words, data {} gives {}", run.dir.string(),
-                                         run.model.vocabSize, t.dataDir, vocab));
+                                         run.model.vocabSize, run.train.dataDir, vocab));
   run.model.vocabSize = vocab;
   if (req.defaultAdaptiveSoftmax && !req.resume && run.model.adaptiveSoftmaxCutoffs.empty())
     for (int64_t cutoff : {2000, 10000})
       if (cutoff < vocab) run.model.adaptiveSoftmaxCutoffs.push_back(cutoff);
   run.model.validate();
+}
+
+// The run's parameter count, for run.json.
+int64_t parameterCount(Transformer& model) {
+  int64_t n = 0;
+  for (const auto& p : model->parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace
+
+RunInfo trainRun(TrainRequest req) {
+  RunInfo run = runSettings(req);
+  TrainConfig& t = run.train;
+  t.validate();
+  configureRuntime(t.threads);
+  Corpus corpus = loadWikiText(t.dataDir);
+  completeModelConfig(run, req, corpus);
+  const DistEnv env = distEnvFromEnvironment();
+  const ExecutionContext exec = makeExecutionContext(t.device, t.dtype, env.localRank);
+  t.device = exec.deviceName();  // run.json records where it trained
   int64_t L = run.model.contextLength;
   int64_t B = t.sequencesPerStep(L);
   int64_t totalSteps = t.totalSteps(L);
   // Data parallel: every rank draws the same global batch of B starts from the one data-order
   // stream (so its state is the same for any world size) and takes its own B / world of them.
-  DistGroup group;
+  DistGroup group(env, exec.device);
   const bool root = group.isRoot();
   if (B % group.world() != 0)
     throw std::invalid_argument(
         fmt::format("the batch of {} sequences does not split evenly over {} ranks", B, group.world()));
-  const int64_t localB = B / group.world();
   double stepFlops = trainStepFlops(run.model, B, t.maskProb, adaptiveClusterShares(run.model, corpus.train));
 
   Transformer model(run.model);
+  model->place(exec);  // before the optimizer and the gradient hooks see the parameters
   MlmTokens mlm = run.model.mlmTokens(corpus.vocab);
-  auto optimizer = makeOptimizer(model, t);
-  GradientSync gradientSync(group, model->parameters());
+  TrainStep trainStep(model, t, group);
   BlockSampler sampler(static_cast<int64_t>(corpus.train.size()), sequenceSpan(run.model), t.batchOrder == "contiguous",
                        t.seed);
   if (root) torch::manual_seed(t.seed);
-  TrainingState state;
-  auto logFile = run.dir / "train.jsonl";
-  // Rank 0 alone writes the run directory; the others only read the checkpoint.
-  if (req.resume && root) removeStaleTemporaries(run.dir);
-  if (req.resume && fs::exists(checkpointPath(run.dir))) {
-    state = loadCheckpoint(checkpointPath(run.dir), model, optimizer.get());
-    sampler.restore(state.samplerState);
-    if (root && state.torchRngState.defined()) restoreTorchRng(state.torchRngState);
-    if (root) truncateLog(logFile, state.step);
-  } else if (root) {
-    fs::create_directories(run.dir);
-    if (fs::exists(logFile)) fs::remove(logFile);
-  }
-  run.status = "training";
-  run.stepsDone = state.step;
-  if (root) writeRunInfo(run);
-
-  int64_t checkpointStep = fs::exists(checkpointPath(run.dir)) ? state.step : -1;
-  auto checkpoint = [&] {
-    if (!root) return;
-    state.samplerState = sampler.state();
-    state.torchRngState = torchRngState();
-    saveCheckpoint(checkpointPath(run.dir), model, optimizer.get(), state);
-    checkpointStep = state.step;
-  };
-
-  std::ofstream log;
-  if (root) log.open(logFile, std::ios::app);
-  auto writeLog = [&](const nlohmann::json& line) {
-    if (!root) return;
-    log << line.dump() << "\n" << std::flush;
-    if (!log) throw std::runtime_error("cannot write " + logFile.string() + ": " + std::strerror(errno));
-  };
-  if (root && !log) throw std::runtime_error("cannot write " + logFile.string() + ": " + std::strerror(errno));
+  RunRecorder recorder(run, root, exec.device);
+  TrainingState state = recorder.begin(req.resume, model, trainStep.optimizer(), sampler);
+  auto checkpoint = [&] { recorder.checkpoint(state, model, trainStep.optimizer(), sampler); };
   model->train();
   auto start = std::chrono::steady_clock::now();
   int64_t tokensThisSession = 0;
@@ -225,90 +345,56 @@ RunInfo trainRun(TrainRequest req) {
   std::optional<ProgressBar> bar;
   if (req.progress && root) bar.emplace(fmt::format("train {}", run.dir.filename().string()), totalSteps);
 
-  for (; state.step < totalSteps;) {
+  while (state.step < totalSteps) {
     if (!root) torch::manual_seed(rankDropoutSeed(t.seed, group.rank(), state.step));
     double lr = learningRate(t, state.step, totalSteps);
-    setLearningRate(*optimizer, lr);
-    auto starts = sampler.next(B);
-    std::vector<int64_t> mine(starts.begin() + group.rank() * localB, starts.begin() + (group.rank() + 1) * localB);
-    LossResult r = trainingLoss(model, corpus.train, mine, stepMaskSeed(t.seed, state.step), t.maskProb, mlm,
-                                group.rank() * localB);
-    if (req.injectNanAtSteps.count(state.step + 1)) r.loss = r.loss * std::numeric_limits<double>::quiet_NaN();
-    optimizer->zero_grad();
-    gradientSync.start();
-    // The step's loss is the mean over the scored tokens of all ranks (encoders score a different
-    // number of masked tokens on each): rank r's mean weighs tokens_r / tokens_all, and the
-    // gradients are summed over ranks. A rank with no scored token adds nothing.
-    double weight = 1.0;
-    if (group.world() > 1) {
-      auto tokens = torch::tensor({double(r.tokens)}, torch::kFloat64);
-      group.allreduceSum(tokens);
-      weight = double(r.tokens) / tokens.item<double>();
-    }
-    bool contributes = r.tokens > 0 || group.world() == 1;
-    torch::Tensor rankLoss = contributes ? r.loss * weight : torch::zeros({});
-    if (contributes) rankLoss.backward();
-    gradientSync.finish();
-    double gradNorm = t.clipNorm > 0 ? torch::nn::utils::clip_grad_norm_(model->parameters(), t.clipNorm) : 0.0;
-    // Loss summed over ranks, and whether any rank got SIGINT/SIGTERM: all ranks decide alike.
-    auto agreed = torch::tensor({rankLoss.item<double>(), double(interruptSignal() != 0)}, torch::kFloat64);
-    group.allreduceSum(agreed);
-    double loss = agreed[0].item<double>();
-    int stopSignal = interruptSignal() != 0 ? interruptSignal() : agreed[1].item<double>() > 0 ? SIGTERM : 0;
-    bool bad = !std::isfinite(loss) || !std::isfinite(gradNorm);
-    if (bad) {
-      ++state.badSteps;  // skip the update; the optimizer state stays clean
-    } else {
-      optimizer->step();
-    }
+    auto step = trainStep.run(corpus.train, sampler.next(B), state.step, lr, mlm,
+                              req.injectNanAtSteps.count(state.step + 1) > 0);
+    if (step.bad) ++state.badSteps;
     ++state.step;
     state.tokensSeen += B * L;
     tokensThisSession += B * L;
-    lastLoss = loss;
+    lastLoss = step.loss;
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     tokPerSec = double(tokensThisSession) / std::max(elapsed, 1e-9);
 
     bool doEval = t.evalEvery > 0 && state.step % t.evalEvery == 0 && state.step < totalSteps;
     if (doEval) lastVal = validationLoss(model, corpus, t, group);
-    if (state.step % t.logEvery == 0 || doEval || state.step == totalSteps || bad) {
+    if (state.step % t.logEvery == 0 || doEval || state.step == totalSteps || step.bad) {
       nlohmann::json line = {{"step", state.step},
                              {"tokens", state.tokensSeen},
-                             {"loss", loss},
+                             {"loss", step.loss},
                              {"lr", lr},
-                             {"grad_norm", gradNorm},
+                             {"grad_norm", step.gradNorm},
                              {"tok_per_s", tokPerSec},
                              {"bad_steps", state.badSteps},
                              {"elapsed_s", elapsed},
                              {"flop_per_s", tokPerSec / double(B * L) * stepFlops}};
       if (doEval) line["val_loss"] = lastVal;
-      writeLog(line);
+      recorder.log(line);
     }
     if (bar)
-      bar->update(state.step, fmt::format("loss {:.3f}{} | {:.0f} tok/s {:.1f} GFLOP/s", loss,
+      bar->update(state.step, fmt::format("loss {:.3f}{} | {:.0f} tok/s {:.1f} GFLOP/s", step.loss,
                                           std::isnan(lastVal) ? "" : fmt::format(" val {:.3f}", lastVal), tokPerSec,
                                           tokPerSec / double(B * L) * stepFlops / 1e9));
-    if (bad && t.maxBadSteps > 0 && state.badSteps >= t.maxBadSteps) stopForBadSteps(run, state, checkpointStep, root);
+    if (step.bad && t.maxBadSteps > 0 && state.badSteps >= t.maxBadSteps) recorder.stopForBadSteps(state);
     if (state.step % t.checkpointEvery == 0 && state.step < totalSteps) {
       checkpoint();
-      run.stepsDone = state.step;
-      if (root) writeRunInfo(run);
+      recorder.record("training", state.step);
     }
-    if (group.world() == 1) stopSignal = interruptSignal();  // the latest word, as before
+    int stopSignal = group.world() == 1 ? interruptSignal() : step.stopSignal;  // alone: the latest word
     if (stopSignal != 0 && state.step < totalSteps) {
-      if (checkpointStep != state.step) checkpoint();
+      if (!recorder.checkpointed(state.step)) checkpoint();
       if (bar) bar->finish("| interrupted");
-      stopForSignal(run, state, stopSignal, root);
+      recorder.stopForSignal(state, stopSignal);
     }
   }
   lastVal = validationLoss(model, corpus, t, group);
-  nlohmann::json finalLine = {{"step", state.step}, {"tokens", state.tokensSeen}, {"val_loss", lastVal}};
-  writeLog(finalLine);
+  recorder.log({{"step", state.step}, {"tokens", state.tokensSeen}, {"val_loss", lastVal}});
   checkpoint();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (bar)
     bar->finish(fmt::format("| val loss {:.3f} (ppl {:.1f}) | {:.0f} tok/s", lastVal, std::exp(lastVal), tokPerSec));
-  run.status = "finished";
-  run.stepsDone = state.step;
   run.extra = {{"final_train_loss", lastLoss},
                {"final_val_loss", lastVal},
                {"final_val_ppl", std::exp(lastVal)},
@@ -317,15 +403,11 @@ RunInfo trainRun(TrainRequest req) {
                {"bad_steps", state.badSteps},
                {"world_size", group.world()},
                // Gradient buckets, and how many of them the last step all-reduced during backward.
-               {"allreduce_buckets", gradientSync.buckets()},
-               {"allreduce_buckets_overlapped", gradientSync.bucketsOverlapped()},
+               {"allreduce_buckets", trainStep.gradientSync().buckets()},
+               {"allreduce_buckets_overlapped", trainStep.gradientSync().bucketsOverlapped()},
                {"flop_per_s", tokPerSec / double(B * L) * stepFlops},
-               {"parameters", [&] {
-                  int64_t n = 0;
-                  for (const auto& p : model->parameters()) n += p.numel();
-                  return n;
-                }()}};
-  if (root) writeRunInfo(run);
+               {"parameters", parameterCount(model)}};
+  recorder.record("finished", state.step);
   return run;
 }
 

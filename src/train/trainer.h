@@ -10,7 +10,9 @@
 // same global batch from the one data-order stream and trains on its B / world share; gradients
 // are summed over ranks with the loss weighted so the step equals a single process's on the whole
 // batch; rank 0 alone writes the run directory. The checkpoint is independent of the world size,
-// so --resume works with any number of ranks.
+// so --resume works with any number of ranks, and on any device: the model is placed on the
+// run's device (TrainConfig::device, auto resolved) before the optimizer sees it, computes in its
+// dtype under autocast, and the checkpoint loads onto it.
 #include <filesystem>
 #include <set>
 
@@ -23,6 +25,7 @@ struct TrainRequest {
   TrainConfig train;
   std::filesystem::path runDir;
   bool resume = false;   // continue runDir from its checkpoint with its run.json configs
+  std::string resumeDevice;  // resume: non-empty = continue on this device (auto | cpu | cuda)
   bool progress = true;  // draw the progress bar
   // Use the quickstart's adaptive softmax (cutoffs 2000, 10000, those below the vocabulary size)
   // unless model.adaptiveSoftmaxCutoffs was given.

@@ -1,7 +1,8 @@
 #pragma once
 // A position method that adds a bias to the attention logits (x-transformers' "bias provider").
-// block() returns the bias for queries [q0, q1) and keys [k0, k1) as (H, q1-q0, k1-k0), so the
-// attention can ask for one query block at a time and never hold a T x T bias per head.
+// block() returns the bias for queries [q0, q1) and keys [k0, k1) as (H, q1-q0, k1-k0) float32 on
+// the device of the provider's parameters, so the attention can ask for one query block at a
+// time and never hold a T x T bias per head.
 #include <torch/torch.h>
 
 namespace xtrap {
@@ -10,6 +11,9 @@ struct AttentionBias : torch::nn::Module {
   virtual torch::Tensor block(int64_t q0, int64_t q1, int64_t k0, int64_t k1) = 0;
   // True when block() depends on trainable parameters (then it must not be cached in training).
   virtual bool trainable() const = 0;
+  // True when block() already gives every future key (j > i) -inf in every head (causal ALiBi),
+  // so the causal mask need not be added again.
+  virtual bool blocksFuture() const { return false; }
 };
 
 }  // namespace xtrap

@@ -12,6 +12,7 @@ struct LinearBias : AttentionBias {
 
   torch::Tensor block(int64_t q0, int64_t q1, int64_t k0, int64_t k1) override;
   bool trainable() const override { return spec_.learnedSlopes || spec_.hasFirstTokenBias; }
+  bool blocksFuture() const override;
 
   // Slopes in use now (H), after any interpolation factor.
   torch::Tensor slopePast() const;
@@ -24,11 +25,16 @@ struct LinearBias : AttentionBias {
   void setSlopeDivisors(const std::vector<double>& past, const std::vector<double>& future);
 
  private:
+  // A per-head constant on the parameters' device: moved there the first time it is used after
+  // the model moved. They are neither parameters nor buffers, which would change the checkpoint
+  // and safetensors keys, so Module::to() does not move them.
+  const torch::Tensor& onParameterDevice(torch::Tensor& constant) const;
+
   LinearBiasSpec spec_;
-  torch::Tensor pastParam_, futureParam_;        // (H): learned logits or fixed slopes
-  torch::Tensor pastDivisors_, futureDivisors_;  // (H) interpolation divisors
-  torch::Tensor blockPast_, blockFuture_;        // (H) bool
-  torch::Tensor firstTokenBias_;                 // (H)
+  torch::Tensor pastParam_, futureParam_;                // (H): learned logits or fixed slopes
+  mutable torch::Tensor pastDivisors_, futureDivisors_;  // (H) interpolation divisors
+  mutable torch::Tensor blockPast_, blockFuture_;        // (H) bool
+  torch::Tensor firstTokenBias_;                         // (H)
 };
 
 }  // namespace xtrap

@@ -4,13 +4,19 @@ namespace xtrap {
 
 torch::Tensor Rotary::apply(const torch::Tensor& x, int64_t offset) const {
   int64_t T = x.size(2), D = x.size(3);
-  auto inv = torch::pow(base, -torch::arange(0, D, 2, torch::kFloat64) / double(D));  // (D/2)
-  auto pos = (torch::arange(offset, offset + T, torch::kFloat64) / positionScale).unsqueeze(1);
-  auto angles = torch::cat({pos * inv, pos * inv}, 1).to(x.scalar_type());  // (T, D)
+  // Angles (float64, then float32), cos, sin and the rotation in float32 (float64 for a float64
+  // x), cast to x's precision only at the end: a bfloat16 angle at position 900 would be off by
+  // up to 2 radians (8 significant bits).
+  auto compute = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  auto doubles = x.options().dtype(torch::kFloat64);
+  auto inv = torch::pow(base, -torch::arange(0, D, 2, doubles) / double(D));  // (D/2)
+  auto pos = (torch::arange(offset, offset + T, doubles) / positionScale).unsqueeze(1);
+  auto angles = torch::cat({pos * inv, pos * inv}, 1).to(compute);  // (T, D)
   auto cos = angles.cos(), sin = angles.sin();
-  auto half1 = x.narrow(3, 0, D / 2), half2 = x.narrow(3, D / 2, D / 2);
+  auto xf = x.to(compute);
+  auto half1 = xf.narrow(3, 0, D / 2), half2 = xf.narrow(3, D / 2, D / 2);
   auto rotated = torch::cat({-half2, half1}, 3);
-  return x * cos + rotated * sin;
+  return (xf * cos + rotated * sin).to(x.scalar_type());
 }
 
 }  // namespace xtrap

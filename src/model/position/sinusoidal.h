@@ -5,6 +5,7 @@
 
 namespace xtrap {
 
-torch::Tensor sinusoidalTable(int64_t T, int64_t d);  // (T, d) float32
+// (T, d) float32 on `options`' device.
+torch::Tensor sinusoidalTable(int64_t T, int64_t d, const torch::TensorOptions& options);
 
 }  // namespace xtrap

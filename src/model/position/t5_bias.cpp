@@ -16,8 +16,9 @@ torch::Tensor T5Bias::block(int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
   std::vector<int64_t> bucketOf(static_cast<size_t>(dMax - dMin + 1));
   for (int64_t d = dMin; d <= dMax; ++d)
     bucketOf[d - dMin] = t5RelativeBucket(d, bidirectional_, numBuckets_, maxDistance_);
-  auto lookup = torch::tensor(bucketOf, torch::kLong);
-  auto d = torch::arange(k0, k1).unsqueeze(0) - torch::arange(q0, q1).unsqueeze(1);  // (Tq, Tk)
+  auto longs = table_->weight.options().dtype(torch::kLong);  // on the table's device
+  auto lookup = torch::tensor(bucketOf, longs);
+  auto d = torch::arange(k0, k1, longs).unsqueeze(0) - torch::arange(q0, q1, longs).unsqueeze(1);  // (Tq, Tk)
   auto buckets = lookup.index({d - dMin});
   return table_(buckets).permute({2, 0, 1});  // (H, Tq, Tk)
 }

@@ -1,0 +1,17 @@
+#pragma once
+// Applies an interpolation (eval/interpolation.h) to a model: sets its ALiBi-family slope
+// divisors or rotary settings for factor a. Evaluation and the probes both call it, so the
+// probes need not include the evaluation driver.
+#include <string>
+
+#include "eval/interpolation.h"
+#include "model/transformer.h"
+
+namespace xtrap {
+
+// Sets the model's slopes / rotary settings for interpolation factor a; returns a summary of
+// what is now used ("0.5 0.25 ..." for slopes, "past ... | future ..." where the directions
+// differ, "base=... pos_scale=..." for rotary, "" else).
+std::string applyInterpolation(Transformer& model, Interp interp, double a);
+
+}  // namespace xtrap

@@ -1,0 +1,68 @@
+#include "util/execution_context.h"
+
+#include <stdexcept>
+
+#include "util/torch_compat.h"
+
+namespace xtrap {
+
+std::string ExecutionContext::deviceName() const { return device.is_cuda() ? "cuda" : "cpu"; }
+std::string ExecutionContext::dtypeName() const { return dtype == torch::kBFloat16 ? "bfloat16" : "float32"; }
+
+ExecutionContext makeExecutionContext(const std::string& device, const std::string& dtype, int localRank) {
+  checkDeviceName(device);
+  checkDtypeName(dtype);
+  ExecutionContext ctx;
+  ctx.dtype = dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
+  bool cuda = torch::cuda::is_available();
+  if (device == "cuda" && !cuda)
+    throw std::invalid_argument("--device cuda: this LibTorch has no CUDA or no GPU is visible (use cpu or auto)");
+  if (device == "cuda" || (device == "auto" && cuda)) {
+    int64_t gpus = static_cast<int64_t>(torch::cuda::device_count());
+    if (localRank >= gpus)
+      throw std::invalid_argument("LOCAL_RANK " + std::to_string(localRank) + " has no GPU (" + std::to_string(gpus) +
+                                  " visible)");
+    ctx.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(localRank));
+  }
+  return ctx;
+}
+
+AutocastScope::AutocastScope(torch::Device device, torch::ScalarType dtype) : type_(device.type()) {
+  previousEnabled_ = compat::autocastEnabled(type_);
+  enabling_ = dtype != torch::kFloat32;
+  if (!enabling_ && !previousEnabled_) return;  // float32 already: nothing to change
+  active_ = true;
+  previousDtype_ = compat::autocastDtype(type_);
+  compat::setAutocast(type_, enabling_, enabling_ ? dtype : previousDtype_);
+  if (enabling_) at::autocast::increment_nesting();
+}
+
+AutocastScope::~AutocastScope() {
+  if (!active_) return;
+  // The outermost enabling scope drops the cast weights autocast cached (as torch.autocast does).
+  if (enabling_ && at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  compat::setAutocast(type_, previousEnabled_, previousDtype_);
+}
+
+torch::Tensor toHost(const torch::Tensor& t) { return t.detach().to(torch::kCPU).contiguous(); }
+
+std::vector<double> toHostDoubles(const torch::Tensor& t) {
+  auto c = toHost(t).to(torch::kFloat64).contiguous();
+  return {c.data_ptr<double>(), c.data_ptr<double>() + c.numel()};
+}
+
+torch::Tensor cudaGeneratorState(torch::Device device) {
+  if (!device.is_cuda()) return {};
+  auto gen = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void restoreCudaGeneratorState(torch::Device device, const torch::Tensor& state) {
+  if (!device.is_cuda() || !state.defined()) return;
+  auto gen = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+}  // namespace xtrap

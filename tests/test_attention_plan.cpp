@@ -1,0 +1,179 @@
+// The attention plan as a table: for each forward that matters (device, window length, training
+// with dropout, probing, causal or not, a requested query block) and each build (LibTorch 1.13:
+// no SDPA; 2.1-2.2: SDPA with an unfused CPU kernel; 2.3+: a fused CPU kernel), the path written
+// down by hand from the rules of issue 21: a requested query block is a memory bound only the
+// block path keeps; probes need xtrap's own probabilities; SDPA on the GPU always, on the CPU only
+// when fused and without dropout; on the CPU a long causal window skips its masked blocks. The
+// bias kind never changes the path (every path reads every bias). Block sizes are worked by hand.
+#include <catch2/catch.hpp>
+#include <sstream>
+
+#include "model/attention_plan.h"
+
+using namespace xtrap;
+
+namespace {
+
+enum class Build { Torch113, Torch21, Torch23 };  // no SDPA | SDPA, unfused CPU | SDPA, fused CPU
+
+struct Row {
+  Build build;
+  bool cuda;
+  bool causal;
+  int64_t T;
+  int64_t queryBlock;
+  bool dropout;
+  bool probing;
+  AttentionPath expected;
+};
+
+std::string describe(const Row& r) {
+  std::ostringstream s;
+  s << (r.build == Build::Torch113  ? "1.13"
+        : r.build == Build::Torch21 ? "2.1"
+                                    : "2.3")
+    << (r.cuda ? " cuda" : " cpu") << (r.causal ? " causal" : " bidirectional") << " T=" << r.T
+    << " queryBlock=" << r.queryBlock << (r.dropout ? " dropout" : "") << (r.probing ? " probing" : "") << " -> "
+    << attentionPathName(r.expected);
+  return s.str();
+}
+
+AttentionPlanInput inputOf(const Row& r, BiasKind bias) {
+  AttentionPlanInput in;
+  in.cuda = r.cuda;
+  in.length = r.T;
+  in.queryBlock = r.queryBlock;
+  in.dropout = r.dropout;
+  in.probing = r.probing;
+  in.causal = r.causal;
+  in.bias = bias;
+  in.hasSdpa = r.build != Build::Torch113;
+  in.hasFusedCpuSdpa = r.build == Build::Torch23;
+  return in;
+}
+
+constexpr auto Ref = AttentionPath::Reference;
+constexpr auto Skip = AttentionPath::CausalSkip;
+constexpr auto Blk = AttentionPath::Block;
+constexpr auto Sdpa = AttentionPath::Sdpa;
+constexpr bool cpu = false, cuda = true, dec = true, enc = false, drop = true, probe = true;
+
+// clang-format off
+const Row kTable[] = {
+  // LibTorch 1.13 on the CPU (Debian's: CI and the CPU machines).
+  {Build::Torch113, cpu, dec,    16,   0, false, false, Ref},   // short: one piece
+  {Build::Torch113, cpu, dec,   255,   0, false, false, Ref},   // below 8 blocks of 32 rows
+  {Build::Torch113, cpu, dec,   256,   0, false, false, Skip},  // 8 blocks of 32 rows
+  {Build::Torch113, cpu, dec,  4096,   0, false, false, Skip},
+  {Build::Torch113, cpu, dec,  4096,   0, drop,  false, Skip},  // training: skipping is exact with dropout too
+  {Build::Torch113, cpu, dec,  4096,   0, false, probe, Ref},   // probes read the whole probabilities
+  {Build::Torch113, cpu, dec,  4096, 256, false, false, Blk},   // a memory bound asked for
+  {Build::Torch113, cpu, dec,  4096, 256, false, probe, Blk},   // probes stream blocks of rows
+  {Build::Torch113, cpu, dec,  4096, 256, drop,  false, Blk},
+  {Build::Torch113, cpu, dec,   512, 512, false, false, Skip},  // a block as long as T is no block
+  {Build::Torch113, cpu, dec,   512, 600, false, false, Skip},  // nor one longer than T
+  {Build::Torch113, cpu, dec,    16, 256, false, false, Ref},   // evaluation's default block, short window
+  {Build::Torch113, cpu, dec,    21,   5, false, false, Blk},
+  {Build::Torch113, cpu, enc,    16,   0, false, false, Ref},
+  {Build::Torch113, cpu, enc,  4096,   0, false, false, Ref},   // nothing to skip without a mask
+  {Build::Torch113, cpu, enc,  4096,   0, drop,  false, Ref},
+  {Build::Torch113, cpu, enc,  4096, 256, false, false, Blk},
+  {Build::Torch113, cpu, enc,  4096,   0, false, probe, Ref},
+  // LibTorch 2.1-2.2 on the CPU: SDPA exists but is the unfused math xtrap's paths beat.
+  {Build::Torch21,  cpu, dec,    16,   0, false, false, Ref},
+  {Build::Torch21,  cpu, dec,  4096,   0, false, false, Skip},
+  {Build::Torch21,  cpu, dec,  4096,   0, drop,  false, Skip},
+  {Build::Torch21,  cpu, enc,  4096,   0, false, false, Ref},
+  {Build::Torch21,  cpu, dec,  4096, 256, false, false, Blk},
+  // LibTorch 2.3+ on the CPU: the fused kernel serves inference (it has no dropout).
+  {Build::Torch23,  cpu, dec,    16,   0, false, false, Sdpa},
+  {Build::Torch23,  cpu, dec,  4096,   0, false, false, Sdpa},
+  {Build::Torch23,  cpu, enc,  4096,   0, false, false, Sdpa},
+  {Build::Torch23,  cpu, dec,  4096,   0, drop,  false, Skip},  // training with dropout: xtrap's paths
+  {Build::Torch23,  cpu, dec,    16,   0, drop,  false, Ref},
+  {Build::Torch23,  cpu, enc,  4096,   0, drop,  false, Ref},
+  {Build::Torch23,  cpu, dec,  4096,   0, false, probe, Ref},
+  {Build::Torch23,  cpu, enc,  4096, 256, false, false, Blk},
+  {Build::Torch23,  cpu, dec,  4096, 256, false, probe, Blk},
+  // CUDA with SDPA (the PyTorch wheel's LibTorch): SDPA for training and inference alike.
+  {Build::Torch21,  cuda, dec,   16,   0, false, false, Sdpa},
+  {Build::Torch21,  cuda, dec, 4096,   0, drop,  false, Sdpa},
+  {Build::Torch23,  cuda, dec, 4096,   0, false, false, Sdpa},
+  {Build::Torch23,  cuda, enc, 4096,   0, drop,  false, Sdpa},
+  {Build::Torch23,  cuda, enc,  512,   0, false, false, Sdpa},
+  {Build::Torch23,  cuda, dec, 4096,   0, false, probe, Ref},   // probes: xtrap's probabilities
+  {Build::Torch23,  cuda, dec, 4096, 256, false, false, Blk},   // the memory bound still holds
+  {Build::Torch23,  cuda, enc, 4096, 256, false, probe, Blk},
+  // CUDA without SDPA: the reference path (skipping blocks is a CPU path).
+  {Build::Torch113, cuda, dec, 4096,   0, false, false, Ref},
+  {Build::Torch113, cuda, dec, 4096,   0, drop,  false, Ref},
+  {Build::Torch113, cuda, enc, 4096,   0, false, false, Ref},
+  {Build::Torch113, cuda, dec, 4096, 256, false, false, Blk},
+};
+// clang-format on
+
+}  // namespace
+
+TEST_CASE("chooseAttentionPath: the table of forwards and builds, for every bias kind", "[attention-plan]") {
+  for (const Row& row : kTable)
+    for (BiasKind bias : {BiasKind::None, BiasKind::Linear, BiasKind::Table}) {
+      INFO(describe(row) << " bias kind " << int(bias));
+      CHECK(chooseAttentionPath(inputOf(row, bias)) == row.expected);
+    }
+}
+
+TEST_CASE("chooseAttentionPath: a query block shorter than T is always the block path", "[attention-plan]") {
+  for (Build build : {Build::Torch113, Build::Torch21, Build::Torch23})
+    for (bool onCuda : {false, true})
+      for (bool causal : {false, true})
+        for (bool dropout : {false, true})
+          for (bool probing : {false, true})
+            for (int64_t T : {2, 33, 300, 70000}) {
+              Row row{build, onCuda, causal, T, T - 1, dropout, probing, Blk};
+              INFO(describe(row));
+              CHECK(chooseAttentionPath(inputOf(row, BiasKind::Linear)) == Blk);
+            }
+}
+
+TEST_CASE("attention path names and which paths read the full bias", "[attention-plan]") {
+  CHECK(attentionPathName(Ref) == "reference");
+  CHECK(attentionPathName(Skip) == "causal-skip");
+  CHECK(attentionPathName(Blk) == "block");
+  CHECK(attentionPathName(Sdpa) == "sdpa");
+  // The block path computes each block's bias from the provider; the others take the (H|1, T, T)
+  // bias prepared once per forward.
+  CHECK(pathUsesFullBias(Ref));
+  CHECK(pathUsesFullBias(Skip));
+  CHECK(pathUsesFullBias(Sdpa));
+  CHECK_FALSE(pathUsesFullBias(Blk));
+}
+
+TEST_CASE("attentionBlockRows: at most the requested rows, ~2^20 logits per head, at least 32", "[attention-plan]") {
+  // min(queryBlock, max(32, floor(2^20 / T))), worked by hand.
+  CHECK(attentionBlockRows(21, 5) == 5);        // 2^20 / 21 = 49932: the request binds
+  CHECK(attentionBlockRows(1000, 256) == 256);  // 1048 rows would fit
+  CHECK(attentionBlockRows(4096, 256) == 256);  // exactly 256
+  CHECK(attentionBlockRows(4096, 512) == 256);  // 2^20 / 4096 = 256 < 512
+  CHECK(attentionBlockRows(8192, 256) == 128);
+  CHECK(attentionBlockRows(12000, 256) == 87);  // 1048576 / 12000 = 87.4
+  CHECK(attentionBlockRows(16384, 256) == 64);
+  CHECK(attentionBlockRows(32768, 256) == 32);
+  CHECK(attentionBlockRows(65536, 256) == 32);  // 16 would fit; the floor of 32 rows holds
+  CHECK(attentionBlockRows(1 << 20, 256) == 32);
+  CHECK(attentionBlockRows(65536, 16) == 16);  // a smaller request still binds
+  CHECK(attentionBlockRows(0, 64) == 64);      // no division by zero
+}
+
+TEST_CASE("causalSkipBlock: 8 blocks of at least 32 rows, else one piece", "[attention-plan]") {
+  CHECK(causalSkipBlock(0) == 0);
+  CHECK(causalSkipBlock(16) == 0);
+  CHECK(causalSkipBlock(255) == 0);
+  CHECK(causalSkipBlock(256) == 32);  // 8 x 32
+  CHECK(causalSkipBlock(257) == 33);  // ceil(257 / 8): the last block is short
+  CHECK(causalSkipBlock(260) == 33);  // 7 x 33 + 29
+  CHECK(causalSkipBlock(512) == 64);
+  CHECK(causalSkipBlock(1000) == 125);
+  CHECK(causalSkipBlock(1001) == 126);
+  CHECK(causalSkipBlock(4096) == 512);
+  CHECK(causalSkipBlock(12000) == 1500);
+}

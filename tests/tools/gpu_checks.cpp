@@ -1,0 +1,332 @@
+// GPU test (ctest label gpu): xtrap on CUDA against xtrap on the CPU. Per position method,
+// decoder and encoder: CUDA features and every parameter gradient equal the CPU reference path's
+// (fp32) on each path CUDA takes, and bf16 on CUDA stays within a stated tolerance of fp32 on the
+// CPU; a run trained on one device evaluates on the other with the same NLL; attention probes
+// (an AttentionObserver, and the probe module's pooled pictures) agree; a torchrun job of one
+// rank on NCCL trains like a single process. Without CUDA it reports itself skipped (exit 77).
+// Built everywhere (LibTorch CPU included): it uses no CUDA header, only torch::cuda::* and
+// torch::Device(torch::kCUDA).
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "../one_rank_job.h"
+#include "../test_support.h"
+#include "attention_dump.h"
+#include "data/wikitext.h"
+#include "eval/encoder_score.h"
+#include "eval/perplexity.h"
+#include "run/checkpoint.h"
+#include "util/execution_context.h"
+
+using namespace xtrap;
+
+namespace {
+
+int failures = 0, passes = 0;
+
+void check(bool ok, const std::string& what) {
+  std::printf("%s  %s\n", ok ? "ok  " : "FAIL", what.c_str());
+  std::fflush(stdout);
+  (ok ? passes : failures) += 1;
+}
+
+std::string fmtDouble(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+const ExecutionContext kCpu{torch::kCPU, torch::kFloat32};
+const ExecutionContext kCuda{torch::Device(torch::kCUDA), torch::kFloat32};
+const ExecutionContext kCudaBf16{torch::Device(torch::kCUDA), torch::kBFloat16};
+
+struct Method {
+  std::string pos, arch;
+};
+std::vector<Method> everyMethod() {
+  std::vector<Method> methods;
+  for (std::string pos : {"none", "sinusoidal", "learned", "rotary", "t5", "alibi"})
+    methods.push_back({pos, "decoder"});
+  for (std::string pos : {"none", "sinusoidal", "learned", "rotary", "t5", "alibi", "alibi-offset", "alibi-onesided",
+                          "alibi-learned", "bialibi"})
+    methods.push_back({pos, "encoder"});
+  return methods;
+}
+
+// One forward and backward: host copies of the features and of every parameter's gradient.
+struct Pass {
+  torch::Tensor features;  // (B, T, C) float64 on the CPU
+  torch::Tensor nll;       // scalar float64
+  std::map<std::string, torch::Tensor> grads;
+};
+
+Pass runPass(Transformer& model, const torch::Tensor& tokens, const torch::Tensor& targets, const ForwardOptions& opt) {
+  model->zero_grad();
+  for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+  auto f = model->features(tokens, opt);  // (B, T, C) on the model's device
+  auto nll = model->tokenNll(f.reshape({-1, f.size(-1)}), targets).mean();
+  auto loss = nll + f.to(torch::kFloat32).square().mean();
+  loss.backward();
+  Pass pass{toHost(f).to(torch::kFloat64), toHost(nll).to(torch::kFloat64), {}};
+  for (const auto& p : model->named_parameters())
+    if (p.value().grad().defined()) pass.grads[p.key()] = toHost(p.value().grad()).to(torch::kFloat64);
+  return pass;
+}
+
+// A model with the same weights as `source`, placed on `ctx`.
+Transformer copyOnto(Transformer& source, const ExecutionContext& ctx) {
+  Transformer copy(source->config);
+  {
+    torch::NoGradGuard g;
+    auto from = source->named_parameters();
+    for (auto& p : copy->named_parameters()) p.value().copy_(from[p.key()]);
+  }
+  copy->place(ctx);
+  copy->train(source->is_training());
+  return copy;
+}
+
+double relativeMaxDiff(const torch::Tensor& reference, const torch::Tensor& got) {
+  double scale = reference.abs().max().item<double>();
+  return (reference - got).abs().max().item<double>() / std::max(scale, 1e-12);
+}
+double relativeRms(const torch::Tensor& reference, const torch::Tensor& got) {
+  return (reference - got).square().mean().sqrt().item<double>() /
+         std::max(reference.square().mean().sqrt().item<double>(), 1e-12);
+}
+
+// CUDA vs CPU per method: fp32 on every path CUDA takes, and bf16 CUDA against fp32 CPU.
+void devicesAgreePerMethod() {
+  constexpr int64_t T = 300;  // long enough for the CPU's causal-skip path to split
+  for (const auto& m : everyMethod()) {
+    std::string name = m.arch + " " + m.pos;
+    auto cfg = test::tinyConfig(m.pos, m.arch);
+    cfg.maxPositions = 512;
+    Transformer cpu(cfg);
+    cpu->eval();
+    if (auto* lb = cpu->linearBias(); lb && lb->firstTokenBias().defined()) {
+      torch::NoGradGuard g;
+      lb->firstTokenBias().copy_(torch::linspace(-1, 1, cfg.heads));
+    }
+    torch::manual_seed(3);
+    auto tokens = torch::randint(0, cfg.vocabSize, {2, T}, torch::kLong);
+    auto targets = torch::randint(0, cfg.vocabSize, {2 * T}, torch::kLong);
+    ForwardOptions reference;
+    reference.path = AttentionPath::Reference;
+    Pass expected = runPass(cpu, tokens, targets, reference);
+
+    Transformer gpu = copyOnto(cpu, kCuda);
+    std::vector<std::pair<std::string, ForwardOptions>> paths{{"planned", ForwardOptions{}}, {"reference", reference}};
+    ForwardOptions block;
+    block.path = AttentionPath::Block;
+    block.queryBlock = 64;
+    paths.push_back({"block 64", block});
+    for (const auto& [pathName, opt] : paths) {
+      Pass got = runPass(gpu, tokens, targets, opt);
+      double worstGrad = 0;
+      bool sameSet = got.grads.size() == expected.grads.size();
+      for (const auto& [param, grad] : expected.grads) {
+        if (!got.grads.count(param)) {
+          sameSet = false;
+          continue;
+        }
+        worstGrad = std::max(worstGrad, relativeMaxDiff(grad, got.grads.at(param)));
+      }
+      double feat = relativeMaxDiff(expected.features, got.features);
+      // fp32 on both: different kernels and summation orders, ~1e-6 relative; 1e-3 is generous.
+      check(sameSet && feat <= 1e-3 && worstGrad <= 1e-3,
+            name + ": CUDA fp32 (" + pathName + ") vs CPU reference: features " + fmtDouble(feat) +
+                ", worst gradient " + fmtDouble(worstGrad) + " (relative to max, tolerance 1e-3)");
+    }
+
+    // bf16 keeps 8 significant bits: each rounding is 2^-9 relative, and two layers of matmuls
+    // (float32 softmax and LayerNorm) leave the features within ~1% RMS of fp32. Stated
+    // tolerances: features 5% RMS, NLL 1%, gradients 10% RMS of each parameter's gradient.
+    Transformer half = copyOnto(cpu, kCudaBf16);
+    Pass low = runPass(half, tokens, targets, ForwardOptions{});
+    double featRms = relativeRms(expected.features, low.features);
+    double nllRel = std::abs(low.nll.item<double>() - expected.nll.item<double>()) / expected.nll.item<double>();
+    double worstGradRms = 0;
+    for (const auto& [param, grad] : expected.grads)
+      if (low.grads.count(param)) worstGradRms = std::max(worstGradRms, relativeRms(grad, low.grads.at(param)));
+    check(featRms <= 0.05 && nllRel <= 0.01 && worstGradRms <= 0.10,
+          name + ": CUDA bf16 vs CPU fp32: features RMS " + fmtDouble(featRms) + " (<= 0.05), NLL " +
+              fmtDouble(nllRel) + " (<= 0.01), worst gradient RMS " + fmtDouble(worstGradRms) + " (<= 0.10)");
+  }
+}
+
+const Corpus& corpus() {
+  static const Corpus c = loadWikiText(XTRAP_DEFAULT_DATA_DIR);
+  return c;
+}
+
+double meanValidNll(Transformer& model, size_t n) {
+  std::vector<int32_t> stream(corpus().valid.begin(), corpus().valid.begin() + long(n));
+  if (model->config.causal()) {
+    ScoreOptions opt;
+    opt.Lvalid = 4 * model->config.contextLength;  // beyond L, on the block path too
+    opt.queryBlock = 16;
+    opt.eos = corpus().vocab.eos();
+    return scoreDecoder(model, stream, opt).meanNll();
+  }
+  EncoderScoreOptions opt;
+  opt.Lvalid = 4 * model->config.contextLength;
+  opt.queryBlock = 16;
+  opt.mlm = model->config.mlmTokens(corpus().vocab);
+  return scoreEncoder(model, stream, opt).meanNll();
+}
+
+void withDevice(TrainConfig& t, const std::string& device) {
+  t.device = device;
+  t.lr = 1e-2;
+  t.warmupSteps = 2;
+  t.evalTokens = 2048;
+}
+
+// Trained on one device, evaluated on both: the same weights score the same NLL.
+void runsMoveBetweenDevices() {
+  for (Method m : {Method{"alibi", "decoder"}, Method{"bialibi", "encoder"}, Method{"rotary", "decoder"}}) {
+    for (std::string trainedOn : {"cuda", "cpu"}) {
+      std::string name = m.arch + " " + m.pos + " trained on " + trainedOn;
+      RunInfo run =
+          test::trainTiny("gpu-moves-" + m.arch + "-" + m.pos + "-" + trainedOn, test::tinyConfig(m.pos, m.arch), 15, 1,
+                          [&](TrainConfig& t) { withDevice(t, trainedOn); });
+      check(run.train.device == trainedOn, name + ": run.json records device " + run.train.device);
+      Transformer onCpu = loadTrainedModel(run, kCpu);
+      Transformer onCuda = loadTrainedModel(run, kCuda);
+      check(onCuda->device().is_cuda() && onCpu->device().is_cpu(), name + ": loaded onto the devices asked for");
+      double cpuNll = meanValidNll(onCpu, 3000), cudaNll = meanValidNll(onCuda, 3000);
+      double rel = std::abs(cpuNll - cudaNll) / cpuNll;
+      check(std::isfinite(cpuNll) && rel <= 1e-4, name + ": valid NLL at 4L on the CPU " + fmtDouble(cpuNll) +
+                                                      ", on CUDA " + fmtDouble(cudaNll) + " (relative " +
+                                                      fmtDouble(rel) + ", tolerance 1e-4)");
+      Transformer onCudaBf16 = loadTrainedModel(run, kCudaBf16);
+      double bf16Nll = meanValidNll(onCudaBf16, 3000);
+      double relBf16 = std::abs(bf16Nll - cpuNll) / cpuNll;
+      check(relBf16 <= 0.01, name + ": valid NLL in bf16 on CUDA " + fmtDouble(bf16Nll) + " (relative " +
+                                 fmtDouble(relBf16) + ", tolerance 0.01)");
+    }
+  }
+}
+
+// Every probability an observer sees, on the host in float64, keyed by (layer, first query row).
+struct AllProbabilities : AttentionObserver {
+  std::map<std::pair<int64_t, int64_t>, torch::Tensor> blocks;
+  void onProbabilities(int64_t layer, int64_t q0, const torch::Tensor& probs) override {
+    blocks[{layer, q0}] = toHost(probs).to(torch::kFloat64);
+  }
+};
+
+void probesAgree() {
+  for (Method m : {Method{"alibi", "decoder"}, Method{"t5", "encoder"}, Method{"bialibi", "encoder"}}) {
+    std::string name = m.arch + " " + m.pos;
+    RunInfo run = test::trainTiny("gpu-probe-" + m.arch + "-" + m.pos, test::tinyConfig(m.pos, m.arch), 5);
+    Transformer onCpu = loadTrainedModel(run, kCpu);
+    Transformer onCuda = loadTrainedModel(run, kCuda);
+    std::vector<int64_t> window(corpus().valid.begin(), corpus().valid.begin() + 96);
+    auto tokens = torch::tensor(window).unsqueeze(0);  // (1, 96)
+    for (int64_t queryBlock : {0, 32}) {
+      AllProbabilities cpuSeen, cudaSeen;
+      ForwardOptions opt;
+      opt.queryBlock = queryBlock;
+      opt.observer = &cpuSeen;
+      torch::NoGradGuard g;
+      onCpu->features(tokens, opt);
+      opt.observer = &cudaSeen;
+      onCuda->features(tokens, opt);
+      bool same = cpuSeen.blocks.size() == cudaSeen.blocks.size() && !cpuSeen.blocks.empty();
+      double worst = 0;
+      for (const auto& [key, probs] : cpuSeen.blocks) {
+        if (!cudaSeen.blocks.count(key) || cudaSeen.blocks.at(key).sizes() != probs.sizes()) {
+          same = false;
+          continue;
+        }
+        worst = std::max(worst, (probs - cudaSeen.blocks.at(key)).abs().max().item<double>());
+      }
+      check(same && worst <= 1e-5, name + ": observer probabilities, query block " + std::to_string(queryBlock) +
+                                       ", CUDA vs CPU: " + std::to_string(cpuSeen.blocks.size()) +
+                                       " blocks, max difference " + fmtDouble(worst) + " (tolerance 1e-5)");
+    }
+    // The probe module's own path (pooled maps, mean distances) on both devices.
+    AttentionDumpRequest req;
+    req.Lvalid = 96;
+    req.queryBlock = 32;
+    RunPicture cpuPicture = attentionPicture(run, onCpu, corpus(), req, 16);
+    RunPicture cudaPicture = attentionPicture(run, onCuda, corpus(), req, 16);
+    bool same = cpuPicture.heads.size() == cudaPicture.heads.size() && !cpuPicture.heads.empty();
+    double worst = 0;
+    for (size_t h = 0; same && h < cpuPicture.heads.size(); ++h) {
+      const auto &a = cpuPicture.heads[h], &b = cudaPicture.heads[h];
+      same = a.map.size() == b.map.size() && a.meanDistance.size() == b.meanDistance.size();
+      for (size_t i = 0; same && i < a.map.size(); ++i) worst = std::max(worst, double(std::abs(a.map[i] - b.map[i])));
+      for (size_t i = 0; same && i < a.meanDistance.size(); ++i)
+        worst = std::max(worst, double(std::abs(a.meanDistance[i] - b.meanDistance[i])) / 96.0);
+    }
+    check(same && worst <= 1e-5, name + ": attention pictures CUDA vs CPU, max difference " + fmtDouble(worst) +
+                                     " (mean distances over N; tolerance 1e-5)");
+  }
+}
+
+// A torchrun job of one rank (this process hosts the store, as the launcher does) trains on
+// NCCL exactly as a single process: an all-reduce over one rank is the identity.
+void ncclOneRankTrainingStep() {
+#ifndef XTRAP_WITH_NCCL
+  std::puts("skip  one-rank NCCL training: this LibTorch has no NCCL");
+#else
+  auto cfg = test::tinyConfig("alibi");
+  auto setup = [](TrainConfig& t) { withDevice(t, "cuda"); };
+  RunInfo single = test::trainTiny("gpu-nccl-single", cfg, 3, 1, setup);
+  RunInfo ranked;
+  {
+    c10d::TCPStore store("127.0.0.1", test::launcherStoreOptions());
+    std::string port = std::to_string(store.getPort());
+    setenv("WORLD_SIZE", "1", 1);
+    setenv("RANK", "0", 1);
+    setenv("LOCAL_RANK", "0", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", port.c_str(), 1);
+    setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+    check(distEnvFromEnvironment().launched, "one-rank torchrun environment set");
+    ranked = test::trainTiny("gpu-nccl-ranked", cfg, 3, 1, setup);
+    for (const char* v :
+         {"WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE"})
+      unsetenv(v);
+  }
+  auto a = test::loggedLosses(single), b = test::loggedLosses(ranked);
+  double worst = a.size() == b.size() && !a.empty() ? 0.0 : INFINITY;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / a[i]);
+  // Same GPU, same data order and seed: only CUDA's atomic adds (embedding backward) may differ.
+  check(worst <= 1e-4, "one-rank NCCL job vs single process, 3 steps on CUDA: worst relative loss difference " +
+                           fmtDouble(worst) + " (tolerance 1e-4)");
+  double fa = single.extra.value("final_val_loss", NAN), fb = ranked.extra.value("final_val_loss", NAN);
+  check(std::abs(fa - fb) <= 1e-4 * std::abs(fa),
+        "one-rank NCCL job vs single process: final validation loss " + fmtDouble(fa) + " vs " + fmtDouble(fb));
+#endif
+}
+
+}  // namespace
+
+int main() {
+  if (!torch::cuda::is_available()) {
+    std::puts("skipped: no CUDA");
+    return 77;
+  }
+  torch::manual_seed(0);
+  try {
+    devicesAgreePerMethod();
+    runsMoveBetweenDevices();
+    probesAgree();
+    ncclOneRankTrainingStep();
+  } catch (const std::exception& e) {
+    std::printf("FAIL  exception: %s\n", e.what());
+    ++failures;
+  }
+  std::printf("gpu_checks: %d passed, %d failed\n", passes, failures);
+  return failures == 0 ? 0 : 1;
+}
