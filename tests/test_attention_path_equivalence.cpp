@@ -18,20 +18,6 @@ using namespace xtrap;
 
 namespace {
 
-struct Method {
-  std::string pos, arch;
-};
-
-std::vector<Method> everyMethod() {
-  std::vector<Method> methods;
-  for (std::string pos : {"none", "sinusoidal", "learned", "rotary", "t5", "alibi"})
-    methods.push_back({pos, "decoder"});
-  for (std::string pos : {"none", "sinusoidal", "learned", "rotary", "t5", "alibi", "alibi-offset", "alibi-onesided",
-                          "alibi-learned", "bialibi"})
-    methods.push_back({pos, "encoder"});
-  return methods;
-}
-
 // A forward and backward through one path: the features and every parameter's gradient by name.
 struct Pass {
   torch::Tensor features;                      // (B, T, C)
@@ -71,7 +57,7 @@ TEST_CASE("every attention path equals the reference path, forward and every gra
   constexpr int64_t T = 260;
   REQUIRE(causalSkipBlock(T) > 0);
   REQUIRE(causalSkipBlock(T) < T);
-  for (const auto& m : everyMethod()) {
+  for (const auto& m : test::everyMethod()) {
     INFO(m.arch << " " << m.pos);
     auto cfg = test::tinyConfig(m.pos, m.arch);
     cfg.maxPositions = 512;  // learned positions: a table longer than the window
@@ -147,8 +133,8 @@ struct Layer0Probabilities : AttentionObserver {
 
 TEST_CASE("the reference path's ALiBi attention is softmax(q.k / sqrt(D) + spec bias), by hand", "[attention-paths]") {
   constexpr int64_t T = 12;
-  for (Method m : {Method{"alibi", "decoder"}, Method{"alibi-offset", "encoder"}, Method{"alibi-onesided", "encoder"},
-                   Method{"bialibi", "encoder"}}) {
+  for (test::Method m : {test::Method{"alibi", "decoder"}, test::Method{"alibi-offset", "encoder"},
+                         test::Method{"alibi-onesided", "encoder"}, test::Method{"bialibi", "encoder"}}) {
     INFO(m.arch << " " << m.pos);
     auto cfg = test::tinyConfig(m.pos, m.arch);
     Transformer model(cfg);

@@ -24,26 +24,6 @@ using namespace xtrap;
 
 namespace {
 
-const Corpus& corpus() {
-  static const Corpus c = loadWikiText(XTRAP_DEFAULT_DATA_DIR);
-  return c;
-}
-
-// The first `n` validation tokens scored at Lvalid = L by a decoder or an encoder: mean NLL.
-double meanValidNll(Transformer& model, size_t n) {
-  std::vector<int32_t> stream(corpus().valid.begin(), corpus().valid.begin() + long(n));
-  if (model->config.causal()) {
-    ScoreOptions opt;
-    opt.Lvalid = model->config.contextLength;
-    opt.eos = corpus().vocab.eos();
-    return scoreDecoder(model, stream, opt).meanNll();
-  }
-  EncoderScoreOptions opt;
-  opt.Lvalid = model->config.contextLength;
-  opt.mlm = model->config.mlmTokens(corpus().vocab);
-  return scoreEncoder(model, stream, opt).meanNll();
-}
-
 // A short bf16 run per method: a learning rate high enough and batches large enough that a
 // handful of steps lowers the loss clearly above the noise of one batch (an encoder step scores
 // only ~15% of its tokens).
@@ -72,10 +52,10 @@ void checkTrainsAndEvaluatesInBf16(const std::string& arch) {
 
     // The same weights evaluated in fp32 and in bf16 (fp32 master weights, bf16 matmuls).
     Transformer model = loadTrainedModel(run, ExecutionContext{torch::kCPU, torch::kFloat32});
-    double fp32 = meanValidNll(model, 3000);
+    double fp32 = test::meanValidNll(model, 3000);
     model->place(ExecutionContext{torch::kCPU, torch::kBFloat16});
     REQUIRE(model->computeDtype() == torch::kBFloat16);
-    double bf16 = meanValidNll(model, 3000);
+    double bf16 = test::meanValidNll(model, 3000);
     double relative = std::abs(bf16 - fp32) / fp32;
     INFO("valid NLL fp32 " << fp32 << ", bf16 " << bf16 << ", relative difference " << relative);
     // bf16 keeps 8 significant bits (each rounding 2^-9 = 0.2% relative), but with float32

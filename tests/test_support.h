@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "data/wikitext.h"
+#include "eval/encoder_score.h"
+#include "eval/perplexity.h"
 #include "model/model_config.h"
 #include "model/transformer.h"
 #include "train/trainer.h"
@@ -69,6 +72,46 @@ inline std::vector<double> loggedLosses(const RunInfo& run) {
     if (j.contains("loss")) losses.push_back(j["loss"].get<double>());
   }
   return losses;
+}
+
+// Every position method with every architecture it applies to.
+struct Method {
+  std::string pos, arch;
+};
+inline std::vector<Method> everyMethod() {
+  std::vector<Method> methods;
+  for (std::string pos : {"none", "sinusoidal", "learned", "rotary", "t5", "alibi"})
+    methods.push_back({pos, "decoder"});
+  for (std::string pos : {"none", "sinusoidal", "learned", "rotary", "t5", "alibi", "alibi-offset", "alibi-onesided",
+                          "alibi-learned", "bialibi"})
+    methods.push_back({pos, "encoder"});
+  return methods;
+}
+
+// The shipped WikiText-2, loaded once.
+inline const Corpus& shippedCorpus() {
+  static const Corpus c = loadWikiText(XTRAP_DEFAULT_DATA_DIR);
+  return c;
+}
+
+// Mean NLL of the first `n` validation tokens, windows of `Lvalid` (0 = L), attention query
+// blocks of `queryBlock` (0 = planned), by a decoder or an encoder.
+inline double meanValidNll(Transformer& model, size_t n, int64_t Lvalid = 0, int64_t queryBlock = 0) {
+  const Corpus& corpus = shippedCorpus();
+  std::vector<int32_t> stream(corpus.valid.begin(), corpus.valid.begin() + long(n));
+  int64_t length = Lvalid > 0 ? Lvalid : model->config.contextLength;
+  if (model->config.causal()) {
+    ScoreOptions opt;
+    opt.Lvalid = length;
+    opt.queryBlock = queryBlock;
+    opt.eos = corpus.vocab.eos();
+    return scoreDecoder(model, stream, opt).meanNll();
+  }
+  EncoderScoreOptions opt;
+  opt.Lvalid = length;
+  opt.queryBlock = queryBlock;
+  opt.mlm = model->config.mlmTokens(corpus.vocab);
+  return scoreEncoder(model, stream, opt).meanNll();
 }
 
 }  // namespace xtrap::test

@@ -12,19 +12,11 @@
 
 namespace xtrap {
 
-struct EncoderScoreOptions {
-  int64_t Lvalid = 512;
-  int64_t stride = 0;  // 0 = Lvalid (non-overlapping); else each token is scored in its most central window
-  int64_t batch = 8;
-  int64_t queryBlock = 256;
+// stride: 0 = Lvalid (non-overlapping); else each token is scored in its most central window.
+struct EncoderScoreOptions : WindowScoring {
   uint64_t maskSeed = 1;
   double maskProb = 0.15;
-  int64_t positionBuckets = 0;
-  WindowShard shard;
   MlmTokens mlm;  // ModelConfig::mlmTokens()
-  // Called before the windows of each length are scored, with that length (dynamic
-  // interpolation sets the model's slopes for it).
-  std::function<void(int64_t)> prepareLength;
 };
 
 ScoreTotals scoreEncoder(Transformer& model, const std::vector<int32_t>& stream, const EncoderScoreOptions& opt,

@@ -101,30 +101,26 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
   };
   WindowShard shard{group.rank(), group.world()};
   auto t0 = std::chrono::steady_clock::now();
+  WindowScoring scoring;
+  scoring.Lvalid = pass.Lvalid;
+  scoring.stride = stride;
+  scoring.batch = req.batch;
+  scoring.queryBlock = req.queryBlock;
+  scoring.positionBuckets = req.positionBuckets;
+  scoring.shard = shard;
+  scoring.prepareLength = prepareLength;
   ScoreTotals totals;
   if (m.causal()) {
     ScoreOptions opt;
-    opt.Lvalid = pass.Lvalid;
-    opt.stride = stride;
-    opt.batch = req.batch;
-    opt.queryBlock = req.queryBlock;
-    opt.positionBuckets = req.positionBuckets;
-    opt.shard = shard;
+    static_cast<WindowScoring&>(opt) = scoring;
     opt.eos = run.corpus.vocab.eos();
-    opt.prepareLength = prepareLength;
     totals = scoreDecoder(run.model, run.stream, opt, progress);
   } else {
     EncoderScoreOptions opt;
-    opt.Lvalid = pass.Lvalid;
-    opt.stride = stride;
-    opt.batch = req.batch;
-    opt.queryBlock = req.queryBlock;
+    static_cast<WindowScoring&>(opt) = scoring;
     opt.maskSeed = run.info.train.seed;
     opt.maskProb = run.info.train.maskProb;
-    opt.positionBuckets = req.positionBuckets;
-    opt.shard = shard;
     opt.mlm = m.mlmTokens(run.corpus.vocab);
-    opt.prepareLength = prepareLength;
     totals = scoreEncoder(run.model, run.stream, opt, progress);
   }
   totals.sumOverRanks(group);

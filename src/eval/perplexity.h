@@ -20,17 +20,21 @@ struct WindowShard {
   bool owns(size_t window) const { return static_cast<int>(window % static_cast<size_t>(world)) == rank; }
 };
 
-struct ScoreOptions {
+// How windows are scored, decoder or encoder.
+struct WindowScoring {
   int64_t Lvalid = 512;
   int64_t stride = 0;           // 0 = Lvalid (non-overlapping)
   int64_t batch = 8;            // windows per forward
   int64_t queryBlock = 256;     // attention query block for windows longer than this; 0 = full matrix
   int64_t positionBuckets = 0;  // > 0: also accumulate NLL by position inside the window
   WindowShard shard;            // which windows this rank scores
-  int32_t eos = -1;             // the <eos> id: the context the stream's first token is predicted from
   // Called before the windows of each length are scored, with that length (dynamic
   // interpolation sets the model's slopes for it).
   std::function<void(int64_t)> prepareLength;
+};
+
+struct ScoreOptions : WindowScoring {
+  int32_t eos = -1;  // the <eos> id: the context the stream's first token is predicted from
 };
 
 struct ScoreTotals {

@@ -24,9 +24,9 @@ struct TrainRequest {
   ModelConfig model;
   TrainConfig train;
   std::filesystem::path runDir;
-  bool resume = false;   // continue runDir from its checkpoint with its run.json configs
+  bool resume = false;       // continue runDir from its checkpoint with its run.json configs
   std::string resumeDevice;  // resume: non-empty = continue on this device (auto | cpu | cuda)
-  bool progress = true;  // draw the progress bar
+  bool progress = true;      // draw the progress bar
   // Use the quickstart's adaptive softmax (cutoffs 2000, 10000, those below the vocabulary size)
   // unless model.adaptiveSoftmaxCutoffs was given.
   bool defaultAdaptiveSoftmax = false;

@@ -46,19 +46,6 @@ const ExecutionContext kCpu{torch::kCPU, torch::kFloat32};
 const ExecutionContext kCuda{torch::Device(torch::kCUDA), torch::kFloat32};
 const ExecutionContext kCudaBf16{torch::Device(torch::kCUDA), torch::kBFloat16};
 
-struct Method {
-  std::string pos, arch;
-};
-std::vector<Method> everyMethod() {
-  std::vector<Method> methods;
-  for (std::string pos : {"none", "sinusoidal", "learned", "rotary", "t5", "alibi"})
-    methods.push_back({pos, "decoder"});
-  for (std::string pos : {"none", "sinusoidal", "learned", "rotary", "t5", "alibi", "alibi-offset", "alibi-onesided",
-                          "alibi-learned", "bialibi"})
-    methods.push_back({pos, "encoder"});
-  return methods;
-}
-
 // One forward and backward: host copies of the features and of every parameter's gradient.
 struct Pass {
   torch::Tensor features;  // (B, T, C) float64 on the CPU
@@ -104,7 +91,7 @@ double relativeRms(const torch::Tensor& reference, const torch::Tensor& got) {
 // CUDA vs CPU per method: fp32 on every path CUDA takes, and bf16 CUDA against fp32 CPU.
 void devicesAgreePerMethod() {
   constexpr int64_t T = 300;  // long enough for the CPU's causal-skip path to split
-  for (const auto& m : everyMethod()) {
+  for (const auto& m : test::everyMethod()) {
     std::string name = m.arch + " " + m.pos;
     auto cfg = test::tinyConfig(m.pos, m.arch);
     cfg.maxPositions = 512;
@@ -161,25 +148,9 @@ void devicesAgreePerMethod() {
   }
 }
 
-const Corpus& corpus() {
-  static const Corpus c = loadWikiText(XTRAP_DEFAULT_DATA_DIR);
-  return c;
-}
-
+// Beyond L, on the block path too.
 double meanValidNll(Transformer& model, size_t n) {
-  std::vector<int32_t> stream(corpus().valid.begin(), corpus().valid.begin() + long(n));
-  if (model->config.causal()) {
-    ScoreOptions opt;
-    opt.Lvalid = 4 * model->config.contextLength;  // beyond L, on the block path too
-    opt.queryBlock = 16;
-    opt.eos = corpus().vocab.eos();
-    return scoreDecoder(model, stream, opt).meanNll();
-  }
-  EncoderScoreOptions opt;
-  opt.Lvalid = 4 * model->config.contextLength;
-  opt.queryBlock = 16;
-  opt.mlm = model->config.mlmTokens(corpus().vocab);
-  return scoreEncoder(model, stream, opt).meanNll();
+  return test::meanValidNll(model, n, 4 * model->config.contextLength, 16);
 }
 
 void withDevice(TrainConfig& t, const std::string& device) {
@@ -191,7 +162,8 @@ void withDevice(TrainConfig& t, const std::string& device) {
 
 // Trained on one device, evaluated on both: the same weights score the same NLL.
 void runsMoveBetweenDevices() {
-  for (Method m : {Method{"alibi", "decoder"}, Method{"bialibi", "encoder"}, Method{"rotary", "decoder"}}) {
+  for (test::Method m :
+       {test::Method{"alibi", "decoder"}, test::Method{"bialibi", "encoder"}, test::Method{"rotary", "decoder"}}) {
     for (std::string trainedOn : {"cuda", "cpu"}) {
       std::string name = m.arch + " " + m.pos + " trained on " + trainedOn;
       RunInfo run =
@@ -224,12 +196,13 @@ struct AllProbabilities : AttentionObserver {
 };
 
 void probesAgree() {
-  for (Method m : {Method{"alibi", "decoder"}, Method{"t5", "encoder"}, Method{"bialibi", "encoder"}}) {
+  for (test::Method m :
+       {test::Method{"alibi", "decoder"}, test::Method{"t5", "encoder"}, test::Method{"bialibi", "encoder"}}) {
     std::string name = m.arch + " " + m.pos;
     RunInfo run = test::trainTiny("gpu-probe-" + m.arch + "-" + m.pos, test::tinyConfig(m.pos, m.arch), 5);
     Transformer onCpu = loadTrainedModel(run, kCpu);
     Transformer onCuda = loadTrainedModel(run, kCuda);
-    std::vector<int64_t> window(corpus().valid.begin(), corpus().valid.begin() + 96);
+    std::vector<int64_t> window(test::shippedCorpus().valid.begin(), test::shippedCorpus().valid.begin() + 96);
     auto tokens = torch::tensor(window).unsqueeze(0);  // (1, 96)
     for (int64_t queryBlock : {0, 32}) {
       AllProbabilities cpuSeen, cudaSeen;
@@ -257,8 +230,8 @@ void probesAgree() {
     AttentionDumpRequest req;
     req.Lvalid = 96;
     req.queryBlock = 32;
-    RunPicture cpuPicture = attentionPicture(run, onCpu, corpus(), req, 16);
-    RunPicture cudaPicture = attentionPicture(run, onCuda, corpus(), req, 16);
+    RunPicture cpuPicture = attentionPicture(run, onCpu, test::shippedCorpus(), req, 16);
+    RunPicture cudaPicture = attentionPicture(run, onCuda, test::shippedCorpus(), req, 16);
     bool same = cpuPicture.heads.size() == cudaPicture.heads.size() && !cpuPicture.heads.empty();
     double worst = 0;
     for (size_t h = 0; same && h < cpuPicture.heads.size(); ++h) {
