@@ -67,7 +67,7 @@ void BM_Attention(benchmark::State& state) {
     ctx.rotary = model->rotary();
     ctx.queryBlock = queryBlock;
     // As TransformerImpl::features: a trainable bias is rebuilt every forward, a fixed one cached.
-    if (pathUsesFullBias(path))
+    if (pathUsesFullBias(path, model->biasKind()))
       ctx.fullBias = cacheable ? cached : attentionBiasBlock(bias, c.causal(), 0, L, 0, L, x.options());
     auto y = attn->forward(x, ctx);
     if (backward) y.sum().backward();

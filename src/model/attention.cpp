@@ -83,7 +83,7 @@ torch::Tensor sdpaAttention(const torch::Tensor& q, const torch::Tensor& k, cons
   // No bias provider: the causal flag lets SDPA pick its causal kernels. Otherwise the full bias
   // (causal -inf included) is an additive mask in the query's precision, as SDPA's kernels take it.
   c10::optional<torch::Tensor> mask;
-  if (ctx.bias && ctx.fullBias.defined()) mask = ctx.fullBias.to(q.scalar_type());
+  if (ctx.fullBias.defined()) mask = ctx.fullBias.to(q.scalar_type());
   bool causalFlag = ctx.causal && !mask.has_value();
   return at::scaled_dot_product_attention(q, k, v, mask, dropout, causalFlag, 1.0);  // q is already scaled
 #else

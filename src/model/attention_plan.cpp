@@ -6,13 +6,16 @@ namespace xtrap {
 
 AttentionPath chooseAttentionPath(const AttentionPlanInput& in) {
   bool blocked = in.queryBlock > 0 && in.queryBlock < in.length;
-  // Probes need the probabilities, which only xtrap's own paths expose; a requested query block
-  // is a memory bound that only the Block path keeps.
-  if (blocked) return AttentionPath::Block;
-  if (in.probing) return AttentionPath::Reference;
+  // Probes need the probabilities, which only xtrap's own paths expose.
+  if (in.probing) return blocked ? AttentionPath::Block : AttentionPath::Reference;
   // SDPA: on the GPU always (its kernels take the mask and dropout); on the CPU only the fused
   // kernel beats xtrap's paths, and it has no dropout.
-  if (in.hasSdpa && (in.cuda || (in.hasFusedCpuSdpa && !in.dropout))) return AttentionPath::Sdpa;
+  bool sdpa = in.hasSdpa && (in.cuda || (in.hasFusedCpuSdpa && !in.dropout));
+  // A requested query block is a memory bound. Only the block path keeps it when there is a
+  // bias (SDPA would take it as a T x T mask); without one SDPA's fused kernels hold no T x T
+  // tensor either.
+  if (blocked) return sdpa && in.bias == BiasKind::None ? AttentionPath::Sdpa : AttentionPath::Block;
+  if (sdpa) return AttentionPath::Sdpa;
   if (!in.cuda && in.causal && causalSkipBlock(in.length) > 0) return AttentionPath::CausalSkip;
   return AttentionPath::Reference;
 }
@@ -31,7 +34,12 @@ std::string attentionPathName(AttentionPath path) {
   return "?";
 }
 
-bool pathUsesFullBias(AttentionPath path) { return path != AttentionPath::Block; }
+bool pathUsesFullBias(AttentionPath path, BiasKind bias) {
+  if (path == AttentionPath::Block) return false;
+  // SDPA takes causality as a flag: it needs the full tensor only for a bias provider's values.
+  if (path == AttentionPath::Sdpa) return bias != BiasKind::None;
+  return true;  // the causal mask, when there is no bias
+}
 
 int64_t attentionBlockRows(int64_t T, int64_t queryBlock) {
   constexpr int64_t kBlockElements = int64_t(1) << 20;

@@ -37,9 +37,9 @@ struct AttentionPlanInput {
 AttentionPath chooseAttentionPath(const AttentionPlanInput& in);
 std::string attentionPathName(AttentionPath path);
 
-// Whether a path reads the full (H|1, T, T) bias prepared once per forward (else it computes the
-// bias per block itself, or needs none).
-bool pathUsesFullBias(AttentionPath path);
+// Whether a path reads the full (H|1, T, T) bias (causal mask included) prepared once per forward
+// (else it computes the bias per block itself, or needs none).
+bool pathUsesFullBias(AttentionPath path, BiasKind bias);
 
 // Query rows per block for a window of T tokens on the Block path: at most `queryBlock`, fewer
 // for long windows so that one block's logits stay near 2^20 elements per head (the attention's

@@ -55,6 +55,10 @@ TransformerImpl::TransformerImpl(ModelConfig c)
 
 LinearBias* TransformerImpl::linearBias() const { return dynamic_cast<LinearBias*>(bias_.get()); }
 
+BiasKind TransformerImpl::biasKind() const {
+  return !bias_ ? BiasKind::None : linearBias() ? BiasKind::Linear : BiasKind::Table;
+}
+
 void TransformerImpl::place(const ExecutionContext& ctx) {
   to(ctx.device);
   computeDtype_ = ctx.dtype;
@@ -79,7 +83,7 @@ AttentionPath TransformerImpl::attentionPath(int64_t T, const ForwardOptions& op
   plan.dropout = is_training() && config.dropout > 0;
   plan.probing = opt.observer != nullptr;
   plan.causal = causal_;
-  plan.bias = !bias_ ? BiasKind::None : linearBias() ? BiasKind::Linear : BiasKind::Table;
+  plan.bias = biasKind();
   plan.hasSdpa = compat::kHasSdpa;
   plan.hasFusedCpuSdpa = compat::kHasFusedCpuSdpa;
   return chooseAttentionPath(plan);
@@ -117,12 +121,13 @@ torch::Tensor TransformerImpl::features(const torch::Tensor& tokensIn, const For
 
   AttentionContext ctx;
   ctx.path = attentionPath(T, opt);
+
   ctx.causal = causal_;
   ctx.bias = bias_.get();
   ctx.rotary = rotary_ ? &*rotary_ : nullptr;
   ctx.queryBlock = opt.queryBlock;
   ctx.observer = opt.observer;
-  if (pathUsesFullBias(ctx.path)) ctx.fullBias = fullBias(T, x.options());
+  if (pathUsesFullBias(ctx.path, biasKind())) ctx.fullBias = fullBias(T, x.options());
   for (const auto& block : *blocks) x = block->as<TransformerBlock>()->forward(x, ctx);
   return lnFinal(x);
 }

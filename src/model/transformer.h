@@ -55,6 +55,7 @@ struct TransformerImpl : torch::nn::Module {
   AttentionPath attentionPath(int64_t T, const ForwardOptions& opt) const;
 
   LinearBias* linearBias() const;  // ALiBi family, else nullptr
+  BiasKind biasKind() const;
   AttentionBias* attentionBias() const { return bias_.get(); }
   Rotary* rotary() { return rotary_ ? &*rotary_ : nullptr; }
   // Call after changing slopes or rotary settings (interpolation): drops the cached full bias.
