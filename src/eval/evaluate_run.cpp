@@ -68,6 +68,8 @@ struct EvalPass {
   Interp interp = Interp::None;
   InterpolationPlan plan;
   int64_t Lvalid = 0;
+  double scale = 1;    // a of the full-length windows
+  std::string slopes;  // what applyInterpolation reported for them
   std::string mode = "nonoverlap";
 };
 
@@ -76,17 +78,14 @@ struct ScoredPass {
   std::vector<PositionLossRow> byPosition;  // when the request asks for position buckets
 };
 
-// One row: sets the interpolation, scores every window this rank owns, sums over the ranks.
+// One row: scores every window this rank owns (the interpolation of the full-length windows is
+// already set; dynamic-ntk sets a shorter last window's own), sums over the ranks.
 ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionContext& ctx, const EvalPass& pass,
                      DistGroup& group) {
   const ModelConfig& m = run.info.model;
   int64_t L = m.contextLength;
   int64_t stride = pass.mode == "nonoverlap" ? pass.Lvalid
                                              : std::clamp<int64_t>(req.stride > 0 ? req.stride : L / 2, 1, pass.Lvalid);
-  double a = pass.plan.scaleFor(pass.Lvalid);
-  // The row's scale and slopes are those of its full-length windows; dynamic-ntk gives a shorter
-  // last window its own (prepareLength).
-  std::string used = applyInterpolation(run.model, pass.interp, a);
   auto prepareLength = [&](int64_t windowLength) {
     applyInterpolation(run.model, pass.interp, pass.plan.scaleFor(windowLength));
   };
@@ -138,8 +137,8 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
   r.mode = pass.mode;
   r.stride = stride;
   r.interp = interpName(pass.interp);
-  r.scale = a;
-  r.slopes = used;
+  r.scale = pass.scale;
+  r.slopes = pass.slopes;
   r.tokensScored = totals.tokens;
   r.nll = totals.meanNll();
   r.ppl = std::exp(r.nll);
@@ -193,17 +192,20 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
         if (group.isRoot() && Lvalid >= static_cast<int64_t>(run.stream.size()))
           std::fprintf(stderr, "note: Lvalid %lld exceeds the %s split (%zu tokens); scoring one window of all of it\n",
                        static_cast<long long>(Lvalid), req.split.c_str(), run.stream.size());
+        // The row's scale and slopes are those of its full-length windows; dynamic-ntk gives a
+        // shorter last window its own.
+        pass.scale = pass.plan.scaleFor(Lvalid);
+        pass.slopes = applyInterpolation(run.model, interp, pass.scale);
+        if (req.verbose && !pass.slopes.empty() && group.isRoot())
+          std::fprintf(stderr, "%s Lvalid=%lld interp=%s a=%.4g%s: %s\n", run.name.c_str(),
+                       static_cast<long long>(Lvalid), interpName(interp).c_str(), pass.scale,
+                       interp == Interp::DynamicNtk
+                           ? fmt::format(" (a = max({:g} * len / {}, 1) per window)", req.a0, L).c_str()
+                           : "",
+                       pass.slopes.c_str());
         for (const auto& mode : req.modes) {
           pass.mode = mode;
           ScoredPass scored = scorePass(run, req, ctx, pass, group);
-          // Once per Lvalid: the slopes do not depend on the mode.
-          if (req.verbose && mode == req.modes.front() && !scored.row.slopes.empty() && group.isRoot())
-            std::fprintf(stderr, "%s Lvalid=%lld interp=%s a=%.4g%s: %s\n", run.name.c_str(),
-                         static_cast<long long>(Lvalid), interpName(interp).c_str(), scored.row.scale,
-                         interp == Interp::DynamicNtk
-                             ? fmt::format(" (a = max({:g} * len / {}, 1) per window)", req.a0, L).c_str()
-                             : "",
-                         scored.row.slopes.c_str());
           rows.push_back(scored.row);
           if (positionRows)
             positionRows->insert(positionRows->end(), scored.byPosition.begin(), scored.byPosition.end());
