@@ -155,7 +155,7 @@ Window prepareWindow(Transformer& model, const Corpus& corpus, const AttentionDu
   // One window of N tokens: linear / ntk use a = --scale or N / L_train, dynamic-ntk
   // max(N / L_train, 1); at least 1 either way.
   w.scale = interpolationPlan(req.interp, N, model->config.contextLength, req.scale, 1.0).scaleFor(N);
-  w.slopes = applyInterpolation(model, req.interp, w.scale);
+  w.slopes = applyInterpolation(model, req.interp, w.scale, req.ntkHeads);
   if (bos) {
     w.tokens.push_back(static_cast<int32_t>(model->config.bosId()));
     w.words.emplace_back(Vocabulary::kBos);
@@ -237,7 +237,7 @@ void dumpAttention(const RunInfo& run, Transformer& model, const Corpus& corpus,
   h5.attribute("Lvalid", N);
   h5.attribute("offset", req.offset);
   h5.attribute("split", req.split);
-  h5.attribute("interp", interpName(req.interp));
+  h5.attribute("interp", interpLabel(req.interp, req.ntkHeads));
   h5.attribute("scale", a);
   h5.attribute("slopes", slopes);
   h5.ints("tokens", {hsize_t(N)}, tokens.data());

@@ -24,6 +24,7 @@ struct AttentionDumpRequest {
   std::vector<int64_t> layers;  // empty = all
   std::vector<int64_t> heads;   // empty = all (maps only; stats cover every head)
   Interp interp = Interp::None;
+  NtkHeads ntkHeads = NtkHeads::All;
   double scale = 0;  // 0 = Lvalid / L_train
   StoredFloat dtype = StoredFloat::Float16;
   bool statsOnly = false;

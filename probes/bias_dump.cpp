@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/position/fire_bias.h"
+#include "model/position/kerple_bias.h"
 #include "util/execution_context.h"
 #include "util/hdf5_writer.h"
 
@@ -30,12 +32,12 @@ void dumpBias(Transformer& model, int64_t len, const std::filesystem::path& file
   h5.attribute("scale", interpolation.scale);
   h5.attribute("slopes", interpolation.slopes);
   h5.floats("bias", {hsize_t(H), hsize_t(len), hsize_t(len)}, bias.data_ptr<float>());
+  torch::NoGradGuard noGrad;
+  auto write = [&](const std::string& name, const torch::Tensor& values) {  // on the model's device or the host
+    auto t = toHost(values).to(torch::kFloat32);
+    h5.floats(name, {hsize_t(t.numel())}, t.data_ptr<float>());
+  };
   if (LinearBias* lb = model->linearBias()) {
-    torch::NoGradGuard noGrad;
-    auto write = [&](const std::string& name, const torch::Tensor& values) {  // on the model's device or the host
-      auto t = toHost(values).to(torch::kFloat32);
-      h5.floats(name, {hsize_t(t.numel())}, t.data_ptr<float>());
-    };
     const LinearBiasSpec& spec = lb->spec();
     write("slope_past", lb->slopePast());
     write("slope_future", lb->slopeFuture());
@@ -45,6 +47,14 @@ void dumpBias(Transformer& model, int64_t len, const std::filesystem::path& file
     write("block_past", torch::tensor(bp));
     write("block_future", torch::tensor(bf));
     write("first_token_bias", spec.hasFirstTokenBias ? lb->firstTokenBias() : torch::zeros({H}));
+  }
+  if (auto* kerple = dynamic_cast<KerpleLogBias*>(model->attentionBias())) {
+    write("r1", kerple->r1());
+    write("r2", kerple->r2());
+  }
+  if (auto* fire = dynamic_cast<FireBias*>(model->attentionBias())) {
+    write("c", fire->c());
+    write("threshold", fire->threshold());
   }
   h5.commit();
 }

@@ -2,7 +2,7 @@
 // Bias dump: the additive attention bias of a model's position method as HDF5 dataset `bias`
 // float32 [H, len, len] (-inf where blocked, causal mask included for decoders), plus the
 // per-head parameters of ALiBi-family specs (slope_past, slope_future, future_shift,
-// block_past, block_future, first_token_bias).
+// block_past, block_future, first_token_bias), KERPLE's (r1, r2) and FIRE's (c, threshold).
 #include <torch/torch.h>
 
 #include <filesystem>

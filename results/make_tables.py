@@ -16,7 +16,7 @@ import json
 import os
 import re
 import sys
-from statistics import median
+from statistics import mean, median, stdev
 
 RESULTS = os.path.dirname(os.path.abspath(__file__))
 MARKER = re.compile(r"(<!-- table:([\w./-]+) -->\n)(.*?)(<!-- end -->)", re.S)
@@ -151,15 +151,81 @@ ENCODER_ROWS = [("baseline (learned + RoBERTa head)", "baseline", "2.94"), ("lea
                 ("bialibi", "bialibi", "-")]
 
 
+def with_blocks(rows):
+    """Each row with r["block"]: which [[eval]] block of its scenario wrote it (0, 1, ...), i.e. how
+    many earlier rows have the same variant, seed, Lvalid, mode, stride and interpolation."""
+    seen = {}
+    for r in rows:
+        key = (r["run"], r.get("seed"), r["Lvalid"], r["mode"], r["stride"], r["interp"])
+        r["block"] = seen.get(key, 0)
+        seen[key] = r["block"] + 1
+    return rows
+
+
+def by_seed(rows, run, mode, block=0):
+    """{Lvalid: {seed: ppl}} of one variant's rows of one eval block and mode (seed -1: not recorded)."""
+    out = {}
+    for r in rows:
+        if r["run"] == run and r["mode"] == mode and r["interp"] == "none" and r["block"] == block:
+            out.setdefault(int(r["Lvalid"]), {})[int(r.get("seed") or -1)] = float(r["ppl"])
+    return out
+
+
+def mean_sd(values, digits):
+    """'mean' for one value, 'mean ± sample standard deviation' for several."""
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{mean(values):.{digits}f} ± {stdev(values):.{digits}f}"
+
+
+def require_same_scored_tokens(rows, csv_path):
+    """Every encoder row of a scenario scores the same masked tokens at the same Lvalid, mode and block."""
+    counts = {}
+    for r in rows:
+        counts.setdefault((r["Lvalid"], r["mode"], r["stride"], r["block"]), set()).add(int(r["tokens_scored"]))
+    for (lvalid, mode, _, block), seen in counts.items():
+        if len(seen) > 1:
+            sys.exit(f"{csv_path}: eval block {block + 1}, Lvalid {lvalid} {mode}: rows score different token "
+                     f"counts {sorted(seen)}")
+
+
+def encoder_rows():
+    rows = with_blocks(load("encoder-variants-mini/results.csv"))
+    require_same_scored_tokens(rows, "encoder-variants-mini/results.csv")
+    return rows
+
+
 def encoder_variants():
-    rows = load("encoder-variants-mini/results.csv")
-    L, ns = l_train(rows), lengths(rows, "nonoverlap")
-    header = ["config", f"ppl({label(ns[0], L)})", f"{label(ns[-1], L)}/{label(ns[0], L)}",
+    rows = encoder_rows()
+    L = l_train(rows)
+    ns = sorted({int(r["Lvalid"]) for r in rows if r["mode"] == "nonoverlap" and r["block"] == 0})
+    header = ["config", f"ppl({label(ns[0], L)})", f"{label(ns[-1], L)}/{label(ns[0], L)}", "seeds",
               "seed roberta.base ppl"]
     body = []
     for name, run, paper in ENCODER_ROWS:
-        c = select(rows, run, "nonoverlap")
-        body.append([name, ppl(c, ns[0]), ratio(c, ns[-1], ns[0]), paper])
+        c = by_seed(rows, run, "nonoverlap")
+        short, long = c.get(ns[0], {}), c.get(ns[-1], {})
+        ratios = [long[s] / short[s] for s in short if s in long]
+        body.append([name, mean_sd(list(short.values()), 2), mean_sd(ratios, 3), str(len(short)), paper])
+    return table(header, body)
+
+
+def encoder_sliding():
+    """Non-overlapping vs sliding windows on the same tokens (the second eval block)."""
+    rows = encoder_rows()
+    L = l_train(rows)
+    ns = sorted({int(r["Lvalid"]) for r in rows if r["mode"] == "sliding"})
+    stride = strides(rows, "sliding")
+    header = ["config"] + [f"{m} ppl({label(n, L)})" for n in ns for m in ("non-overlapping", f"sliding s={stride[0]}")]
+    body = []
+    for name, run, _ in ENCODER_ROWS:
+        non, sliding = by_seed(rows, run, "nonoverlap", block=1), by_seed(rows, run, "sliding", block=0)
+        cells = []
+        for n in ns:
+            cells += [mean_sd(list(non.get(n, {}).values()), 2), mean_sd(list(sliding.get(n, {}).values()), 2)]
+        body.append([name] + cells)
     return table(header, body)
 
 
@@ -210,7 +276,31 @@ def distributed_scaling(csv_path):
                    f"{median(v) / base:.2f}x"] for n, v in sorted(by_ranks.items())])
 
 
+# methods-mini: every method, and rotary under each inference-time stretch (label, run, interp).
+METHODS_ROWS = [("none (NoPE)", "none", "none"), ("sinusoidal", "sinusoidal", "none"), ("rotary", "rotary", "none"),
+                ("rotary + linear (PI)", "rotary", "linear"), ("rotary + ntk", "rotary", "ntk"),
+                ("rotary + yarn", "rotary", "yarn"), ("T5", "t5", "none"), ("ALiBi", "alibi", "none"),
+                ("KERPLE-log", "kerple-log", "none"), ("FIRE", "fire", "none")]
+
+
+def methods(mode):
+    """Perplexity at every Lvalid and ppl(16L)/ppl(L) per method of methods-mini, one mode (and stride)."""
+    rows = load("methods-mini/results.csv")
+    L, ns = l_train(rows), lengths(rows, mode)
+    header = ["method"] + [f"ppl({label(n, L)})" for n in ns] + [f"{label(ns[-1], L)}/{label(ns[0], L)}"]
+    out = ""
+    for s in strides(rows, mode) if mode == "sliding" else [None]:
+        body = []
+        for name, run, interp in METHODS_ROWS:
+            c = select(rows, run, mode, interp, stride=s)
+            body.append([name] + [ppl(c, n) for n in ns] + [f"**{ratio(c, ns[-1], ns[0])}**"])
+        out += (f"Sliding window, stride {s}:\n\n" if s else "") + table(header, body)
+    return out
+
+
 TABLES = {
+    "methods-mini/nonoverlap": lambda: methods("nonoverlap"),
+    "methods-mini/sliding": lambda: methods("sliding"),
     "distributed/scaling": lambda: distributed_scaling("distributed_scaling_h100_host.csv"),
     "distributed/scaling-dev": lambda: distributed_scaling("distributed_scaling_dev_quiet.csv"),
     "paper-table2-mini/nonoverlap": paper_table2_nonoverlap,
@@ -218,6 +308,7 @@ TABLES = {
     "paper-table2-mini/sinusoidal-steps": paper_table2_sinusoidal_steps,
     "paper-sliding-mini/ratio": paper_sliding,
     "encoder-variants-mini/ratio": encoder_variants,
+    "encoder-variants-mini/sliding": encoder_sliding,
     "interp-mini/cost": interp_cost,
     "quickstart/eval": quickstart_eval,
 }

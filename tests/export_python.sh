@@ -37,6 +37,10 @@ check encoder-bialibi-clap --arch encoder --pos bialibi --head clap
 check encoder-alibi-onesided --arch encoder --pos alibi-onesided
 check encoder-alibi-learned --arch encoder --pos alibi-learned
 check encoder-t5 --arch encoder --pos t5
+check decoder-kerple-log --arch decoder --pos kerple-log
+check encoder-kerple-log --arch encoder --pos kerple-log
+check decoder-fire --arch decoder --pos fire
+check encoder-fire-roberta --arch encoder --pos fire --head roberta
 
 # One-line errors, non-zero exit, nothing written.
 if "$XTRAP" export "$work/no-such-run" "$work/x" 2>"$work/err"; then echo "export of a missing run succeeded"; status=1; fi

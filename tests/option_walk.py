@@ -110,8 +110,10 @@ TINY = {"--data": DATA, "--layers": "1", "--d-model": "16", "--heads": "2", "--f
         "--adaptive-softmax": "none", "--log-every": "1", "--warmup": "1", "--dropout": "0", "--no-progress": None}
 
 # Runs the eval / probe / plot / export cases read (trained once).
-DEC_RUN, ENC_RUN = f"{W}/dec", f"{W}/enc"
-for d, extra in ((DEC_RUN, {"--layers": "2"}), (ENC_RUN, {"--layers": "2", "--arch": "encoder"})):
+DEC_RUN, ENC_RUN, ROT_RUN, ALIBI3_RUN = f"{W}/dec", f"{W}/enc", f"{W}/rot", f"{W}/alibi3"
+for d, extra in ((DEC_RUN, {"--layers": "2"}), (ENC_RUN, {"--layers": "2", "--arch": "encoder"}),
+                 (ROT_RUN, {"--layers": "2", "--pos": "rotary"}),
+                 (ALIBI3_RUN, {"--layers": "2", "--heads": "3", "--d-model": "24"})):
     opts = dict(TINY, **extra, **{"--out": d})
     if extra.get("--arch") == "encoder":
         del opts["--adaptive-softmax"]
@@ -136,6 +138,14 @@ def do_eval(options, positional=(DEC_RUN,)):
     per = opts.get("--per-position")
     rc, _, err = run(argv("eval", list(positional), opts))
     return rc, err, (lambda: csv_fp(opts["--out"]) + (csv_fp(per) if per else []))
+
+
+def do_eval_rotary(options):  # yarn applies to rotary runs only
+    return do_eval(options, (ROT_RUN,))
+
+
+def do_eval_three_heads(options):  # --ntk-heads: the two rules differ only when H is not a power of 2
+    return do_eval(options, (ALIBI3_RUN,))
 
 
 def do_probe(options, positional=()):
@@ -200,6 +210,10 @@ TE = dict({k: v for k, v in TINY.items() if k != "--adaptive-softmax"}, **{"--ar
 CASES = [
     case("train", "--arch", "changes", do_train, T, {"--arch": "encoder", "--adaptive-softmax": "DEL"}),
     case("train", "--pos", "changes", do_train, T, {"--pos": "rotary"}),
+    case("train", "--pos", "changes", do_train, T, {"--pos": "kerple-log"}),
+    case("train", "--pos", "changes", do_train, T, {"--pos": "fire"}),
+    case("train", "--pos", "changes", do_train, TE, {"--pos": "kerple-log"}),
+    case("train", "--pos", "changes", do_train, TE, {"--pos": "fire"}),
     case("train", "--config", "changes", do_train, TE, {"--config": "baseline", "--arch": "DEL", "--pos": "DEL"}),
     case("train", "--config", "rejected", do_train, TE, {"--config": "baseline"}),
     case("train", "--head", "changes", do_train, TE, {"--head": "roberta"}),
@@ -269,7 +283,16 @@ CASES = [
     case("eval", "--interp", "changes", do_eval, EVAL, {"--interp": "linear"}),
     case("eval", "--scale", "changes", do_eval, with_(EVAL, **{"--interp": "ntk"}), {"--scale": "3"}),
     case("eval", "--scale", "rejected", do_eval, EVAL, {"--scale": "3"}),
+    case("eval", "--interp", "changes", do_eval_rotary, EVAL, {"--interp": "yarn"}),
+    case("eval", "--interp", "rejected", do_eval, EVAL, {"--interp": "yarn"}),
+    case("eval", "--scale", "changes", do_eval_rotary, with_(EVAL, **{"--interp": "yarn"}), {"--scale": "3"}),
+    case("eval", "--ntk-heads", "changes", do_eval_three_heads, with_(EVAL, **{"--interp": "ntk"}),
+         {"--ntk-heads": "leading-power-of-two"}),
+    case("eval", "--ntk-heads", "rejected", do_eval, with_(EVAL, **{"--interp": "linear"}),
+         {"--ntk-heads": "leading-power-of-two"}),
     case("eval", "--a0", "changes", do_eval, with_(EVAL, **{"--interp": "dynamic-ntk"}), {"--a0": "3"}),
+    case("eval", "--interp", "changes", do_eval_rotary, EVAL, {"--interp": "dynamic-yarn"}),
+    case("eval", "--a0", "changes", do_eval_rotary, with_(EVAL, **{"--interp": "dynamic-yarn"}), {"--a0": "3"}),
     case("eval", "--a0", "rejected", do_eval, EVAL, {"--a0": "3"}),
     case("eval", "--max-tokens", "changes", do_eval, EVAL, {"--max-tokens": "200"}),
     case("eval", "--batch", "same", do_eval, EVAL, {"--batch": "1"}, "windows per forward pass: speed and memory"),
@@ -292,7 +315,14 @@ CASES = [
     case("probe", "--arch", "changes", do_probe, with_(BIAS, **{"--dump-bias": "B"}), {"--arch": "decoder"}),
     case("probe", "--arch", "rejected", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--arch": "decoder"}),
     case("probe", "--pos", "changes", do_probe, with_(BIAS, **{"--dump-bias": "B"}), {"--pos": "alibi-offset"}),
+    case("probe", "--pos", "changes", do_probe, with_(BIAS, **{"--dump-bias": "B"}), {"--pos": "kerple-log"}),
+    case("probe", "--pos", "changes", do_probe, with_(BIAS, **{"--dump-bias": "B"}), {"--pos": "fire"}),
     case("probe", "--heads", "changes", do_probe, with_(BIAS, **{"--dump-bias": "B"}), {"--heads": "4"}),
+    case("probe", "--ntk-heads", "changes", do_probe,
+         with_(BIAS, **{"--dump-bias": "B", "--heads": "6", "--interp": "ntk", "--scale": "4"}),
+         {"--ntk-heads": "leading-power-of-two"}),
+    case("probe", "--ntk-heads", "rejected", do_probe, with_(BIAS, **{"--dump-bias": "B"}),
+         {"--ntk-heads": "leading-power-of-two"}),
     case("probe", "--dump-bias", "output", do_probe, BIAS, {"--dump-bias": f"{W}/named-bias.h5"},
          path=f"{W}/named-bias.h5"),
     case("probe", "--len", "changes", do_probe, with_(BIAS, **{"--dump-bias": "B"}), {"--len": "6"}),

@@ -25,6 +25,29 @@ fail() {
   exit 1
 }
 
+# expect_error NAME REGEX -- COMMAND...: exit status 1, exactly one stderr line matching REGEX
+# (the caller counts its cases in `cases`).
+expect_error() {
+  local name=$1 regex=$2
+  shift 3
+  "$@" > "$WORK/out" 2> "$WORK/err"
+  local rc=$?
+  [[ $rc -eq 1 ]] || fail "$name: exit status $rc (stderr: $(cat "$WORK/err"))"
+  [[ $(wc -l < "$WORK/err") -eq 1 ]] || fail "$name: expected one stderr line, got: $(cat "$WORK/err")"
+  grep -Eq "^xtrap: error: $regex" "$WORK/err" || fail "$name: unexpected message: $(cat "$WORK/err")"
+  printf '%-40s %s\n' "$name" "$(cat "$WORK/err")"
+  cases=$((cases + 1))
+}
+
+# wait_for_lines FILE N [TENTHS]: until FILE has N lines (at most TENTHS / 10 s, default 60 s).
+wait_for_lines() {
+  for _ in $(seq "${3:-600}"); do
+    [[ -f "$1" && $(wc -l < "$1") -ge $2 ]] && return 0
+    sleep 0.1
+  done
+  fail "$1 never reached $2 lines"
+}
+
 # no_temporaries DIR: xtrap's temporaries are named FILE.tmp.PID.
 no_temporaries() {
   local left

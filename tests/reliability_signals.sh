@@ -6,15 +6,6 @@
 source "$(dirname "$0")/reliability_lib.sh" "$@"
 make_corpus "$WORK/data" 3000 400 12
 
-# wait_for_lines FILE N: until FILE has N lines (at most ~60 s).
-wait_for_lines() {
-  for _ in $(seq 600); do
-    [[ -f "$1" && $(wc -l < "$1") -ge $2 ]] && return 0
-    sleep 0.1
-  done
-  fail "$1 never reached $2 lines"
-}
-
 # wait_for_file PATTERN: until a file matching the glob exists (at most ~60 s).
 wait_for_file() {
   for _ in $(seq 600); do

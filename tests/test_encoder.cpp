@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <numeric>
+#include <set>
 
 #include "data/masked_batch.h"
 #include "data/mlm_masking.h"
@@ -88,9 +89,8 @@ TEST_CASE("every seed configuration and ALiBi variant trains as an MLM encoder a
     REQUIRE(rows.size() == 3);
     CHECK(rows[0].tokensScored == rows[1].tokensScored);  // same masked tokens at every length
     CHECK(rows[1].tokensScored == rows[2].tokensScored);
-    // aligned blocks of L = 16 words (15 with <bos>): int(0.15 * n + u) per block
-    int64_t words = loadTrainedModel(run)->config.windowWords();
-    CHECK(rows[0].tokensScored == Approx(0.15 * 4000).margin(4000.0 / double(words)));
+    // aligned blocks of 64 tokens: int(0.15 * 64 + u) per block, 62.5 blocks
+    CHECK(rows[0].tokensScored == Approx(0.15 * 4000).margin(63));
     for (const auto& r : rows) CHECK(std::isfinite(r.ppl));
     // The slopes column: one list where past and future slopes are equal, both halves otherwise
     // (H = 4: standard slopes 1/4 1/16 1/64 1/256; one-sided halves are 2-head sets 1/16 1/256).
@@ -109,9 +109,8 @@ TEST_CASE("encoder sliding evaluation scores each masked token once") {
   EncoderScoreOptions opt;
   opt.Lvalid = 32;
   opt.mlm = model->config.mlmTokens(corpus.vocab);
-  auto nonOverlap = scoreEncoder(model, stream, opt);
-  auto expected = int64_t(alignedBlockSelection(opt.maskSeed, 0.15, 16, 3000, 0, 3000).size());
-  CHECK(nonOverlap.tokens == expected);
+  auto expected = scoreEncoder(model, stream, opt).tokens;
+  CHECK(expected == Approx(0.15 * 3000).margin(3000.0 / 64));  // int(0.15 * 64 + u) per 64 tokens
   for (int64_t stride : {1, 7, 16}) {
     opt.stride = stride;
     CHECK(scoreEncoder(model, stream, opt).tokens == expected);
@@ -148,7 +147,7 @@ TEST_CASE("bialibi: standard init and a <bos> by default, recorded in run.json; 
   opt.positionBuckets = 16;
   opt.mlm = model->config.mlmTokens(corpus.vocab);
   auto totals = scoreEncoder(model, stream, opt);
-  CHECK(totals.tokens == int64_t(alignedBlockSelection(opt.maskSeed, 0.15, 15, 1000, 0, 1000).size()));
+  CHECK(totals.tokens == Approx(0.15 * 1000).margin(1000.0 / 64));
   CHECK(totals.bucketTokens[0] == 0);  // window position 0 is <bos>: never scored
   for (int64_t L : {8, 40, 1000}) {
     opt.Lvalid = L;
@@ -165,4 +164,83 @@ TEST_CASE("run.json without a bos key loads as no <bos>") {
   ModelConfig back = j.get<ModelConfig>();
   CHECK_FALSE(back.usesBos());
   CHECK(back.alibiInit == "standard");
+}
+
+namespace {
+// The share of a window's words whose input differs from the text: <mask> or a random word.
+double corruptedShare(const torch::Tensor& inputs, const torch::Tensor& clean, int64_t row, int64_t shift) {
+  auto changed = inputs[row].slice(0, shift).ne(clean[row].slice(0, shift)).sum().item<int64_t>();
+  return double(changed) / double(inputs.size(1) - shift);
+}
+}  // namespace
+
+TEST_CASE("every encoder evaluation window is as corrupted as a training window, sliding or not") {
+  // Words 100..189; replacements 1..3, so a random replacement always differs from the text and
+  // the visible corruption of a selected token is <mask> (80%) or random (10%): 0.9 * 0.15.
+  std::vector<int32_t> stream(20000);
+  for (size_t i = 0; i < stream.size(); ++i) stream[i] = int32_t(100 + (i * 7919) % 90);
+  const double p = 0.15, expected = 0.9 * p;
+  for (int64_t bos : {int64_t(-1), int64_t(98)}) {
+    MlmTokens mlm{99, bos, {1, 2, 3}};
+    int64_t shift = mlm.bosColumns();
+    // Training: exactly int(p * n + u) of a window's n words, as fairseq selects them.
+    double trainingShare = 0;
+    for (int64_t b = 0; b < 200; ++b) {
+      std::vector<int64_t> starts{b * 97};
+      std::vector<std::vector<int64_t>> selected(1);
+      for (int64_t o : exactCountSelection(uint64_t(1000 + b), 128, p)) selected[0].push_back(starts[0] + o);
+      auto clean = gatherWindows(stream, starts, 128, bos);
+      trainingShare += corruptedShare(corruptSelected(clean, starts, selected, 5, mlm).inputs, clean, 0, shift) / 200;
+    }
+    CHECK(trainingShare == Approx(expected).margin(0.01));
+    for (int64_t Lvalid : {128, 256, 1024}) {
+      for (int64_t stride : {Lvalid, int64_t(64)}) {
+        INFO("<bos> " << bos << ", Lvalid " << Lvalid << ", stride " << stride);
+        EncoderScoreOptions opt;
+        opt.Lvalid = Lvalid;
+        opt.stride = stride;
+        opt.mlm = mlm;
+        EncoderWindowing w = encoderWindowing(int64_t(stream.size()), opt);
+        double meanShare = 0;
+        int64_t scored = 0;
+        for (size_t k = 0; k < w.windows.size(); ++k) {
+          MaskedBatch m = maskEncoderWindows(stream, w, {k}, opt);
+          auto clean = gatherWindows(stream, {w.windows[k].start}, w.windows[k].length, bos);
+          double share = corruptedShare(m.inputs, clean, 0, shift);
+          // One window: selection exact per 64-token block, then Binomial(0.9) per selected token.
+          double W = double(w.windows[k].length);
+          CHECK(std::abs(share - expected) * W <= 4 * std::sqrt(W * expected * (1 - expected)) + 10);
+          meanShare += share / double(w.windows.size());
+          scored += m.positions.size(0);
+          for (int64_t i = 0; i < m.positions.size(0); ++i)  // it scores only tokens it corrupted or kept
+            CHECK(m.targets[i].item<int64_t>() >= 100);
+        }
+        CHECK(meanShare == Approx(trainingShare).margin(0.01));
+        CHECK(scored == Approx(p * double(stream.size())).margin(double(stream.size()) / 64));
+      }
+    }
+  }
+}
+
+TEST_CASE("every encoder, with or without <bos>, is scored on the same masked tokens") {
+  const Corpus& corpus = test::shippedCorpus();
+  std::vector<int32_t> stream(corpus.valid.begin(), corpus.valid.begin() + 3000);
+  std::set<int64_t> counts;
+  for (const auto& method : test::everyMethod()) {
+    if (method.arch != "encoder") continue;
+    for (bool bos : {false, true}) {
+      INFO(method.pos << (bos ? " with <bos>" : ""));
+      auto cfg = test::tinyConfig(method.pos, "encoder");
+      cfg.bos = bos;
+      cfg.vocabSize = corpus.vocab.size() + cfg.specialTokens();
+      Transformer model(cfg);
+      for (int64_t Lvalid : {16, 64}) {
+        EncoderScoreOptions opt;
+        opt.Lvalid = Lvalid;
+        opt.mlm = model->config.mlmTokens(corpus.vocab);
+        counts.insert(scoreEncoder(model, stream, opt).tokens);
+      }
+    }
+  }
+  CHECK(counts.size() == 1);
 }

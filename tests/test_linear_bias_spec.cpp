@@ -1,5 +1,6 @@
 // ALiBi slopes and the LinearBiasSpec of every variant against hand-written values, the T5 bucket
 // function at chosen distances, and the interpolation transforms against their formulas.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
@@ -138,6 +139,42 @@ TEST_CASE("interpolation transforms") {
     std::vector<int> rankOfHead{1, 3, 5, 7, 8, 9, 10, 11, 0, 2, 4, 6};
     for (int h = 0; h < 12; ++h) CHECK(d[h] == Approx(std::pow(4.0, rankOfHead[h] / 11.0)));
   }
+  SECTION("NTK with --ntk-heads leading-power-of-two is keezen/ntk_alibi's code for H = 6 and 12") {
+    // keezen's build_alibi_tensor: P = 2^floor(log2 H), scale = a^(1/(H-1)),
+    // base = 2^(-2^-(log2 P - 3)) / scale, slopes = base^h * scale (h = 1..P), then
+    // 2^(-2^-(log2 2P - 3))^(1, 3, 5, ...) for the min(P, H - P) extra heads, unscaled.
+    for (int H : {6, 12}) {
+      for (double a : {2.0, 8.0}) {
+        INFO("H = " << H << ", a = " << a);
+        double P = std::pow(2.0, std::floor(std::log2(double(H)))), scale = std::pow(a, 1.0 / (H - 1));
+        double base = std::pow(2.0, -std::pow(2.0, -(std::log2(P) - 3))) / scale;
+        std::vector<double> keezen;
+        for (int h = 1; h <= int(P); ++h) keezen.push_back(std::pow(base, h) * scale);
+        double extraBase = std::pow(2.0, -std::pow(2.0, -(std::log2(2 * P) - 3)));
+        for (int k = 0; k < std::min(int(P), H - int(P)); ++k) keezen.push_back(std::pow(extraBase, 2 * k + 1));
+        REQUIRE(keezen.size() == size_t(H));
+        auto m = standardAlibiSlopes(H);
+        auto d = slopeDivisors(Interp::Ntk, a, m, NtkHeads::LeadingPowerOfTwo);
+        for (int h = 0; h < H; ++h) CHECK(m[h] / d[h] == Approx(keezen[h]).epsilon(1e-12));
+        // The default ranks all H slopes instead: the steepest (an extra head) is unchanged, the
+        // flattest divided by a, which keezen's rule never reaches.
+        auto ranked = slopeDivisors(Interp::Ntk, a, m);
+        CHECK(*std::max_element(ranked.begin(), ranked.end()) == Approx(a));
+        CHECK(*std::max_element(d.begin(), d.end()) < a);
+      }
+    }
+    // A causal spec's future direction has no heads: nothing to scale under either rule.
+    CHECK(slopeDivisors(Interp::Ntk, 4.0, {}, NtkHeads::LeadingPowerOfTwo).empty());
+    // For a power-of-2 H both rules are the same formula.
+    auto m16 = standardAlibiSlopes(16);
+    auto all = slopeDivisors(Interp::Ntk, 3.0, m16),
+         leading = slopeDivisors(Interp::Ntk, 3.0, m16, NtkHeads::LeadingPowerOfTwo);
+    for (int h = 0; h < 16; ++h) CHECK(all[h] == Approx(leading[h]));
+    CHECK(parseNtkHeads("leading-power-of-two") == NtkHeads::LeadingPowerOfTwo);
+    CHECK_THROWS_WITH(parseNtkHeads("keezen"), Catch::Contains("valid: all, leading-power-of-two"));
+    CHECK(interpLabel(Interp::Ntk, NtkHeads::LeadingPowerOfTwo) == "ntk/leading-power-of-two");
+    CHECK(interpLabel(Interp::Linear, NtkHeads::LeadingPowerOfTwo) == "linear");
+  }
   SECTION("linear and ntk: one fixed a for the sweep, the longest Lvalid / L_train unless --scale") {
     CHECK(staticInterpolationScale(3072, 512, 0) == 6.0);
     CHECK(staticInterpolationScale(3072, 512, 2.5) == 2.5);
@@ -190,10 +227,67 @@ TEST_CASE("interpolation transforms") {
     CHECK(d.future[1] == Approx(4.0));
   }
   SECTION("rotary: position interpolation and NTK-aware base") {
-    auto lin = rotaryInterpolation(Interp::Linear, 4.0, 10000.0, 16);
+    auto lin = rotaryInterpolation(Interp::Linear, 4.0, 10000.0, 16, 128);
     CHECK(lin.positionScale == 4.0);
     CHECK(lin.base == 10000.0);
-    auto ntk = rotaryInterpolation(Interp::Ntk, 4.0, 10000.0, 16);
+    CHECK(lin.frequencyFactors.empty());
+    auto ntk = rotaryInterpolation(Interp::Ntk, 4.0, 10000.0, 16, 128);
     CHECK(ntk.base == Approx(10000.0 * std::pow(4.0, 16.0 / 14.0)));
+  }
+}
+
+TEST_CASE("yarn: NTK-by-parts frequencies and temperature by the paper's formulas") {
+  // Peng et al. 2023, with D = 16, b = 10000, L = 128, s = 4: wavelength lambda_d = 2 pi b^(2d/D),
+  // r(d) = L / lambda_d, gamma(r) = 0 below alpha = 1, 1 above beta = 32, (r - alpha) / (beta - alpha)
+  // between; h(theta_d) = (1 - gamma) theta_d / s + gamma theta_d; sqrt(1/t) = 0.1 ln s + 1.
+  const double b = 10000.0, L = 128.0, s = 4.0, alpha = 1.0, beta = 32.0;
+  const int D = 16;
+  RotarySettings yarn = rotaryInterpolation(Interp::Yarn, s, b, D, 128);
+  REQUIRE(yarn.frequencyFactors.size() == size_t(D / 2));
+  CHECK(yarn.base == b);
+  CHECK(yarn.positionScale == 1.0);
+  for (int d = 0; d < D / 2; ++d) {
+    double theta = 1.0 / std::pow(b, 2.0 * d / D);
+    double r = L / (2.0 * M_PI * std::pow(b, 2.0 * d / D));
+    double gamma = r < alpha ? 0.0 : r > beta ? 1.0 : (r - alpha) / (beta - alpha);
+    double h = (1.0 - gamma) * theta / s + gamma * theta;
+    INFO("pair " << d << " r = " << r);
+    CHECK(yarn.frequencyFactors[size_t(d)] * theta == Approx(h).epsilon(1e-12));
+  }
+  // By hand: pair 0 turns 128 / 2pi = 20.37 times (gamma = 0.625), pairs 3.. less than once.
+  CHECK(yarn.frequencyFactors[0] == Approx(0.25 + 0.75 * (128.0 / (2 * M_PI) - 1.0) / 31.0));
+  CHECK(yarn.frequencyFactors[3] == Approx(0.25));
+  CHECK(yarn.frequencyFactors[7] == Approx(0.25));
+  CHECK(yarn.attentionFactor == Approx(1.0 + 0.1 * std::log(4.0)));  // 1.1386
+  SECTION("s = 1 changes nothing") {
+    RotarySettings none = rotaryInterpolation(Interp::Yarn, 1.0, b, D, 128);
+    for (double f : none.frequencyFactors) CHECK(f == Approx(1.0));
+    CHECK(none.attentionFactor == 1.0);
+  }
+  SECTION("a long training length keeps more pairs: r grows with L") {
+    RotarySettings longer = rotaryInterpolation(Interp::Yarn, s, b, D, 1 << 20);
+    CHECK(longer.frequencyFactors[0] == 1.0);  // r = 166886 > beta
+  }
+  CHECK(usesFixedScale(Interp::Yarn));
+  CHECK(parseInterp("yarn") == Interp::Yarn);
+  CHECK(interpName(Interp::Yarn) == "yarn");
+  SECTION("dynamic-yarn: the same formulas at a = max(a0 len / L_train, 1) of each window") {
+    InterpolationPlan plan = interpolationPlan(Interp::DynamicYarn, 4096, 128, 0, 1.0);
+    CHECK(plan.scaleFor(64) == 1.0);   // shorter than L_train: unchanged
+    CHECK(plan.scaleFor(512) == 4.0);  // 512 / 128
+    CHECK(interpolationPlan(Interp::DynamicYarn, 4096, 128, 0, 0.5).scaleFor(512) == 2.0);
+    RotarySettings dynamic = rotaryInterpolation(Interp::DynamicYarn, plan.scaleFor(512), b, D, 128);
+    for (int d = 0; d < D / 2; ++d) {
+      double theta = 1.0 / std::pow(b, 2.0 * d / D);
+      double r = L / (2.0 * M_PI * std::pow(b, 2.0 * d / D));
+      double gamma = r < alpha ? 0.0 : r > beta ? 1.0 : (r - alpha) / (beta - alpha);
+      CHECK(dynamic.frequencyFactors[size_t(d)] * theta == Approx((1.0 - gamma) * theta / 4.0 + gamma * theta));
+    }
+    CHECK(dynamic.attentionFactor == Approx(1.0 + 0.1 * std::log(4.0)));
+    CHECK_FALSE(usesFixedScale(Interp::DynamicYarn));
+    CHECK(isYarn(Interp::DynamicYarn));
+    CHECK(isDynamic(Interp::DynamicYarn));
+    CHECK(parseInterp("dynamic-yarn") == Interp::DynamicYarn);
+    CHECK(interpName(Interp::DynamicYarn) == "dynamic-yarn");
   }
 }

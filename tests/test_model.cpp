@@ -12,7 +12,7 @@ using namespace xtrap;
 using test::tinyConfig;
 
 TEST_CASE("decoder output at t does not change when tokens after t change, for every --pos") {
-  for (std::string pos : {"none", "sinusoidal", "learned", "rotary", "t5", "alibi"}) {
+  for (std::string pos : {"none", "sinusoidal", "learned", "rotary", "t5", "alibi", "kerple-log", "fire"}) {
     INFO("pos " << pos);
     Transformer model(tinyConfig(pos));
     model->eval();

@@ -1,10 +1,15 @@
 // Position modules against independent expectations: sinusoidal values, rotary's relative
 // property, the ALiBi family's bias blocks against LinearBiasSpec's formula (any block offset),
-// T5's bias against its bucket table, and finite-difference gradients of learned bias parameters.
+// T5's bias against its bucket table, KERPLE-log and FIRE against their papers' formulas (computed
+// here from the parameters, scalar by scalar), YaRN's rotation, and finite-difference gradients
+// of every learned bias parameter.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <functional>
 
 #include "model/linear_bias_spec.h"
+#include "model/position/fire_bias.h"
+#include "model/position/kerple_bias.h"
 #include "model/position/linear_bias.h"
 #include "model/position/rotary.h"
 #include "model/position/sinusoidal.h"
@@ -121,4 +126,143 @@ TEST_CASE("learned slopes and first-token bias: gradients match finite differenc
       CHECK(grad[k].item<double>() == Approx((up - down) / (2 * eps)).epsilon(1e-5).margin(1e-7));
     }
   }
+}
+
+namespace {
+// Central finite differences of `loss` against every element of every parameter of `bias`
+// (float64), compared with autograd's gradient.
+void checkGradients(AttentionBias& bias, const std::function<torch::Tensor()>& loss) {
+  for (auto& p : bias.parameters()) p.mutable_grad() = torch::Tensor();
+  loss().backward();
+  const double eps = 1e-6;
+  for (const auto& item : bias.named_parameters()) {
+    auto p = item.value();
+    auto grad = p.grad().clone();
+    auto flat = p.data().view({-1});
+    for (int64_t k = 0; k < p.numel(); ++k) {
+      torch::NoGradGuard g;
+      double orig = flat[k].item<double>();
+      flat[k] = orig + eps;
+      double up = loss().item<double>();
+      flat[k] = orig - eps;
+      double down = loss().item<double>();
+      flat[k] = orig;
+      INFO(item.key() << "[" << k << "]");
+      CHECK(grad.view({-1})[k].item<double>() == Approx((up - down) / (2 * eps)).epsilon(1e-5).margin(1e-7));
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("KERPLE-log bias: -r1 log(1 + r2 |i - j|) per head, any block") {
+  torch::manual_seed(2);
+  KerpleLogBias kerple(3);
+  auto r1 = kerple.r1(), r2 = kerple.r2();
+  // The paper's initialisation: r1 ~ U(0, 2), r2 ~ U(0, 1), at least 0.01.
+  CHECK(r1.min().item<double>() >= 0.01);
+  CHECK(r1.max().item<double>() <= 2.0);
+  CHECK(r2.max().item<double>() <= 1.0);
+  for (auto [q0, q1, k0, k1] : {std::array<int64_t, 4>{0, 6, 0, 6}, {4, 9, 1, 12}, {300, 302, 0, 310}}) {
+    auto block = kerple.block(q0, q1, k0, k1);
+    REQUIRE(block.sizes() == torch::IntArrayRef({3, q1 - q0, k1 - k0}));
+    for (int64_t h = 0; h < 3; ++h)
+      for (int64_t i = q0; i < q1; ++i)
+        for (int64_t j = k0; j < k1; ++j) {
+          double expected = -r1[h].item<double>() * std::log(1.0 + r2[h].item<double>() * std::abs(double(i - j)));
+          CHECK(block[h][i - q0][j - k0].item<double>() == Approx(expected).epsilon(1e-6).margin(1e-6));
+        }
+  }
+  SECTION("projection after a step: r1, r2 back to >= 0.01") {
+    {
+      torch::NoGradGuard g;
+      kerple.r1().fill_(-0.5);
+      kerple.r2()[0] = 0.001;
+    }
+    kerple.constrainParameters();
+    CHECK(kerple.r1().min().item<double>() == Approx(0.01));
+    CHECK(kerple.r2()[0].item<double>() == Approx(0.01));
+  }
+}
+
+TEST_CASE("KERPLE-log: gradients of r1 and r2 match finite differences") {
+  torch::manual_seed(4);
+  KerpleLogBias kerple(4);
+  kerple.to(torch::kFloat64);
+  auto weights = torch::randn({4, 5, 9}, torch::kFloat64);
+  checkGradients(kerple, [&] { return (kerple.block(3, 8, 0, 9) * weights).sum(); });
+}
+
+namespace {
+// FIRE's bias for one (head, query, key) straight from the paper's formula, with the MLP
+// evaluated weight by weight: f(psi(|i-j|) / psi(max(Lthr, i))), psi(x) = log(|c| x + 1).
+double fireByHand(FireBias& fire, int64_t h, int64_t i, int64_t j) {
+  auto p = fire.named_parameters();
+  double c = std::abs(p["c"].item<double>());
+  double threshold =
+      std::abs(p["threshold_multiplier"].item<double>() * fire.named_buffers()["threshold_init"].item<double>());
+  auto psi = [&](double x) { return std::log(c * x + 1.0); };
+  double u = psi(std::abs(double(i - j))) / (psi(std::max(threshold, double(i))) + FireBias::kEpsilon);
+  auto w1 = p["mlp_hidden.weight"], b1 = p["mlp_hidden.bias"], w2 = p["mlp_out.weight"], b2 = p["mlp_out.bias"];
+  double out = b2[h].item<double>();
+  for (int64_t k = 0; k < FireBias::kWidth; ++k)
+    out += w2[h][k].item<double>() * std::max(0.0, w1[k][0].item<double>() * u + b1[k].item<double>());
+  return out;
+}
+}  // namespace
+
+TEST_CASE("FIRE bias: the MLP of the progressively interpolated log distance, any block") {
+  torch::manual_seed(6);
+  FireBias fire(2, 5.0);  // threshold 5: queries 0..4 are normalised by psi(5), later ones by psi(i)
+  CHECK(fire.c().item<double>() == Approx(0.1));
+  CHECK(fire.threshold().item<double>() == Approx(5.0));
+  {
+    torch::NoGradGuard g;
+    fire.named_parameters()["c"].fill_(0.7);  // away from the initial values, so that each matters
+    fire.named_parameters()["threshold_multiplier"].fill_(1.3);
+  }
+  for (auto [q0, q1, k0, k1] : {std::array<int64_t, 4>{0, 10, 0, 10}, {4, 9, 2, 12}, {700, 702, 0, 710}}) {
+    auto block = fire.block(q0, q1, k0, k1);
+    REQUIRE(block.sizes() == torch::IntArrayRef({2, q1 - q0, k1 - k0}));
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t i = q0; i < q1; ++i)
+        for (int64_t j = k0; j < k1; ++j) {
+          INFO("h=" << h << " i=" << i << " j=" << j);
+          CHECK(block[h][i - q0][j - k0].item<double>() ==
+                Approx(fireByHand(fire, h, i, j)).epsilon(1e-5).margin(1e-6));
+        }
+  }
+  SECTION("progressive interpolation: a query past the threshold sees distances squeezed into [0, 1]") {
+    // The key at distance i from query i (key 0) gets f(1) whatever i > threshold is.
+    auto far = fire.block(700, 701, 0, 1), nearer = fire.block(50, 51, 0, 1);
+    CHECK((far - nearer).abs().max().item<double>() < 1e-5);
+  }
+}
+
+TEST_CASE("FIRE: gradients of the MLP, c and the threshold match finite differences") {
+  torch::manual_seed(8);
+  FireBias fire(3, 4.0);
+  fire.to(torch::kFloat64);
+  {
+    torch::NoGradGuard g;
+    fire.named_parameters()["threshold_multiplier"].fill_(1.1);  // threshold 4.4: no tie with a query position
+    fire.named_parameters()["c"].fill_(0.3);
+  }
+  auto weights = torch::randn({3, 8, 8}, torch::kFloat64);
+  // Queries 0..7 straddle the threshold: both branches of max(Lthr, i) carry a gradient.
+  checkGradients(fire, [&] { return (fire.block(0, 8, 0, 8) * weights).sum(); });
+}
+
+TEST_CASE("yarn rotation: pair d turns by position * theta_d * factor_d, scaled by the attention factor") {
+  torch::manual_seed(9);
+  const int64_t D = 8;
+  Rotary rot{D, 10000.0, 1.0, {0.25, 0.5, 0.75, 1.0}, 1.2};
+  auto x = torch::randn({1, 1, 5, D}, torch::kFloat64);
+  auto y = rot.apply(x, 3);  // positions 3..7
+  for (int64_t t = 0; t < 5; ++t)
+    for (int64_t d = 0; d < D / 2; ++d) {
+      double angle = double(3 + t) * std::pow(10000.0, -2.0 * double(d) / double(D)) * rot.frequencyFactors[size_t(d)];
+      double a = x[0][0][t][d].item<double>(), b = x[0][0][t][d + D / 2].item<double>();
+      CHECK(y[0][0][t][d].item<double>() == Approx(1.2 * (a * std::cos(angle) - b * std::sin(angle))));
+      CHECK(y[0][0][t][d + D / 2].item<double>() == Approx(1.2 * (b * std::cos(angle) + a * std::sin(angle))));
+    }
 }

@@ -36,7 +36,7 @@ void bf16Setup(TrainConfig& t) {
 }
 
 void checkTrainsAndEvaluatesInBf16(const std::string& arch) {
-  std::vector<std::string> methods{"none", "sinusoidal", "learned", "rotary", "t5", "alibi"};
+  std::vector<std::string> methods{"none", "sinusoidal", "learned", "rotary", "t5", "alibi", "kerple-log", "fire"};
   if (arch == "encoder")
     for (std::string pos : {"alibi-offset", "alibi-onesided", "alibi-learned", "bialibi"}) methods.push_back(pos);
   for (const auto& pos : methods) {

@@ -178,3 +178,39 @@ TEST_CASE("an interrupted dump leaves no file under the final name") {
   for (const auto& e : fs::directory_iterator(run.dir))
     CHECK(e.path().filename().string().find("bad.h5") == std::string::npos);
 }
+
+TEST_CASE("bias dump of KERPLE-log and FIRE: their parameters, and the matrix they give") {
+  auto file = fs::temp_directory_path() / "xtrap-test-bias-learned.h5";
+  {
+    auto cfg = test::tinyConfig("kerple-log", "decoder", 3);
+    cfg.dModel = 6;
+    Transformer model(cfg);
+    dumpBias(model, 9, file);
+    H5Read h5(file);
+    auto bias = h5.floats("bias"), r1 = h5.floats("r1"), r2 = h5.floats("r2");
+    REQUIRE(r1.numel() == 3);
+    for (int64_t h = 0; h < 3; ++h)
+      for (int64_t i = 0; i < 9; ++i)
+        for (int64_t j = 0; j < 9; ++j) {
+          double got = bias[h][i][j].item<double>();
+          if (j > i)
+            CHECK(std::isinf(got));  // the causal mask
+          else
+            CHECK(got ==
+                  Approx(-r1[h].item<double>() * std::log(1.0 + r2[h].item<double>() * double(i - j))).epsilon(1e-5));
+        }
+  }
+  {
+    auto cfg = test::tinyConfig("fire", "encoder", 2);
+    cfg.dModel = 4;
+    Transformer model(cfg);
+    dumpBias(model, 9, file);
+    H5Read h5(file);
+    CHECK(h5.floats("c")[0].item<double>() == Approx(0.1));
+    CHECK(h5.floats("threshold")[0].item<double>() == Approx(double(cfg.contextLength)));
+    torch::NoGradGuard g;
+    auto expected = model->attentionBias()->block(0, 9, 0, 9);
+    CHECK((h5.floats("bias") - expected).abs().max().item<double>() < 1e-6);
+  }
+  fs::remove(file);
+}

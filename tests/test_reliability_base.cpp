@@ -1,5 +1,8 @@
 // Torch-free reliability pieces: corpus text checks, the checkpoint container, the token cache
-// reader on damaged input, temporary-file hygiene and the interrupt flag.
+// reader on damaged input, temporary-file hygiene, the interrupt flag, and issue 27's run lock,
+// PNG check, data digest and address-space check.
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -10,10 +13,16 @@
 
 #include "data/text_checks.h"
 #include "data/token_cache.h"
+#include "data/wikitext.h"
 #include "error_of.h"
 #include "eval/lvalid_range.h"
 #include "run/checkpoint_file.h"
+#include "run/data_digest.h"
+#include "run/run_directory.h"
+#include "run/run_lock.h"
+#include "util/address_space.h"
 #include "util/atomic_file.h"
+#include "util/gnuplot.h"
 #include "util/interrupt.h"
 
 using namespace xtrap;
@@ -173,4 +182,118 @@ TEST_CASE("geometric --Lvalid ranges with a factor just above 1 are rejected, no
         "bad --Lvalid item '8..16777216*1.000000000001': more than 100000 lengths");
   CHECK(errorOf([] { parseLvalidRange("8\xC3\xA9"); }).rfind("bad --Lvalid item", 0) == 0);
   CHECK(parseLvalidRange("100..200*1.5") == std::vector<int64_t>{100, 150, 200});
+}
+
+TEST_CASE("one writer per run directory: a second lock names the holder, and is free once released",
+          "[reliability][issue27]") {
+  auto dir = freshDir("lock");
+  {
+    RunLock first(dir);
+    // flock conflicts between two open files even within one process, as between two processes.
+    CHECK(errorOf([&] { RunLock second(dir); }) == "run directory " + dir.string() + " is in use by process " +
+                                                       std::to_string(::getpid()) + " (one writer per run)");
+  }
+  CHECK_NOTHROW(RunLock(dir));
+  CHECK(errorOf([&] { RunLock missing(dir / "missing"); }) ==
+        "cannot lock run directory " + (dir / "missing").string() + ": No such file or directory");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("stale temporaries of one output, files or directories, go; live and other ones stay",
+          "[reliability][issue27]") {
+  auto dir = freshDir("stale-of");
+  std::string live = std::to_string(::getpid());
+  fs::create_directories(dir / "out.tmp.99999999");  // an export killed before its rename
+  std::ofstream(dir / "out.tmp.99999999" / "model.safetensors") << "x";
+  for (std::string name : {"a.png.tmp.99999999", "a.png.tmp.99999999.gp", "b.png.tmp.99999999"})
+    std::ofstream(dir / name) << "x";
+  std::ofstream(dir / ("a.png.tmp." + live)) << "x";
+  removeStaleTemporariesOf(dir / "out");
+  removeStaleTemporariesOf(dir / "a.png");
+  CHECK_FALSE(fs::exists(dir / "out.tmp.99999999"));
+  CHECK_FALSE(fs::exists(dir / "a.png.tmp.99999999"));
+  CHECK_FALSE(fs::exists(dir / "a.png.tmp.99999999.gp"));
+  CHECK(fs::exists(dir / ("a.png.tmp." + live)));  // this process's own
+  CHECK(fs::exists(dir / "b.png.tmp.99999999"));   // another output's
+  fs::remove_all(dir);
+}
+
+TEST_CASE("paths through a file are named as such", "[reliability][issue27]") {
+  auto dir = freshDir("through-file");
+  std::ofstream(dir / "f") << "x";
+  CHECK(fileOnPath(dir / "f" / "a" / "b") == dir / "f");
+  CHECK(fileOnPath(dir / "missing" / "a").empty());
+  CHECK(errorOf([&] { requireWritableDirectoryFor(dir / "f" / "e.csv"); }) ==
+        "cannot write " + (dir / "f" / "e.csv").string() + ": " + (dir / "f").string() + " is not a directory");
+  CHECK(errorOf([&] { makeRunDirectory(dir / "f" / "run"); }) == "cannot create run directory " +
+                                                                     (dir / "f" / "run").string() + ": " +
+                                                                     (dir / "f").string() + " is not a directory");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a PNG is complete only with its signature and its IEND chunk", "[reliability][issue27]") {
+  auto dir = freshDir("png");
+  // A 1x1 grey PNG: signature, IHDR, IDAT, IEND (length 0, type, CRC ae426082).
+  const unsigned char png[] = {0x89, 'P',  'N',  'G',  '\r', '\n', 0x1a, '\n', 0,    0,    0,    13,   'I',  'H',
+                               'D',  'R',  0,    0,    0,    1,    0,    0,    0,    1,    8,    0,    0,    0,
+                               0,    0x3a, 0x7e, 0x9b, 0x55, 0,    0,    0,    10,   'I',  'D',  'A',  'T',  0x78,
+                               0x9c, 0x63, 0x60, 0,    0,    0,    2,    0,    1,    0x73, 0x75, 0x01, 0x18, 0,
+                               0,    0,    0,    'I',  'E',  'N',  'D',  0xae, 0x42, 0x60, 0x82};
+  std::string bytes(reinterpret_cast<const char*>(png), sizeof(png));
+  writeTextAtomically(dir / "whole.png", bytes);
+  writeTextAtomically(dir / "torn.png", bytes.substr(0, bytes.size() - 5));
+  writeTextAtomically(dir / "empty.png", "");
+  CHECK(isCompletePng(dir / "whole.png"));
+  CHECK_FALSE(isCompletePng(dir / "torn.png"));
+  CHECK_FALSE(isCompletePng(dir / "empty.png"));
+  CHECK_FALSE(isCompletePng(dir / "missing.png"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("the data digest changes with any token and names both digests in its warning", "[reliability][issue27]") {
+  auto corpus = [](std::vector<int32_t> valid) {
+    Corpus c;
+    c.vocab = buildVocabulary("a b c\n");
+    c.train = {0, 1, 2, 3};
+    c.valid = std::move(valid);
+    c.test = {2};
+    return c;
+  };
+  std::string base = corpusDigest(corpus({0, 1}));
+  CHECK(base == corpusDigest(corpus({0, 1})));
+  CHECK(base != corpusDigest(corpus({1, 0})));
+  CHECK(base.size() == 8 + 16);
+  CHECK(base.rfind("fnv1a64:", 0) == 0);
+  // A token moved from one split to the next changes the split lengths, hence the digest.
+  Corpus moved = corpus({0});
+  moved.test = {1, 2};
+  CHECK(base != corpusDigest(moved));
+  CHECK(dataChangedWarning("r", "d", "", base).empty());  // a run from before the digest
+  CHECK(dataChangedWarning("r", "d", base, base).empty());
+  CHECK(dataChangedWarning("r", "d", "fnv1a64:0", base) ==
+        "the data in d changed since run r was trained (data digest fnv1a64:0 in run.json, " + base + " now)");
+}
+
+TEST_CASE("an address-space limit too small for the BLAS buffers is detected, not hung on", "[reliability][issue27]") {
+  // In a child: the limit cannot be raised again once lowered.
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    std::ifstream statm("/proc/self/statm");
+    long long pages = 0;
+    statm >> pages;
+    long long mapped = pages * ::sysconf(_SC_PAGESIZE);
+    struct rlimit limit {};
+    limit.rlim_cur = limit.rlim_max = rlim_t(mapped + kAddressSpaceReserveBytes + 3 * kBlasBufferBytes / 2);
+    if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(2);
+    bool oneFits = addressSpaceShortfall(1).empty();
+    std::string two = addressSpaceShortfall(2);
+    bool twoRefused = two.rfind("the address-space limit (ulimit -v) of ", 0) == 0 &&
+                      two.find("2 BLAS thread(s) need about") != std::string::npos;
+    _exit(oneFits && twoRefused ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }

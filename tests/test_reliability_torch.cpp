@@ -5,9 +5,11 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "error_of.h"
 #include "run/checkpoint.h"
+#include "run/checkpoint_file.h"
 #include "train/trainer.h"
 #include "util/atomic_file.h"
 
@@ -131,6 +133,52 @@ TEST_CASE("non-finite steps are skipped and counted, and --max-bad-steps stops t
     Transformer model(run.model);
     CHECK(loadCheckpoint(checkpointPath(run.dir), model, nullptr).step == 4);
     CHECK(logLines(run.dir).back()["bad_steps"] == 2);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a checkpoint is checked against the model run.json describes", "[reliability][issue27]") {
+  auto dir = tinyCorpus("belongs");
+  auto req = tinyRequest(dir, dir / "run");
+  req.model.vocabSize = 50;
+  fs::create_directories(dir / "run");
+  auto file = checkpointPath(dir / "run");
+  const std::string runJson = (dir / "run" / "run.json").string();
+  Transformer model(req.model);
+  saveCheckpoint(file, model, nullptr, TrainingState{});
+
+  SECTION("its stored configuration names the differing setting") {
+    ModelConfig rotary = req.model;
+    rotary.pos = "rotary";
+    Transformer other(rotary);
+    CHECK(errorOf([&] { loadCheckpoint(file, other, nullptr); }) ==
+          "checkpoint " + file.string() + " does not belong to " + runJson +
+              ": pos is \"alibi\" in the checkpoint, \"rotary\" in run.json");
+  }
+  SECTION("a checkpoint without a stored configuration still loads, with every shape checked") {
+    // The payload as xtrap wrote it before the configuration was stored: model and counters only.
+    auto writeOldFormat = [&](Transformer& m) {
+      torch::serialize::OutputArchive archive, modelArchive;
+      m->save(modelArchive);
+      archive.write("model", modelArchive);
+      archive.write("step", torch::tensor(int64_t(3)));
+      archive.write("tokens_seen", torch::tensor(int64_t(0)));
+      archive.write("bad_steps", torch::tensor(int64_t(0)));
+      archive.write("sampler_state", torch::empty({0}, torch::kUInt8));
+      std::ostringstream payload;
+      archive.save_to(payload);
+      writeTextAtomically(file, frameCheckpoint(payload.str()));
+    };
+    writeOldFormat(model);
+    Transformer same(req.model);
+    CHECK(loadCheckpoint(file, same, nullptr).step == 3);
+    ModelConfig wider = req.model;
+    wider.vocabSize = 60;  // every other tensor keeps its shape
+    Transformer other(wider);
+    std::string error = errorOf([&] { loadCheckpoint(file, other, nullptr); });
+    INFO(error);
+    CHECK(error.rfind("checkpoint " + file.string() + " does not belong to " + runJson + ": ", 0) == 0);
+    CHECK(error.find(" is [50, 16] in the checkpoint, [60, 16] for run.json's model") != std::string::npos);
   }
   fs::remove_all(dir);
 }

@@ -22,7 +22,7 @@ pos = "alibi"
 
 [[variant]]
 name = "sin-long"
-pos = "sinusoidal"
+pos = "rotary"
 steps = 30
 lr = 5e-4
 
@@ -54,7 +54,7 @@ TEST_CASE("scenario: train block, variant overrides, eval block") {
   CHECK(s.variants[0].model.pos == "alibi");
   CHECK(s.variants[0].model.contextLength == 64);
   CHECK(s.variants[0].train.steps == 10);
-  CHECK(s.variants[1].model.pos == "sinusoidal");
+  CHECK(s.variants[1].model.pos == "rotary");
   CHECK(s.variants[1].train.steps == 30);
   CHECK(s.variants[1].train.lr == Approx(5e-4));
   CHECK(s.variants[1].train.batchSequences == 4);
@@ -135,7 +135,7 @@ TEST_CASE("scenario: errors stay on one line when the text quoted has control ch
   CHECK(errorOf("[train]\nheads = f\n") == "test.toml:2:10: Error while parsing boolean: expected 'false', saw 'f\\n'");
   CHECK(errorOf("[train]\npos = \"a\\tb\"\n[[variant]]\nname = \"x\"\n[eval]\nlvalid = \"8\"\n") ==
         "test.toml:3:1: variant 'x': unknown position method 'a\\x09b' (valid: none, sinusoidal, learned, rotary, t5, "
-        "alibi, alibi-offset, alibi-onesided, alibi-learned, bialibi)");
+        "alibi, alibi-offset, alibi-onesided, alibi-learned, bialibi, kerple-log, fire)");
 }
 
 TEST_CASE("scenario: every shipped scenario parses") {
@@ -245,4 +245,76 @@ TEST_CASE("results table: rows = variants, columns = Lvalid, last/first ratio") 
   std::string two = formatMarkdownTable("x", {row("a", 64, 10, "none"), row("a", 64, 9, "linear")});
   CHECK(two.find("| a (none) | 10.00 |") != std::string::npos);
   CHECK(two.find("| a (linear) | 9.00 |") != std::string::npos);
+}
+
+TEST_CASE("results table: a variant run over several seeds shows mean ± sample standard deviation") {
+  auto row = [](std::string run, int64_t seed, int64_t Lvalid, double ppl) {
+    EvalRow r;
+    r.run = run, r.seed = seed, r.Lvalid = Lvalid, r.ppl = ppl;
+    return r;
+  };
+  // seeds 1..3 at 64: 100, 102, 104 -> mean 102, sd 2; at 128: 90, 102, 104 -> ratios 0.9, 1, 1
+  std::string t = formatMarkdownTable(
+      "x", {row("a", 1, 64, 100), row("a", 2, 64, 102), row("a", 3, 64, 104), row("a", 1, 128, 90),
+            row("a", 2, 128, 102), row("a", 3, 128, 104), row("b", 1, 64, 50), row("b", 1, 128, 60)});
+  CHECK(t.find("mean ± sample standard deviation") != std::string::npos);
+  // ratios: mean 2.9 / 3, sd = sqrt(((0.9 - 0.9667)^2 + 2 (0.0333)^2) / 2) = 0.0577
+  CHECK(t.find("| a | 102.00 ± 2.00 | 98.67 ± 7.57 | 0.967 ± 0.058 |") != std::string::npos);
+  CHECK(t.find("| b | 50.00 | 60.00 | 1.200 |") != std::string::npos);
+}
+
+TEST_CASE("scenario: seeds repeat a variant, each run with its seed as seed and init_seed") {
+  std::string text = kMinimal;
+  text.replace(text.find("batch = 4\n"), 10, "batch = 4\nseeds = [3, 1, 7]\n");
+  Scenario s = parse(text);
+  REQUIRE(s.variants.size() == 6);
+  CHECK(s.variants[0].name == "alibi");
+  CHECK(s.variants[0].train.seed == 3);
+  CHECK(s.variants[0].model.initSeed == 3);
+  CHECK(s.variants[2].label() == "alibi@seed7");
+  CHECK(s.variants[3].name == "sin-long");
+  CHECK(s.variants[3].train.steps == 30);
+  CHECK(s.select({"sin-long"}).size() == 3);
+  ScenarioVariant first = s.variants[0], second = s.variants[1];
+  first.train.device = second.train.device = "cpu";
+  CHECK(variantRunDir("runs", first) != variantRunDir("runs", second));  // each seed its own run
+  // a variant's own list replaces [train]'s
+  std::string own = kMinimal;
+  own.replace(own.find("lr = 5e-4\n"), 10, "lr = 5e-4\nseeds = [5]\n");
+  Scenario one = parse(own);
+  REQUIRE(one.variants.size() == 2);
+  CHECK_FALSE(one.variants[0].repeated);
+  CHECK(one.variants[1].label() == "sin-long@seed5");
+  std::string both = text;
+  both.replace(both.find("steps = 30\n"), 11, "steps = 30\nseed = 2\n");
+  CHECK_THAT(errorOf(both), Catch::Contains("seeds sets seed and init_seed"));
+  std::string dup = kMinimal;
+  dup.replace(dup.find("batch = 4\n"), 10, "batch = 4\nseeds = [1, 1]\n");
+  CHECK_THAT(errorOf(dup), Catch::Contains("test.toml:7:9: seeds: duplicate seed"));
+}
+
+TEST_CASE("scenario: ntk_heads only beside an ntk interpolation") {
+  std::string text = kMinimal;
+  text.replace(text.find("interps = [\"none\", \"linear\"]"), 28,
+               "interps = [\"ntk\"]\nntk_heads = \"leading-power-of-two\"\nvariants = [\"alibi\"]");
+  CHECK(parse(text).evals[0].ntkHeads == NtkHeads::LeadingPowerOfTwo);
+  std::string rotary = text;  // the rotary variant has no slopes
+  rotary.replace(rotary.find("variants = [\"alibi\"]"), 20, "variants = [\"sin-long\"]");
+  CHECK_THAT(errorOf(rotary), Catch::Contains("ntk_heads applies to ALiBi-family slopes, not rotary"));
+  std::string wrong = kMinimal;
+  wrong.replace(wrong.find("max_tokens"), 10, "ntk_heads = \"leading-power-of-two\"\nmax_tokens");
+  CHECK_THAT(errorOf(wrong), Catch::Contains("ntk_heads applies to interps ntk and dynamic-ntk"));
+  std::string bad = text;
+  bad.replace(bad.find("leading-power-of-two"), 20, "keezen");
+  CHECK_THAT(errorOf(bad), Catch::Contains("valid: all, leading-power-of-two"));
+}
+
+TEST_CASE("scenario: a variant that cannot be evaluated as asked fails while parsing") {
+  std::string learned = kMinimal;
+  learned.replace(learned.find("pos = \"rotary\""), 14, "pos = \"learned\"\nmax_positions = 128");
+  CHECK_THAT(errorOf(learned), Catch::Contains("[eval] variant 'sin-long': lvalid 256 exceeds its learned position "
+                                               "table of 128 rows (set max_positions)"));
+  std::string t5 = kMinimal;
+  t5.replace(t5.find("pos = \"rotary\""), 14, "pos = \"t5\"");
+  CHECK_THAT(errorOf(t5), Catch::Contains("variant 'sin-long': interps linear applies to ALiBi-family and rotary"));
 }

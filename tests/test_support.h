@@ -80,10 +80,10 @@ struct Method {
 };
 inline std::vector<Method> everyMethod() {
   std::vector<Method> methods;
-  for (std::string pos : {"none", "sinusoidal", "learned", "rotary", "t5", "alibi"})
+  for (std::string pos : {"none", "sinusoidal", "learned", "rotary", "t5", "alibi", "kerple-log", "fire"})
     methods.push_back({pos, "decoder"});
   for (std::string pos : {"none", "sinusoidal", "learned", "rotary", "t5", "alibi", "alibi-offset", "alibi-onesided",
-                          "alibi-learned", "bialibi"})
+                          "alibi-learned", "bialibi", "kerple-log", "fire"})
     methods.push_back({pos, "encoder"});
   return methods;
 }

@@ -41,7 +41,7 @@ EvalRequest quickEval(const RunInfo& run, std::vector<int64_t> lvalids) {
 }  // namespace
 
 TEST_CASE("every decoder position method trains (loss falls) and evaluates at Lvalid > L") {
-  for (std::string pos : {"none", "sinusoidal", "learned", "rotary", "t5", "alibi"}) {
+  for (std::string pos : {"none", "sinusoidal", "learned", "rotary", "t5", "alibi", "kerple-log", "fire"}) {
     INFO("pos " << pos);
     RunInfo run = test::trainTiny("dec-" + pos, test::tinyConfig(pos), 40);
     auto losses = loggedLosses(run);

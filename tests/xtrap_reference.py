@@ -37,6 +37,22 @@ def linear_bias(p, T):
     return b
 
 
+def kerple_log_bias(p, T):
+    """KERPLE's logarithmic kernel, (H, T, T): -r1[h] log(1 + r2[h] |i - j|)."""
+    distance = (torch.arange(T).view(1, T) - torch.arange(T).view(T, 1)).abs().float()
+    r1, r2 = torch.tensor(p["r1"]).float().view(-1, 1, 1), torch.tensor(p["r2"]).float().view(-1, 1, 1)
+    return -r1 * torch.log(1 + r2 * distance)
+
+
+def fire_bias(p, w, T):
+    """FIRE, (H, T, T): MLP(psi(|i - j|) / psi(max(threshold, i))), psi(x) = log(|c| x + 1), the MLP 1 -> W -> H."""
+    i, j = torch.arange(T).float().view(T, 1), torch.arange(T).float().view(1, T)
+    psi = lambda x: torch.log(abs(p["c"]) * x + 1)
+    u = psi((i - j).abs()) / (psi(i.clamp(min=p["threshold"])) + p["epsilon"])
+    hidden = torch.relu(F.linear(u.unsqueeze(-1), w["fire_bias.mlp_hidden.weight"], w["fire_bias.mlp_hidden.bias"]))
+    return F.linear(hidden, w["fire_bias.mlp_out.weight"], w["fire_bias.mlp_out.bias"]).permute(2, 0, 1)
+
+
 def t5_bucket(rel, bidirectional, buckets, max_distance):  # Raffel et al.'s relative-position buckets
     offset, n = (buckets // 2 if rel > 0 else 0, abs(rel)) if bidirectional else (0, max(-rel, 0))
     buckets = buckets // 2 if bidirectional else buckets
@@ -69,6 +85,10 @@ class XtrapModel(torch.nn.Module):
             rel = [[t5_bucket(j - i, self.c["arch"] == "encoder", self.c["t5_buckets"], self.c["t5_max_distance"])
                     for j in range(T)] for i in range(T)]
             b = self.w["t5_bias.buckets.weight"][torch.tensor(rel)].permute(2, 0, 1)
+        elif pos == "kerple-log":
+            b = kerple_log_bias(self.p, T)
+        elif pos == "fire":
+            b = fire_bias(self.p, self.w, T)
         if self.c["arch"] == "decoder":
             b = b + torch.full((T, T), float("-inf")).triu(1)
         return b

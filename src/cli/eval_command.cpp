@@ -47,10 +47,19 @@ CommandAction addEvalCommand(CLI::App& cmd) {
   cmd.add_option("--data", req->dataDir, "WikiText-format directory (default: the run's training data)");
   cmd.add_option("--mode", *mode, "nonoverlap | sliding | both")->capture_default_str();
   cmd.add_option("--stride", req->stride, "sliding stride S >= 1 (default: L_train / 2)");
-  cmd.add_option("--interp", *interps, "comma list of none linear ntk dynamic-ntk")->capture_default_str();
-  cmd.add_option("--scale", req->scale,
-                 "linear / ntk: the fixed factor a >= 1 for the whole sweep (default: longest Lvalid / L_train)");
-  cmd.add_option("--a0", req->a0, "dynamic-ntk: a = max(a0 * len / L_train, 1) for a window of len tokens")
+  cmd.add_option("--interp", *interps,
+                 "comma list of none linear ntk dynamic-ntk yarn dynamic-yarn (yarn: rotary only)")
+      ->capture_default_str();
+  cmd.add_option(
+      "--scale", req->scale,
+      "linear / ntk / yarn: the fixed factor a >= 1 for the whole sweep (default: longest Lvalid / L_train)");
+  auto ntkHeads = std::make_shared<std::string>("all");
+  cmd.add_option("--ntk-heads", *ntkHeads,
+                 "ALiBi ntk / dynamic-ntk: all (rank every slope) | leading-power-of-two (scale only the first "
+                 "2^floor(log2 H) heads, as keezen/ntk_alibi's code)")
+      ->capture_default_str();
+  cmd.add_option("--a0", req->a0,
+                 "dynamic-ntk / dynamic-yarn: a = max(a0 * len / L_train, 1) for a window of len tokens")
       ->capture_default_str();
   cmd.add_option("--max-tokens", req->maxTokens, "score only the first N tokens of the split (0 = all)")
       ->capture_default_str();
@@ -77,8 +86,11 @@ CommandAction addEvalCommand(CLI::App& cmd) {
       return std::find(interpNames.begin(), interpNames.end(), name) != interpNames.end();
     };
     rejectUnless(cmd, {"--stride"}, *mode != "nonoverlap", "applies to --mode sliding or both");
-    rejectUnless(cmd, {"--scale"}, asked("linear") || asked("ntk"), "applies to --interp linear and ntk");
-    rejectUnless(cmd, {"--a0"}, asked("dynamic-ntk"), "applies to --interp dynamic-ntk");
+    rejectUnless(cmd, {"--scale"}, asked("linear") || asked("ntk") || asked("yarn"),
+                 "applies to --interp linear, ntk and yarn");
+    rejectUnless(cmd, {"--a0"}, asked("dynamic-ntk") || asked("dynamic-yarn"),
+                 "applies to --interp dynamic-ntk and dynamic-yarn");
+    rejectUnless(cmd, {"--ntk-heads"}, asked("ntk") || asked("dynamic-ntk"), "applies to --interp ntk and dynamic-ntk");
     rejectUnless(cmd, {"--buckets"}, !perPosition->empty(), "applies with --per-position");
     if (cmd.count("--scale") && !(req->scale >= 1)) throw std::invalid_argument("--scale must be >= 1");
     if (!(req->a0 > 0)) throw std::invalid_argument("--a0 must be > 0");
@@ -86,6 +98,7 @@ CommandAction addEvalCommand(CLI::App& cmd) {
     if (*nproc != 1 && !insideDistributedJob()) return launchLocalRanks(*nproc);
     bool root = distEnvFromEnvironment().rank == 0;  // rank 0 alone prints and writes
     EvalRequest r = *req;
+    r.ntkHeads = parseNtkHeads(*ntkHeads);
     r.progress = !*noProgress && root;
     if (runs->empty()) runs->push_back(latestRunDir(kRunsRoot).string());
     for (const auto& run : *runs) r.runs.emplace_back(run);

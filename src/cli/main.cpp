@@ -1,11 +1,25 @@
 // xtrap: train short, test long. A thin front end over the xtrap library.
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <string>
 
 #include "cli/commands.h"
+#include "util/address_space.h"
 #include "util/interrupt.h"
 #include "util/omp_wait_policy.h"
+
+// Runs before any library's initialiser, OpenBLAS's included, which would otherwise hang under a
+// too small ulimit -v (util/address_space.h).
+extern "C" void xtrapCheckAddressSpace(int, char**, char** envp) {
+  std::string shortfall = xtrap::addressSpaceShortfall(xtrap::startupBlasThreads(envp));
+  if (shortfall.empty()) return;
+  std::fprintf(stderr, "xtrap: error: %s\n", shortfall.c_str());
+  _exit(1);
+}
+__attribute__((section(".preinit_array"),
+               used)) static void (*const kCheckAddressSpace)(int, char**, char**) = xtrapCheckAddressSpace;
 
 int main(int argc, char** argv) {
   xtrap::reexecWithPassiveOmpWait(argv);
@@ -43,7 +57,7 @@ int main(int argc, char** argv) {
     for (auto& [sub, action] : commands)
       if (sub->parsed()) action();
   } catch (const xtrap::Interrupted& e) {
-    std::fprintf(stderr, "xtrap: %s\n", e.what());
+    if (*e.what() != '\0') std::fprintf(stderr, "xtrap: %s\n", e.what());  // empty: a rank said it
     return e.exitCode();
   } catch (const std::exception& e) {
     std::string what = e.what();

@@ -71,11 +71,15 @@ CommandAction addProbeCommand(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--split", req->split, "valid | test")->capture_default_str();
   cmd.add_option("--layers", *layers, "layers to dump maps for (all or 0,2)")->capture_default_str();
-  cmd.add_option("--interp", *interp,
-                 "none linear ntk dynamic-ntk (--dump-bias: at --len; --dump-attn / --plot: at --Lvalid)")
+  cmd.add_option(
+         "--interp", *interp,
+         "none linear ntk dynamic-ntk yarn dynamic-yarn (--dump-bias: at --len; --dump-attn / --plot: at --Lvalid)")
       ->capture_default_str();
   cmd.add_option("--scale", req->scale,
-                 "linear / ntk factor a >= 1 (default: window length / L_train; a fresh spec needs it)");
+                 "linear / ntk / yarn factor a >= 1 (default: window length / L_train; a fresh spec needs it)");
+  auto ntkHeads = std::make_shared<std::string>("all");
+  cmd.add_option("--ntk-heads", *ntkHeads, "ntk / dynamic-ntk of ALiBi slopes: all | leading-power-of-two (see eval)")
+      ->capture_default_str();
   cmd.add_option("--store-dtype", *storeDtype, "float16 | float32: the type the maps are stored in")
       ->capture_default_str();
   cmd.add_flag("--stats-only", req->statsOnly, "statistics only, no maps");
@@ -118,9 +122,11 @@ CommandAction addProbeCommand(CLI::App& cmd) {
     rejectUnless(cmd, {"--heads"}, freshSpec || (attn && !req->statsOnly) || plot,
                  "is a fresh spec's head count or the --dump-attn / --plot heads");
     Interp interpolation = parseInterp(*interp);
-    rejectUnless(cmd, {"--scale"}, interpolation == Interp::Linear || interpolation == Interp::Ntk,
-                 "applies to --interp linear and ntk only");
+    rejectUnless(cmd, {"--scale"}, usesFixedScale(interpolation), "applies to --interp linear, ntk and yarn only");
     if (cmd.count("--scale") && req->scale < 1) throw std::invalid_argument("--scale must be >= 1");
+    rejectUnless(cmd, {"--ntk-heads"}, interpolation == Interp::Ntk || interpolation == Interp::DynamicNtk,
+                 "applies to --interp ntk and dynamic-ntk only");
+    req->ntkHeads = parseNtkHeads(*ntkHeads);
     if (runs->size() > 1 && (!biasFile->empty() || !attnFile->empty()))
       throw std::invalid_argument("--dump-bias and --dump-attn take one run; only --plot takes several");
     for (const auto& file : {*biasFile, *attnFile, *plotFile})
@@ -150,8 +156,8 @@ CommandAction addProbeCommand(CLI::App& cmd) {
           throw std::invalid_argument("--heads: expected a number, got '" + *heads + "'");
         }
         if (c.heads < 1 || c.heads > 1024) throw std::invalid_argument("--heads must be in 1..1024");
-        if (interpolation == Interp::DynamicNtk)
-          throw std::invalid_argument("--interp dynamic-ntk needs a run's L_train; a fresh spec has none");
+        if (isDynamic(interpolation))
+          throw std::invalid_argument("--interp " + *interp + " needs a run's L_train; a fresh spec has none");
         if (interpolation != Interp::None && !cmd.count("--scale"))
           throw std::invalid_argument("--interp with a fresh spec needs --scale A (there is no L_train)");
         c.dModel = 2 * c.heads;  // only the position method matters here
@@ -169,8 +175,8 @@ CommandAction addProbeCommand(CLI::App& cmd) {
       if (interpolation != Interp::None && !model->linearBias())
         throw std::invalid_argument("--interp with --dump-bias applies to ALiBi-family methods, not --pos " +
                                     model->config.pos);
-      std::string used = applyInterpolation(model, interpolation, a);
-      dumpBias(model, *len, *biasFile, {interpName(interpolation), a, used});
+      std::string used = applyInterpolation(model, interpolation, a, req->ntkHeads);
+      dumpBias(model, *len, *biasFile, {interpLabel(interpolation, req->ntkHeads), a, used});
       if (*print) std::fputs(formatBiasMatrix(attentionBiasMatrix(model, std::min<int64_t>(*len, 16))).c_str(), stdout);
       if (interpolation != Interp::None)
         std::fprintf(stderr, "interp %s, a = %g: %s\n", interp->c_str(), a, used.c_str());

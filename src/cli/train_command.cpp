@@ -156,9 +156,7 @@ CommandAction addTrainCommand(CLI::App& cmd) {
       req.model.validate();
       req.train = *train;
       req.runDir = out->empty() ? freshRunDir(kRunsRoot, req.model) : std::filesystem::path(*out);
-      if (std::filesystem::exists(req.runDir / "run.json"))
-        throw std::invalid_argument("run directory " + req.runDir.string() +
-                                    " already holds a run (use --resume to continue it)");
+      requireNoRunIn(req.runDir);
     }
     RunInfo run = trainRun(req);
     if (dist.rank != 0) return;

@@ -17,7 +17,8 @@ torch::Tensor gatherWindows(const std::vector<int32_t>& stream, const std::vecto
 }
 
 MaskedBatch corruptSelected(const torch::Tensor& windows, const std::vector<int64_t>& starts,
-                            const std::vector<std::vector<int64_t>>& selected, uint64_t seed, const MlmTokens& tokens) {
+                            const std::vector<std::vector<int64_t>>& selected, uint64_t seed, const MlmTokens& tokens,
+                            const std::function<bool(size_t, int64_t)>& scores) {
   int64_t T = windows.size(1), shift = tokens.bosColumns();
   MaskedBatch m;
   m.inputs = windows.clone();
@@ -26,8 +27,10 @@ MaskedBatch corruptSelected(const torch::Tensor& windows, const std::vector<int6
   for (size_t b = 0; b < selected.size(); ++b) {
     for (int64_t p : selected[b]) {
       int64_t t = shift + p - starts[b];
-      positions.push_back(int64_t(b) * T + t);
-      targets.push_back(in[int64_t(b)][t]);
+      if (!scores || scores(b, p)) {
+        positions.push_back(int64_t(b) * T + t);
+        targets.push_back(in[int64_t(b)][t]);
+      }
       MaskChoice c = mlmCorruption(seed, p, tokens.replacementWords);
       if (c.action == MaskAction::Mask) in[int64_t(b)][t] = tokens.maskId;
       if (c.action == MaskAction::Random) in[int64_t(b)][t] = c.randomToken;

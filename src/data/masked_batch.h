@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "data/mlm_masking.h"
@@ -22,7 +23,11 @@ torch::Tensor gatherWindows(const std::vector<int32_t>& stream, const std::vecto
 
 // windows: from gatherWindows; starts[b]: stream position of row b's first word; selected[b]: the
 // selected stream positions of row b (sorted). Corruptions come from (seed, stream position).
+// Every selected position is corrupted; `scores(b, p)` says which of them row b scores (default:
+// all), so an evaluation window can be as corrupted as a training window while scoring only the
+// tokens it owns.
 MaskedBatch corruptSelected(const torch::Tensor& windows, const std::vector<int64_t>& starts,
-                            const std::vector<std::vector<int64_t>>& selected, uint64_t seed, const MlmTokens& tokens);
+                            const std::vector<std::vector<int64_t>>& selected, uint64_t seed, const MlmTokens& tokens,
+                            const std::function<bool(size_t, int64_t)>& scores = {});
 
 }  // namespace xtrap

@@ -3,9 +3,10 @@
 //  - Selection: of n candidate tokens exactly int(p*n + u) are selected, u ~ U[0, 1) (so the
 //    expected count is p*n), uniformly without replacement (fairseq's MaskTokensDataset).
 //      training: per sequence, n = its words (never <bos>), from (step seed, sequence index);
-//      evaluation: per aligned block of the stream, [k*B, min((k+1)*B, N)) with B = the words of
-//        a training window, from (seed, k). The masked set is then a function of (seed, absolute
-//        position) alone: every Lvalid and every stride scores the same tokens.
+//      evaluation: per aligned block of the stream, [k*B, min((k+1)*B, N)) with B = kEvalMaskBlock,
+//        from (seed, k). The masked set is then a function of (seed, absolute position) alone:
+//        every encoder (with or without <bos>, any L), every Lvalid and every stride scores the
+//        same tokens.
 //  - Corruption of a selected token, from (seed, absolute position): <mask> (80%), a random real
 //    word (10%: uniform over the data's words, never <unk>, <eos>, <mask>, <bos>), unchanged (10%).
 #include <cstdint>
@@ -28,6 +29,12 @@ struct MaskChoice {
   MaskAction action = MaskAction::Mask;
   int32_t randomToken = -1;  // for MaskAction::Random: one of the replacement words
 };
+
+// Evaluation masking: exact counts over aligned blocks of 64 stream tokens (fairseq's exact count
+// per sequence, at a granularity no model setting changes), from a fixed seed rather than the
+// run's training seed, so runs of different seeds are scored on the same tokens too.
+constexpr int64_t kEvalMaskBlock = 64;
+constexpr uint64_t kEvalMaskSeed = 1;
 
 // The sorted offsets in [0, n) selected among n tokens: int(maskProb * n + u) of them.
 std::vector<int64_t> exactCountSelection(uint64_t seed, int64_t n, double maskProb);

@@ -38,6 +38,8 @@ DistEnv distEnvFromEnvironment() {
   env.masterPort = intVariable("MASTER_PORT", 0, 1);
   if (env.masterPort == 0 || env.masterPort > 65535)
     throw std::invalid_argument("the torchrun environment needs MASTER_PORT in 1..65535");
+  for (const char* name : {"TORCHELASTIC_RUN_ID", "XTRAP_JOB_ID"})  // the later one wins
+    if (const char* id = std::getenv(name); id != nullptr && *id != '\0') env.jobId = id;
   const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
   env.agentStore = agent != nullptr && std::string(agent) == "True";
   return env;

@@ -17,6 +17,10 @@ struct DistEnv {
   int masterPort = 29500;
   bool agentStore = false;  // the launcher hosts the store; every rank is a client
   bool launched = false;    // the torchrun contract is present: a process group is made
+  // Names this job in the store's keys, so a rank that reaches another job's store (a reused
+  // MASTER_PORT) never joins that job: XTRAP_JOB_ID (set by --nproc), else torchrun's
+  // TORCHELASTIC_RUN_ID, else "default".
+  std::string jobId = "default";
   bool distributed() const { return world > 1; }
 };
 

@@ -1,11 +1,21 @@
 #include "dist/dist_group.h"
 
 #include <fmt/format.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
 #include <stdexcept>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "util/interrupt.h"
 #ifdef XTRAP_WITH_NCCL
 #include <c10/cuda/CUDAFunctions.h>
 
@@ -16,7 +26,27 @@ namespace xtrap {
 
 namespace {
 
+// Rank 0 hosting the store: a port already taken is named in one line here, before c10d would
+// log its failed binds to stderr line by line (a bind between this check and the store's still
+// fails, just more verbosely).
+void requirePortFree(const DistEnv& env) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));  // as TCPStore binds
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(env.masterPort));
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  bool taken = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 && errno == EADDRINUSE;
+  ::close(fd);
+  if (taken)
+    throw std::runtime_error(
+        fmt::format("port {} is already in use (another job or program listens there)", env.masterPort));
+}
+
 c10::intrusive_ptr<c10d::Store> connectStore(const DistEnv& env, bool server) {
+  if (server) requirePortFree(env);
   c10d::TCPStoreOptions options;
   options.port = static_cast<uint16_t>(env.masterPort);
   options.isServer = server;
@@ -38,40 +68,107 @@ std::string firstLine(const std::string& text) { return text.substr(0, text.find
 
 std::string heartbeatKey(int rank) { return fmt::format("heartbeat/{}", rank); }
 
+// What a rank says when a LibTorch background thread (the store's callback client) dies of an
+// exception, which would otherwise abort with "terminate called ...": e.g. when what listens at
+// MASTER_PORT is no store and closes the connection.
+char gJobDescription[160];
+[[noreturn]] void onBackgroundFailure() {
+  std::string what = "unknown error";
+  if (auto error = std::current_exception()) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      what = firstLine(e.what());
+    } catch (...) {
+    }
+  }
+  std::fprintf(stderr, "xtrap: error: %s: %s\n", gJobDescription, what.c_str());
+  std::_Exit(1);
+}
+
 }  // namespace
 
 DistGroup::DistGroup(const DistEnv& env, torch::Device device) : env_(env), device_(device) {
   if (!env_.launched) return;
   static int groupsMade = 0;  // the same sequence on every rank
-  std::string prefix = fmt::format("xtrap/group{}", groupsMade++);
-  try {
-    store_ = c10::make_intrusive<c10d::PrefixStore>(prefix, processStore(env_));
-    heartbeatStore_ = c10::make_intrusive<c10d::PrefixStore>(prefix, connectStore(env_, false));
-    if (device.is_cuda()) {
-#ifdef XTRAP_WITH_NCCL
-      c10::cuda::set_device(static_cast<c10::DeviceIndex>(env_.localRank));
-      auto options = c10d::ProcessGroupNCCL::Options::create();
-      options->timeout = kTimeout;
-      group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, env_.rank, env_.world, options);
-#else
-      throw std::runtime_error("this LibTorch has no NCCL: distributed CUDA runs are not available");
-#endif
-    } else {
-      auto options = c10d::ProcessGroupGloo::Options::create(kTimeout);
-      const char* iface = std::getenv("GLOO_SOCKET_IFNAME");
-      if (iface != nullptr && *iface != '\0')
-        options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(iface));
-      else if (isLoopback(env_.masterAddr))
-        options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-      else
-        options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-      group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env_.rank, env_.world, options);
+  // The job id keeps a rank that reached another job's store (a reused MASTER_PORT) out of it.
+  std::string prefix = fmt::format("xtrap/{}/group{}", env_.jobId, groupsMade++);
+  const std::string where = fmt::format("{}:{} (MASTER_PORT)", env_.masterAddr, env_.masterPort);
+  *fmt::format_to_n(gJobDescription, sizeof(gJobDescription) - 1, "rank {}: lost the job's store at {}", env_.rank,
+                    where)
+       .out = '\0';
+  std::set_terminate(onBackgroundFailure);
+  // Joining blocks inside LibTorch (connecting, the rendezvous), where no signal is seen; it runs
+  // on a helper thread so that this one can honour SIGINT/SIGTERM meanwhile (join() keeps the time limit).
+  std::exception_ptr error;
+  std::atomic<bool> joined{false};
+  std::thread joiner([&] {
+    try {
+      join(prefix);
+    } catch (...) {
+      error = std::current_exception();
     }
-  } catch (const c10::Error& e) {
-    throw std::runtime_error(fmt::format("rank {}: cannot join the job at {}:{}: {}", env_.rank, env_.masterAddr,
-                                         env_.masterPort, firstLine(e.what_without_backtrace())));
+    joined = true;
+  });
+  while (!joined) {
+    if (int signal = interruptSignal()) {
+      // Nothing is written yet, and the helper cannot be stopped: leave at once.
+      std::fprintf(stderr, "xtrap: interrupted by %s while rank %d was joining the job at %s\n",
+                   signalName(signal).c_str(), env_.rank, where.c_str());
+      std::_Exit(128 + signal);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  joiner.join();
+  if (error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const c10::Error& e) {
+      throw std::runtime_error(fmt::format("rank {}: cannot join the job at {}: {}", env_.rank, where,
+                                           firstLine(e.what_without_backtrace())));
+    } catch (const std::exception& e) {
+      throw std::runtime_error(
+          fmt::format("rank {}: cannot join the job at {}: {}", env_.rank, where, firstLine(e.what())));
+    }
   }
   heartbeat_ = std::thread([this] { heartbeatLoop(); });
+}
+
+void DistGroup::join(const std::string& prefix) {
+  store_ = c10::make_intrusive<c10d::PrefixStore>(prefix, processStore(env_));
+  heartbeatStore_ = c10::make_intrusive<c10d::PrefixStore>(prefix, connectStore(env_, false));
+  // Every rank of this job checks in before the rendezvous, which would otherwise wait for the
+  // whole timeout inside Gloo for a rank that never comes.
+  store_->add("arrived", 1);
+  auto deadline = std::chrono::steady_clock::now() + kTimeout;
+  for (int64_t arrived; (arrived = store_->add("arrived", 0)) < env_.world;) {
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error(
+          fmt::format("only {} of {} ranks of job '{}' arrived within {} s (is the port another "
+                      "job's, or did a rank fail to start?)",
+                      arrived, env_.world, env_.jobId, kTimeout.count()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (device_.is_cuda()) {
+#ifdef XTRAP_WITH_NCCL
+    c10::cuda::set_device(static_cast<c10::DeviceIndex>(env_.localRank));
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = kTimeout;
+    group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, env_.rank, env_.world, options);
+#else
+    throw std::runtime_error("this LibTorch has no NCCL: distributed CUDA runs are not available");
+#endif
+  } else {
+    auto options = c10d::ProcessGroupGloo::Options::create(kTimeout);
+    const char* iface = std::getenv("GLOO_SOCKET_IFNAME");
+    if (iface != nullptr && *iface != '\0')
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(iface));
+    else if (isLoopback(env_.masterAddr))
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    else
+      options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env_.rank, env_.world, options);
+  }
 }
 
 DistGroup::~DistGroup() {

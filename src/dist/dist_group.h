@@ -37,9 +37,10 @@ using CollectiveBackend = c10d::ProcessGroup;
 
 class DistGroup {
  public:
-  // Joins the job described by `env` (blocks until all ranks are there). Each group made in one
-  // process gets its own store prefix, so train and eval may each make one, in the same order on
-  // every rank.
+  // Joins the job described by `env` (blocks until all ranks are there, at most kTimeout; a
+  // SIGINT/SIGTERM meanwhile exits at once with one line, nothing being written yet). Each group
+  // made in one process gets its own store prefix (under the job id), so train and eval may each
+  // make one, in the same order on every rank.
   explicit DistGroup(const DistEnv& env = distEnvFromEnvironment(), torch::Device device = torch::kCPU);
   ~DistGroup();
   DistGroup(const DistGroup&) = delete;
@@ -64,6 +65,9 @@ class DistGroup {
   static constexpr std::chrono::seconds kTimeout{300};
 
  private:
+  // Connects to the store under `prefix`, waits for every rank (at most kTimeout) and makes the
+  // process group; runs on the constructor's helper thread.
+  void join(const std::string& prefix);
   [[noreturn]] void fail(const std::exception& error);
   void heartbeatLoop();
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,10 +66,18 @@ void launchLocalRanks(int nproc) {
   argv.push_back(nullptr);
 
   std::vector<pid_t> pids;
+  const pid_t launcher = getpid();
+  const std::string jobId = fmt::format("{}-{}", launcher, store.getPort());
   for (int rank = 0; rank < nproc; ++rank) {
     pid_t pid = fork();
     if (pid < 0) throw std::runtime_error(fmt::format("cannot start rank {}: {}", rank, std::strerror(errno)));
     if (pid == 0) {
+      // A rank never outlives its launcher (kill -9 of the launcher would otherwise leave it
+      // training and writing the run directory); the death signal survives exec. Its own process
+      // group keeps a terminal's Ctrl-C to the launcher, which passes it on exactly once.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != launcher) _exit(128 + SIGKILL);  // the launcher died before prctl
+      setpgid(0, 0);
       setenv("RANK", std::to_string(rank).c_str(), 1);
       setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
       setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
@@ -76,6 +85,7 @@ void launchLocalRanks(int nproc) {
       setenv("MASTER_ADDR", "127.0.0.1", 1);
       setenv("MASTER_PORT", std::to_string(store.getPort()).c_str(), 1);
       setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+      setenv("XTRAP_JOB_ID", jobId.c_str(), 1);
       execv("/proc/self/exe", argv.data());
       std::fprintf(stderr, "xtrap: error: cannot start rank %d: %s\n", rank, std::strerror(errno));
       _exit(127);
@@ -95,7 +105,10 @@ void launchLocalRanks(int nproc) {
       int rank = static_cast<int>(std::find(pids.begin(), pids.end(), pid) - pids.begin());
       pids[size_t(rank)] = 0;
       bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      if (!ok && !failure) {
+      // A rank that stopped for the signal passed on to it did what it was told.
+      bool stopped = forwarded != 0 && ((WIFEXITED(status) && WEXITSTATUS(status) == 128 + forwarded) ||
+                                        (WIFSIGNALED(status) && WTERMSIG(status) == forwarded));
+      if (!ok && !stopped && !failure) {
         failure = fmt::format("rank {} of {} {}", rank, nproc, describeStatus(status));
         failedAt = std::chrono::steady_clock::now();
       }
@@ -111,6 +124,9 @@ void launchLocalRanks(int nproc) {
         if (p > 0) kill(p, SIGKILL);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  // Stopped by a signal passed on to the ranks: rank 0 said where the run stands; exit as the
+  // signal says, without a second line.
+  if (forwarded != 0 && !failure) throw Interrupted(forwarded, "");
   if (failure) throw std::runtime_error(*failure);
 }
 

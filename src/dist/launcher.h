@@ -8,7 +8,9 @@ namespace xtrap {
 // True when this process is already a rank of a job (WORLD_SIZE is set): --nproc is then ignored.
 bool insideDistributedJob();
 
-// Starts the ranks and waits for all of them. SIGINT/SIGTERM received here are passed on. When a
+// Starts the ranks and waits for all of them. The ranks die with the launcher (parent-death
+// signal), even on kill -9. SIGINT/SIGTERM received here are passed on once; when the ranks stop
+// for it, Interrupted is thrown with no message (rank 0 printed where the run stands). When a
 // rank fails, the others get kLaunchGrace to notice and exit, then are killed; the first failure
 // is thrown as a one-line std::runtime_error naming the rank.
 void launchLocalRanks(int nproc);

@@ -3,53 +3,62 @@
 #include <map>
 #include <stdexcept>
 
-#include "data/masked_batch.h"
-#include "eval/windows.h"
 #include "util/interrupt.h"
 
 namespace xtrap {
+
+EncoderWindowing encoderWindowing(int64_t streamLength, const EncoderScoreOptions& opt) {
+  EncoderWindowing w;
+  w.words = opt.Lvalid - opt.mlm.bosColumns();  // a window of Lvalid positions: [<bos>] + words
+  if (w.words < 1) throw std::invalid_argument("--Lvalid must be >= 2 for an encoder with a <bos> token");
+  w.stride = std::min(opt.stride > 0 ? opt.stride : opt.Lvalid, w.words);
+  w.windows = encoderWindows(streamLength, w.words, w.stride);
+  return w;
+}
+
+MaskedBatch maskEncoderWindows(const std::vector<int32_t>& stream, const EncoderWindowing& w,
+                               const std::vector<size_t>& rows, const EncoderScoreOptions& opt) {
+  auto N = static_cast<int64_t>(stream.size());
+  int64_t T = w.windows[rows.front()].length;
+  std::vector<int64_t> starts;
+  std::vector<std::vector<int64_t>> selected;  // per window: every masked token inside it
+  for (size_t row : rows) {
+    int64_t s = w.windows[row].start;
+    starts.push_back(s);
+    selected.push_back(alignedBlockSelection(opt.maskSeed, opt.maskProb, kEvalMaskBlock, N, s, s + T));
+  }
+  bool overlapping = w.stride < w.words;
+  auto owns = [&](size_t b, int64_t p) { return !overlapping || bestEncoderWindow(w.windows, w.stride, p) == rows[b]; };
+  return corruptSelected(gatherWindows(stream, starts, T, opt.mlm.bosId), starts, selected, opt.maskSeed, opt.mlm,
+                         owns);
+}
 
 ScoreTotals scoreEncoder(Transformer& model, const std::vector<int32_t>& stream, const EncoderScoreOptions& opt,
                          const std::function<void(int64_t)>& onProgress) {
   torch::NoGradGuard noGrad;
   model->eval();
-  const ModelConfig& c = model->config;
   int64_t shift = opt.mlm.bosColumns();
-  int64_t words = opt.Lvalid - shift;  // a window of Lvalid positions: [<bos>] + words
-  if (words < 1) throw std::invalid_argument("--Lvalid must be >= 2 for an encoder with a <bos> token");
-  int64_t stride = std::min(opt.stride > 0 ? opt.stride : opt.Lvalid, words);
-  auto N = static_cast<int64_t>(stream.size());
-  auto windows = encoderWindows(N, words, stride);
+  EncoderWindowing w = encoderWindowing(static_cast<int64_t>(stream.size()), opt);
   std::map<int64_t, std::vector<size_t>> byLength;
-  for (size_t k = 0; k < windows.size(); ++k)
-    if (opt.shard.owns(k)) byLength[windows[k].length].push_back(k);
+  for (size_t k = 0; k < w.windows.size(); ++k)
+    if (opt.shard.owns(k)) byLength[w.windows[k].length].push_back(k);
 
   ScoreTotals totals(opt.positionBuckets);
   for (const auto& [T, group] : byLength) {
-    if (opt.prepareLength) opt.prepareLength(T);
+    // The model sees shift + T positions; dynamic interpolation and the rows' Lvalid count them
+    // the same way.
+    if (opt.prepareLength) opt.prepareLength(shift + T);
     for (size_t g = 0; g < group.size(); g += static_cast<size_t>(opt.batch)) {
       throwIfInterrupted();
-      size_t gEnd = std::min(group.size(), g + static_cast<size_t>(opt.batch));
-      std::vector<int64_t> starts;
-      std::vector<std::vector<int64_t>> selected;  // per window: its masked tokens scored here
-      std::vector<int64_t> positions;              // window position of every scored token
-      for (size_t w = g; w < gEnd; ++w) {
-        int64_t s = windows[group[w]].start;
-        starts.push_back(s);
-        selected.emplace_back();
-        // Aligned blocks of a training window's words: the masked set does not depend on Lvalid.
-        for (int64_t p : alignedBlockSelection(opt.maskSeed, opt.maskProb, c.windowWords(), N, s, s + T)) {
-          if (stride < words && bestEncoderWindow(windows, stride, p) != group[w]) continue;
-          selected.back().push_back(p);
-          positions.push_back(shift + p - s);
-        }
-      }
-      if (positions.empty()) continue;
-      MaskedBatch masked =
-          corruptSelected(gatherWindows(stream, starts, T, opt.mlm.bosId), starts, selected, opt.maskSeed, opt.mlm);
+      std::vector<size_t> rows(group.begin() + g, group.begin() + std::min(group.size(), g + size_t(opt.batch)));
+      MaskedBatch masked = maskEncoderWindows(stream, w, rows, opt);
+      if (masked.positions.numel() == 0) continue;
+      std::vector<int64_t> positions;  // window position of every scored token
+      auto flat = masked.positions.accessor<int64_t, 1>();
+      for (int64_t i = 0; i < flat.size(0); ++i) positions.push_back(flat[i] % (shift + T));
       auto feats = model->features(masked.inputs, {opt.queryBlock, nullptr});  // (B, shift + T, C)
-      auto rows = feats.reshape({-1, feats.size(2)}).index_select(0, masked.positions.to(feats.device()));
-      totals.add(chunkedTokenNll(model, rows, masked.targets), positions, opt.Lvalid);
+      auto scored = feats.reshape({-1, feats.size(2)}).index_select(0, masked.positions.to(feats.device()));
+      totals.add(chunkedTokenNll(model, scored, masked.targets), positions, opt.Lvalid);
       if (onProgress) onProgress(totals.tokens);
     }
   }

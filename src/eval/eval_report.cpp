@@ -46,18 +46,20 @@ void writeEvalRows(const std::filesystem::path& file, const std::vector<EvalRow>
                       {"tokens_per_s", r.tokensPerSecond},
                       {"flop_per_s", r.flopsPerSecond},
                       {"device", r.device},
-                      {"dtype", r.dtype}});
+                      {"dtype", r.dtype},
+                      {"seed", r.seed}});
     writeTextAtomically(file, list.dump(2) + "\n");
     return;
   }
   if (ext != ".csv") throw std::invalid_argument("--out must end in .csv or .json: " + file.string());
   std::string csv =
       "run,arch,pos,L_train,Lvalid,split,mode,stride,interp,scale,slopes,tokens_scored,nll,ppl,seconds,tokens_per_s,"
-      "flop_per_s,device,dtype\n";
+      "flop_per_s,device,dtype,seed\n";
   for (const auto& r : rows)
-    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},\"{}\",{},{:.6f},{:.4f},{:.3f},{:.1f},{:.4g},{},{}\n", r.run,
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},\"{}\",{},{:.6f},{:.4f},{:.3f},{:.1f},{:.4g},{},{},{}\n", r.run,
                        r.arch, r.pos, r.Ltrain, r.Lvalid, r.split, r.mode, r.stride, r.interp, r.scale, r.slopes,
-                       r.tokensScored, r.nll, r.ppl, r.seconds, r.tokensPerSecond, r.flopsPerSecond, r.device, r.dtype);
+                       r.tokensScored, r.nll, r.ppl, r.seconds, r.tokensPerSecond, r.flopsPerSecond, r.device, r.dtype,
+                       r.seed);
   writeTextAtomically(file, csv);
 }
 
@@ -121,6 +123,7 @@ std::vector<EvalRow> readCsvRows(const std::filesystem::path& file) {
     r.tokensPerSecond = number("tokens_per_s"), r.flopsPerSecond = number("flop_per_s");
     if (column.count("device")) r.device = text("device");
     if (column.count("dtype")) r.dtype = text("dtype");
+    if (column.count("seed")) r.seed = int64_t(number("seed"));
     rows.push_back(r);
   }
   return rows;
@@ -150,6 +153,7 @@ std::vector<EvalRow> readJsonRows(const std::filesystem::path& file) {
       r.flopsPerSecond = j.value("flop_per_s", 0.0);
       r.device = j.value("device", r.device);  // caches written before the columns: cpu, float32
       r.dtype = j.value("dtype", r.dtype);
+      r.seed = j.value("seed", r.seed);
       rows.push_back(r);
     }
   } catch (const nlohmann::json::exception& e) {

@@ -23,6 +23,7 @@ struct EvalRow {
   // Where and in what precision it was scored (files written before these columns: cpu, float32).
   std::string device = "cpu";
   std::string dtype = "float32";
+  int64_t seed = -1;  // the run's training seed (-1: a file written before the column)
 };
 
 std::string formatEvalTable(const std::vector<EvalRow>& rows);

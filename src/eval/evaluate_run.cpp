@@ -16,6 +16,7 @@
 #include "eval/windows.h"
 #include "model/flops.h"
 #include "run/checkpoint.h"
+#include "run/data_digest.h"
 #include "run/run_directory.h"
 #include "util/atomic_file.h"
 #include "util/execution_context.h"
@@ -57,6 +58,10 @@ ScoringRun loadScoringRun(const std::filesystem::path& dir, const EvalRequest& r
   if (vocab != s.info.model.vocabSize)
     throw std::runtime_error(fmt::format("vocabulary mismatch: run {} was trained with {} words, {} gives {}",
                                          dir.string(), s.info.model.vocabSize, dataDir, vocab));
+  if (req.dataDir.empty()) {  // another --data is a deliberate choice, not a change
+    std::string changed = dataChangedWarning(dir.string(), dataDir, s.info.dataDigest, corpusDigest(s.corpus));
+    if (!changed.empty()) std::fprintf(stderr, "xtrap: warning: %s\n", changed.c_str());
+  }
   s.model = loadTrainedModel(s.info, ctx);
   s.stream = s.corpus.split(req.split);
   if (req.maxTokens > 0 && req.maxTokens < static_cast<int64_t>(s.stream.size())) s.stream.resize(req.maxTokens);
@@ -87,7 +92,7 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
   int64_t stride = pass.mode == "nonoverlap" ? pass.Lvalid
                                              : std::clamp<int64_t>(req.stride > 0 ? req.stride : L / 2, 1, pass.Lvalid);
   auto prepareLength = [&](int64_t windowLength) {
-    applyInterpolation(run.model, pass.interp, pass.plan.scaleFor(windowLength));
+    applyInterpolation(run.model, pass.interp, pass.plan.scaleFor(windowLength), req.ntkHeads);
   };
 
   std::optional<ProgressBar> bar;
@@ -117,7 +122,6 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
   } else {
     EncoderScoreOptions opt;
     static_cast<WindowScoring&>(opt) = scoring;
-    opt.maskSeed = run.info.train.seed;
     opt.maskProb = run.info.train.maskProb;
     opt.mlm = m.mlmTokens(run.corpus.vocab);
     totals = scoreEncoder(run.model, run.stream, opt, progress);
@@ -136,7 +140,7 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
   r.split = req.split;
   r.mode = pass.mode;
   r.stride = stride;
-  r.interp = interpName(pass.interp);
+  r.interp = interpLabel(pass.interp, req.ntkHeads);
   r.scale = pass.scale;
   r.slopes = pass.slopes;
   r.tokensScored = totals.tokens;
@@ -147,6 +151,7 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
   r.flopsPerSecond = evalFlops(m, run.stream, pass.Lvalid, stride, totals.tokens) / std::max(seconds, 1e-9);
   r.device = ctx.deviceName();
   r.dtype = ctx.dtypeName();
+  r.seed = int64_t(run.info.train.seed);
   for (size_t b = 0; b < totals.bucketNll.size(); ++b) {
     PositionLossRow p;
     p.run = r.run;
@@ -172,6 +177,10 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
   for (const auto& mode : req.modes)
     if (mode != "nonoverlap" && mode != "sliding")
       throw std::invalid_argument("unknown --mode '" + mode + "' (valid: nonoverlap, sliding, both)");
+  bool anyNtk = std::any_of(req.interps.begin(), req.interps.end(),
+                            [](Interp i) { return i == Interp::Ntk || i == Interp::DynamicNtk; });
+  if (req.ntkHeads != NtkHeads::All && !anyNtk)
+    throw std::invalid_argument("--ntk-heads applies to --interp ntk and dynamic-ntk");
   DistGroup group(env, ctx.device);  // under torchrun / --nproc the ranks split every pass's windows
   int64_t maxLvalid = *std::max_element(req.lvalids.begin(), req.lvalids.end());
   std::vector<EvalRow> rows;
@@ -182,7 +191,8 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
       EvalPass pass;
       pass.interp = interp;
       pass.plan = interpolationPlan(interp, maxLvalid, L, req.scale, req.a0);
-      if (interp == Interp::Linear || interp == Interp::Ntk)
+      checkInterpolationApplies(run.model, interp, req.ntkHeads);  // before any line is printed
+      if (usesFixedScale(interp))
         std::fprintf(stderr, "%s interp=%s: fixed a = %.6g for the sweep (%s)\n", run.name.c_str(),
                      interpName(interp).c_str(), pass.plan.fixedScale,
                      req.scale > 0 ? "--scale"
@@ -195,14 +205,13 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
         // The row's scale and slopes are those of its full-length windows; dynamic-ntk gives a
         // shorter last window its own.
         pass.scale = pass.plan.scaleFor(Lvalid);
-        pass.slopes = applyInterpolation(run.model, interp, pass.scale);
+        pass.slopes = applyInterpolation(run.model, interp, pass.scale, req.ntkHeads);
         if (req.verbose && !pass.slopes.empty() && group.isRoot())
-          std::fprintf(stderr, "%s Lvalid=%lld interp=%s a=%.4g%s: %s\n", run.name.c_str(),
-                       static_cast<long long>(Lvalid), interpName(interp).c_str(), pass.scale,
-                       interp == Interp::DynamicNtk
-                           ? fmt::format(" (a = max({:g} * len / {}, 1) per window)", req.a0, L).c_str()
-                           : "",
-                       pass.slopes.c_str());
+          std::fprintf(
+              stderr, "%s Lvalid=%lld interp=%s a=%.4g%s: %s\n", run.name.c_str(), static_cast<long long>(Lvalid),
+              interpName(interp).c_str(), pass.scale,
+              isDynamic(interp) ? fmt::format(" (a = max({:g} * len / {}, 1) per window)", req.a0, L).c_str() : "",
+              pass.slopes.c_str());
         for (const auto& mode : req.modes) {
           pass.mode = mode;
           ScoredPass scored = scorePass(run, req, ctx, pass, group);

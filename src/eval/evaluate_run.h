@@ -18,9 +18,10 @@ struct EvalRequest {
   std::vector<std::string> modes{"nonoverlap"};  // nonoverlap | sliding
   int64_t stride = 0;                            // sliding stride; 0 = L_train / 2
   std::vector<Interp> interps{Interp::None};
-  double scale = 0;       // linear / ntk: fixed a; 0 = largest Lvalid / L_train (at least 1)
-  double a0 = 1.0;        // dynamic-ntk
-  int64_t maxTokens = 0;  // > 0: score only the first maxTokens tokens of the split
+  double scale = 0;                   // linear / ntk: fixed a; 0 = largest Lvalid / L_train (at least 1)
+  double a0 = 1.0;                    // dynamic-ntk
+  NtkHeads ntkHeads = NtkHeads::All;  // ntk / dynamic-ntk of ALiBi-family slopes
+  int64_t maxTokens = 0;              // > 0: score only the first maxTokens tokens of the split
   int64_t batch = 8;
   int64_t queryBlock = 256;
   int64_t positionBuckets = 0;  // > 0: fill `positionRows`

@@ -12,7 +12,10 @@ Interp parseInterp(const std::string& name) {
   if (name == "linear") return Interp::Linear;
   if (name == "ntk") return Interp::Ntk;
   if (name == "dynamic-ntk") return Interp::DynamicNtk;
-  throw std::invalid_argument("unknown --interp '" + name + "' (valid: none, linear, ntk, dynamic-ntk)");
+  if (name == "yarn") return Interp::Yarn;
+  if (name == "dynamic-yarn") return Interp::DynamicYarn;
+  throw std::invalid_argument("unknown --interp '" + name +
+                              "' (valid: none, linear, ntk, dynamic-ntk, yarn, dynamic-yarn)");
 }
 
 std::string interpName(Interp i) {
@@ -25,8 +28,33 @@ std::string interpName(Interp i) {
       return "ntk";
     case Interp::DynamicNtk:
       return "dynamic-ntk";
+    case Interp::Yarn:
+      return "yarn";
+    case Interp::DynamicYarn:
+      return "dynamic-yarn";
   }
   return "none";
+}
+
+bool isYarn(Interp interp) { return interp == Interp::Yarn || interp == Interp::DynamicYarn; }
+
+bool isDynamic(Interp interp) { return interp == Interp::DynamicNtk || interp == Interp::DynamicYarn; }
+
+bool usesFixedScale(Interp interp) {
+  return interp == Interp::Linear || interp == Interp::Ntk || interp == Interp::Yarn;
+}
+
+NtkHeads parseNtkHeads(const std::string& name) {
+  if (name == "all") return NtkHeads::All;
+  if (name == "leading-power-of-two") return NtkHeads::LeadingPowerOfTwo;
+  throw std::invalid_argument("unknown --ntk-heads '" + name + "' (valid: all, leading-power-of-two)");
+}
+
+std::string ntkHeadsName(NtkHeads heads) { return heads == NtkHeads::All ? "all" : "leading-power-of-two"; }
+
+std::string interpLabel(Interp interp, NtkHeads heads) {
+  bool ntk = interp == Interp::Ntk || interp == Interp::DynamicNtk;
+  return interpName(interp) + (ntk && heads != NtkHeads::All ? "/" + ntkHeadsName(heads) : "");
 }
 
 double staticInterpolationScale(int64_t maxLvalid, int64_t Ltrain, double fixedScale) {
@@ -38,6 +66,7 @@ double InterpolationPlan::scaleFor(int64_t windowLength) const {
     case Interp::None:
       return 1.0;
     case Interp::DynamicNtk:
+    case Interp::DynamicYarn:
       return std::max(a0 * double(windowLength) / double(Ltrain), 1.0);
     default:
       return std::max(fixedScale, 1.0);
@@ -48,12 +77,17 @@ InterpolationPlan interpolationPlan(Interp interp, int64_t maxLength, int64_t Lt
   return {interp, staticInterpolationScale(maxLength, Ltrain, fixedScale), a0, Ltrain};
 }
 
-std::vector<double> slopeDivisors(Interp interp, double a, const std::vector<double>& slopes) {
+std::vector<double> slopeDivisors(Interp interp, double a, const std::vector<double>& slopes, NtkHeads ntkHeads) {
   size_t n = slopes.size();
   std::vector<double> divisors(n, 1.0);
   if (interp == Interp::None) return divisors;
   if (interp == Interp::Linear) return std::vector<double>(n, a);
-  if (n == 1) return divisors;
+  if (n <= 1) return divisors;  // one slope is unchanged; a fully blocked direction has none
+  if (ntkHeads == NtkHeads::LeadingPowerOfTwo) {
+    size_t leading = size_t(1) << static_cast<size_t>(std::floor(std::log2(double(n))));
+    for (size_t h = 0; h < leading; ++h) divisors[h] = std::pow(a, double(h) / double(n - 1));
+    return divisors;
+  }
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return slopes[x] > slopes[y]; });
@@ -63,7 +97,7 @@ std::vector<double> slopeDivisors(Interp interp, double a, const std::vector<dou
 
 SlopeDivisors directionalSlopeDivisors(Interp interp, double a, const std::vector<double>& slopePast,
                                        const std::vector<double>& slopeFuture, const std::vector<bool>& blockPast,
-                                       const std::vector<bool>& blockFuture) {
+                                       const std::vector<bool>& blockFuture, NtkHeads ntkHeads) {
   // One direction: rank the unblocked heads' slopes among themselves.
   auto direction = [&](const std::vector<double>& slopes, const std::vector<bool>& blocked) {
     std::vector<size_t> heads;
@@ -71,19 +105,31 @@ SlopeDivisors directionalSlopeDivisors(Interp interp, double a, const std::vecto
     for (size_t h = 0; h < slopes.size(); ++h)
       if (!blocked[h]) heads.push_back(h), groupSlopes.push_back(slopes[h]);
     std::vector<double> divisors(slopes.size(), 1.0);
-    auto groupDivisors = slopeDivisors(interp, a, groupSlopes);
+    auto groupDivisors = slopeDivisors(interp, a, groupSlopes, ntkHeads);
     for (size_t k = 0; k < heads.size(); ++k) divisors[heads[k]] = groupDivisors[k];
     return divisors;
   };
   return {direction(slopePast, blockPast), direction(slopeFuture, blockFuture)};
 }
 
-RotarySettings rotaryInterpolation(Interp interp, double a, double base, int64_t headDim) {
+RotarySettings rotaryInterpolation(Interp interp, double a, double base, int64_t headDim, int64_t Ltrain) {
   switch (interp) {
     case Interp::None:
       return {base, 1.0};
     case Interp::Linear:
       return {base, a};
+    case Interp::Yarn:
+    case Interp::DynamicYarn: {
+      RotarySettings yarn{base, 1.0};
+      for (int64_t d = 0; d < headDim / 2; ++d) {
+        double theta = std::pow(base, -2.0 * double(d) / double(headDim));
+        double turns = double(Ltrain) * theta / (2.0 * M_PI);  // L_train / wavelength
+        double ramp = std::clamp((turns - kYarnAlpha) / (kYarnBeta - kYarnAlpha), 0.0, 1.0);
+        yarn.frequencyFactors.push_back((1.0 - ramp) / a + ramp);
+      }
+      yarn.attentionFactor = 0.1 * std::log(a) + 1.0;
+      return yarn;
+    }
     default:
       return {base * std::pow(a, double(headDim) / double(headDim - 2)), 1.0};
   }

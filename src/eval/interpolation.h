@@ -9,24 +9,50 @@
 //                each an H/2-head ALiBi and learned past/future slopes each a list of H. For a
 //                power-of-2 H with standard slopes this is exactly 2^(-8h/H) / a^((h-1)/(H-1)).
 //                n = 1: the single slope is unchanged.
-//   dynamic-ntk  ntk with a = max(a0 * len / L_train, 1), len the length of the window scored
+//                NtkHeads::LeadingPowerOfTwo instead reproduces keezen/ntk_alibi's code: per
+//                direction, of its n heads in head order only the first P = 2^floor(log2 n) are
+//                scaled, head h by a^((h-1)/(n-1)), and the interleaved extra heads keep their
+//                slopes (keezen marks this a todo). Both agree for power-of-2 n.
+//   dynamic-ntk  ntk with a = max(a0 * len / L_train, 1), len the positions of the window scored
+//                (with <bos>, counted)
 //  linear and ntk use one fixed a for a whole sweep: --scale, else the largest Lvalid of the
-//  sweep / L_train (keezen's NTK-ALiBi picks its factor before inference). Every a is clamped
+//  sweep / L_train (xtrap's choice; keezen's NTK-ALiBi sets a = inference length / pretraining
+//  length before inference, i.e. per evaluated length). Every a is clamped
 //  to >= 1: interpolation never makes slopes steeper.
 //  rotary: linear = position interpolation (positions / a); ntk and dynamic-ntk = NTK-aware base
-//  scaling (base * a^(D/(D-2)), D = head dim).
+//  scaling (base * a^(D/(D-2)), D = head dim); yarn (rotary only, fixed a like linear / ntk) =
+//  YaRN (Peng et al. 2023): NTK-by-parts frequencies plus an attention temperature:
+//   pair d's frequency theta_d = base^(-2d/D) becomes ((1 - g_d) / a + g_d) theta_d, with
+//   r_d = L_train * theta_d / (2 pi) (the number of turns the pair makes over the training
+//   length) and the ramp g_d = clamp((r_d - alpha) / (beta - alpha), 0, 1), alpha = 1, beta = 32:
+//   pairs that turn fewer than alpha times are interpolated (divided by a), those that turn more
+//   than beta times are left alone; q and k are multiplied by sqrt(1/t) = 0.1 ln(a) + 1.
+//   dynamic-yarn: yarn with a = max(a0 * len / L_train, 1) from each window's length, as
+//   dynamic-ntk (the paper's "Dynamic-YaRN").
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace xtrap {
 
-enum class Interp { None, Linear, Ntk, DynamicNtk };
+enum class Interp { None, Linear, Ntk, DynamicNtk, Yarn, DynamicYarn };
+bool isYarn(Interp interp);     // yarn or dynamic-yarn (rotary only)
+bool isDynamic(Interp interp);  // a from each window's length: dynamic-ntk, dynamic-yarn
+// Which heads ntk / dynamic-ntk rescale (see above).
+enum class NtkHeads { All, LeadingPowerOfTwo };
+NtkHeads parseNtkHeads(const std::string& name);  // throws listing valid names
+std::string ntkHeadsName(NtkHeads heads);
+// The interp column of a result row: the interpolation's name, "ntk/leading-power-of-two" (and
+// "dynamic-ntk/...") when the heads rule is not the default.
+std::string interpLabel(Interp interp, NtkHeads heads);
 
 Interp parseInterp(const std::string& name);  // throws listing valid names
 std::string interpName(Interp i);
 
-// The fixed a of linear / ntk over a sweep whose longest window is maxLvalid: fixedScale if > 0,
+// linear, ntk and yarn use one fixed a for a sweep (staticInterpolationScale); --scale sets it.
+bool usesFixedScale(Interp interp);
+
+// The fixed a of linear / ntk / yarn over a sweep whose longest window is maxLvalid: fixedScale if > 0,
 // else maxLvalid / L_train; clamped to >= 1.
 double staticInterpolationScale(int64_t maxLvalid, int64_t Ltrain, double fixedScale);
 
@@ -43,8 +69,10 @@ struct InterpolationPlan {
 // staticInterpolationScale(maxLength, Ltrain, fixedScale).
 InterpolationPlan interpolationPlan(Interp interp, int64_t maxLength, int64_t Ltrain, double fixedScale, double a0);
 
-// Per-head slope divisors of one direction's n slopes (ntk ranks them among themselves).
-std::vector<double> slopeDivisors(Interp interp, double a, const std::vector<double>& slopes);
+// Per-head slope divisors of one direction's n slopes, in head order (ntk ranks them among
+// themselves, or with LeadingPowerOfTwo takes them in head order).
+std::vector<double> slopeDivisors(Interp interp, double a, const std::vector<double>& slopes,
+                                  NtkHeads ntkHeads = NtkHeads::All);
 
 // Past and future divisors (H each) for heads with these slopes; a blocked direction is left
 // out of its direction's ranking (divisor 1).
@@ -53,12 +81,16 @@ struct SlopeDivisors {
 };
 SlopeDivisors directionalSlopeDivisors(Interp interp, double a, const std::vector<double>& slopePast,
                                        const std::vector<double>& slopeFuture, const std::vector<bool>& blockPast,
-                                       const std::vector<bool>& blockFuture);
+                                       const std::vector<bool>& blockFuture, NtkHeads ntkHeads = NtkHeads::All);
 
 struct RotarySettings {
   double base;
   double positionScale;
+  std::vector<double> frequencyFactors;  // yarn: (D/2) multipliers of the pairs' frequencies; empty = all 1
+  double attentionFactor = 1.0;          // yarn: q and k are multiplied by this (sqrt(1/t))
 };
-RotarySettings rotaryInterpolation(Interp interp, double a, double base, int64_t headDim);
+constexpr double kYarnAlpha = 1.0, kYarnBeta = 32.0;  // YaRN's documented ramp bounds (turns over L_train)
+// Ltrain: the length the model was trained at (yarn's ramp counts turns over it).
+RotarySettings rotaryInterpolation(Interp interp, double a, double base, int64_t headDim, int64_t Ltrain);
 
 }  // namespace xtrap

@@ -24,7 +24,9 @@ std::string positionColour(const std::string& pos) {
                                                              {"alibi-offset", "#ff7f0e"},
                                                              {"alibi-onesided", "#e377c2"},
                                                              {"alibi-learned", "#bcbd22"},
-                                                             {"bialibi", "#17becf"}};
+                                                             {"bialibi", "#17becf"},
+                                                             {"kerple-log", "#393b79"},
+                                                             {"fire", "#8c6d31"}};
   auto it = colours.find(pos);
   return it == colours.end() ? "#000000" : it->second;
 }
@@ -109,17 +111,24 @@ PerplexityScripts perplexityPlotScripts(const std::vector<EvalRow>& rows, const 
     panels.push_back({r.mode, {}});
     return panels.size() - 1;
   };
-  // (panel, series) -> Lvalid -> ppl
-  std::map<std::pair<size_t, size_t>, std::map<int64_t, double>> points;
+  // (panel, series) -> Lvalid -> seed -> ppl; a run of several seeds is drawn as their mean
+  std::map<std::pair<size_t, size_t>, std::map<int64_t, std::map<int64_t, double>>> bySeed;
   std::set<int64_t> trainLengths;
   int64_t xMin = rows.front().Lvalid, xMax = xMin;
   for (const auto& r : rows) {
     size_t p = panelIndex(r), s = seriesIndex(r);
     if (r.mode == "sliding") panels[p].strides.insert(r.stride);
-    points[{p, s}][r.Lvalid] = r.ppl;
+    bySeed[{p, s}][r.Lvalid][r.seed] = r.ppl;
     trainLengths.insert(r.Ltrain);
     xMin = std::min(xMin, r.Lvalid), xMax = std::max(xMax, r.Lvalid);
   }
+  std::map<std::pair<size_t, size_t>, std::map<int64_t, double>> points;  // (panel, series) -> Lvalid -> ppl
+  for (const auto& [key, line] : bySeed)
+    for (const auto& [x, seeds] : line) {
+      double sum = 0;
+      for (const auto& [seed, ppl] : seeds) sum += ppl;
+      points[key][x] = sum / double(seeds.size());
+    }
   // Non-overlapping first, as in the paper.
   std::vector<size_t> panelOrder(panels.size());
   for (size_t i = 0; i < panels.size(); ++i) panelOrder[i] = i;

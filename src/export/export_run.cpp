@@ -7,10 +7,13 @@
 
 #include "data/wikitext.h"
 #include "export/safetensors_writer.h"
+#include "model/position/fire_bias.h"
+#include "model/position/kerple_bias.h"
 #include "run/checkpoint.h"
 #include "run/run_directory.h"
 #include "util/atomic_file.h"
 #include "util/execution_context.h"
+#include "util/interrupt.h"
 
 namespace xtrap {
 
@@ -46,6 +49,15 @@ nlohmann::json positionDetails(Transformer& model) {
     j["first_token_bias"] =
         spec.hasFirstTokenBias ? nlohmann::json(toHostDoubles(lb->firstTokenBias())) : nlohmann::json();
   }
+  if (auto* kerple = dynamic_cast<KerpleLogBias*>(model->attentionBias())) {
+    j["r1"] = toHostDoubles(kerple->r1());  // bias -r1 log(1 + r2 |i-j|) per head
+    j["r2"] = toHostDoubles(kerple->r2());
+  }
+  if (auto* fire = dynamic_cast<FireBias*>(model->attentionBias())) {
+    j["c"] = toHostDoubles(fire->c())[0];  // psi(x) = log(|c| x + 1)
+    j["threshold"] = toHostDoubles(fire->threshold())[0];
+    j["epsilon"] = FireBias::kEpsilon;
+  }
   return j;
 }
 }  // namespace
@@ -62,10 +74,13 @@ void exportRun(const std::filesystem::path& runDir, const std::filesystem::path&
   if (static_cast<int64_t>(words.size()) != run.model.vocabSize)
     throw std::runtime_error(fmt::format("export: run {} was trained with {} words, {} gives {}", runDir.string(),
                                          run.model.vocabSize, run.train.dataDir, words.size()));
+  throwIfInterrupted();
   Transformer model = loadTrainedModel(run);
+  throwIfInterrupted();
 
   fs::path target = fs::absolute(outDir).lexically_normal();
   if (target.filename().empty()) target = target.parent_path();
+  removeStaleTemporariesOf(target);  // OUT.tmp.PID/ of an export killed before its rename
   fs::path tmp = temporarySibling(target);
   fs::create_directories(tmp);
   try {
@@ -94,6 +109,7 @@ void exportRun(const std::filesystem::path& runDir, const std::filesystem::path&
     std::string vocab;
     for (const auto& w : words) vocab += w + "\n";
     writeTextAtomically(tmp / "vocab.txt", vocab);
+    throwIfInterrupted();                        // the last moment a signal can stop the export without a trace
     if (fs::exists(target)) fs::remove(target);  // empty (checked above)
     fs::rename(tmp, target);
   } catch (...) {

@@ -6,6 +6,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "util/interrupt.h"
+
 namespace xtrap {
 
 namespace {
@@ -45,7 +47,10 @@ void writeSafetensors(std::ostream& out, const std::vector<SafetensorsEntry>& en
   text.append((8 - text.size() % 8) % 8, ' ');  // pad so the data starts 8-byte aligned
   writeLittleEndian64(out, text.size());
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  for (const auto& e : entries) out.write(static_cast<const char*>(e.data), static_cast<std::streamsize>(e.bytes));
+  for (const auto& e : entries) {
+    throwIfInterrupted();  // between tensors: a large export stops soon after SIGINT/SIGTERM
+    out.write(static_cast<const char*>(e.data), static_cast<std::streamsize>(e.bytes));
+  }
 }
 
 }  // namespace xtrap

@@ -19,7 +19,7 @@ enum class AttentionPath {
 enum class BiasKind {
   None,    // no bias provider (none, sinusoidal, learned, rotary)
   Linear,  // the ALiBi family (LinearBiasSpec)
-  Table,   // T5's learned bucket table
+  Table,   // another provider computed per block: T5's bucket table, KERPLE, FIRE
 };
 
 struct AttentionPlanInput {

@@ -16,6 +16,8 @@ const std::vector<std::pair<std::string, PositionMethod>>& table() {
       {"alibi-onesided", PositionMethod::AlibiOneSided},
       {"alibi-learned", PositionMethod::AlibiLearned},
       {"bialibi", PositionMethod::BiAlibi},
+      {"kerple-log", PositionMethod::KerpleLog},
+      {"fire", PositionMethod::Fire},
   };
   return t;
 }

@@ -16,6 +16,8 @@ enum class PositionMethod {
   AlibiOneSided,  // half the heads see only the past, half only the future
   AlibiLearned,   // learned past/future slopes (sigmoid-parameterised)
   BiAlibi,        // learned past/future slopes + learned first-token bias (LittleBird)
+  KerpleLog,      // KERPLE's logarithmic kernel -r1 log(1 + r2 |i-j|), r1, r2 learned per head
+  Fire,           // FIRE: a learned MLP of the log-transformed, progressively interpolated distance
 };
 
 PositionMethod parsePositionMethod(const std::string& name);  // throws listing valid names

@@ -4,6 +4,8 @@
 #include <stdexcept>
 
 #include "model/fast_dropout.h"
+#include "model/position/fire_bias.h"
+#include "model/position/kerple_bias.h"
 #include "model/position/sinusoidal.h"
 #include "model/position/t5_bias.h"
 #include "util/torch_compat.h"
@@ -44,6 +46,12 @@ TransformerImpl::TransformerImpl(ModelConfig c)
   } else if (pos == PositionMethod::T5) {
     bias_ = std::make_shared<T5Bias>(config.heads, config.t5Buckets, config.t5MaxDistance, !config.causal());
     register_module("t5_bias", bias_);
+  } else if (pos == PositionMethod::KerpleLog) {
+    bias_ = std::make_shared<KerpleLogBias>(config.heads);
+    register_module("kerple_bias", bias_);
+  } else if (pos == PositionMethod::Fire) {
+    bias_ = std::make_shared<FireBias>(config.heads, static_cast<double>(config.contextLength));
+    register_module("fire_bias", bias_);
   } else if (pos == PositionMethod::Rotary) {
     rotary_ = Rotary{C / config.heads, config.rotaryBase, 1.0};
   }
@@ -57,6 +65,10 @@ LinearBias* TransformerImpl::linearBias() const { return dynamic_cast<LinearBias
 
 BiasKind TransformerImpl::biasKind() const {
   return !bias_ ? BiasKind::None : linearBias() ? BiasKind::Linear : BiasKind::Table;
+}
+
+void TransformerImpl::constrainParameters() {
+  if (bias_) bias_->constrainParameters();
 }
 
 void TransformerImpl::place(const ExecutionContext& ctx) {

@@ -54,6 +54,9 @@ struct TransformerImpl : torch::nn::Module {
   // The attention path features() takes for a window of T tokens.
   AttentionPath attentionPath(int64_t T, const ForwardOptions& opt) const;
 
+  // After every optimizer step: constrained position parameters back into their domain.
+  void constrainParameters();
+
   LinearBias* linearBias() const;  // ALiBi family, else nullptr
   BiasKind biasKind() const;
   AttentionBias* attentionBias() const { return bias_.get(); }

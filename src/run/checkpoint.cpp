@@ -1,6 +1,10 @@
 #include "run/checkpoint.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <cstring>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
@@ -9,6 +13,7 @@
 #include "util/atomic_file.h"
 
 namespace xtrap {
+namespace fs = std::filesystem;
 namespace {
 
 torch::Tensor bytesToTensor(const std::string& s) {
@@ -21,6 +26,61 @@ std::string tensorToBytes(const torch::Tensor& t) {
   return std::string(static_cast<const char*>(c.data_ptr()), static_cast<size_t>(c.numel()));
 }
 std::string firstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+// The checkpoint is always checkpointPath(dir) of a run directory: run.json is beside it.
+fs::path runJsonBeside(const fs::path& checkpoint) { return checkpoint.parent_path() / "run.json"; }
+
+// Passes the generic "bad checkpoint" handler below unchanged.
+struct CheckpointMismatch : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string shapeText(c10::IntArrayRef sizes) { return fmt::format("[{}]", fmt::join(sizes, ", ")); }
+
+// The settings that decide which tensors a model has and what it computes. init_seed only says
+// how the weights a checkpoint replaces were drawn.
+nlohmann::json architecture(const ModelConfig& config) {
+  nlohmann::json j = config;
+  j.erase("init_seed");
+  return j;
+}
+
+// The model a checkpoint was written for must be the one its run.json describes (a checkpoint
+// copied from another run, an edited run.json): names the first setting that differs.
+void requireSameArchitecture(const std::string& saved, const ModelConfig& expected, const fs::path& file) {
+  nlohmann::json mine = architecture(expected), theirs;
+  try {
+    theirs = architecture(nlohmann::json::parse(saved).get<ModelConfig>());
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error("bad checkpoint " + file.string() + ": unreadable model configuration (" + e.what() + ")");
+  }
+  for (auto it = theirs.begin(); it != theirs.end(); ++it) {
+    auto other = mine.find(it.key());
+    if (other == mine.end() || *other != it.value())
+      throw CheckpointMismatch(fmt::format(
+          "checkpoint {} does not belong to {}: {} is {} in the checkpoint, {} in run.json", file.string(),
+          runJsonBeside(file).string(), it.key(), it.value().dump(), other == mine.end() ? "absent" : other->dump()));
+  }
+}
+
+// Shapes before loading: Module::load replaces a tensor whatever its shape, so a checkpoint of
+// another size would load silently.
+std::map<std::string, std::vector<int64_t>> tensorShapes(Transformer& model) {
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& p : model->named_parameters(true)) shapes[p.key()] = p.value().sizes().vec();
+  for (const auto& b : model->named_buffers(true)) shapes[b.key()] = b.value().sizes().vec();
+  return shapes;
+}
+void requireSameShapes(const std::map<std::string, std::vector<int64_t>>& expected, Transformer& model,
+                       const fs::path& file) {
+  for (const auto& [name, loaded] : tensorShapes(model)) {
+    auto it = expected.find(name);
+    if (it != expected.end() && it->second != loaded)
+      throw CheckpointMismatch(
+          fmt::format("checkpoint {} does not belong to {}: {} is {} in the checkpoint, {} for run.json's model",
+                      file.string(), runJsonBeside(file).string(), name, shapeText(loaded), shapeText(it->second)));
+  }
+}
 
 }  // namespace
 
@@ -35,6 +95,7 @@ void saveCheckpoint(const std::filesystem::path& file, Transformer& model, torch
     optimizer->save(optimizerArchive);
     archive.write("optimizer", optimizerArchive);
   }
+  archive.write("model_config", bytesToTensor(nlohmann::json(model->config).dump()));
   archive.write("step", torch::tensor(state.step));
   archive.write("tokens_seen", torch::tensor(state.tokensSeen));
   archive.write("bad_steps", torch::tensor(state.badSteps));
@@ -69,9 +130,15 @@ TrainingState loadCheckpoint(const std::filesystem::path& file, Transformer& mod
       archive.read(key, t);
       return t;
     };
+    // Checkpoints written before the configuration was stored get the shape check alone.
+    torch::Tensor savedConfig;
+    if (archive.try_read("model_config", savedConfig))
+      requireSameArchitecture(tensorToBytes(toHost(savedConfig)), model->config, file);
+    auto shapes = tensorShapes(model);
     torch::serialize::InputArchive modelArchive;
     archive.read("model", modelArchive);
     model->load(modelArchive);
+    requireSameShapes(shapes, model, file);
     if (optimizer) {
       torch::serialize::InputArchive optimizerArchive;
       archive.read("optimizer", optimizerArchive);
@@ -86,10 +153,12 @@ TrainingState loadCheckpoint(const std::filesystem::path& file, Transformer& mod
     if (archive.try_read("torch_rng_state", t)) state.torchRngState = toHost(t);
     torch::Tensor cuda;
     if (archive.try_read("cuda_rng_state", cuda)) state.cudaRngState = toHost(cuda);
+  } catch (const CheckpointMismatch&) {
+    throw;
   } catch (const c10::Error& e) {
     // The checksum held, so the archive is intact but was written for another model.
-    throw std::runtime_error("checkpoint " + file.string() +
-                             " does not fit this model: " + firstLine(e.what_without_backtrace()));
+    throw std::runtime_error("checkpoint " + file.string() + " does not fit the model of " +
+                             runJsonBeside(file).string() + ": " + firstLine(e.what_without_backtrace()));
   } catch (const std::runtime_error& e) {
     throw std::runtime_error("bad checkpoint " + file.string() + ": " + firstLine(e.what()));
   }

@@ -1,7 +1,7 @@
 #pragma once
-// checkpoint.pt: model parameters and buffers, AdamW state, step, data-order and RNG states, in
-// one LibTorch archive inside the checksummed container of checkpoint_file.h, written to a
-// temporary name and renamed (the previous checkpoint stays valid until the new one is complete).
+// checkpoint.pt: model parameters and buffers, the model's configuration, AdamW state, step,
+// data-order and RNG states, in one LibTorch archive inside the checksummed container of checkpoint_file.h, written to
+// a temporary name and renamed (the previous checkpoint stays valid until the new one is complete).
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -24,7 +24,11 @@ void saveCheckpoint(const std::filesystem::path& file, Transformer& model, torch
                     const TrainingState& state);
 // Loads into an already-built model (and optimizer, if given) on the model's device, wherever the
 // checkpoint was written; throws a one-line error naming the file when it is missing, truncated,
-// foreign or does not match the model.
+// foreign or does not match the model. The model is the one the run.json beside the checkpoint
+// describes: a checkpoint whose stored configuration differs from it (copied from another run,
+// an edited run.json), or any of whose tensors has another shape, is rejected naming run.json
+// and the differing setting or tensor; older checkpoints without a stored configuration get
+// the shape check alone.
 TrainingState loadCheckpoint(const std::filesystem::path& file, Transformer& model, torch::optim::Optimizer* optimizer);
 
 }  // namespace xtrap

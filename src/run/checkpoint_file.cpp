@@ -24,8 +24,7 @@ T readAt(std::string_view bytes, size_t offset) {
 
 }  // namespace
 
-uint64_t fnv1a64(std::string_view bytes) {
-  uint64_t h = 14695981039346656037ull;
+uint64_t fnv1a64(std::string_view bytes, uint64_t h) {
   for (unsigned char b : bytes) h = (h ^ b) * 1099511628211ull;
   return h;
 }

@@ -18,6 +18,7 @@ void writeRunInfo(const RunInfo& run) {
                       {"train", run.train},
                       {"status", run.status},
                       {"steps_done", run.stepsDone},
+                      {"data_digest", run.dataDigest},
                       {"extra", run.extra.is_null() ? nlohmann::json::object() : run.extra}};
   writeTextAtomically(run.dir / "run.json", j.dump(2) + "\n");
 }
@@ -33,11 +34,28 @@ RunInfo readRunInfo(const fs::path& dir) {
     run.train = j.at("train").get<TrainConfig>();
     run.status = j.at("status").get<std::string>();
     run.stepsDone = j.at("steps_done").get<int64_t>();
+    run.dataDigest = j.value("data_digest", "");
     run.extra = j.value("extra", nlohmann::json::object());
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error("malformed " + file.string() + ": " + e.what());
   }
   return run;
+}
+
+void requireNoRunIn(const fs::path& dir) {
+  if (fs::exists(dir / "run.json"))
+    throw std::invalid_argument("run directory " + dir.string() + " already holds a run (use --resume to continue it)");
+}
+
+void makeRunDirectory(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (!ec && fs::is_directory(dir)) return;
+  if (auto blocker = fileOnPath(dir); !blocker.empty())
+    throw std::runtime_error("cannot create run directory " + dir.string() + ": " + blocker.string() +
+                             " is not a directory");
+  throw std::runtime_error("cannot create run directory " + dir.string() + ": " +
+                           (ec ? ec.message() : std::string("not a directory")));
 }
 
 fs::path freshRunDir(const fs::path& root, const ModelConfig& m) {

@@ -16,13 +16,22 @@ struct RunInfo {
   TrainConfig train;
   std::string status;  // "training" | "finished"
   int64_t stepsDone = 0;
-  nlohmann::json extra;  // final losses, throughput
+  std::string dataDigest;  // corpusDigest() of the training data; empty for runs from before it
+  nlohmann::json extra;    // final losses, throughput
 };
 
 std::string xtrapVersion();  // "0.1.0 (git abc1234)"
 
 void writeRunInfo(const RunInfo& run);                  // atomically
 RunInfo readRunInfo(const std::filesystem::path& dir);  // throws a one-line error naming the file
+
+// Throws "run directory DIR already holds a run" when DIR has a run.json: a fresh train never
+// overwrites one.
+void requireNoRunIn(const std::filesystem::path& dir);
+
+// Creates DIR (and its parents) for a fresh run; throws a one-line error with the reason
+// (a path component is a file, permission denied).
+void makeRunDirectory(const std::filesystem::path& dir);
 
 // runs/<arch>-<pos>-L<L>-<yyyymmdd-HHMMSS>, not yet existing.
 std::filesystem::path freshRunDir(const std::filesystem::path& root, const ModelConfig& m);

@@ -11,7 +11,9 @@
 namespace xtrap {
 
 // `rows` are one evaluation setting's rows (same mode and stride); row labels come from
-// EvalRow::run, in first-seen order. Missing cells print as "-".
+// EvalRow::run, in first-seen order. Missing cells print as "-". Rows of one variant with
+// several seeds (EvalRow::seed) give "mean ± sample standard deviation" cells; the ratio column
+// is the mean of the per-seed ratios.
 std::string formatMarkdownTable(const std::string& title, const std::vector<EvalRow>& rows);
 
 }  // namespace xtrap

@@ -6,8 +6,10 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -16,6 +18,7 @@
 #include "data/wikitext.h"
 #include "dist/dist_env.h"
 #include "dist/dist_group.h"
+#include "eval/encoder_score.h"
 #include "eval/evaluate_run.h"
 #include "eval/plot.h"
 #include "run/checkpoint.h"
@@ -25,6 +28,7 @@
 #include "train/trainer.h"
 #include "util/atomic_file.h"
 #include "util/execution_context.h"
+#include "util/interrupt.h"
 #include "util/runtime.h"
 
 namespace xtrap {
@@ -74,7 +78,7 @@ TrainPlan planTraining(const fs::path& runsRoot, const ScenarioVariant& v) {
   if (!fs::exists(p.dir / "run.json")) return p;
   RunInfo info = readRunInfo(p.dir);
   if (runIdentity(info.model, info.train) != runIdentity(v.model, v.train))
-    throw std::runtime_error("run directory " + p.dir.string() + " holds a different run than variant '" + v.name +
+    throw std::runtime_error("run directory " + p.dir.string() + " holds a different run than variant '" + v.label() +
                              "' (remove it)");
   p.stepsDone = info.stepsDone;
   p.action = info.status == "finished" ? "reuse" : "resume";
@@ -84,7 +88,7 @@ TrainPlan planTraining(const fs::path& runsRoot, const ScenarioVariant& v) {
 // Rows already computed for the same run, checkpoint and evaluation settings.
 fs::path evalCacheFile(const RunInfo& run, const EvalRequest& r) {
   std::vector<std::string> interps;
-  for (Interp i : r.interps) interps.push_back(interpName(i));
+  for (Interp i : r.interps) interps.push_back(interpLabel(i, r.ntkHeads));
   nlohmann::json key = {{"run", runIdentity(run.model, run.train)},
                         {"steps", run.stepsDone},
                         {"lvalids", r.lvalids},
@@ -93,6 +97,7 @@ fs::path evalCacheFile(const RunInfo& run, const EvalRequest& r) {
                         {"stride", r.stride},
                         {"interps", interps},
                         {"max_tokens", r.maxTokens}};
+  if (!run.model.causal()) key["encoder_scoring"] = kEncoderScoringVersion;
   // The device and precision of the evaluation are the run's own (in its identity when not cpu,
   // float32), so caches written before they existed stay valid.
   return run.dir / "scenario-evals" / fmt::format("{:016x}.json", fnv1a64(key.dump()));
@@ -128,6 +133,7 @@ EvalRequest evalRequest(const Scenario& s, const EvalJob& job, const RunInfo& in
   r.modes = {job.mode};
   r.stride = job.stride;
   r.interps = e.interps;
+  r.ntkHeads = e.ntkHeads;
   r.maxTokens = e.maxTokens;
   r.batch = e.batch;
   r.threads = job.variant->train.threads;
@@ -171,7 +177,7 @@ void printDryRun(const Scenario& s, const ScenarioRunOptions& o) {
     std::string what = p.action == "reuse"    ? fmt::format("reuse (finished, {} steps)", p.stepsDone)
                        : p.action == "resume" ? fmt::format("resume at step {}/{}", p.stepsDone, p.totalSteps)
                                               : fmt::format("train {} steps x {} tokens", p.totalSteps, perStep);
-    fmt::print("  {:<20} {:<46} {:<34} ~{}\n", v.name, p.dir.string(), what, formatDuration(sec));
+    fmt::print("  {:<20} {:<46} {:<34} ~{}\n", v.label(), p.dir.string(), what, formatDuration(sec));
   }
   fmt::print("evaluate:\n");
   for (const EvalJob& job : evalJobs(s)) {
@@ -183,7 +189,7 @@ void printDryRun(const Scenario& s, const ScenarioRunOptions& o) {
     fs::path dir = variantRunDir(o.runsRoot, v);
     if (planTraining(o.runsRoot, v).action == "reuse" &&
         fs::exists(evalCacheFile(readRunInfo(dir), evalRequest(s, job, readRunInfo(dir), false)))) {
-      fmt::print("  {:<20} block {} {:<14} cached\n", v.name, job.block + 1, jobLabel(job));
+      fmt::print("  {:<20} block {} {:<14} cached\n", v.label(), job.block + 1, jobLabel(job));
       continue;
     }
     double sec = 0;
@@ -192,7 +198,7 @@ void printDryRun(const Scenario& s, const ScenarioRunOptions& o) {
                                                             effectiveStride(job, Lvalid), v.train.maskProb,
                                                             v.train.threads);
     total += sec;
-    fmt::print("  {:<20} block {} {:<14} Lvalid {}..{} ({} lengths) x {} interp(s), {} {} tokens  ~{}\n", v.name,
+    fmt::print("  {:<20} block {} {:<14} Lvalid {}..{} ({} lengths) x {} interp(s), {} {} tokens  ~{}\n", v.label(),
                job.block + 1, jobLabel(job), e.lvalids.front(), e.lvalids.back(), e.lvalids.size(), e.interps.size(),
                tokens, e.split, formatDuration(sec));
   }
@@ -200,21 +206,21 @@ void printDryRun(const Scenario& s, const ScenarioRunOptions& o) {
   fmt::print("total ~{}\n", formatDuration(total));
 }
 
-void runProbes(const Scenario& s, const ScenarioRunOptions& o, const fs::path& outDir) {
-  fs::create_directories(outDir / "probe");
-  for (const ScenarioVariant* v : s.select(s.probe.variants)) {
-    RunInfo info = readRunInfo(variantRunDir(o.runsRoot, *v));
-    configureRuntime(v->train.threads);
-    Transformer model = loadTrainedModel(info, variantContext(*v));
-    if (s.probe.biasLen > 0) dumpBias(model, s.probe.biasLen, outDir / "probe" / (v->name + "-bias.h5"));
-    if (s.probe.attnLvalid > 0) {
-      AttentionDumpRequest r;
-      r.out = outDir / "probe" / (v->name + "-attn.h5");
-      r.Lvalid = s.probe.attnLvalid;
-      r.offset = s.probe.attnOffset;
-      r.statsOnly = s.probe.statsOnly;
-      dumpAttention(info, model, loadWikiText(info.train.dataDir), r);
-    }
+// Runs one stage of one variant; returns whether it worked (see runScenario).
+using Attempt = std::function<bool(const std::string& stage, const std::string& variant, const std::function<void()>&)>;
+
+void probeVariant(const Scenario& s, const ScenarioRunOptions& o, const fs::path& outDir, const ScenarioVariant& v) {
+  RunInfo info = readRunInfo(variantRunDir(o.runsRoot, v));
+  configureRuntime(v.train.threads);
+  Transformer model = loadTrainedModel(info, variantContext(v));
+  if (s.probe.biasLen > 0) dumpBias(model, s.probe.biasLen, outDir / "probe" / (v.label() + "-bias.h5"));
+  if (s.probe.attnLvalid > 0) {
+    AttentionDumpRequest r;
+    r.out = outDir / "probe" / (v.label() + "-attn.h5");
+    r.Lvalid = s.probe.attnLvalid;
+    r.offset = s.probe.attnOffset;
+    r.statsOnly = s.probe.statsOnly;
+    dumpAttention(info, model, loadWikiText(info.train.dataDir), r);
   }
 }
 
@@ -245,15 +251,38 @@ fs::path runScenario(const Scenario& given, const ScenarioRunOptions& o) {
   gethostname(host, sizeof(host) - 1);
   manifest["machine"] = {{"host", host}, {"cpu_threads", std::thread::hardware_concurrency()}};
 
-  for (const auto& v : s.variants) {
+  // On one rank a failing stage (training, an evaluation, a probe) is recorded and the others go
+  // on, so the variants that worked still get their results and manifest.json lists what is
+  // missing; with several ranks a failure stops the job (the other ranks would wait in a
+  // collective). An interrupt always stops it.
+  nlohmann::json missing = nlohmann::json::array();
+  std::set<std::string> untrained;
+  Attempt attempt = [&](const std::string& stage, const std::string& variant, const std::function<void()>& work) {
+    if (group.world() > 1) {
+      work();
+      return true;
+    }
+    try {
+      work();
+      return true;
+    } catch (const Interrupted&) {
+      throw;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s: %s failed: %s\n", variant.c_str(), stage.c_str(), e.what());
+      missing.push_back({{"variant", variant}, {"stage", stage}, {"error", e.what()}});
+      return false;
+    }
+  };
+
+  auto trainVariant = [&](const ScenarioVariant& v) {
     TrainPlan p = planTraining(o.runsRoot, v);
     group.barrier();  // every rank has read the run directory before rank 0 starts writing it
     auto t0 = Clock::now();
     if (p.action == "reuse") {
-      if (root) std::fprintf(stderr, "%s: reusing finished run %s\n", v.name.c_str(), p.dir.c_str());
+      if (root) std::fprintf(stderr, "%s: reusing finished run %s\n", v.label().c_str(), p.dir.c_str());
     } else {
       if (root)
-        std::fprintf(stderr, "%s: %s %s\n", v.name.c_str(), p.action == "resume" ? "resuming" : "training",
+        std::fprintf(stderr, "%s: %s %s\n", v.label().c_str(), p.action == "resume" ? "resuming" : "training",
                      p.dir.c_str());
       TrainRequest req;
       req.model = v.model;
@@ -267,17 +296,19 @@ fs::path runScenario(const Scenario& given, const ScenarioRunOptions& o) {
     // run.json says which xtrap trained the run and how long its last session took, which a
     // re-run that only reuses it cannot know otherwise.
     auto runJson = nlohmann::json::parse(readTextFile(p.dir / "run.json"));
-    manifest["variants"][v.name] = {{"run_dir", p.dir.string()},
-                                    {"action", p.action},
-                                    {"device", v.train.device},
-                                    {"dtype", v.train.dtype},
-                                    {"steps", info.stepsDone},
-                                    {"trained_by", runJson.value("xtrap_version", "")},
-                                    {"train_seconds_last_session", info.extra.value("train_seconds", 0.0)},
-                                    {"train_seconds_this_invocation", secondsSince(t0)},
-                                    {"final_val_ppl", info.extra.value("final_val_ppl", 0.0)},
-                                    {"train_tok_per_s", info.extra.value("tok_per_s", 0.0)}};
-  }
+    manifest["variants"][v.label()] = {{"run_dir", p.dir.string()},
+                                       {"action", p.action},
+                                       {"device", v.train.device},
+                                       {"dtype", v.train.dtype},
+                                       {"steps", info.stepsDone},
+                                       {"trained_by", runJson.value("xtrap_version", "")},
+                                       {"train_seconds_last_session", info.extra.value("train_seconds", 0.0)},
+                                       {"train_seconds_this_invocation", secondsSince(t0)},
+                                       {"final_val_ppl", info.extra.value("final_val_ppl", 0.0)},
+                                       {"train_tok_per_s", info.extra.value("tok_per_s", 0.0)}};
+  };
+  for (const auto& v : s.variants)
+    if (!attempt("train", v.label(), [&] { trainVariant(v); })) untrained.insert(v.label());
 
   std::vector<EvalRow> all;
   std::string tables = fmt::format("# {}\n\n{}{}", s.name, s.description.empty() ? "" : s.description + "\n\n",
@@ -287,26 +318,34 @@ fs::path runScenario(const Scenario& given, const ScenarioRunOptions& o) {
   for (const EvalJob& job : evalJobs(s)) {
     const ScenarioEval& e = s.evals[job.block];
     const ScenarioVariant& v = *job.variant;
-    RunInfo info = readRunInfo(variantRunDir(o.runsRoot, v));
-    EvalRequest r = evalRequest(s, job, info, o.progress);
-    fs::path cache = evalCacheFile(info, r);
+    std::string stage = fmt::format("eval block {} {}", job.block + 1, jobLabel(job));
+    if (untrained.count(v.label())) {
+      missing.push_back({{"variant", v.label()}, {"stage", stage}, {"error", "not trained"}});
+      continue;
+    }
     auto t0 = Clock::now();
     std::vector<EvalRow> rows;
-    bool cached = fs::exists(cache);
-    group.barrier();  // every rank has looked for the cache before rank 0 writes it
-    if (cached) {
-      rows = readEvalRows(cache);
-    } else {
-      if (root)
-        std::fprintf(stderr, "%s: evaluating %s, Lvalid %lld..%lld\n", v.name.c_str(), jobLabel(job).c_str(),
-                     static_cast<long long>(e.lvalids.front()), static_cast<long long>(e.lvalids.back()));
-      rows = evaluateRuns(r);
-      if (root) {
-        fs::create_directories(cache.parent_path());
-        writeEvalRows(cache, rows);
+    bool scored = attempt(stage, v.label(), [&] {
+      RunInfo info = readRunInfo(variantRunDir(o.runsRoot, v));
+      EvalRequest r = evalRequest(s, job, info, o.progress);
+      fs::path cache = evalCacheFile(info, r);
+      bool cached = fs::exists(cache);
+      group.barrier();  // every rank has looked for the cache before rank 0 writes it
+      if (cached) {
+        rows = readEvalRows(cache);
+      } else {
+        if (root)
+          std::fprintf(stderr, "%s: evaluating %s, Lvalid %lld..%lld\n", v.label().c_str(), jobLabel(job).c_str(),
+                       static_cast<long long>(e.lvalids.front()), static_cast<long long>(e.lvalids.back()));
+        rows = evaluateRuns(r);
+        if (root) {
+          fs::create_directories(cache.parent_path());
+          writeEvalRows(cache, rows);
+        }
       }
-    }
-    auto& entry = manifest["variants"][v.name];
+    });
+    if (!scored) continue;
+    auto& entry = manifest["variants"][v.label()];
     entry["eval_seconds_this_invocation"] = entry.value("eval_seconds_this_invocation", 0.0) + secondsSince(t0);
     std::string title = fmt::format("{} ({} split{})", jobLabel(job), e.split,
                                     e.maxTokens > 0 ? fmt::format(", first {} tokens", e.maxTokens) : "");
@@ -314,6 +353,7 @@ fs::path runScenario(const Scenario& given, const ScenarioRunOptions& o) {
     if (!sections.count(title)) order.push_back(title);
     for (EvalRow row : rows) {
       row.run = v.name;
+      row.seed = int64_t(v.train.seed);
       all.push_back(row);
       sections[title].push_back(row);
     }
@@ -332,10 +372,22 @@ fs::path runScenario(const Scenario& given, const ScenarioRunOptions& o) {
   }
   writeTextAtomically(outDir / "scenario.toml", s.text);
   writeTextAtomically(outDir / "version.txt", xtrapVersion() + "\n");
-  if (s.hasProbe) runProbes(s, o, outDir);
+  if (s.hasProbe) {
+    fs::create_directories(outDir / "probe");
+    for (const ScenarioVariant* v : s.select(s.probe.variants))
+      if (!untrained.count(v->label())) attempt("probe", v->label(), [&] { probeVariant(s, o, outDir, *v); });
+  }
   manifest["finished"] = timestamp();
   manifest["wall_seconds_this_invocation"] = secondsSince(started);
+  manifest["complete"] = missing.empty();
+  if (!missing.empty()) manifest["missing"] = missing;
   writeTextAtomically(outDir / "manifest.json", manifest.dump(2) + "\n");
+  if (!missing.empty())
+    throw std::runtime_error(
+        fmt::format("scenario {}: {} stage(s) failed (first: {} {}); the results of the rest and "
+                    "the list of what is missing are in {}",
+                    s.name, missing.size(), missing[0]["variant"].get<std::string>(),
+                    missing[0]["stage"].get<std::string>(), (outDir / "manifest.json").string()));
   return outDir;
 }
 

@@ -12,6 +12,7 @@
 #include "data/wikitext.h"
 #include "eval/lvalid_range.h"
 #include "model/named_configs.h"
+#include "model/position_method.h"
 #include "util/atomic_file.h"
 #include "util/device_names.h"
 
@@ -195,9 +196,29 @@ void checkVariantNames(const Source& src, const Value& v, const std::vector<std:
   }
 }
 
+// Why a variant cannot be evaluated as a block asks ("" when it can): checked while parsing so a
+// scenario fails before any training, not after it.
+std::string evalProblem(const ScenarioVariant& v, const ScenarioEval& e) {
+  PositionMethod p = v.model.position();
+  if (p == PositionMethod::Learned && e.lvalids.back() > v.model.positionTableSize())
+    return fmt::format("lvalid {} exceeds its learned position table of {} rows (set max_positions)", e.lvalids.back(),
+                       v.model.positionTableSize());
+  if (v.model.usesBos() && e.lvalids.front() < 2) return "an encoder with <bos> needs lvalid >= 2";
+  for (Interp i : e.interps) {
+    if (i == Interp::None) continue;
+    if (isYarn(i) && p != PositionMethod::Rotary)
+      return "interps " + interpName(i) + " applies to rotary, not " + v.model.pos;
+    if (!isLinearBias(p) && p != PositionMethod::Rotary)
+      return "interps " + interpName(i) + " applies to ALiBi-family and rotary methods, not " + v.model.pos;
+  }
+  if (e.ntkHeads != NtkHeads::All && !isLinearBias(p))
+    return "ntk_heads applies to ALiBi-family slopes, not " + v.model.pos;
+  return "";
+}
+
 ScenarioEval parseEval(const Source& src, const toml::table& t, const std::vector<ScenarioVariant>& variants) {
-  static const std::set<std::string> known = {"lvalid", "modes",      "strides", "interps",
-                                              "split",  "max_tokens", "batch",   "variants"};
+  static const std::set<std::string> known = {"lvalid",     "modes", "strides",  "interps", "ntk_heads",
+                                              "max_tokens", "batch", "variants", "split"};
   rejectUnknown(src, t, "[eval]", known);
   ScenarioEval e;
   for (auto&& [k, node] : t) {
@@ -225,6 +246,8 @@ ScenarioEval parseEval(const Source& src, const toml::table& t, const std::vecto
       } else if (key == "interps") {
         e.interps.clear();
         for (const auto& name : v.strings()) e.interps.push_back(parseInterp(name));
+      } else if (key == "ntk_heads") {
+        e.ntkHeads = parseNtkHeads(v.string());
       } else if (key == "split") {
         e.split = v.string();
         if (e.split != "valid" && e.split != "test") v.fail("must be valid or test");
@@ -246,6 +269,15 @@ ScenarioEval parseEval(const Source& src, const toml::table& t, const std::vecto
   }
   if (e.lvalids.empty()) src.fail(t.source(), "[eval] needs lvalid");
   if (e.modes.empty() || e.interps.empty()) src.fail(t.source(), "[eval] modes and interps must not be empty");
+  bool anyNtk = std::any_of(e.interps.begin(), e.interps.end(),
+                            [](Interp i) { return i == Interp::Ntk || i == Interp::DynamicNtk; });
+  if (e.ntkHeads != NtkHeads::All && !anyNtk)
+    src.fail(t.get("ntk_heads")->source(), "ntk_heads applies to interps ntk and dynamic-ntk");
+  for (const ScenarioVariant& v : variants) {
+    bool selected = e.variants.empty() || std::find(e.variants.begin(), e.variants.end(), v.name) != e.variants.end();
+    std::string why = selected ? evalProblem(v, e) : "";
+    if (!why.empty()) src.fail(t.source(), "[eval] variant '" + v.name + "': " + why);
+  }
   return e;
 }
 
@@ -273,7 +305,29 @@ ScenarioProbe parseProbe(const Source& src, const toml::table& t, const std::vec
     }
   }
   if (p.biasLen == 0 && p.attnLvalid == 0) src.fail(t.source(), "[probe] needs bias_len or attn_lvalid");
+  for (const ScenarioVariant& v : variants) {
+    bool selected = p.variants.empty() || std::find(p.variants.begin(), p.variants.end(), v.name) != p.variants.end();
+    if (selected && v.model.position() == PositionMethod::Learned && p.attnLvalid > v.model.positionTableSize())
+      src.fail(t.source(), fmt::format("[probe] variant '{}': attn_lvalid {} exceeds its learned position table of {} "
+                                       "rows (set max_positions)",
+                                       v.name, p.attnLvalid, v.model.positionTableSize()));
+  }
   return p;
+}
+
+// The `seeds` list of a table (empty when absent): distinct seeds >= 0, at least one.
+std::vector<uint64_t> parseSeeds(const Source& src, const toml::table& t) {
+  const toml::node* node = t.get("seeds");
+  if (!node) return {};
+  Value v{src, "seeds", *node};
+  std::vector<uint64_t> seeds;
+  for (int64_t seed : v.integers()) {
+    if (seed < 0) v.fail("seeds must be >= 0");
+    if (std::find(seeds.begin(), seeds.end(), uint64_t(seed)) != seeds.end()) v.fail("duplicate seed");
+    seeds.push_back(uint64_t(seed));
+  }
+  if (seeds.empty()) v.fail("needs at least one seed");
+  return seeds;
 }
 
 bool validVariantName(const std::string& n) {
@@ -310,7 +364,10 @@ Scenario parseScenario(const std::string& text, const std::string& source, const
   base.train.dataDir = defaultDataDir().string();
   const toml::node* train = doc.get("train");
   if (!train) throw std::invalid_argument(source + ": missing [train]");
-  applyConfigTable(src, asTable(src, *train, "train"), "[train]", {}, base);
+  const toml::table& trainTable = asTable(src, *train, "train");
+  applyConfigTable(src, trainTable, "[train]", {"seeds"}, base);
+  std::vector<uint64_t> baseSeeds = parseSeeds(src, trainTable);
+  bool seedSet = trainTable.contains("seed") || trainTable.contains("init_seed");
 
   const toml::node* variants = doc.get("variant");
   const toml::array* list = variants ? variants->as_array() : nullptr;
@@ -325,14 +382,23 @@ Scenario parseScenario(const std::string& text, const std::string& source, const
       src.fail(name->source(), "name: use letters, digits, '.', '_' and '-' (up to 64), got '" + v.name + "'");
     for (const auto& other : s.variants)
       if (other.name == v.name) src.fail(name->source(), "name: duplicate variant '" + v.name + "'");
-    applyConfigTable(src, t, "[[variant]] '" + v.name + "'", {"name"}, v);
+    applyConfigTable(src, t, "[[variant]] '" + v.name + "'", {"name", "seeds"}, v);
     try {
       v.model.validate();
       v.train.validate();
     } catch (const std::invalid_argument& e) {
       src.fail(t.source(), "variant '" + v.name + "': " + e.what());
     }
-    s.variants.push_back(v);
+    std::vector<uint64_t> seeds = t.contains("seeds") ? parseSeeds(src, t) : baseSeeds;
+    if (!seeds.empty() && (seedSet || t.contains("seed") || t.contains("init_seed")))
+      src.fail(t.source(), "variant '" + v.name + "': seeds sets seed and init_seed; give one or the other");
+    if (seeds.empty()) s.variants.push_back(v);
+    for (uint64_t seed : seeds) {
+      ScenarioVariant run = v;
+      run.train.seed = run.model.initSeed = seed;
+      run.repeated = true;
+      s.variants.push_back(run);
+    }
   }
 
   const toml::node* eval = doc.get("eval");

@@ -13,16 +13,21 @@
 //   adaptive_softmax_cutoffs scale_embedding clap_beta alibi_init bos rotary_base t5_buckets
 //   t5_max_distance init_seed steps tokens batch batch_tokens lr min_lr_ratio warmup schedule
 //   weight_decay clip seed threads batch_order log_every eval_every eval_tokens checkpoint_every
-//   mask_prob device dtype
+//   mask_prob device dtype seeds
 // `device` (auto | cpu | cuda) and `dtype` (float32 | bfloat16) are where and in what precision a
 // variant trains, is evaluated and probed; `xtrap run --device/--dtype` overrides them for all.
+// `seeds = [1, 2, 3]` (in [train] or a [[variant]]) runs the variant once per seed, each run
+// with that seed as both `seed` and `init_seed` (initialisation, data order, dropout, training
+// masks); tables then show mean ± sample standard deviation over the seeds. It cannot be combined
+// with `seed` or `init_seed` in the same scenario.
 // `config` (a named encoder configuration) is applied before the other keys of its table, so
 // `config = "zero-clap"` with `pos = "alibi"` means zero-clap's head with symmetric ALiBi.
 // A relative `data` path is relative to the scenario file's directory.
 //
 // Eval keys: lvalid (the --Lvalid range grammar, a string, or a list of integers), modes
-// (nonoverlap / sliding), strides (sliding strides; default L/2), interps, split, max_tokens,
-// batch, variants (names; default all).
+// (nonoverlap / sliding), strides (sliding strides; default L/2), interps, ntk_heads (all |
+// leading-power-of-two, with ntk or dynamic-ntk), split, max_tokens, batch, variants (names;
+// default all).
 // Probe keys: bias_len, attn_lvalid, attn_offset, stats_only, variants.
 //
 // Unknown keys, wrong types and invalid values are errors "FILE:LINE:COLUMN: ..." naming the key.
@@ -37,10 +42,14 @@
 
 namespace xtrap {
 
+// One run of a variant. A variant with `seeds` is several runs of the same name, one per seed.
 struct ScenarioVariant {
   std::string name;
   ModelConfig model;
   TrainConfig train;
+  bool repeated = false;  // one of a `seeds` list: its seed is train.seed (= model.initSeed)
+  // The name, with "@seedN" for a repeated run (manifest keys, probe files, messages).
+  std::string label() const { return repeated ? name + "@seed" + std::to_string(train.seed) : name; }
 };
 
 struct ScenarioEval {
@@ -48,6 +57,7 @@ struct ScenarioEval {
   std::vector<std::string> modes{"nonoverlap"};
   std::vector<int64_t> strides;  // sliding strides; empty = L_train / 2
   std::vector<Interp> interps{Interp::None};
+  NtkHeads ntkHeads = NtkHeads::All;  // ntk / dynamic-ntk of ALiBi slopes
   std::string split = "valid";
   int64_t maxTokens = 0;  // > 0: score only a prefix of the split
   int64_t batch = 8;

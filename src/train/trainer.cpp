@@ -7,9 +7,11 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 #include "data/block_sampler.h"
@@ -22,6 +24,8 @@
 #include "eval/perplexity.h"
 #include "model/flops.h"
 #include "run/checkpoint.h"
+#include "run/data_digest.h"
+#include "run/run_lock.h"
 #include "train/lr_schedule.h"
 #include "train/objective.h"
 #include "util/atomic_file.h"
@@ -80,7 +84,6 @@ double validationLoss(Transformer& model, const Corpus& corpus, const TrainConfi
   } else {
     EncoderScoreOptions opt;
     opt.Lvalid = model->config.contextLength;
-    opt.maskSeed = t.seed;
     opt.maskProb = t.maskProb;
     opt.shard = shard;
     opt.mlm = model->config.mlmTokens(corpus.vocab);
@@ -130,6 +133,13 @@ class RunRecorder {
   // says "training".
   TrainingState begin(bool resume, Transformer& model, torch::optim::Optimizer& optimizer, BlockSampler& sampler) {
     TrainingState state;
+    if (root_) {
+      // From here until the run ends no other process writes this directory (two trains with
+      // the same --out, a --resume beside a running train, two scenario runs).
+      if (!resume) makeRunDirectory(run_.dir);
+      lock_.emplace(run_.dir);
+      if (!resume) requireNoRunIn(run_.dir);  // again, now that no one else can start one
+    }
     if (resume && root_) removeStaleTemporaries(run_.dir);
     if (resume && fs::exists(checkpointPath(run_.dir))) {
       state = loadCheckpoint(checkpointPath(run_.dir), model, &optimizer);
@@ -139,7 +149,6 @@ class RunRecorder {
       if (root_) truncateLog(logFile(), state.step);
       checkpointStep_ = state.step;
     } else if (root_) {
-      fs::create_directories(run_.dir);
       if (fs::exists(logFile())) fs::remove(logFile());
     }
     if (root_) {
@@ -191,6 +200,7 @@ class RunRecorder {
   // Called after the checkpoint of the current step is on disk.
   [[noreturn]] void stopForSignal(const TrainingState& state, int signal) {
     record("interrupted", state.step);
+    if (!root_) throw Interrupted(signal, "");  // one line per job: rank 0's
     throw Interrupted(signal, fmt::format("interrupted by {} at step {}: checkpoint saved; continue with "
                                           "xtrap train --resume {}",
                                           signalName(signal), state.step, run_.dir.string()));
@@ -206,6 +216,7 @@ class RunRecorder {
   bool root_;
   torch::Device device_;
   int64_t checkpointStep_ = -1;  // step of the checkpoint on disk; -1 = none
+  std::optional<RunLock> lock_;  // root: held until the run ends
   std::ofstream log_;
 };
 
@@ -255,7 +266,10 @@ class TrainStep {
     out.loss = agreed[0].item<double>();
     out.stopSignal = interruptSignal() != 0 ? interruptSignal() : agreed[1].item<double>() > 0 ? SIGTERM : 0;
     out.bad = !std::isfinite(out.loss) || !std::isfinite(out.gradNorm);
-    if (!out.bad) optimizer_->step();  // a bad step is skipped; the optimizer state stays clean
+    if (!out.bad) {  // a bad step is skipped; the optimizer state stays clean
+      optimizer_->step();
+      model_->constrainParameters();
+    }
     return out;
   }
 
@@ -313,6 +327,11 @@ RunInfo trainRun(TrainRequest req) {
   configureRuntime(t.threads);
   Corpus corpus = loadWikiText(t.dataDir);
   completeModelConfig(run, req, corpus);
+  std::string digest = corpusDigest(corpus);
+  std::string changed = dataChangedWarning(run.dir.string(), t.dataDir, run.dataDigest, digest);
+  if (!changed.empty() && distEnvFromEnvironment().rank == 0)
+    std::fprintf(stderr, "xtrap: warning: %s\n", changed.c_str());
+  if (run.dataDigest.empty()) run.dataDigest = digest;  // a run from before the digest keeps its data from now on
   const DistEnv env = distEnvFromEnvironment();
   const ExecutionContext exec = makeExecutionContext(t.device, t.dtype, env.localRank);
   t.device = exec.deviceName();  // run.json records where it trained

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 
 #include "util/atomic_file.h"
 
@@ -29,6 +31,16 @@ int runScript(const fs::path& scriptFile, bool quiet) {
 }
 }  // namespace
 
+bool isCompletePng(const fs::path& file) {
+  static const char kSignature[8] = {'\x89', 'P', 'N', 'G', '\r', '\n', '\x1a', '\n'};
+  // The last chunk: length 0, type IEND, its CRC.
+  static const char kEnd[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', '\xae', '\x42', '\x60', '\x82'};
+  std::ifstream in(file, std::ios::binary);
+  char head[8], tail[12];
+  if (!in.read(head, 8) || !in.seekg(-12, std::ios::end) || !in.read(tail, 12)) return false;
+  return std::memcmp(head, kSignature, 8) == 0 && std::memcmp(tail, kEnd, 12) == 0;
+}
+
 bool gnuplotAvailable() {
   return std::system(fmt::format("{} --version >/dev/null 2>&1", shellQuoted(gnuplotProgram())).c_str()) == 0;
 }
@@ -47,6 +59,7 @@ std::string gnuplotQuoted(const std::string& text) {
 void drawPng(const fs::path& png, const std::string& script, int width, int height) {
   if (png.extension() != ".png") throw std::invalid_argument("plot file must end in .png: " + png.string());
   if (!gnuplotAvailable()) throw PlotterMissing(plotterMissingMessage(png));
+  removeStaleTemporariesOf(png);
   auto tmp = temporarySibling(png);
   auto scriptFile = fs::path(tmp.string() + ".gp");
   auto header = [&](const char* terminal) {
@@ -65,6 +78,12 @@ void drawPng(const fs::path& png, const std::string& script, int width, int heig
   if (rc != 0 || !fs::exists(tmp)) {
     fs::remove(tmp, ignored);
     throw std::runtime_error("gnuplot failed to draw " + png.string());
+  }
+  // gnuplot exits 0 even when its writes failed (a full disk): only a whole PNG is kept.
+  if (!isCompletePng(tmp)) {
+    std::string why = fs::exists(tmp) ? "the file it wrote is incomplete (disk full?)" : "no file";
+    fs::remove(tmp, ignored);
+    throw std::runtime_error("gnuplot failed to draw " + png.string() + ": " + why);
   }
   commitTemporary(tmp, png);
 }

@@ -19,9 +19,13 @@ bool gnuplotAvailable();
 std::string plotterMissingMessage(const std::filesystem::path& png);
 
 // Runs `script` (everything after `set terminal` / `set output`) on a width x height canvas and
-// moves the PNG into place only when complete. Throws PlotterMissing, or runtime_error when
-// gnuplot rejects the script.
+// moves the PNG into place only when complete (gnuplot's status, isCompletePng). Throws
+// PlotterMissing, or runtime_error when gnuplot rejects the script or its file is incomplete.
 void drawPng(const std::filesystem::path& png, const std::string& script, int width, int height);
+
+// True when `file` starts with the PNG signature and ends with the IEND chunk: a truncated
+// write fails this.
+bool isCompletePng(const std::filesystem::path& file);
 
 // 'text' for a gnuplot single-quoted string (a quote is doubled).
 std::string gnuplotQuoted(const std::string& text);

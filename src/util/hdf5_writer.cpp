@@ -7,11 +7,33 @@
 
 namespace xtrap {
 namespace {
-void check(herr_t status, const std::string& what) {
-  if (status < 0) throw std::runtime_error("HDF5 error while writing " + what);
+// Why the last HDF5 call failed, from its error stack: the system's words where a system call
+// failed ("No space left on device"), else HDF5's innermost description. Read it right after the
+// failing call: the next HDF5 call clears the stack.
+std::string failureReason() {
+  std::string reason;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_UPWARD,
+      [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
+        auto& text = *static_cast<std::string*>(out);
+        std::string desc = e->desc ? e->desc : "";
+        size_t at = desc.find("error message = '");
+        if (at != std::string::npos) {
+          at += 17;
+          text = desc.substr(at, desc.find('\'', at) - at);
+          return 1;  // stop: the system's reason is the one to give
+        }
+        if (text.empty()) text = desc;
+        return 0;
+      },
+      &reason);
+  return reason.empty() ? "unknown HDF5 failure" : reason;
+}
+void check(herr_t status, const std::string& what, const std::string& reason) {
+  if (status < 0) throw std::runtime_error("HDF5 error while writing " + what + ": " + reason);
 }
 hid_t checkId(hid_t id, const std::string& what) {
-  if (id < 0) throw std::runtime_error("HDF5 error while creating " + what);
+  if (id < 0) throw std::runtime_error("HDF5 error while creating " + what + ": " + failureReason());
   return id;
 }
 void writeAttribute(hid_t file, const std::string& name, hid_t type, const std::vector<hsize_t>& dims,
@@ -19,9 +41,10 @@ void writeAttribute(hid_t file, const std::string& name, hid_t type, const std::
   hid_t space = dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(int(dims.size()), dims.data(), nullptr);
   hid_t attr = checkId(H5Acreate2(file, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), "attribute " + name);
   herr_t s = H5Awrite(attr, type, data);
+  std::string reason = s < 0 ? failureReason() : "";
   H5Aclose(attr);
   H5Sclose(space);
-  check(s, "attribute " + name);
+  check(s, "attribute " + name, reason);
 }
 // float -> IEEE half, round to nearest even (for values in half's range; larger become inf).
 uint16_t toHalf(float f) {
@@ -61,6 +84,7 @@ Hdf5Writer::Hdf5Writer(std::filesystem::path finalPath) : final_(std::move(final
   auto parent = final_.parent_path().empty() ? std::filesystem::path(".") : final_.parent_path();
   if (!std::filesystem::is_directory(parent))
     throw std::runtime_error("cannot write " + final_.string() + ": directory does not exist");
+  removeStaleTemporariesOf(final_);
   tmp_ = temporarySibling(final_);
   // When a write fails (disk full), H5Fclose cannot flush and leaves the file open; HDF5 1.10's
   // atexit handler then closes it again and crashes. An uncommitted file is deleted anyway, so
@@ -68,7 +92,12 @@ Hdf5Writer::Hdf5Writer(std::filesystem::path finalPath) : final_(std::move(final
   H5dont_atexit();
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become exceptions, not stderr dumps
   file_ = H5Fcreate(tmp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  if (file_ < 0) throw std::runtime_error("cannot write " + final_.string() + ": HDF5 could not create the file");
+  if (file_ < 0) {
+    std::string reason = failureReason();
+    std::error_code ignored;
+    std::filesystem::remove(tmp_, ignored);  // a failed create may leave an empty file; no destructor runs
+    throw std::runtime_error("cannot write " + final_.string() + ": " + reason);
+  }
 }
 
 Hdf5Writer::~Hdf5Writer() {
@@ -106,9 +135,10 @@ void writeDataset(hid_t file, const std::string& path, hid_t type, const std::ve
   hid_t ds =
       checkId(H5Dcreate2(file, path.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "dataset " + path);
   herr_t s = H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+  std::string reason = s < 0 ? failureReason() : "";
   H5Dclose(ds);
   H5Sclose(space);
-  check(s, "dataset " + path);
+  check(s, "dataset " + path, reason);
 }
 }  // namespace
 
@@ -139,9 +169,11 @@ hid_t Hdf5Writer::createRowChunked(const std::string& path, hsize_t A, hsize_t N
   H5Pset_deflate(props, 4);
   hid_t type = stored == StoredFloat::Float16 ? hdf5Float16Type() : H5T_IEEE_F32LE;
   hid_t ds = H5Dcreate2(file_, path.c_str(), type, space, H5P_DEFAULT, props, H5P_DEFAULT);
+  std::string reason = ds < 0 ? failureReason() : "";
   H5Pclose(props);
   H5Sclose(space);
-  return checkId(ds, "dataset " + path);
+  if (ds < 0) throw std::runtime_error("HDF5 error while creating dataset " + path + ": " + reason);
+  return ds;
 }
 
 void Hdf5Writer::writeRows(hid_t ds, hsize_t A, hsize_t row0, hsize_t rows, hsize_t M, const float* data) {
@@ -158,10 +190,11 @@ void Hdf5Writer::writeRows(hid_t ds, hsize_t A, hsize_t row0, hsize_t rows, hsiz
   } else {
     s = H5Dwrite(ds, H5T_NATIVE_FLOAT, memSpace, fileSpace, H5P_DEFAULT, data);
   }
+  std::string reason = s < 0 ? failureReason() : "";
   H5Tclose(type);
   H5Sclose(memSpace);
   H5Sclose(fileSpace);
-  check(s, "rows of " + final_.string() + " (disk full?)");
+  check(s, "rows of " + final_.string(), reason);
 }
 
 void Hdf5Writer::closeDataset(hid_t ds) { H5Dclose(ds); }
@@ -169,7 +202,7 @@ void Hdf5Writer::closeDataset(hid_t ds) { H5Dclose(ds); }
 void Hdf5Writer::commit() {
   if (H5Fclose(file_) < 0) {
     file_ = -1;
-    throw std::runtime_error("cannot write " + final_.string() + ": HDF5 failed to close the file");
+    throw std::runtime_error("cannot write " + final_.string() + ": " + failureReason());
   }
   file_ = -1;
   commitTemporary(tmp_, final_);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstring>
 
 namespace xtrap {
 namespace {
@@ -11,7 +12,12 @@ volatile std::sig_atomic_t gSignal = 0;
 thread_local int gDeferrals = 0;
 
 extern "C" void onInterrupt(int signal) {
-  if (gSignal != 0) _exit(128 + signal);  // the user insists: no cleanup
+  if (gSignal != 0) {  // the user insists: no cleanup, but say so (write(2) is async-signal-safe)
+    const char* text = signal == SIGINT ? "xtrap: second SIGINT: stopped at once, without cleanup\n"
+                                        : "xtrap: second SIGTERM: stopped at once, without cleanup\n";
+    [[maybe_unused]] ssize_t written = write(STDERR_FILENO, text, std::strlen(text));
+    _exit(128 + signal);
+  }
   gSignal = signal;
 }
 
@@ -23,6 +29,13 @@ void installInterruptHandlers() {
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+  // A parent may have blocked them (the mask survives exec): a signal sent while blocked waits
+  // pending and arrives here, so it is honoured, never lost.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigprocmask(SIG_UNBLOCK, &set, nullptr);
 }
 
 int interruptSignal() { return gSignal; }

@@ -14,6 +14,9 @@ struct AttentionBias : torch::nn::Module {
   // True when block() already gives every future key (j > i) -inf in every head (causal ALiBi),
   // so the causal mask need not be added again.
   virtual bool blocksFuture() const { return false; }
+  // Puts constrained parameters back into their domain after an optimizer step (projected
+  // gradient descent, KERPLE's r1, r2 > 0); nothing for unconstrained ones.
+  virtual void constrainParameters() {}
 };
 
 }  // namespace xtrap

@@ -10,13 +10,16 @@ torch::Tensor Rotary::apply(const torch::Tensor& x, int64_t offset) const {
   auto compute = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   auto doubles = x.options().dtype(torch::kFloat64);
   auto inv = torch::pow(base, -torch::arange(0, D, 2, doubles) / double(D));  // (D/2)
+  if (!frequencyFactors.empty()) inv = inv * torch::tensor(frequencyFactors, doubles);
   auto pos = (torch::arange(offset, offset + T, doubles) / positionScale).unsqueeze(1);
   auto angles = torch::cat({pos * inv, pos * inv}, 1).to(compute);  // (T, D)
   auto cos = angles.cos(), sin = angles.sin();
   auto xf = x.to(compute);
   auto half1 = xf.narrow(3, 0, D / 2), half2 = xf.narrow(3, D / 2, D / 2);
   auto rotated = torch::cat({-half2, half1}, 3);
-  return (xf * cos + rotated * sin).to(x.scalar_type());
+  auto out = xf * cos + rotated * sin;
+  if (attentionFactor != 1.0) out = out * attentionFactor;
+  return out.to(x.scalar_type());
 }
 
 }  // namespace xtrap
