@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 
 #include "data/block_sampler.h"
 #include "data/mlm_masking.h"
@@ -67,6 +69,83 @@ TEST_CASE("a changed file invalidates the cache") {
   CHECK(loadWikiText(dir).train.size() == 3);
   std::ofstream(dir / "wiki.train.tokens") << " a b c d \n";
   CHECK(loadWikiText(dir).train.size() == 5);
+}
+
+TEST_CASE("the cache is stamped by content: a copy keeps it, an edit hidden from size and mtime does not") {
+  auto dir = makeCorpus("cache-stamp", " a b \n b \n", " a \n", " b \n");
+  auto train = dir / "wiki.train.tokens";
+  auto cache = dir / ".xtrap-cache.bin";
+  CHECK(loadWikiText(dir).vocab.word(0) == "b");  // b 2, <eos> 2 (b first), a 1
+  auto written = fs::last_write_time(cache);
+  // Another machine: same bytes, other modification times. The cache is used, not rewritten.
+  fs::last_write_time(train, fs::last_write_time(train) + std::chrono::hours(1));
+  CHECK(loadWikiText(dir).vocab.word(0) == "b");
+  CHECK(fs::last_write_time(cache) == written);
+  // Same size, other bytes, and the mtime set back too: the content hash still tells.
+  auto mtime = fs::last_write_time(train);
+  std::ofstream(train) << " b a \n a \n";
+  fs::last_write_time(train, mtime);
+  CHECK(loadWikiText(dir).vocab.word(0) == "a");
+}
+
+TEST_CASE("a damaged cache is rebuilt, never trusted") {
+  auto dir = makeCorpus("cache-damaged", " a b \n b \n", " a \n", " b \n");
+  Corpus first = loadWikiText(dir);
+  std::vector<int32_t> expected = first.train.toVector();
+  auto cache = dir / ".xtrap-cache.bin";
+  for (auto offset : {uintmax_t(3), fs::file_size(cache) - 2}) {  // the magic; the last id
+    {
+      std::fstream f(cache, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(std::streamoff(offset));
+      f.put('\x7f');
+    }
+    Corpus again = loadWikiText(dir);
+    CHECK(again.train == expected);
+    CHECK(again.digest == first.digest);
+  }
+  fs::resize_file(cache, fs::file_size(cache) - 4);
+  CHECK(loadWikiText(dir).train == expected);
+}
+
+TEST_CASE("the parallel parser matches a line-by-line count on a text of many chunks") {
+  // 20,000 lines of words drawn from 300 types: far over the 64 KiB below which the text is one chunk.
+  std::string text;
+  uint64_t state = 12345;
+  std::vector<std::string> lines;
+  for (int line = 0; line < 20000; ++line) {
+    std::string l;
+    for (int k = 0; k < 1 + line % 7; ++k) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      l += " w" + std::to_string((state >> 33) % 300);
+    }
+    text += l + " \n";
+    lines.push_back(l);
+  }
+  // Reference: counts and first appearances, one token at a time.
+  std::map<std::string, std::pair<int64_t, int64_t>> seen;  // word -> (count, first index)
+  std::vector<std::string> tokens;
+  for (const auto& l : lines) {
+    std::istringstream words(l);
+    for (std::string w; words >> w;) tokens.push_back(w);
+    tokens.push_back("<eos>");
+  }
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    auto it = seen.try_emplace(tokens[i], 0, int64_t(i)).first;
+    ++it->second.first;
+  }
+  std::vector<std::string> order;
+  for (const auto& [w, e] : seen) order.push_back(w);
+  std::sort(order.begin(), order.end(), [&](const std::string& a, const std::string& b) {
+    return seen[a].first != seen[b].first ? seen[a].first > seen[b].first : seen[a].second < seen[b].second;
+  });
+  Vocabulary vocab = buildVocabulary(text);
+  REQUIRE(vocab.size() == int64_t(order.size()) + 1);  // + <unk>
+  for (size_t k = 0; k < order.size(); ++k) CHECK(vocab.word(int32_t(k)) == order[k]);
+  auto ids = tokenize(text, vocab);
+  REQUIRE(ids.size() == tokens.size());
+  bool same = true;
+  for (size_t i = 0; i < ids.size(); ++i) same = same && vocab.word(ids[i]) == tokens[i];
+  CHECK(same);
 }
 
 TEST_CASE("block sampler: random starts stay in range, contiguous covers every block once per epoch") {

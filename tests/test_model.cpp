@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "eval/perplexity.h"
+#include "model/linear_nll.h"
 #include "model/transformer.h"
 #include "test_support.h"
 
@@ -106,4 +107,28 @@ TEST_CASE("learned positions beyond the table fail with a clear message") {
   Transformer m(c);
   CHECK_THROWS_WITH(m->features(torch::zeros({1, 17}, torch::kLong)),
                     Catch::Contains("length 17 exceeds the table of 16 positions"));
+}
+
+TEST_CASE("linearNll in row blocks equals log-softmax of the full logits, values and gradients") {
+  torch::manual_seed(3);
+  int64_t N = 37, K = 6, V = 11;  // 37 rows in blocks of 4: nine full blocks and one of 1
+  auto x = torch::randn({N, K}, torch::kFloat64).requires_grad_();
+  auto w = torch::randn({V, K}, torch::kFloat64).requires_grad_();
+  auto b = torch::randn({V}, torch::kFloat64).requires_grad_();
+  auto targets = torch::randint(0, V, {N}, torch::kInt64);
+  auto rowWeights = torch::rand({N}, torch::kFloat64);  // a loss that weighs rows differently
+  for (bool withBias : {false, true}) {
+    INFO("bias " << withBias);
+    auto logits = x.matmul(w.t()) + (withBias ? b : torch::zeros({V}, torch::kFloat64));
+    auto expected = -torch::log_softmax(logits, 1).gather(1, targets.unsqueeze(1)).squeeze(1);
+    auto expectedGrads = torch::autograd::grad({(expected * rowWeights).sum()}, {x, w, b}, {}, false, false, true);
+    auto got = linearNll(x, w, withBias ? b : torch::Tensor(), targets, 4 * V);
+    CHECK(got.scalar_type() == torch::kFloat32);
+    CHECK(torch::allclose(got.to(torch::kFloat64), expected, 1e-5, 1e-5));
+    auto grads =
+        torch::autograd::grad({(got.to(torch::kFloat64) * rowWeights).sum()}, {x, w, b}, {}, false, false, true);
+    CHECK(torch::allclose(grads[0], expectedGrads[0], 1e-5, 1e-5));
+    CHECK(torch::allclose(grads[1], expectedGrads[1], 1e-5, 1e-5));
+    if (withBias) CHECK(torch::allclose(grads[2], expectedGrads[2], 1e-5, 1e-5));
+  }
 }

@@ -91,50 +91,72 @@ TEST_CASE("fnv1a64 matches the published test vectors", "[reliability]") {
   CHECK(fnv1a64("foobar") == 0x85944171f73967e8ull);
 }
 
-TEST_CASE("token cache reader rejects every truncation and a wrong stamp", "[reliability]") {
-  Corpus c;
-  c.vocab = Vocabulary({"<eos>", "the", "cat", "<unk>"});
-  c.train = {1, 2, 0, 1, 3, 0};
-  c.valid = {2, 0};
-  c.test = {1, 0};
-  std::vector<int64_t> stamp = {1, 2, 3, 4, 5, 6};
+namespace {
+// A cache's bytes for a small corpus, and the stamp it was written with.
+Corpus smallCorpus() {
+  return Corpus::fromIds(Vocabulary({"<eos>", "the", "cat", "<unk>"}), {1, 2, 0, 1, 3, 0}, {2, 0}, {1, 0});
+}
+SourceStamp smallStamp() { return {{10, 20, 30}, 77}; }
+std::string cacheBytes(const Corpus& c, const SourceStamp& stamp) {
   std::ostringstream out;
   writeTokenCache(out, stamp, c);
-  std::string bytes = out.str();
+  return out.str();
+}
+std::string readBack(const std::string& bytes, const SourceStamp& stamp, Corpus& back) {
+  return readTokenCache(bytes, stamp, payloadOf(bytes), back);
+}
+}  // namespace
+
+TEST_CASE("token cache reader rejects every truncation and a wrong stamp", "[reliability]") {
+  Corpus c = smallCorpus();
+  SourceStamp stamp = smallStamp();
+  std::string bytes = cacheBytes(c, stamp);
+  // Header, "<eos>\0the\0cat\0<unk>\0" padded from 18 to 20 bytes, 10 ids of 4 bytes.
+  CHECK(bytes.size() == 104 + 20 + 40);
 
   Corpus back;
-  std::istringstream in(bytes);
-  REQUIRE(readTokenCache(in, stamp, back));
+  REQUIRE(readBack(bytes, stamp, back) == "");
   CHECK(back.vocab.words() == c.vocab.words());
   CHECK(back.train == c.train);
   CHECK(back.valid == c.valid);
   CHECK(back.test == c.test);
+  CHECK(back.digest == c.digest);
 
   for (size_t n = 0; n < bytes.size(); ++n) {
-    std::istringstream cut(bytes.substr(0, n));
     Corpus ignored;
     INFO("prefix " << n);
-    CHECK_FALSE(readTokenCache(cut, stamp, ignored));
+    CHECK(readBack(bytes.substr(0, n), stamp, ignored).rfind("damaged", 0) == 0);
   }
-  std::istringstream again(bytes);
+  SourceStamp otherSize = stamp, otherContent = stamp;
+  otherSize.bytes[2] = 31;
+  otherContent.contentHash = 78;
   Corpus ignored;
-  CHECK_FALSE(readTokenCache(again, {1, 2, 3, 4, 5, 7}, ignored));
+  CHECK(readBack(bytes, otherSize, ignored) == "made from other data");
+  CHECK(readBack(bytes, otherContent, ignored) == "made from other data");
 }
 
-TEST_CASE("token cache reader survives a huge length field without allocating it", "[reliability]") {
-  Corpus c;
-  c.vocab = Vocabulary({"<eos>"});
-  std::vector<int64_t> stamp = {0, 0, 0, 0, 0, 0};
-  std::ostringstream out;
-  writeTokenCache(out, stamp, c);
-  std::string bytes = out.str();
-  // The train length field follows the 8-byte magic, version, stamp, word count and "<eos>" entry.
-  size_t trainLength = 8 + 4 + 6 * 8 + 8 + 4 + 5;
-  uint64_t huge = uint64_t(1) << 33;
-  bytes.replace(trainLength, 8, reinterpret_cast<const char*>(&huge), 8);
-  std::istringstream in(bytes);
-  Corpus back;
-  CHECK_FALSE(readTokenCache(in, stamp, back));
+TEST_CASE("token cache: any flipped payload byte is caught", "[reliability]") {
+  std::string bytes = cacheBytes(smallCorpus(), smallStamp());
+  for (size_t k = 104; k < bytes.size(); ++k) {
+    std::string flipped = bytes;
+    flipped[k] = char(flipped[k] ^ 0x10);
+    Corpus ignored;
+    INFO("byte " << k);
+    CHECK(readBack(flipped, smallStamp(), ignored).rfind("damaged", 0) == 0);
+  }
+}
+
+TEST_CASE("token cache reader survives huge length fields without allocating them", "[reliability]") {
+  std::string bytes = cacheBytes(smallCorpus(), smallStamp());
+  // vocabBytes at offset 72, then the three split lengths at 80, 88, 96.
+  for (size_t field : {72, 80, 88, 96}) {
+    std::string damaged = bytes;
+    uint64_t huge = uint64_t(1) << 62;
+    damaged.replace(field, 8, reinterpret_cast<const char*>(&huge), 8);
+    Corpus back;
+    INFO("field at " << field);
+    CHECK(readBack(damaged, smallStamp(), back).rfind("damaged", 0) == 0);
+  }
 }
 
 TEST_CASE("temporary files: stale ones are removed, output directories are checked first", "[reliability]") {
@@ -251,23 +273,16 @@ TEST_CASE("a PNG is complete only with its signature and its IEND chunk", "[reli
 }
 
 TEST_CASE("the data digest changes with any token and names both digests in its warning", "[reliability][issue27]") {
-  auto corpus = [](std::vector<int32_t> valid) {
-    Corpus c;
-    c.vocab = buildVocabulary("a b c\n");
-    c.train = {0, 1, 2, 3};
-    c.valid = std::move(valid);
-    c.test = {2};
-    return c;
+  auto digest = [](std::vector<int32_t> valid, std::vector<int32_t> test = {2}) {
+    return Corpus::fromIds(buildVocabulary("a b c\n"), {0, 1, 2, 3}, std::move(valid), std::move(test)).digest;
   };
-  std::string base = corpusDigest(corpus({0, 1}));
-  CHECK(base == corpusDigest(corpus({0, 1})));
-  CHECK(base != corpusDigest(corpus({1, 0})));
+  std::string base = digest({0, 1});
+  CHECK(base == digest({0, 1}));
+  CHECK(base != digest({1, 0}));
   CHECK(base.size() == 8 + 16);
   CHECK(base.rfind("fnv1a64:", 0) == 0);
   // A token moved from one split to the next changes the split lengths, hence the digest.
-  Corpus moved = corpus({0});
-  moved.test = {1, 2};
-  CHECK(base != corpusDigest(moved));
+  CHECK(base != digest({0}, {1, 2}));
   CHECK(dataChangedWarning("r", "d", "", base).empty());  // a run from before the digest
   CHECK(dataChangedWarning("r", "d", base, base).empty());
   CHECK(dataChangedWarning("r", "d", "fnv1a64:0", base) ==

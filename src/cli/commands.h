@@ -17,6 +17,7 @@ CommandAction addProbeCommand(CLI::App& app);
 CommandAction addRunCommand(CLI::App& app);
 CommandAction addPlotCommand(CLI::App& app);
 CommandAction addExportCommand(CLI::App& app);
+CommandAction addDataCommand(CLI::App& app);
 
 // An option that does not apply is rejected, never silently ignored: throws "OPTION WHY" when
 // any of `options` was given on the command line of `cmd` and `applies` is false.

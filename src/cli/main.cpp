@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
       {"run", "run a scenario file: train what is missing, evaluate, write results/NAME/", xtrap::addRunCommand},
       {"plot", "draw perplexity vs Lvalid from results files (gnuplot)", xtrap::addPlotCommand},
       {"export", "write a run as model.safetensors + config.json + vocab.txt for Python", xtrap::addExportCommand},
+      {"data", "load a WikiText directory (building its token cache) and print its sizes", xtrap::addDataCommand},
   };
   std::vector<std::pair<CLI::App*, xtrap::CommandAction>> commands;
   for (const auto& command : kCommands) {

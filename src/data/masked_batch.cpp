@@ -4,8 +4,7 @@
 
 namespace xtrap {
 
-torch::Tensor gatherWindows(const std::vector<int32_t>& stream, const std::vector<int64_t>& starts, int64_t words,
-                            int64_t bosId) {
+torch::Tensor gatherWindows(TokenSpan stream, const std::vector<int64_t>& starts, int64_t words, int64_t bosId) {
   int64_t shift = bosId >= 0 ? 1 : 0;
   auto batch = torch::empty({static_cast<int64_t>(starts.size()), shift + words}, torch::kLong);  // (B, T)
   auto acc = batch.accessor<int64_t, 2>();

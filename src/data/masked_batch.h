@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "data/mlm_masking.h"
+#include "data/token_span.h"
 
 namespace xtrap {
 
@@ -18,8 +19,7 @@ struct MaskedBatch {
 
 // (B, bosColumns + words) int64 windows: <bos> (when tokens.bosId >= 0), then stream[starts[b],
 // starts[b] + words).
-torch::Tensor gatherWindows(const std::vector<int32_t>& stream, const std::vector<int64_t>& starts, int64_t words,
-                            int64_t bosId = -1);
+torch::Tensor gatherWindows(TokenSpan stream, const std::vector<int64_t>& starts, int64_t words, int64_t bosId = -1);
 
 // windows: from gatherWindows; starts[b]: stream position of row b's first word; selected[b]: the
 // selected stream positions of row b (sorted). Corruptions come from (seed, stream position).

@@ -4,9 +4,12 @@
 // WikiText-2 train = 2,088,628 tokens). The vocabulary comes from the train split only.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "data/token_span.h"
 #include "data/vocabulary.h"
 
 namespace xtrap {
@@ -14,23 +17,38 @@ namespace xtrap {
 struct Corpus {
   std::filesystem::path dir;
   Vocabulary vocab;
-  std::vector<int32_t> train, valid, test;
+  TokenSpan train, valid, test;  // views into `storage`
+  std::string digest;            // corpusDigest() of the above (data/corpus_digest.h)
+  // What the splits point into: the memory-mapped token cache, or ids the corpus owns. Shared, so
+  // copies of a Corpus view the same memory.
+  std::shared_ptr<const void> storage;
 
-  const std::vector<int32_t>& split(const std::string& name) const;  // "train"|"valid"|"test"
+  const TokenSpan& split(const std::string& name) const;  // "train"|"valid"|"test"
+  // A corpus that owns its ids (tests; data directories where no cache can be written).
+  static Corpus fromIds(Vocabulary vocab, std::vector<int32_t> train, std::vector<int32_t> valid,
+                        std::vector<int32_t> test);
 };
+
+// Called with the bytes of a text done so far and the total, from one thread at a time.
+using ParseProgress = std::function<void(size_t done, size_t total)>;
 
 // Splits one file's text into words + <eos> per line, calling onWord for each token.
 template <typename OnWord>
 void forEachWikiTextToken(std::string_view text, OnWord&& onWord);
 
-// Builds the vocabulary from `trainText` (descending frequency, ties by first appearance).
-Vocabulary buildVocabulary(std::string_view trainText);
-std::vector<int32_t> tokenize(std::string_view text, const Vocabulary& vocab);
+// Builds the vocabulary from `trainText` (descending frequency, ties by first appearance). Both
+// functions split the text at line ends and use every hardware thread.
+Vocabulary buildVocabulary(std::string_view trainText, const ParseProgress& progress = {});
+std::vector<int32_t> tokenize(std::string_view text, const Vocabulary& vocab, const ParseProgress& progress = {});
 
-// Loads a WikiText directory. Uses (and refreshes) a binary cache `.xtrap-cache.bin` in the
-// directory, keyed on the three files' sizes and mtimes, so the second load of WikiText-103-sized
-// data skips parsing. An unwritable directory just means no cache. A missing, unreadable or empty
-// split, invalid UTF-8 or a line over 1 MiB (text_checks.h) is a one-line error naming the file.
+// Loads a WikiText directory through the token cache `.xtrap-cache.bin` in it (token_cache.h):
+// the splits are views of the memory-mapped cache, one copy in the page cache for every process
+// that loads the same directory. Without a valid cache the text is parsed (progress on stderr for
+// large files) and the cache written; a stale or damaged cache is rebuilt after a one-line
+// notice. Concurrent loads of one directory (data-parallel ranks) parse it once: the others wait
+// for the cache. An unwritable directory means no cache: the corpus then owns its ids. A missing,
+// unreadable or empty split, invalid UTF-8 or a line over 1 MiB (text_checks.h) is a one-line
+// error naming the file.
 Corpus loadWikiText(const std::filesystem::path& dir);
 
 // The directory xtrap uses when --data is not given: the shipped WikiText-2 copy.

@@ -16,8 +16,8 @@ EncoderWindowing encoderWindowing(int64_t streamLength, const EncoderScoreOption
   return w;
 }
 
-MaskedBatch maskEncoderWindows(const std::vector<int32_t>& stream, const EncoderWindowing& w,
-                               const std::vector<size_t>& rows, const EncoderScoreOptions& opt) {
+MaskedBatch maskEncoderWindows(TokenSpan stream, const EncoderWindowing& w, const std::vector<size_t>& rows,
+                               const EncoderScoreOptions& opt) {
   auto N = static_cast<int64_t>(stream.size());
   int64_t T = w.windows[rows.front()].length;
   std::vector<int64_t> starts;
@@ -33,7 +33,7 @@ MaskedBatch maskEncoderWindows(const std::vector<int32_t>& stream, const Encoder
                          owns);
 }
 
-ScoreTotals scoreEncoder(Transformer& model, const std::vector<int32_t>& stream, const EncoderScoreOptions& opt,
+ScoreTotals scoreEncoder(Transformer& model, TokenSpan stream, const EncoderScoreOptions& opt,
                          const std::function<void(int64_t)>& onProgress) {
   torch::NoGradGuard noGrad;
   model->eval();

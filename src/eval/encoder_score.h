@@ -39,10 +39,10 @@ EncoderWindowing encoderWindowing(int64_t streamLength, const EncoderScoreOption
 // The corrupted batch of windows w.windows[rows[b]] (all of one length): inputs (B, [<bos>] +
 // length) with every selected token inside each window corrupted; positions/targets: only the
 // selected tokens each window owns.
-MaskedBatch maskEncoderWindows(const std::vector<int32_t>& stream, const EncoderWindowing& w,
-                               const std::vector<size_t>& rows, const EncoderScoreOptions& opt);
+MaskedBatch maskEncoderWindows(TokenSpan stream, const EncoderWindowing& w, const std::vector<size_t>& rows,
+                               const EncoderScoreOptions& opt);
 
-ScoreTotals scoreEncoder(Transformer& model, const std::vector<int32_t>& stream, const EncoderScoreOptions& opt,
+ScoreTotals scoreEncoder(Transformer& model, TokenSpan stream, const EncoderScoreOptions& opt,
                          const std::function<void(int64_t)>& onProgress = {});
 
 }  // namespace xtrap

@@ -28,8 +28,7 @@ namespace xtrap {
 namespace {
 
 // Model FLOPs of one scoring pass: every window's forward plus the head on the scored rows.
-double evalFlops(const ModelConfig& c, const std::vector<int32_t>& stream, int64_t Lvalid, int64_t stride,
-                 int64_t scoredRows) {
+double evalFlops(const ModelConfig& c, TokenSpan stream, int64_t Lvalid, int64_t stride, int64_t scoredRows) {
   auto n = static_cast<int64_t>(stream.size());
   int64_t bos = c.usesBos() ? 1 : 0;  // encoder windows: [<bos>] + words (encoder_score.h)
   auto windows =
@@ -45,7 +44,7 @@ struct ScoringRun {
   std::string name;  // the run directory's name (the rows' `run`)
   Corpus corpus;
   Transformer model{nullptr};
-  std::vector<int32_t> stream;  // the split's tokens (a prefix with maxTokens)
+  TokenSpan stream;  // the split's tokens (a prefix with maxTokens), viewing `corpus`
 };
 
 ScoringRun loadScoringRun(const std::filesystem::path& dir, const EvalRequest& req, const ExecutionContext& ctx) {
@@ -59,12 +58,13 @@ ScoringRun loadScoringRun(const std::filesystem::path& dir, const EvalRequest& r
     throw std::runtime_error(fmt::format("vocabulary mismatch: run {} was trained with {} words, {} gives {}",
                                          dir.string(), s.info.model.vocabSize, dataDir, vocab));
   if (req.dataDir.empty()) {  // another --data is a deliberate choice, not a change
-    std::string changed = dataChangedWarning(dir.string(), dataDir, s.info.dataDigest, corpusDigest(s.corpus));
+    std::string changed = dataChangedWarning(dir.string(), dataDir, s.info.dataDigest, s.corpus.digest);
     if (!changed.empty()) std::fprintf(stderr, "xtrap: warning: %s\n", changed.c_str());
   }
   s.model = loadTrainedModel(s.info, ctx);
   s.stream = s.corpus.split(req.split);
-  if (req.maxTokens > 0 && req.maxTokens < static_cast<int64_t>(s.stream.size())) s.stream.resize(req.maxTokens);
+  if (req.maxTokens > 0 && req.maxTokens < static_cast<int64_t>(s.stream.size()))
+    s.stream = s.stream.subspan(0, size_t(req.maxTokens));
   return s;
 }
 

@@ -53,7 +53,7 @@ torch::Tensor chunkedTokenNll(Transformer& model, const torch::Tensor& features,
   return torch::cat(parts);
 }
 
-ScoreTotals scoreDecoder(Transformer& model, const std::vector<int32_t>& stream, const ScoreOptions& opt,
+ScoreTotals scoreDecoder(Transformer& model, TokenSpan stream, const ScoreOptions& opt,
                          const std::function<void(int64_t)>& onProgress) {
   torch::NoGradGuard noGrad;
   model->eval();

@@ -7,6 +7,7 @@
 #include <functional>
 #include <vector>
 
+#include "data/token_span.h"
 #include "dist/dist_group.h"
 #include "model/transformer.h"
 
@@ -53,7 +54,7 @@ struct ScoreTotals {
 
 // Scores all N tokens of `stream` (windows.h). `onProgress(tokensScoredSoFar)` is called after
 // every batch. The model is put in eval mode.
-ScoreTotals scoreDecoder(Transformer& model, const std::vector<int32_t>& stream, const ScoreOptions& opt,
+ScoreTotals scoreDecoder(Transformer& model, TokenSpan stream, const ScoreOptions& opt,
                          const std::function<void(int64_t)>& onProgress = {});
 
 // Per-row NLL of `features` (N, C) against `targets` (N), in chunks of rows.

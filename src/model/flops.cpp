@@ -29,7 +29,7 @@ double headForwardFlopsPerRow(const ModelConfig& c, const std::vector<double>& c
   return flops;
 }
 
-std::vector<double> adaptiveClusterShares(const ModelConfig& c, const std::vector<int32_t>& targets) {
+std::vector<double> adaptiveClusterShares(const ModelConfig& c, TokenSpan targets) {
   const auto& cutoffs = c.adaptiveSoftmaxCutoffs;
   if (c.head != "lm" || cutoffs.empty() || targets.empty()) return {};
   std::vector<double> shares(cutoffs.size(), 0.0);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "data/token_span.h"
 #include "model/model_config.h"
 
 namespace xtrap {
@@ -21,7 +22,7 @@ double bodyForwardFlops(const ModelConfig& c, int64_t T);
 double headForwardFlopsPerRow(const ModelConfig& c, const std::vector<double>& clusterShares = {});
 
 // Fraction of `targets` in each adaptive-softmax tail cluster (empty without an adaptive softmax).
-std::vector<double> adaptiveClusterShares(const ModelConfig& c, const std::vector<int32_t>& targets);
+std::vector<double> adaptiveClusterShares(const ModelConfig& c, TokenSpan targets);
 
 // Forward FLOPs of `sequences` sequences of T tokens with `scoredRows` rows through the head.
 double forwardFlops(const ModelConfig& c, int64_t sequences, int64_t T, double scoredRows,

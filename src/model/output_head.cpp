@@ -1,5 +1,6 @@
 #include "model/output_head.h"
 
+#include "model/linear_nll.h"
 #include "util/execution_context.h"
 
 namespace xtrap {
@@ -41,7 +42,11 @@ torch::Tensor OutputHeadImpl::nll(const torch::Tensor& x, const torch::Tensor& t
     AutocastScope float32(x.device(), torch::kFloat32);
     return -adaptive->forward(x.to(torch::kFloat32), targets).output;
   }
-  return F::cross_entropy(logits(x).to(torch::kFloat32), targets, F::CrossEntropyFuncOptions().reduction(torch::kNone));
+  // The formulas of logits(), in row blocks: never N x V logits at once (linear_nll.h).
+  if (kind == OutputHeadKind::Roberta)
+    return linearNll(norm(torch::gelu(dense(x)).to(torch::kFloat32)), embedding, bias, targets);
+  if (kind == OutputHeadKind::Clap) return linearNll(beta * x, projection(), {}, targets);
+  return linearNll(x, embedding, {}, targets);
 }
 
 }  // namespace xtrap

@@ -24,11 +24,6 @@ T readAt(std::string_view bytes, size_t offset) {
 
 }  // namespace
 
-uint64_t fnv1a64(std::string_view bytes, uint64_t h) {
-  for (unsigned char b : bytes) h = (h ^ b) * 1099511628211ull;
-  return h;
-}
-
 std::string frameCheckpoint(std::string_view payload) {
   std::string out(kMagic, sizeof(kMagic));
   append(out, kCheckpointFormatVersion);

@@ -7,13 +7,11 @@
 #include <string>
 #include <string_view>
 
+#include "util/fnv1a64.h"
+
 namespace xtrap {
 
 constexpr uint32_t kCheckpointFormatVersion = 2;
-
-constexpr uint64_t kFnv1a64Basis = 14695981039346656037ull;
-// `h`: a previous result, to continue the hash over more bytes.
-uint64_t fnv1a64(std::string_view bytes, uint64_t h = kFnv1a64Basis);
 
 // Header + payload, ready to be written atomically.
 std::string frameCheckpoint(std::string_view payload);

@@ -1,14 +1,9 @@
 #pragma once
-// A digest of the data a run was trained on, kept in run.json: data files edited after training
-// while keeping the vocabulary size would otherwise go unnoticed by eval and --resume.
+// What eval and --resume say when the data a run was trained on changed since (the digest is
+// data/corpus_digest.h's, recorded in run.json and kept in the token cache).
 #include <string>
 
-#include "data/wikitext.h"
-
 namespace xtrap {
-
-// "fnv1a64:<16 hex digits>" over the vocabulary's words and the three splits' token ids.
-std::string corpusDigest(const Corpus& corpus);
 
 // The warning eval and --resume print when `recorded` (run.json's; empty for runs from before
 // the digest) differs from `current`; empty when there is nothing to say.

@@ -6,8 +6,8 @@ namespace xtrap {
 
 int64_t sequenceSpan(const ModelConfig& c) { return c.causal() ? c.contextLength + 1 : c.windowWords(); }
 
-LossResult trainingLoss(Transformer& model, const std::vector<int32_t>& stream, const std::vector<int64_t>& starts,
-                        uint64_t maskSeed, double maskProb, const MlmTokens& mlm, int64_t firstSequence) {
+LossResult trainingLoss(Transformer& model, TokenSpan stream, const std::vector<int64_t>& starts, uint64_t maskSeed,
+                        double maskProb, const MlmTokens& mlm, int64_t firstSequence) {
   const ModelConfig& c = model->config;
   if (c.causal()) {
     auto seq = gatherWindows(stream, starts, sequenceSpan(c));  // (B, L + 1)

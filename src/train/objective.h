@@ -19,8 +19,8 @@ struct LossResult {
   torch::Tensor loss;  // scalar, mean over scored tokens
   int64_t tokens = 0;
 };
-LossResult trainingLoss(Transformer& model, const std::vector<int32_t>& stream, const std::vector<int64_t>& starts,
-                        uint64_t maskSeed, double maskProb, const MlmTokens& mlm, int64_t firstSequence = 0);
+LossResult trainingLoss(Transformer& model, TokenSpan stream, const std::vector<int64_t>& starts, uint64_t maskSeed,
+                        double maskProb, const MlmTokens& mlm, int64_t firstSequence = 0);
 
 // Stream tokens of one sequence (L + 1 for decoders: inputs and the shifted targets; the words
 // of a window for encoders, L - 1 with <bos>).

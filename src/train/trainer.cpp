@@ -72,7 +72,7 @@ void restoreTorchRng(const torch::Tensor& state) {
 double validationLoss(Transformer& model, const Corpus& corpus, const TrainConfig& t, DistGroup& group) {
   DeferInterrupts defer;  // the training loop checkpoints first, then stops
   const auto& valid = corpus.valid;
-  std::vector<int32_t> head(valid.begin(), valid.begin() + std::min<int64_t>(t.evalTokens, valid.size()));
+  TokenSpan head = valid.subspan(0, size_t(std::min<int64_t>(t.evalTokens, valid.size())));
   WindowShard shard{group.rank(), group.world()};
   ScoreTotals totals;
   if (model->config.causal()) {
@@ -235,8 +235,8 @@ class TrainStep {
     int stopSignal = 0;  // SIGINT/SIGTERM seen by any rank (all ranks agree)
   };
 
-  Outcome run(const std::vector<int32_t>& stream, const std::vector<int64_t>& starts, int64_t step, double lr,
-              const MlmTokens& mlm, bool injectNan) {
+  Outcome run(TokenSpan stream, const std::vector<int64_t>& starts, int64_t step, double lr, const MlmTokens& mlm,
+              bool injectNan) {
     setLearningRate(*optimizer_, lr);
     const int64_t localB = static_cast<int64_t>(starts.size()) / group_.world();
     std::vector<int64_t> mine(starts.begin() + group_.rank() * localB, starts.begin() + (group_.rank() + 1) * localB);
@@ -327,7 +327,7 @@ RunInfo trainRun(TrainRequest req) {
   configureRuntime(t.threads);
   Corpus corpus = loadWikiText(t.dataDir);
   completeModelConfig(run, req, corpus);
-  std::string digest = corpusDigest(corpus);
+  std::string digest = corpus.digest;
   std::string changed = dataChangedWarning(run.dir.string(), t.dataDir, run.dataDigest, digest);
   if (!changed.empty() && distEnvFromEnvironment().rank == 0)
     std::fprintf(stderr, "xtrap: warning: %s\n", changed.c_str());
@@ -345,7 +345,10 @@ RunInfo trainRun(TrainRequest req) {
   if (B % group.world() != 0)
     throw std::invalid_argument(
         fmt::format("the batch of {} sequences does not split evenly over {} ranks", B, group.world()));
-  double stepFlops = trainStepFlops(run.model, B, t.maskProb, adaptiveClusterShares(run.model, corpus.train));
+  // The cluster shares of the first 4M tokens: the whole split would page all of a large mapped
+  // corpus into this process for an estimate (MFU) that a sample gives as well.
+  TokenSpan sample = corpus.train.subspan(0, std::min<size_t>(corpus.train.size(), size_t(1) << 22));
+  double stepFlops = trainStepFlops(run.model, B, t.maskProb, adaptiveClusterShares(run.model, sample));
 
   Transformer model(run.model);
   model->place(exec);  // before the optimizer and the gradient hooks see the parameters
