@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Load time and memory of xtrap on WikiText-103-sized data (synthetic, bench/make_corpus.py).
 
-    bench/corpus_scale.py XTRAP WORKDIR OUT.csv [--tokens 10000000 100000000] [--steps 10]
+    bench/corpus_scale.py XTRAP WORKDIR OUT.csv [--tokens 10000000 100000000] [--data DIR ...] [--steps 10]
 
-For each size: generates WORKDIR/corpus-N (kept for the next call), then measures
+For each size: generates WORKDIR/corpus-N (kept for the next call); for each --data DIR uses that
+directory as it is (e.g. the shipped WikiText-2, for comparison). Then measures
   first-load   `xtrap data DIR` with no token cache (parsing, cache written)
   cached-load  `xtrap data DIR` again
   train-1      `xtrap train --data DIR --steps S` with the quickstart model, one process
@@ -16,6 +17,7 @@ and peak sum of anonymous memory (what each process holds privately). Writes OUT
 import argparse
 import csv
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -91,30 +93,39 @@ def main():
     ap.add_argument("workdir")
     ap.add_argument("out_csv")
     ap.add_argument("--tokens", type=int, nargs="+", default=[10_000_000, 100_000_000])
+    ap.add_argument("--data", nargs="*", default=[], help="existing WikiText-format directories to measure too")
     ap.add_argument("--steps", type=int, default=10)
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
     rows = []
+    corpora = []
     for n in a.tokens:
         corpus = os.path.join(a.workdir, f"corpus-{n}")
         if not os.path.exists(os.path.join(corpus, "wiki.test.tokens")):
             subprocess.run([sys.executable, os.path.join(HERE, "make_corpus.py"), corpus, str(n)], check=True)
+        corpora.append((corpus, f"synthetic {n}"))
+    corpora += [(os.path.abspath(d), os.path.basename(os.path.normpath(d))) for d in a.data]
+    for k, (corpus, label) in enumerate(corpora):
         for name in (".xtrap-cache.bin", ".xtrap-cache.lock"):
             if os.path.exists(os.path.join(corpus, name)):
                 os.remove(os.path.join(corpus, name))
         train = [a.xtrap, "train", "--data", corpus, "--steps", str(a.steps), "--warmup", "1", "--no-progress",
                  "--eval-tokens", "4096"]
         phases = [("first-load", [a.xtrap, "data", corpus], 1), ("cached-load", [a.xtrap, "data", corpus], 1),
-                  ("train-1", train + ["--out", os.path.join(a.workdir, f"run-{n}-1")], 1),
-                  ("train-2", train + ["--out", os.path.join(a.workdir, f"run-{n}-2"), "--nproc", "2"], 2)]
+                  ("train-1", train + ["--out", os.path.join(a.workdir, f"run-{k}-1")], 1),
+                  ("train-2", train + ["--out", os.path.join(a.workdir, f"run-{k}-2"), "--nproc", "2"], 2)]
         for phase, cmd, ranks in phases:
             run_dir = cmd[cmd.index("--out") + 1] if "--out" in cmd else None
             if run_dir:
                 shutil.rmtree(run_dir, ignore_errors=True)
-            seconds, rss, pss, anon = measure(cmd, os.path.join(a.workdir, f"{phase}-{n}.log"))
-            row = {"train_tokens": n, "phase": phase, "ranks": ranks, "seconds": round(seconds, 2),
+            log = os.path.join(a.workdir, f"{phase}-{k}.log")
+            seconds, rss, pss, anon = measure(cmd, log)
+            if phase == "first-load":  # `xtrap data` prints "DIR: N train, ..."
+                n = int(re.search(r": (\d+) train, ", open(log).read()).group(1))
+            row = {"corpus": label, "train_tokens": n, "phase": phase, "ranks": ranks, "seconds": round(seconds, 2),
                    "peak_rss_mib": round(rss), "peak_pss_mib": round(pss), "peak_anon_mib": round(anon),
-                   "command": " ".join(os.path.basename(c) if c == a.xtrap else c for c in cmd)}
+                   "command": " ".join("xtrap" if c == a.xtrap else "DIR" if c == corpus else
+                                       "RUN" if c.startswith(a.workdir) else c for c in cmd)}
             print(row, flush=True)
             rows.append(row)
     with open(a.out_csv, "w", newline="") as f:

@@ -298,7 +298,18 @@ def methods(mode):
     return out
 
 
+def corpus_scale():
+    """bench/corpus_scale.py: load time and peak memory per corpus and phase."""
+    rows = load("corpus_scale.csv")
+    return table(["corpus", "train tokens", "phase", "processes", "seconds", "peak RSS, largest process (MiB)",
+                  "peak PSS, all processes (MiB)", "peak anonymous, all processes (MiB)"],
+                 [[r["corpus"], f"{int(r['train_tokens']):,}", r["phase"], r["ranks"], r["seconds"],
+                   r["peak_rss_mib"], r["peak_pss_mib"], r["peak_anon_mib"]] for r in rows],
+                 ["---", "---:", "---", "---:", "---:", "---:", "---:", "---:"])
+
+
 TABLES = {
+    "corpus_scale/memory": corpus_scale,
     "methods-mini/nonoverlap": lambda: methods("nonoverlap"),
     "methods-mini/sliding": lambda: methods("sliding"),
     "distributed/scaling": lambda: distributed_scaling("distributed_scaling_h100_host.csv"),

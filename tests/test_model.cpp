@@ -111,7 +111,7 @@ TEST_CASE("learned positions beyond the table fail with a clear message") {
 
 TEST_CASE("linearNll in row blocks equals log-softmax of the full logits, values and gradients") {
   torch::manual_seed(3);
-  int64_t N = 37, K = 6, V = 11;  // 37 rows in blocks of 4: nine full blocks and one of 1
+  int64_t N = 37, K = 6, V = 11;  // 11 classes in blocks of 3: three full blocks and one of 2
   auto x = torch::randn({N, K}, torch::kFloat64).requires_grad_();
   auto w = torch::randn({V, K}, torch::kFloat64).requires_grad_();
   auto b = torch::randn({V}, torch::kFloat64).requires_grad_();
@@ -122,7 +122,7 @@ TEST_CASE("linearNll in row blocks equals log-softmax of the full logits, values
     auto logits = x.matmul(w.t()) + (withBias ? b : torch::zeros({V}, torch::kFloat64));
     auto expected = -torch::log_softmax(logits, 1).gather(1, targets.unsqueeze(1)).squeeze(1);
     auto expectedGrads = torch::autograd::grad({(expected * rowWeights).sum()}, {x, w, b}, {}, false, false, true);
-    auto got = linearNll(x, w, withBias ? b : torch::Tensor(), targets, 4 * V);
+    auto got = linearNll(x, w, withBias ? b : torch::Tensor(), targets, 3 * N);
     CHECK(got.scalar_type() == torch::kFloat32);
     CHECK(torch::allclose(got.to(torch::kFloat64), expected, 1e-5, 1e-5));
     auto grads =
@@ -131,4 +131,21 @@ TEST_CASE("linearNll in row blocks equals log-softmax of the full logits, values
     CHECK(torch::allclose(grads[1], expectedGrads[1], 1e-5, 1e-5));
     if (withBias) CHECK(torch::allclose(grads[2], expectedGrads[2], 1e-5, 1e-5));
   }
+}
+
+TEST_CASE("the adaptive softmax NLL equals LibTorch's AdaptiveLogSoftmaxWithLoss on the same parameters") {
+  torch::manual_seed(5);
+  ModelConfig c;
+  c.dModel = 16;
+  c.vocabSize = 50;
+  c.adaptiveSoftmaxCutoffs = {10, 30};
+  OutputHead head(c, torch::randn({50, 16}));
+  auto x = torch::randn({40, 16}, torch::kFloat32).requires_grad_();
+  auto targets = torch::randint(0, 50, {40}, torch::kInt64);
+  auto expected = -head->adaptive->forward(x, targets).output;  // LibTorch's own forward
+  auto expectedGrad = torch::autograd::grad({expected.sum()}, {x, head->adaptive->head->weight})[1];
+  auto got = head->nll(x, targets);
+  CHECK(torch::allclose(got, expected, 1e-5, 1e-5));
+  auto gotGrad = torch::autograd::grad({got.sum()}, {x, head->adaptive->head->weight})[1];
+  CHECK(torch::allclose(gotGrad, expectedGrad, 1e-5, 1e-5));
 }

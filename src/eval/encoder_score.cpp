@@ -58,7 +58,7 @@ ScoreTotals scoreEncoder(Transformer& model, TokenSpan stream, const EncoderScor
       for (int64_t i = 0; i < flat.size(0); ++i) positions.push_back(flat[i] % (shift + T));
       auto feats = model->features(masked.inputs, {opt.queryBlock, nullptr});  // (B, shift + T, C)
       auto scored = feats.reshape({-1, feats.size(2)}).index_select(0, masked.positions.to(feats.device()));
-      totals.add(chunkedTokenNll(model, scored, masked.targets), positions, opt.Lvalid);
+      totals.add(model->tokenNll(scored, masked.targets), positions, opt.Lvalid);
       if (onProgress) onProgress(totals.tokens);
     }
   }

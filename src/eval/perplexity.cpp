@@ -43,16 +43,6 @@ void ScoreTotals::sumOverRanks(DistGroup& group) {
   }
 }
 
-torch::Tensor chunkedTokenNll(Transformer& model, const torch::Tensor& features, const torch::Tensor& targets) {
-  constexpr int64_t kRows = 2048;  // 2048 x 33k float logits = 270 MB
-  std::vector<torch::Tensor> parts;
-  for (int64_t r = 0; r < features.size(0); r += kRows) {
-    int64_t n = std::min(kRows, features.size(0) - r);
-    parts.push_back(model->tokenNll(features.narrow(0, r, n), targets.narrow(0, r, n)));
-  }
-  return torch::cat(parts);
-}
-
 ScoreTotals scoreDecoder(Transformer& model, TokenSpan stream, const ScoreOptions& opt,
                          const std::function<void(int64_t)>& onProgress) {
   torch::NoGradGuard noGrad;
@@ -89,7 +79,7 @@ ScoreTotals scoreDecoder(Transformer& model, TokenSpan stream, const ScoreOption
       auto feats = model->features(x, {opt.queryBlock, nullptr});
       auto rowsAt = torch::cat(rowIndex).to(feats.device());  // (N) built on the host, follows the features
       auto rows = feats.reshape({-1, feats.size(2)}).index_select(0, rowsAt);  // (N, C)
-      totals.add(chunkedTokenNll(model, rows, torch::cat(targets).to(torch::kLong)), positions, opt.Lvalid);
+      totals.add(model->tokenNll(rows, torch::cat(targets).to(torch::kLong)), positions, opt.Lvalid);
       if (onProgress) onProgress(totals.tokens);
     }
   }

@@ -57,7 +57,4 @@ struct ScoreTotals {
 ScoreTotals scoreDecoder(Transformer& model, TokenSpan stream, const ScoreOptions& opt,
                          const std::function<void(int64_t)>& onProgress = {});
 
-// Per-row NLL of `features` (N, C) against `targets` (N), in chunks of rows.
-torch::Tensor chunkedTokenNll(Transformer& model, const torch::Tensor& features, const torch::Tensor& targets);
-
 }  // namespace xtrap

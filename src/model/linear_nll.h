@@ -1,7 +1,8 @@
 #pragma once
-// Per-row negative log-likelihood of a linear classifier, -log softmax(x W^T + b)[target], in row
-// blocks: at most ~kMaxBlockLogits logits exist at a time, in the forward and in the backward
-// (which recomputes each block's logits from x and W). The plain expression holds all N x V
+// Per-row negative log-likelihood of a linear classifier, -log softmax(x W^T + b)[target], in
+// blocks of classes: at most ~kMaxBlockLogits logits exist at a time, in the forward (a running
+// log-sum-exp over the blocks) and in the backward (which recomputes each block's logits from x
+// and W, and writes each block of dW once). The plain expression holds all N x V
 // logits, their log-softmax and their gradient at once: 4096 rows x 267,735 words (WikiText-103)
 // is 4.4 GB per copy. Numerically it is the plain expression: the matmul runs in the compute
 // dtype autocast gives it (or the inputs' own), log-softmax in float32, and the backward casts the
@@ -15,6 +16,7 @@ constexpr int64_t kMaxBlockLogits = int64_t(1) << 24;  // 64 MB of float32 logit
 
 // x (N, K), weight (V, K), bias (V) or undefined, targets (N) int64 in [0, V) -> (N) float32.
 // Differentiable in x, weight and bias. `maxBlockLogits`: for tests that want many blocks.
+// Rows with a target outside [0, V) get the log-sum-exp alone (callers pass valid targets).
 torch::Tensor linearNll(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                         const torch::Tensor& targets, int64_t maxBlockLogits = kMaxBlockLogits);
 

@@ -18,6 +18,7 @@ struct OutputHeadImpl : torch::nn::Module {
   torch::Tensor nll(const torch::Tensor& x, const torch::Tensor& targets);  // per row, (N) float32
   // The embedding the head projects onto (normalised for clap); inputs use the same vectors.
   torch::Tensor projection() const;
+  torch::Tensor adaptiveNll(const torch::Tensor& x, const torch::Tensor& targets);  // (N,C) -> (N)
 
   OutputHeadKind kind;
   torch::Tensor embedding;  // shared with the model's token embedding

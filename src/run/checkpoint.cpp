@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cerrno>
 #include <cstring>
 #include <map>
 #include <sstream>
@@ -11,6 +12,7 @@
 #include "run/checkpoint_file.h"
 #include "run/run_directory.h"
 #include "util/atomic_file.h"
+#include "util/mapped_file.h"
 
 namespace xtrap {
 namespace fs = std::filesystem;
@@ -102,27 +104,42 @@ void saveCheckpoint(const std::filesystem::path& file, Transformer& model, torch
   archive.write("sampler_state", bytesToTensor(state.samplerState));
   if (state.torchRngState.defined()) archive.write("torch_rng_state", state.torchRngState);
   if (state.cudaRngState.defined()) archive.write("cuda_rng_state", state.cudaRngState);
-  std::ostringstream payload;
-  try {
-    archive.save_to(payload);
-  } catch (const c10::Error& e) {
-    throw std::runtime_error("cannot write checkpoint " + file.string() + ": " + firstLine(e.what()));
-  }
-  std::string framed = frameCheckpoint(payload.str());
-  writeFileAtomically(file, [&](std::ostream& out) { out.write(framed.data(), std::streamsize(framed.size())); });
+  // Streamed to the file, the header last: a copy of the payload in memory would double the
+  // checkpoint's size in peak memory (450 MB for a 4-layer d=128 model on WikiText-103's vocabulary).
+  writeFileAtomically(file, [&](std::ostream& out) {
+    std::string header = checkpointHeader(0, 0);
+    out.write(header.data(), std::streamsize(header.size()));
+    uint64_t size = 0, checksum = kFnv1a64Basis;
+    try {
+      archive.save_to([&](const void* data, size_t n) {
+        std::string_view bytes(static_cast<const char*>(data), n);
+        if (!out.write(bytes.data(), std::streamsize(n)))
+          throw std::runtime_error("cannot write " + file.string() + ": " + std::strerror(errno));
+        checksum = fnv1a64(bytes, checksum);
+        size += n;
+        return n;
+      });
+    } catch (const c10::Error& e) {
+      throw std::runtime_error("cannot write checkpoint " + file.string() + ": " + firstLine(e.what()));
+    }
+    header = checkpointHeader(size, checksum);
+    out.seekp(0);
+    out.write(header.data(), std::streamsize(header.size()));
+  });
 }
 
 TrainingState loadCheckpoint(const std::filesystem::path& file, Transformer& model,
                              torch::optim::Optimizer* optimizer) {
   if (!std::filesystem::exists(file)) throw std::runtime_error("checkpoint not found: " + file.string());
   // Verified before LibTorch sees a byte: a torn or foreign file fails here with a clear reason.
-  std::string bytes = readTextFile(file);
-  std::istringstream payload(std::string(unframeCheckpoint(bytes, file.string())));
-  bytes.clear();
+  // Mapped, not read: the page cache holds the file once and LibTorch reads the tensors from it.
+  MappedFile mapped(file);
+  std::string_view payload = unframeCheckpoint(mapped.bytes(), file.string());
   TrainingState state;
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(payload, model->device());  // every tensor straight onto the model's device
+    // every tensor straight onto the model's device
+    archive.load_from(payload.data(), payload.size(), model->device());
     // A fresh tensor per entry: reading into a used one calls set_ on storage that, for an
     // archive loaded from memory, cannot be resized.
     auto entry = [&](const char* key) {

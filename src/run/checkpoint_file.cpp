@@ -24,13 +24,16 @@ T readAt(std::string_view bytes, size_t offset) {
 
 }  // namespace
 
-std::string frameCheckpoint(std::string_view payload) {
+std::string checkpointHeader(uint64_t size, uint64_t checksum) {
   std::string out(kMagic, sizeof(kMagic));
   append(out, kCheckpointFormatVersion);
-  append(out, static_cast<uint64_t>(payload.size()));
-  append(out, fnv1a64(payload));
-  out.append(payload);
+  append(out, size);
+  append(out, checksum);
   return out;
+}
+
+std::string frameCheckpoint(std::string_view payload) {
+  return checkpointHeader(payload.size(), fnv1a64(payload)).append(payload);
 }
 
 std::string_view unframeCheckpoint(std::string_view bytes, const std::string& file) {

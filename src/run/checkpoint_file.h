@@ -13,6 +13,9 @@ namespace xtrap {
 
 constexpr uint32_t kCheckpointFormatVersion = 2;
 
+// The header of a payload of `size` bytes whose fnv1a64 is `checksum` (a writer that streams the
+// payload writes it last, over a placeholder of the same length).
+std::string checkpointHeader(uint64_t size, uint64_t checksum);
 // Header + payload, ready to be written atomically.
 std::string frameCheckpoint(std::string_view payload);
 // The payload of a framed checkpoint; throws std::runtime_error naming `file` when the bytes are

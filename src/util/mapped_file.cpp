@@ -19,9 +19,9 @@ MappedFile::MappedFile(const std::filesystem::path& path) {
     throw std::runtime_error("cannot " + std::string(what) + " " + path.string() + ": " + reason);
   };
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) fail("open");
+  if (fd_ < 0) fail("read");
   struct stat st {};
-  if (::fstat(fd_, &st) != 0) fail("stat");
+  if (::fstat(fd_, &st) != 0) fail("read");
   size_ = static_cast<size_t>(st.st_size);
   if (size_ == 0) return;  // mmap refuses length 0; an empty file is an empty view
   data_ = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
