@@ -6,7 +6,7 @@
 source "$(dirname "$0")/reliability_lib.sh" "$@"
 make_corpus "$WORK/data" 3000 400 11
 
-ARGS=(--data "$WORK/data" "${TINY[@]}" --steps 150 --dropout 0.1 --seed 5 --checkpoint-every 4 --log-every 1
+ARGS=(--data "$WORK/data" "${TINY[@]}" --steps 600 --dropout 0.1 --seed 5 --checkpoint-every 4 --log-every 1
       --eval-every 20 --eval-tokens 256 --batch-order contiguous)
 "$XTRAP" train --out "$WORK/straight" "${ARGS[@]}" > /dev/null || fail "uninterrupted run failed"
 

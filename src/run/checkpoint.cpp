@@ -110,11 +110,13 @@ void saveCheckpoint(const std::filesystem::path& file, Transformer& model, torch
     std::string header = checkpointHeader(0, 0);
     out.write(header.data(), std::streamsize(header.size()));
     uint64_t size = 0, checksum = kFnv1a64Basis;
+    std::string failure;
     try {
+      // Every byte is taken even after a failed write: LibTorch's writer treats a short write or
+      // an exception from here as a broken invariant and terminates the process in its destructor.
       archive.save_to([&](const void* data, size_t n) {
         std::string_view bytes(static_cast<const char*>(data), n);
-        if (!out.write(bytes.data(), std::streamsize(n)))
-          throw std::runtime_error("cannot write " + file.string() + ": " + std::strerror(errno));
+        if (failure.empty() && !out.write(bytes.data(), std::streamsize(n))) failure = std::strerror(errno);
         checksum = fnv1a64(bytes, checksum);
         size += n;
         return n;
@@ -122,6 +124,7 @@ void saveCheckpoint(const std::filesystem::path& file, Transformer& model, torch
     } catch (const c10::Error& e) {
       throw std::runtime_error("cannot write checkpoint " + file.string() + ": " + firstLine(e.what()));
     }
+    if (!failure.empty()) throw std::runtime_error("cannot write " + file.string() + ": " + failure);
     header = checkpointHeader(size, checksum);
     out.seekp(0);
     out.write(header.data(), std::streamsize(header.size()));

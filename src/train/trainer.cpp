@@ -260,11 +260,15 @@ class TrainStep {
     sync_.finish();
     Outcome out;
     out.gradNorm = t_.clipNorm > 0 ? torch::nn::utils::clip_grad_norm_(model_->parameters(), t_.clipNorm) : 0.0;
-    // Loss summed over ranks, and whether any rank got SIGINT/SIGTERM: all ranks decide alike.
-    auto agreed = torch::tensor({rankLoss.item<double>(), double(interruptSignal() != 0)}, torch::kFloat64);
+    // Loss summed over ranks, and whether any rank got SIGINT/SIGTERM: all ranks decide alike, on
+    // what was summed only. A signal that lands after the sum counts at the next step; read
+    // afresh here it would stop this rank one step before the others, which would then wait in a
+    // collective for it.
+    int localSignal = interruptSignal();
+    auto agreed = torch::tensor({rankLoss.item<double>(), double(localSignal != 0)}, torch::kFloat64);
     group_.allreduceSum(agreed);
     out.loss = agreed[0].item<double>();
-    out.stopSignal = interruptSignal() != 0 ? interruptSignal() : agreed[1].item<double>() > 0 ? SIGTERM : 0;
+    out.stopSignal = agreed[1].item<double>() > 0 ? (localSignal != 0 ? localSignal : SIGTERM) : 0;
     out.bad = !std::isfinite(out.loss) || !std::isfinite(out.gradNorm);
     if (!out.bad) {  // a bad step is skipped; the optimizer state stays clean
       optimizer_->step();
