@@ -42,6 +42,20 @@ check encoder-kerple-log --arch encoder --pos kerple-log
 check decoder-fire --arch decoder --pos fire
 check encoder-fire-roberta --arch encoder --pos fire --head roberta
 
+# The reference reads the computation from config.json: an edited config no longer matches xtrap.
+for edit in "decoder-alibi:a['activation']='relu'" "decoder-alibi:a['layer_norm_eps']=0.1" \
+  "decoder-alibi:a['query_scale']*=2" "decoder-alibi:a['final_norm']=False" "decoder-alibi:a['qkv_packing']='k,q,v'" \
+  "decoder-alibi:a['embedding_scale']=1.0" "decoder-learned-adaptive:a['adaptive_softmax']['div_value']=2.0"; do
+  name=${edit%%:*}
+  rm -rf "$work/edited" && cp -r "$work/$name-export" "$work/edited"
+  "$PYTHON" -c "import json,sys; c=json.load(open(sys.argv[1])); a=c['architecture']; ${edit#*:}; json.dump(c, open(sys.argv[1], 'w'))" \
+    "$work/edited/config.json"
+  if "$PYTHON" "$here/export_check.py" "$work/edited" "$work/tokens.txt" "$work/$name.f32" >/dev/null 2>&1; then
+    echo "config.json edit ${edit#*:} changed nothing: the reference does not read it"
+    status=1
+  fi
+done
+
 # One-line errors, non-zero exit, nothing written.
 if "$XTRAP" export "$work/no-such-run" "$work/x" 2>"$work/err"; then echo "export of a missing run succeeded"; status=1; fi
 [ "$(wc -l <"$work/err")" = 1 ] || { echo "missing run: not one line:"; cat "$work/err"; status=1; }

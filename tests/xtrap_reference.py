@@ -66,16 +66,20 @@ class XtrapModel(torch.nn.Module):
     def __init__(self, config, weights):
         super().__init__()
         self.c, self.p, self.w = config["model"], config["position"], weights
-        if self.c["adaptive_softmax_cutoffs"] and self.c["head"] == "lm":
-            self.adaptive = torch.nn.AdaptiveLogSoftmaxWithLoss(self.c["d_model"], self.c["vocab_size"],
-                                                                self.c["adaptive_softmax_cutoffs"], div_value=4.0)
+        self.a = config["architecture"]  # what the computation is: read, not assumed
+        self.act = {"gelu": F.gelu, "relu": F.relu}[self.a["activation"]]  # F.gelu: the exact (erf) form
+        if "adaptive_softmax" in self.a:
+            s = self.a["adaptive_softmax"]
+            assert not s["tail_biases"], "tails with biases: not in torch.nn.AdaptiveLogSoftmaxWithLoss"
+            self.adaptive = torch.nn.AdaptiveLogSoftmaxWithLoss(self.c["d_model"], self.c["vocab_size"], s["cutoffs"],
+                                                                div_value=s["div_value"], head_bias=s["head_bias"])
             self.adaptive.load_state_dict({k[len("head.adaptive."):]: v for k, v in weights.items() if k.startswith("head.adaptive.")})
 
     def lin(self, x, name):
         return F.linear(x, self.w[name + ".weight"], self.w.get(name + ".bias"))
 
     def ln(self, x, name):
-        return F.layer_norm(x, x.shape[-1:], self.w[name + ".weight"], self.w[name + ".bias"])
+        return F.layer_norm(x, x.shape[-1:], self.w[name + ".weight"], self.w[name + ".bias"], self.a["layer_norm_eps"])
 
     def bias(self, T):  # (H or 1, T, T) additive attention bias, causal mask included
         pos, b = self.c["pos"], torch.zeros(1, T, T)
@@ -104,16 +108,18 @@ class XtrapModel(torch.nn.Module):
     def attention(self, x, name, bias):
         B, T, C = x.shape
         H = self.c["heads"]
-        q, k, v = self.lin(x, name + ".qkv").view(B, T, 3, H, C // H).permute(2, 0, 3, 1, 4)
+        parts = self.lin(x, name + ".qkv").view(B, T, 3, H, C // H).permute(2, 0, 3, 1, 4)
+        order = self.a["qkv_packing"].split(",")  # which third of the rows is q, k, v
+        q, k, v = (parts[order.index(n)] for n in ("q", "k", "v"))
         if self.c["pos"] == "rotary":
             q, k = self.rotate(q), self.rotate(k)
-        att = torch.softmax((q / math.sqrt(C // H)) @ k.transpose(-2, -1) + bias, -1)
+        att = torch.softmax((q * self.a["query_scale"]) @ k.transpose(-2, -1) + bias, -1)
         return self.lin((att @ v).transpose(1, 2).reshape(B, T, C), name + ".out")
 
     def forward(self, tokens):  # (B, T) -> (B, T, V)
         T, C, E = tokens.shape[1], self.c["d_model"], self.w["token_embedding.weight"]
         En = F.normalize(E, dim=1) if self.c["head"] == "clap" else E  # CLAP embeds with its normalised vectors
-        x = En[tokens] * (math.sqrt(C) if self.c["scale_embedding"] else 1.0)
+        x = En[tokens] * self.a["embedding_scale"]
         if self.c["pos"] == "learned":
             x = x + self.w["position_embedding.weight"][:T]
         elif self.c["pos"] == "sinusoidal":
@@ -122,8 +128,9 @@ class XtrapModel(torch.nn.Module):
         bias = self.bias(T)
         for l in range(self.c["layers"]):
             x = x + self.attention(self.ln(x, f"blocks.{l}.ln1"), f"blocks.{l}.attn", bias)
-            x = x + self.lin(F.gelu(self.lin(self.ln(x, f"blocks.{l}.ln2"), f"blocks.{l}.fc1")), f"blocks.{l}.fc2")
-        x = self.ln(x, "ln_final")
+            x = x + self.lin(self.act(self.lin(self.ln(x, f"blocks.{l}.ln2"), f"blocks.{l}.fc1")), f"blocks.{l}.fc2")
+        if self.a["final_norm"]:
+            x = self.ln(x, "ln_final")
         if hasattr(self, "adaptive"):
             return self.adaptive.log_prob(x.reshape(-1, C)).view(*x.shape[:2], -1)
         if self.c["head"] == "roberta":

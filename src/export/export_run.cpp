@@ -60,6 +60,40 @@ nlohmann::json positionDetails(Transformer& model) {
   }
   return j;
 }
+// What config.json says about the computation itself, so that a reader can rebuild the model from
+// it without guessing: read from the modules where they hold the choice (epsilon, biases, the
+// adaptive softmax's options), stated where the code fixes it (transformer.cpp, attention.cpp).
+nlohmann::json architectureDetails(Transformer& model) {
+  const ModelConfig& c = model->config;
+  auto& block = *model->blocks[0]->as<TransformerBlock>();
+  nlohmann::json j;
+  j["block"] = "pre-LayerNorm: x = x + attn(ln1(x)); x = x + fc2(activation(fc1(ln2(x))))";
+  j["activation"] = "gelu";  // torch::gelu, the exact form 0.5 x (1 + erf(x / sqrt(2)))
+  j["layer_norm_eps"] = block.ln1->options.eps();
+  j["layer_norm_affine"] = block.ln1->options.elementwise_affine();
+  j["final_norm"] = static_cast<bool>(model->lnFinal);                                // ln_final before the head
+  j["linear_biases"] = block.attn->qkv->options.bias() && block.fc1->options.bias();  // qkv, out, fc1, fc2
+  j["qkv_packing"] = "q,k,v";  // attn.qkv.weight rows: q, then k, then v; each heads x head_dim, head-major
+  j["query_scale"] = 1.0 / std::sqrt(double(c.dModel / c.heads));  // q * 1/sqrt(head_dim); position bias unscaled
+  j["embedding_scale"] = c.scaleEmbedding ? std::sqrt(double(c.dModel)) : 1.0;
+  if (auto& adaptive = model->head->adaptive) {
+    j["output"] = "adaptive softmax, untied from the token embedding";
+    j["adaptive_softmax"] = {{"cutoffs", c.adaptiveSoftmaxCutoffs},
+                             {"div_value", adaptive->options.div_value()},
+                             {"head_bias", adaptive->options.head_bias()},
+                             {"tail_biases", false},  // LibTorch's tails: Linear(d, d / 4^(i+1)) then Linear(.., size)
+                             {"log_prob",
+                              "head log-softmax over shortlist + one entry per cluster; a cluster's "
+                              "words add its entry to the tail's log-softmax"}};
+  } else if (c.headKind() == OutputHeadKind::Clap) {
+    j["output"] = "beta * x . normalize(E)^T, the input embedding the same normalised rows";
+  } else if (c.headKind() == OutputHeadKind::Roberta) {
+    j["output"] = "layer_norm(gelu(dense(x))) . E^T + bias, E the input embedding";
+  } else {
+    j["output"] = "x . E^T, E the input embedding";
+  }
+  return j;
+}
 }  // namespace
 
 void exportRun(const std::filesystem::path& runDir, const std::filesystem::path& outDir) {
@@ -102,6 +136,7 @@ void exportRun(const std::filesystem::path& runDir, const std::filesystem::path&
     config["xtrap_version"] = xtrapVersion();
     config["model"] = run.model;  // every ModelConfig field (arch, sizes, pos, head, cutoffs, rotary, t5)
     config["position"] = positionDetails(model);
+    config["architecture"] = architectureDetails(model);
     config["vocab_file"] = "vocab.txt";
     config["steps_trained"] = run.stepsDone;
     writeTextAtomically(tmp / "config.json", config.dump(2) + "\n");
