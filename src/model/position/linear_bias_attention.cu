@@ -1,0 +1,646 @@
+// Fused attention for the ALiBi family (linear_bias_attention.cuh): forward and backward.
+//
+// B = batch, H = heads, T = sequence length, D = head dimension (64 or 128).
+// A query tile is kBr = 64 rows, a key tile kBc = 64 columns; a thread block has 4 warps.
+//
+// Forward, one block per (query tile, head, batch), FlashAttention-2's loop: for every key tile
+// that is not fully blocked, S = scale * Q K^T (WMMA bf16 -> fp32, staged in shared memory), the
+// bias of each cell computed from the head's spec (linear_bias_tile.h), online softmax with the
+// running row max m and sum l in fp32, O = O * exp(m_old - m_new) + P V. At the end
+// O /= l and the row's log-sum-exp m + log l is saved: it is all the backward needs of the softmax.
+//
+// Backward, FlashAttention-2's equations with P recomputed from the saved log-sum-exp:
+//   P = exp(S + bias - lse), D_i = rowsum(dO o O), dP = dO V^T (masked by the same dropout),
+//   dS = P o (dP - D_i), dV = P~^T dO, dK = scale dS^T Q, dQ = scale dS K, dBias = dS.
+// Three kernels: rowDot (D_i), keyGrad (one block per key tile: dK, dV summed over query tiles in
+// shared memory) and queryGrad (one block per query tile: dQ summed over key tiles, and the bias
+// gradients). dQ gets its own pass instead of FlashAttention-2's fp32 atomicAdd into a dQ
+// accumulator: every output is summed by one block in a fixed order, so the backward is
+// deterministic, at the price of recomputing S and dP once more (7 tile products per tile pair
+// instead of 5). The bias gradients dslopePast = sum dS * (-(i - j)), dslopeFuture =
+// sum dS * (-(j - i - shift)), dfirstTokenBias = sum dS over first-token cells are summed per
+// lane in a fixed cell order, then across lanes and warps in a fixed order, written per block to
+// a buffer, and summed over (batch, query tile) in a fixed order by one thread per (head,
+// parameter): no float atomics anywhere.
+//
+// Dropout: Philox4x32-10 keyed by the seed, one counter per (batch*H + head, row, 4 keys)
+// (linear_bias_tile.h), so the backward regenerates the forward's mask cell by cell.
+//
+// What would make it faster (correctness and clarity first here): keep S and O in registers with
+// mma.sync fragments of known layout instead of staging through shared memory (FlashAttention-2),
+// cp.async / TMA double-buffering of the K and V tiles, exp2 with log2(e) folded into the scale,
+// one Philox draw per 4 cells instead of per cell, a single backward pass with ordered dQ
+// accumulation (FlashAttention-2's deterministic mode), and on H100 warpgroup wgmma (FA3).
+#include <cuda_bf16.h>
+#include <mma.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "model/position/linear_bias_attention.cuh"
+#include "model/position/linear_bias_tile.h"
+
+namespace xtrap::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+namespace wmma = nvcuda::wmma;
+
+constexpr int kBr = 64;    // query rows per tile
+constexpr int kBc = 64;    // key columns per tile
+constexpr int kWarps = 4;  // each warp owns 16 query rows, or 16 keys in keyGrad's products
+constexpr int kThreads = 32 * kWarps;
+constexpr int kStripe = kBr / kWarps;  // 16: one WMMA fragment's height
+constexpr int kPadHalf = 8;            // bf16 row padding (against bank conflicts; rows stay 16-byte aligned)
+constexpr int kPadFloat = 4;           // fp32 row padding
+static_assert(kBr == kBc, "keyGrad's key stripes reuse kStripe");
+
+constexpr size_t align128(size_t n) { return (n + 127) / 128 * 128; }
+constexpr int ceilDiv(int a, int b) { return (a + b - 1) / b; }
+
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
+using FragAT = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::col_major>;  // A read transposed
+using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
+using FragBT = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;  // B read transposed
+using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+
+// Shared-memory row lengths (elements) of the tiles.
+template <int D>
+struct Ld {
+  static constexpr int rows = D + kPadHalf;  // Q, K, V, dO tiles: bf16 (64, D)
+  static constexpr int s = kBc + kPadFloat;  // S / dP tile: fp32 (64, 64)
+  static constexpr int p = kBc + kPadHalf;   // P / dS tile: bf16 (64, 64)
+  static constexpr int acc = D + kPadFloat;  // O / dQ / dK / dV accumulators: fp32 (64, D)
+  static constexpr size_t rowsBytes = align128(size_t(kBr) * rows * sizeof(bf16));
+  static constexpr size_t sBytes = align128(size_t(kBr) * s * sizeof(float));
+  static constexpr size_t pBytes = align128(size_t(kBr) * p * sizeof(bf16));
+  static constexpr size_t accBytes = align128(size_t(kBr) * acc * sizeof(float));
+  static constexpr size_t statBytes = align128(kBr * sizeof(float));
+};
+
+// Forward: Q, K, V | S | P | O.  D=64: 70 KiB, D=128: 110 KiB (two blocks per H100 SM).
+template <int D>
+struct ForwardSmem {
+  static constexpr size_t q = 0, k = q + Ld<D>::rowsBytes, v = k + Ld<D>::rowsBytes, s = v + Ld<D>::rowsBytes,
+                          p = s + Ld<D>::sBytes, o = p + Ld<D>::pBytes, bytes = o + Ld<D>::accBytes;
+};
+// keyGrad: K, V, Q, dO | S/dP | P~, dS | dK, dV | lse, D_i.  D=64: 106 KiB, D=128: 170 KiB (the H100
+// allows 227 KiB per block, the A100 163 KiB: there D=128 backward fails at launch).
+template <int D>
+struct KeyGradSmem {
+  static constexpr size_t k = 0, v = k + Ld<D>::rowsBytes, q = v + Ld<D>::rowsBytes, dO = q + Ld<D>::rowsBytes,
+                          s = dO + Ld<D>::rowsBytes, p = s + Ld<D>::sBytes, dS = p + Ld<D>::pBytes,
+                          dK = dS + Ld<D>::pBytes, dV = dK + Ld<D>::accBytes, lse = dV + Ld<D>::accBytes,
+                          rowDot = lse + Ld<D>::statBytes, bytes = rowDot + Ld<D>::statBytes;
+};
+// queryGrad: Q, dO, K, V | S/dP | dS | dQ | lse, D_i | warp partials.  D=64: 80 KiB, D=128: 128 KiB.
+template <int D>
+struct QueryGradSmem {
+  static constexpr size_t q = 0, dO = q + Ld<D>::rowsBytes, k = dO + Ld<D>::rowsBytes, v = k + Ld<D>::rowsBytes,
+                          s = v + Ld<D>::rowsBytes, dS = s + Ld<D>::sBytes, dQ = dS + Ld<D>::pBytes,
+                          lse = dQ + Ld<D>::accBytes, rowDot = lse + Ld<D>::statBytes,
+                          partial = rowDot + Ld<D>::statBytes, bytes = partial + align128(kWarps * 3 * sizeof(double));
+};
+
+// The H100 gives a block up to 227 KiB of shared memory.
+static_assert(ForwardSmem<128>::bytes <= 227 * 1024 && KeyGradSmem<128>::bytes <= 227 * 1024 &&
+                  QueryGradSmem<128>::bytes <= 227 * 1024,
+              "a tile layout outgrew the H100's shared memory");
+
+// What every kernel gets besides the caller's arguments.
+struct Derived {
+  uint32_t threshold = 0;  // dropout threshold on 24-bit draws (0: no dropout)
+  float keepScale = 1.f;   // 1 / (1 - p)
+  int qTiles = 0;          // ceil(T / kBr)
+};
+
+// ---- small device helpers ----
+
+__device__ __forceinline__ float warpMax(float x) {
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+__device__ __forceinline__ float warpSum(float x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+__device__ __forceinline__ double warpSum(double x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// The (T, D) slice of head h in batch b.
+__device__ __forceinline__ bf16* headRows(const HeadsView& view, int b, int h) {
+  return static_cast<bf16*>(view.data) + b * view.sb + h * view.sh;
+}
+
+__device__ __forceinline__ tile::HeadBias headBias(const LinearBiasArgs& a, int h) {
+  tile::HeadBias hb;
+  hb.slopePast = a.slopePast[h];
+  hb.slopeFuture = a.slopeFuture[h];
+  hb.hasFirstTokenBias = a.firstTokenBias != nullptr;
+  hb.firstTokenBias = hb.hasFirstTokenBias ? a.firstTokenBias[h] : 0.f;
+  hb.futureShift = a.futureShift;
+  hb.blockPast = (a.blockPast >> h) & 1u;
+  hb.blockFuture = a.causal || ((a.blockFuture >> h) & 1u);
+  return hb;
+}
+
+// Rows [row0, row0 + kBr) of a (T, D) slice with row stride st into a shared tile, zeros past T
+// (tail tiles). 16-byte loads; every thread of the block takes part.
+template <int D>
+__device__ void loadRows(bf16* tile, const bf16* rows, int64_t st, int row0, int T) {
+  constexpr int kPieces = D / 8;
+  for (int x = threadIdx.x; x < kBr * kPieces; x += kThreads) {
+    int r = x / kPieces, col = (x % kPieces) * 8;
+    uint4 piece = make_uint4(0u, 0u, 0u, 0u);
+    if (row0 + r < T) piece = *reinterpret_cast<const uint4*>(rows + (row0 + r) * st + col);
+    *reinterpret_cast<uint4*>(tile + r * Ld<D>::rows + col) = piece;
+  }
+}
+
+// One warp: out (16, kBc) fp32 = a (16, D) x b (kBc, D)^T, both bf16 in shared memory.
+// S = Q K^T and dP = dO V^T.
+template <int D>
+__device__ void stripeTimesTransposed(float* out, const bf16* a, const bf16* b) {
+  FragC acc[kBc / 16];
+#pragma unroll
+  for (int n = 0; n < kBc / 16; ++n) wmma::fill_fragment(acc[n], 0.f);
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    FragA fa;
+    wmma::load_matrix_sync(fa, a + kk * 16, Ld<D>::rows);
+#pragma unroll
+    for (int n = 0; n < kBc / 16; ++n) {
+      FragBT fb;  // b^T as a column-major (D, kBc) matrix
+      wmma::load_matrix_sync(fb, b + n * 16 * Ld<D>::rows + kk * 16, Ld<D>::rows);
+      wmma::mma_sync(acc[n], fa, fb, acc[n]);
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < kBc / 16; ++n) wmma::store_matrix_sync(out + n * 16, acc[n], Ld<D>::s, wmma::mem_row_major);
+}
+
+// One warp: out (16, D) fp32 += a (16, 64) x b (64, D), a bf16 with row length Ld::p, b bf16 rows.
+// kTransposedA: a is read as the transpose of a (64, 16) column block (P~^T dO, dS^T Q).
+// O += P V, dQ += dS K, dV += P~^T dO, dK += dS^T Q.
+template <int D, bool kTransposedA>
+__device__ void stripeAccumulate(float* out, const bf16* a, const bf16* b) {
+  using FragAny = typename std::conditional<kTransposedA, FragAT, FragA>::type;
+  FragAny fa[kBc / 16];
+#pragma unroll
+  for (int kk = 0; kk < kBc / 16; ++kk)
+    wmma::load_matrix_sync(fa[kk], a + (kTransposedA ? kk * 16 * Ld<D>::p : kk * 16), Ld<D>::p);
+#pragma unroll
+  for (int n = 0; n < D / 16; ++n) {
+    FragC acc;
+    wmma::load_matrix_sync(acc, out + n * 16, Ld<D>::acc, wmma::mem_row_major);
+#pragma unroll
+    for (int kk = 0; kk < kBc / 16; ++kk) {
+      FragB fb;
+      wmma::load_matrix_sync(fb, b + kk * 16 * Ld<D>::rows + n * 16, Ld<D>::rows);
+      wmma::mma_sync(acc, fa[kk], fb, acc);
+    }
+    wmma::store_matrix_sync(out + n * 16, acc, Ld<D>::acc, wmma::mem_row_major);
+  }
+}
+
+template <int D>
+__device__ void zeroAccumulator(float* acc) {
+  for (int x = threadIdx.x; x < kBr * Ld<D>::acc; x += kThreads) acc[x] = 0.f;
+}
+
+// This warp's rows [stripe, stripe + 16) of an accumulator tile that starts at row0 of a (T, D)
+// bf16 slice, times `factor`, rows past T left out. Each warp writes the rows its own WMMA stores
+// wrote, so a __syncwarp before is enough.
+template <int D>
+__device__ void storeStripe(bf16* rows, int64_t st, const float* acc, int stripe, int row0, int T, float factor) {
+  const int lane = threadIdx.x % 32;
+  for (int r = 0; r < kStripe; ++r) {
+    int row = stripe + r;
+    if (row0 + row >= T) break;
+    for (int d = lane; d < D; d += 32)
+      rows[(row0 + row) * st + d] = __float2bfloat16(acc[row * Ld<D>::acc + d] * factor);
+  }
+}
+
+// ---- forward ----
+
+// grid (ceil(T / kBr), H, B). Writes O (B, H, T, D) and lse (B, H, T).
+template <int D>
+__global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args, const Derived dv) {
+  using S = ForwardSmem<D>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* qs = reinterpret_cast<bf16*>(smem + S::q);
+  bf16* ks = reinterpret_cast<bf16*>(smem + S::k);
+  bf16* vs = reinterpret_cast<bf16*>(smem + S::v);
+  float* ss = reinterpret_cast<float*>(smem + S::s);
+  bf16* ps = reinterpret_cast<bf16*>(smem + S::p);
+  float* os = reinterpret_cast<float*>(smem + S::o);
+
+  const int T = args.shape.T, H = args.shape.H, b = blockIdx.z, h = blockIdx.y;
+  const int r0 = blockIdx.x * kBr, r1 = min(T, r0 + kBr);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, stripe = warp * kStripe;
+  const tile::HeadBias hb = headBias(args.bias, h);
+  const uint32_t batchHead = uint32_t(b * H + h);
+  const bf16* k = headRows(args.k, b, h);
+  const bf16* v = headRows(args.v, b, h);
+
+  loadRows<D>(qs, headRows(args.q, b, h), args.q.st, r0, T);
+  zeroAccumulator<D>(os);
+  __syncthreads();
+
+  // Every lane holds the running max and sum of its warp's 16 rows.
+  float rowMax[kStripe], rowSum[kStripe];
+#pragma unroll
+  for (int r = 0; r < kStripe; ++r) rowMax[r] = -INFINITY, rowSum[r] = 0.f;
+
+  for (int c0 = 0; c0 < T; c0 += kBc) {
+    const int c1 = min(T, c0 + kBc);
+    // The same answer for the whole block, so skipping keeps the __syncthreads aligned.
+    if (tile::classifyTile(hb, r0, r1, c0, c1) == tile::TileClass::Blocked) continue;
+    __syncthreads();  // every warp is done with the previous K and V
+    loadRows<D>(ks, k, args.k.st, c0, T);
+    loadRows<D>(vs, v, args.v.st, c0, T);
+    __syncthreads();
+
+    stripeTimesTransposed<D>(ss + stripe * Ld<D>::s, qs + stripe * Ld<D>::rows, ks);  // (16, kBc)
+    __syncwarp();
+#pragma unroll
+    for (int r = 0; r < kStripe; ++r) {
+      const int row = stripe + r, i = r0 + row;
+      float s[2];
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int col = lane + 32 * c, j = c0 + col;
+        s[c] = (i < T && j < T) ? ss[row * Ld<D>::s + col] * args.scale + tile::linearBias(hb, i, j) : -INFINITY;
+      }
+      const float newMax = fmaxf(rowMax[r], warpMax(fmaxf(s[0], s[1])));
+      // A row with no finite logit yet (padding rows past T) adds nothing and rescales nothing.
+      const bool empty = newMax == -INFINITY;
+      const float alpha = empty ? 1.f : __expf(rowMax[r] - newMax);
+      float p[2];
+#pragma unroll
+      for (int c = 0; c < 2; ++c) p[c] = empty ? 0.f : __expf(s[c] - newMax);
+      rowSum[r] = rowSum[r] * alpha + warpSum(p[0] + p[1]);  // the sum before dropout
+      rowMax[r] = newMax;
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int col = lane + 32 * c;
+        const bool keep = tile::dropoutKeep(args.seed, batchHead, i, c0 + col, dv.threshold);
+        ps[row * Ld<D>::p + col] = __float2bfloat16(keep ? p[c] * dv.keepScale : 0.f);
+      }
+      for (int d = lane; d < D; d += 32) os[row * Ld<D>::acc + d] *= alpha;
+    }
+    __syncwarp();
+    stripeAccumulate<D, false>(os + stripe * Ld<D>::acc, ps + stripe * Ld<D>::p, vs);  // O += P~ V
+    __syncwarp();
+  }
+
+  bf16* o = headRows(args.o, b, h);
+  float* lse = args.lse + int64_t(b * H + h) * T;
+#pragma unroll
+  for (int r = 0; r < kStripe; ++r) {
+    const int row = stripe + r, i = r0 + row;
+    if (i >= T) break;
+    const bool empty = !(rowSum[r] > 0.f);  // cannot happen for i < T: the diagonal is never blocked
+    const float inverse = empty ? 0.f : 1.f / rowSum[r];
+    for (int d = lane; d < D; d += 32) o[i * args.o.st + d] = __float2bfloat16(os[row * Ld<D>::acc + d] * inverse);
+    if (lane == 0) lse[i] = empty ? INFINITY : rowMax[r] + logf(rowSum[r]);
+  }
+}
+
+// ---- backward ----
+
+// rowDot[b, h, i] = sum_d dO[b, h, i, d] * O[b, h, i, d] in fp32. One warp per row.
+template <int D>
+__global__ void __launch_bounds__(kThreads) rowDotKernel(const BackwardArgs args, float* rowDot) {
+  const int T = args.shape.T, H = args.shape.H;
+  const int64_t rowIndex = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (rowIndex >= int64_t(args.shape.B) * H * T) return;
+  const int i = int(rowIndex % T), bh = int(rowIndex / T), b = bh / H, h = bh % H, lane = threadIdx.x % 32;
+  const bf16* o = headRows(args.o, b, h) + i * args.o.st;
+  const bf16* dO = headRows(args.dO, b, h) + i * args.dO.st;
+  float acc = 0.f;
+  for (int d = lane; d < D; d += 32) acc += __bfloat162float(o[d]) * __bfloat162float(dO[d]);
+  acc = warpSum(acc);
+  if (lane == 0) rowDot[rowIndex] = acc;
+}
+
+// Loads the lse and D_i of query rows [r0, r0 + kBr) (+inf and 0 past T: their P is then 0).
+__device__ void loadRowStats(float* lseTile, float* rowDotTile, const float* lse, const float* rowDot, int r0, int T) {
+  for (int x = threadIdx.x; x < kBr; x += kThreads) {
+    const int i = r0 + x;
+    lseTile[x] = i < T ? lse[i] : INFINITY;
+    rowDotTile[x] = i < T ? rowDot[i] : 0.f;
+  }
+}
+
+// One warp, its 16 rows of a (query tile, key tile): from S = Q K^T in `ss`, the probabilities
+// P = exp(scale S + bias - lse) (kept in registers) and the dropout mask (bits 2r + c).
+template <int D>
+__device__ void recomputeProbabilities(float (&p)[kStripe][2], uint32_t& keepBits, const float* ss,
+                                       const float* lseTile, const tile::HeadBias& hb, const BackwardArgs& args,
+                                       const Derived& dv, uint32_t batchHead, int stripe, int r0, int c0) {
+  const int lane = threadIdx.x % 32, T = args.shape.T;
+  keepBits = 0;
+#pragma unroll
+  for (int r = 0; r < kStripe; ++r) {
+    const int row = stripe + r, i = r0 + row;
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int col = lane + 32 * c, j = c0 + col;
+      const float s = (i < T && j < T) ? ss[row * Ld<D>::s + col] * args.scale + tile::linearBias(hb, i, j) : -INFINITY;
+      p[r][c] = __expf(s - lseTile[row]);  // exactly 0 where s = -inf or the row is padding (lse = +inf)
+      if (tile::dropoutKeep(args.seed, batchHead, i, j, dv.threshold)) keepBits |= 1u << (2 * r + c);
+    }
+  }
+}
+
+// grid (ceil(T / kBc), H, B): one block per key tile; dK, dV summed over every query tile.
+template <int D>
+__global__ void __launch_bounds__(kThreads)
+    keyGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll) {
+  using S = KeyGradSmem<D>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* ks = reinterpret_cast<bf16*>(smem + S::k);
+  bf16* vs = reinterpret_cast<bf16*>(smem + S::v);
+  bf16* qs = reinterpret_cast<bf16*>(smem + S::q);
+  bf16* dOs = reinterpret_cast<bf16*>(smem + S::dO);
+  float* ss = reinterpret_cast<float*>(smem + S::s);
+  bf16* ps = reinterpret_cast<bf16*>(smem + S::p);
+  bf16* dSs = reinterpret_cast<bf16*>(smem + S::dS);
+  float* dKs = reinterpret_cast<float*>(smem + S::dK);
+  float* dVs = reinterpret_cast<float*>(smem + S::dV);
+  float* lseTile = reinterpret_cast<float*>(smem + S::lse);
+  float* rowDotTile = reinterpret_cast<float*>(smem + S::rowDot);
+
+  const int T = args.shape.T, H = args.shape.H, b = blockIdx.z, h = blockIdx.y;
+  const int c0 = blockIdx.x * kBc, c1 = min(T, c0 + kBc);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, stripe = warp * kStripe;
+  const tile::HeadBias hb = headBias(args.bias, h);
+  const uint32_t batchHead = uint32_t(b * H + h);
+  const bf16* q = headRows(args.q, b, h);
+  const bf16* dO = headRows(args.dO, b, h);
+  const float* lse = args.lse + int64_t(b * H + h) * T;
+  const float* rowDot = rowDotAll + int64_t(b * H + h) * T;
+
+  loadRows<D>(ks, headRows(args.k, b, h), args.k.st, c0, T);
+  loadRows<D>(vs, headRows(args.v, b, h), args.v.st, c0, T);
+  zeroAccumulator<D>(dKs);
+  zeroAccumulator<D>(dVs);
+
+  for (int r0 = 0; r0 < T; r0 += kBr) {
+    const int r1 = min(T, r0 + kBr);
+    if (tile::classifyTile(hb, r0, r1, c0, c1) == tile::TileClass::Blocked) continue;
+    __syncthreads();  // every warp is done with the previous Q, dO, P~, dS
+    loadRows<D>(qs, q, args.q.st, r0, T);
+    loadRows<D>(dOs, dO, args.dO.st, r0, T);
+    loadRowStats(lseTile, rowDotTile, lse, rowDot, r0, T);
+    __syncthreads();
+
+    // This warp's 16 query rows: P and the mask, then dP~ = dO V^T into the same buffer.
+    float p[kStripe][2];
+    uint32_t keepBits;
+    stripeTimesTransposed<D>(ss + stripe * Ld<D>::s, qs + stripe * Ld<D>::rows, ks);
+    __syncwarp();
+    recomputeProbabilities<D>(p, keepBits, ss, lseTile, hb, args, dv, batchHead, stripe, r0, c0);
+    __syncwarp();
+    stripeTimesTransposed<D>(ss + stripe * Ld<D>::s, dOs + stripe * Ld<D>::rows, vs);
+    __syncwarp();
+#pragma unroll
+    for (int r = 0; r < kStripe; ++r) {
+      const int row = stripe + r;
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int col = lane + 32 * c;
+        const bool keep = (keepBits >> (2 * r + c)) & 1u;
+        const float dP = keep ? ss[row * Ld<D>::s + col] * dv.keepScale : 0.f;
+        ps[row * Ld<D>::p + col] = __float2bfloat16(keep ? p[r][c] * dv.keepScale : 0.f);
+        dSs[row * Ld<D>::p + col] = __float2bfloat16(p[r][c] * (dP - rowDotTile[row]));
+      }
+    }
+    __syncthreads();  // P~ and dS of all 64 query rows are in shared memory
+
+    // This warp's 16 keys: dV += P~^T dO, dK += dS^T Q (times scale at the end).
+    stripeAccumulate<D, true>(dVs + stripe * Ld<D>::acc, ps + stripe, dOs);
+    stripeAccumulate<D, true>(dKs + stripe * Ld<D>::acc, dSs + stripe, qs);
+  }
+  __syncthreads();  // the accumulators were zeroed by all threads (a tile could be skipped entirely)
+  storeStripe<D>(headRows(args.dk, b, h), args.dk.st, dKs, stripe, c0, T, args.scale);
+  storeStripe<D>(headRows(args.dv, b, h), args.dv.st, dVs, stripe, c0, T, 1.f);
+}
+
+// grid (ceil(T / kBr), H, B): one block per query tile; dQ summed over every key tile, and this
+// block's share of the bias gradients written to partials[(b * H + h) * qTiles + tile][3].
+template <int D>
+__global__ void __launch_bounds__(kThreads)
+    queryGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll, double* partials) {
+  using S = QueryGradSmem<D>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* qs = reinterpret_cast<bf16*>(smem + S::q);
+  bf16* dOs = reinterpret_cast<bf16*>(smem + S::dO);
+  bf16* ks = reinterpret_cast<bf16*>(smem + S::k);
+  bf16* vs = reinterpret_cast<bf16*>(smem + S::v);
+  float* ss = reinterpret_cast<float*>(smem + S::s);
+  bf16* dSs = reinterpret_cast<bf16*>(smem + S::dS);
+  float* dQs = reinterpret_cast<float*>(smem + S::dQ);
+  float* lseTile = reinterpret_cast<float*>(smem + S::lse);
+  float* rowDotTile = reinterpret_cast<float*>(smem + S::rowDot);
+  double* warpPartials = reinterpret_cast<double*>(smem + S::partial);  // (kWarps, 3)
+
+  const int T = args.shape.T, H = args.shape.H, b = blockIdx.z, h = blockIdx.y;
+  const int r0 = blockIdx.x * kBr, r1 = min(T, r0 + kBr);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, stripe = warp * kStripe;
+  const tile::HeadBias hb = headBias(args.bias, h);
+  const uint32_t batchHead = uint32_t(b * H + h);
+  const bf16* k = headRows(args.k, b, h);
+  const bf16* v = headRows(args.v, b, h);
+  const bool biasGrads = partials != nullptr;
+
+  loadRows<D>(qs, headRows(args.q, b, h), args.q.st, r0, T);
+  loadRows<D>(dOs, headRows(args.dO, b, h), args.dO.st, r0, T);
+  loadRowStats(lseTile, rowDotTile, args.lse + int64_t(b * H + h) * T, rowDotAll + int64_t(b * H + h) * T, r0, T);
+  zeroAccumulator<D>(dQs);
+  __syncthreads();
+
+  // This lane's cells, summed in a fixed order: sum dS * dbias/dparameter.
+  double gradPast = 0.0, gradFuture = 0.0, gradFirst = 0.0;
+  for (int c0 = 0; c0 < T; c0 += kBc) {
+    const int c1 = min(T, c0 + kBc);
+    if (tile::classifyTile(hb, r0, r1, c0, c1) == tile::TileClass::Blocked) continue;
+    __syncthreads();  // every warp is done with the previous K and V
+    loadRows<D>(ks, k, args.k.st, c0, T);
+    loadRows<D>(vs, v, args.v.st, c0, T);
+    __syncthreads();
+
+    float p[kStripe][2];
+    uint32_t keepBits;
+    stripeTimesTransposed<D>(ss + stripe * Ld<D>::s, qs + stripe * Ld<D>::rows, ks);
+    __syncwarp();
+    recomputeProbabilities<D>(p, keepBits, ss, lseTile, hb, args, dv, batchHead, stripe, r0, c0);
+    __syncwarp();
+    stripeTimesTransposed<D>(ss + stripe * Ld<D>::s, dOs + stripe * Ld<D>::rows, vs);  // dP~ = dO V^T
+    __syncwarp();
+    float tilePast = 0.f, tileFuture = 0.f, tileFirst = 0.f;
+#pragma unroll
+    for (int r = 0; r < kStripe; ++r) {
+      const int row = stripe + r, i = r0 + row;
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int col = lane + 32 * c, j = c0 + col;
+        const bool keep = (keepBits >> (2 * r + c)) & 1u;
+        const float dP = keep ? ss[row * Ld<D>::s + col] * dv.keepScale : 0.f;
+        const float dS = p[r][c] * (dP - rowDotTile[row]);
+        dSs[row * Ld<D>::p + col] = __float2bfloat16(dS);
+        if (biasGrads && i < T && j < T) {
+          const tile::BiasCell cell = tile::biasCell(hb, i, j);
+          if (cell.term == tile::BiasTerm::Past) tilePast -= dS * cell.distance;
+          if (cell.term == tile::BiasTerm::Future) tileFuture -= dS * cell.distance;
+          if (cell.term == tile::BiasTerm::FirstToken) tileFirst += dS;
+        }
+      }
+    }
+    gradPast += tilePast, gradFuture += tileFuture, gradFirst += tileFirst;
+    __syncwarp();
+    stripeAccumulate<D, false>(dQs + stripe * Ld<D>::acc, dSs + stripe * Ld<D>::p, ks);  // dQ += dS K
+    __syncwarp();
+  }
+  storeStripe<D>(headRows(args.dq, b, h), args.dq.st, dQs, stripe, r0, T, args.scale);
+
+  if (biasGrads) {
+    gradPast = warpSum(gradPast), gradFuture = warpSum(gradFuture), gradFirst = warpSum(gradFirst);
+    if (lane == 0) {
+      warpPartials[warp * 3 + 0] = gradPast;
+      warpPartials[warp * 3 + 1] = gradFuture;
+      warpPartials[warp * 3 + 2] = gradFirst;
+    }
+    __syncthreads();
+    if (threadIdx.x < 3) {
+      double sum = 0.0;
+      for (int w = 0; w < kWarps; ++w) sum += warpPartials[w * 3 + threadIdx.x];
+      partials[(int64_t(b * H + h) * gridDim.x + blockIdx.x) * 3 + threadIdx.x] = sum;
+    }
+  }
+}
+
+// One thread per (head, parameter): the sum over batches and query tiles, in that fixed order.
+__global__ void reduceBiasGradsKernel(const double* partials, int B, int H, int qTiles, float* dPast, float* dFuture,
+                                      float* dFirst) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= H * 3) return;
+  const int h = t / 3, which = t % 3;
+  float* out = which == 0 ? dPast : (which == 1 ? dFuture : dFirst);
+  if (out == nullptr) return;
+  double sum = 0.0;
+  for (int b = 0; b < B; ++b)
+    for (int tile = 0; tile < qTiles; ++tile) sum += partials[(int64_t(b * H + h) * qTiles + tile) * 3 + which];
+  out[h] = float(sum);
+}
+
+// ---- host side ----
+
+bool readable(const HeadsView& view) {
+  return view.data != nullptr && reinterpret_cast<uintptr_t>(view.data) % 16 == 0 && view.sb % 8 == 0 &&
+         view.sh % 8 == 0 && view.st % 8 == 0;
+}
+
+Derived derive(const AttentionShape& shape, float dropout) {
+  Derived dv;
+  dv.threshold = tile::dropoutThreshold(dropout);
+  dv.keepScale = dropout > 0.f ? 1.f / (1.f - dropout) : 1.f;
+  dv.qTiles = ceilDiv(shape.T, kBr);
+  return dv;
+}
+
+template <typename Kernel>
+cudaError_t allowSharedMemory(Kernel kernel, size_t bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+}
+
+template <int D>
+cudaError_t forward(const ForwardArgs& args, cudaStream_t stream) {
+  const Derived dv = derive(args.shape, args.dropout);
+  const size_t bytes = ForwardSmem<D>::bytes;
+  if (cudaError_t e = allowSharedMemory(forwardKernel<D>, bytes); e != cudaSuccess) return e;
+  forwardKernel<D><<<dim3(dv.qTiles, args.shape.H, args.shape.B), kThreads, bytes, stream>>>(args, dv);
+  return cudaGetLastError();
+}
+
+// Workspace: rowDot (B, H, T) fp32, then the bias-gradient partials (B, H, qTiles, 3) fp64.
+size_t rowDotBytes(const AttentionShape& s) { return align128(size_t(s.B) * s.H * s.T * sizeof(float)); }
+size_t partialBytes(const AttentionShape& s) {
+  return align128(size_t(s.B) * s.H * ceilDiv(s.T, kBr) * 3 * sizeof(double));
+}
+
+template <int D>
+cudaError_t backward(const BackwardArgs& args, void* workspace, cudaStream_t stream) {
+  const AttentionShape& s = args.shape;
+  const Derived dv = derive(s, args.dropout);
+  float* rowDot = static_cast<float*>(workspace);
+  const bool biasGrads = args.dSlopePast || args.dSlopeFuture || args.dFirstTokenBias;
+  double* partials =
+      biasGrads ? reinterpret_cast<double*>(static_cast<unsigned char*>(workspace) + rowDotBytes(s)) : nullptr;
+
+  const int64_t rows = int64_t(s.B) * s.H * s.T;
+  rowDotKernel<D><<<unsigned((rows + kWarps - 1) / kWarps), kThreads, 0, stream>>>(args, rowDot);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+
+  const size_t keyBytes = KeyGradSmem<D>::bytes, queryBytes = QueryGradSmem<D>::bytes;
+  if (cudaError_t e = allowSharedMemory(keyGradKernel<D>, keyBytes); e != cudaSuccess) return e;
+  if (cudaError_t e = allowSharedMemory(queryGradKernel<D>, queryBytes); e != cudaSuccess) return e;
+  keyGradKernel<D><<<dim3(ceilDiv(s.T, kBc), s.H, s.B), kThreads, keyBytes, stream>>>(args, dv, rowDot);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  queryGradKernel<D><<<dim3(dv.qTiles, s.H, s.B), kThreads, queryBytes, stream>>>(args, dv, rowDot, partials);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (biasGrads) {
+    reduceBiasGradsKernel<<<ceilDiv(s.H * 3, 128), 128, 0, stream>>>(partials, s.B, s.H, dv.qTiles, args.dSlopePast,
+                                                                     args.dSlopeFuture, args.dFirstTokenBias);
+    return cudaGetLastError();
+  }
+  return cudaSuccess;
+}
+
+cudaError_t zeroBiasGrads(const BackwardArgs& args, cudaStream_t stream) {
+  for (float* g : {args.dSlopePast, args.dSlopeFuture, args.dFirstTokenBias})
+    if (g != nullptr)
+      if (cudaError_t e = cudaMemsetAsync(g, 0, size_t(args.shape.H) * sizeof(float), stream); e != cudaSuccess)
+        return e;
+  return cudaSuccess;
+}
+
+}  // namespace
+
+const char* linearBiasAttentionCheck(const AttentionShape& s, float dropout) {
+  if (s.B < 1 || s.H < 1 || s.T < 0) return "fused ALiBi attention: B and H must be positive, T non-negative";
+  if (s.B > 65535) return "fused ALiBi attention: at most 65535 sequences per call";
+  if (s.H > 64) return "fused ALiBi attention: at most 64 heads (the block flags are a 64-bit mask)";
+  if (s.D != 64 && s.D != 128) return "fused ALiBi attention: head dimension must be 64 or 128";
+  if (!(dropout >= 0.f && dropout < 1.f)) return "fused ALiBi attention: dropout must be in [0, 1)";
+  return nullptr;
+}
+
+cudaError_t linearBiasAttentionForward(const ForwardArgs& args, cudaStream_t stream) {
+  if (linearBiasAttentionCheck(args.shape, args.dropout) != nullptr) return cudaErrorInvalidValue;
+  if (!readable(args.q) || !readable(args.k) || !readable(args.v) || !readable(args.o) || args.lse == nullptr ||
+      args.bias.slopePast == nullptr || args.bias.slopeFuture == nullptr)
+    return cudaErrorInvalidValue;
+  if (args.shape.T == 0) return cudaSuccess;
+  return args.shape.D == 64 ? forward<64>(args, stream) : forward<128>(args, stream);
+}
+
+size_t linearBiasAttentionBackwardWorkspace(const AttentionShape& shape) {
+  return rowDotBytes(shape) + partialBytes(shape);
+}
+
+cudaError_t linearBiasAttentionBackward(const BackwardArgs& args, void* workspace, cudaStream_t stream) {
+  if (linearBiasAttentionCheck(args.shape, args.dropout) != nullptr) return cudaErrorInvalidValue;
+  for (const HeadsView* view : {&args.q, &args.k, &args.v, &args.o, &args.dO, &args.dq, &args.dk, &args.dv})
+    if (!readable(*view)) return cudaErrorInvalidValue;
+  if (args.lse == nullptr || workspace == nullptr || args.bias.slopePast == nullptr || args.bias.slopeFuture == nullptr)
+    return cudaErrorInvalidValue;
+  if (args.shape.T == 0) return zeroBiasGrads(args, stream);
+  return args.shape.D == 64 ? backward<64>(args, workspace, stream) : backward<128>(args, workspace, stream);
+}
+
+}  // namespace xtrap::cuda

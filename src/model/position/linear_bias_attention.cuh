@@ -1,0 +1,85 @@
+#pragma once
+// Fused attention for the whole ALiBi family on CUDA (issue 23): one flash-attention-style kernel
+// pair (forward, backward) parameterised per head by a LinearBiasSpec. The bias is computed per
+// score tile inside the tile loop from the per-head numbers below and never stored; tiles whose
+// every cell is blocked (causal heads, one-sided heads) are skipped. bf16 inputs and outputs,
+// float32 accumulation and softmax statistics.
+//
+// A plain C++ API over raw device pointers (no LibTorch): the LibTorch glue is
+// linear_bias_attention_cuda.cpp. The per-element formulas live in linear_bias_tile.h, which the
+// CPU tests check against LinearBiasSpec::bias.
+//
+// B = batch, H = heads, T = sequence length (any), D = head dimension (64 or 128).
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace xtrap::cuda {
+
+// A (B, H, T, D) bf16 tensor: element (b, h, t, d) at data[b * sb + h * sh + t * st + d].
+// Strides in elements; d is contiguous. The kernels read rows with 16-byte loads, so the pointer
+// must be 16-byte aligned and sb, sh, st multiples of 8 (true of contiguous tensors and of the
+// q/k/v views of one fused (B, T, 3, H, D) projection).
+struct HeadsView {
+  void* data = nullptr;  // __nv_bfloat16
+  int64_t sb = 0, sh = 0, st = 0;
+};
+
+// The per-head linear bias (linear_bias_spec.h) with the slopes in use now: learned slopes are
+// sigmoid(p) / interpolation divisor, computed on the device by the caller.
+struct LinearBiasArgs {
+  const float* slopePast = nullptr;       // (H) device
+  const float* slopeFuture = nullptr;     // (H) device
+  const float* firstTokenBias = nullptr;  // (H) device, or nullptr: no first-token bias (all but bialibi)
+  uint64_t blockPast = 0;                 // bit h: head h blocks earlier keys (H <= 64)
+  uint64_t blockFuture = 0;               // bit h: head h blocks later keys
+  float futureShift = 0.f;                // 0.5 for alibi-offset
+  bool causal = false;                    // every head also blocks later keys (decoders)
+};
+
+struct AttentionShape {
+  int B = 0, H = 0, T = 0, D = 0;
+};
+
+// Softmax(scale * q k^T + bias) v with dropout p on the probabilities (training), seeded by
+// `seed`: the same seed in the backward regenerates the same mask.
+struct ForwardArgs {
+  AttentionShape shape;
+  HeadsView q, k, v;     // (B, H, T, D) inputs
+  HeadsView o;           // (B, H, T, D) output
+  float* lse = nullptr;  // (B, H, T) contiguous output: log-sum-exp of each row's logits (natural log)
+  LinearBiasArgs bias;
+  float scale = 1.f;    // on q k^T only; the bias is added unscaled (Press et al.)
+  float dropout = 0.f;  // in [0, 1)
+  uint64_t seed = 0;
+};
+
+// Gradients of the forward above, given dL/do. dq, dk, dv are written (not accumulated).
+// dSlopePast / dSlopeFuture / dFirstTokenBias (H) are dL/d(slope) and dL/d(first-token bias)
+// when not nullptr, reduced in a fixed order: bit-identical from run to run.
+struct BackwardArgs {
+  AttentionShape shape;
+  HeadsView q, k, v, o, dO;          // (B, H, T, D): the forward's inputs and output, and dL/do
+  const float* lse = nullptr;        // (B, H, T) from the forward
+  HeadsView dq, dk, dv;              // (B, H, T, D) outputs
+  float* dSlopePast = nullptr;       // (H) or nullptr
+  float* dSlopeFuture = nullptr;     // (H) or nullptr
+  float* dFirstTokenBias = nullptr;  // (H) or nullptr
+  LinearBiasArgs bias;
+  float scale = 1.f;
+  float dropout = 0.f;
+  uint64_t seed = 0;
+};
+
+// Why these arguments cannot run (a one-line reason), or nullptr. The launchers check it too and
+// return cudaErrorInvalidValue.
+const char* linearBiasAttentionCheck(const AttentionShape& shape, float dropout);
+
+cudaError_t linearBiasAttentionForward(const ForwardArgs& args, cudaStream_t stream);
+
+// Device scratch the backward needs, in bytes (row statistics and per-block gradient partials).
+size_t linearBiasAttentionBackwardWorkspace(const AttentionShape& shape);
+cudaError_t linearBiasAttentionBackward(const BackwardArgs& args, void* workspace, cudaStream_t stream);
+
+}  // namespace xtrap::cuda

@@ -1,0 +1,153 @@
+#include "model/position/linear_bias_attention_cuda.h"
+
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <cstdint>
+#include <limits>
+
+#include "model/position/linear_bias_attention.cuh"
+
+namespace xtrap {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// The kernels read rows with 16-byte loads: d contiguous, 16-byte aligned rows (true of the q, k,
+// v views of the fused projection). Anything else is copied to the standard layout first.
+torch::Tensor readable(const torch::Tensor& t) {
+  bool ok = t.stride(3) == 1 && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0 && t.stride(0) % 8 == 0 &&
+            t.stride(1) % 8 == 0 && t.stride(2) % 8 == 0;
+  return ok ? t : t.clone(at::MemoryFormat::Contiguous);
+}
+
+cuda::HeadsView viewOf(const torch::Tensor& t) { return {t.data_ptr(), t.stride(0), t.stride(1), t.stride(2)}; }
+
+uint64_t headMask(const std::vector<bool>& flags) {
+  uint64_t mask = 0;
+  for (size_t h = 0; h < flags.size(); ++h)
+    if (flags[h]) mask |= uint64_t(1) << h;
+  return mask;
+}
+
+void check(cudaError_t status, const char* what) {
+  TORCH_CHECK(status == cudaSuccess, "fused ALiBi attention ", what, ": ", cudaGetErrorString(status));
+}
+
+// Inputs: q, k, v (B, H, T, D) bf16; slopePast, slopeFuture, firstTokenBias (H) float32 on the same
+// GPU (firstTokenBias all zeros and ignored unless hasFirstTokenBias); then the spec's constants.
+struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAttention> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const torch::Tensor& slopePast, const torch::Tensor& slopeFuture,
+                               const torch::Tensor& firstTokenBias, int64_t blockPast, int64_t blockFuture,
+                               double futureShift, bool hasFirstTokenBias, bool causal, double scale, double dropout) {
+    c10::cuda::CUDAGuard guard(q.device());
+    const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
+    auto o = torch::empty({B, H, T, D}, q.options());                        // (B, H, T, D)
+    auto lse = torch::empty({B, H, T}, q.options().dtype(torch::kFloat32));  // (B, H, T)
+    int64_t seed = 0;
+    if (dropout > 0) seed = torch::randint(std::numeric_limits<int64_t>::max(), {1}, torch::kInt64).item<int64_t>();
+
+    cuda::ForwardArgs a;
+    a.shape = {int(B), int(H), int(T), int(D)};
+    a.q = viewOf(q), a.k = viewOf(k), a.v = viewOf(v), a.o = viewOf(o);
+    a.lse = lse.data_ptr<float>();
+    a.bias = {slopePast.data_ptr<float>(),
+              slopeFuture.data_ptr<float>(),
+              hasFirstTokenBias ? firstTokenBias.data_ptr<float>() : nullptr,
+              uint64_t(blockPast),
+              uint64_t(blockFuture),
+              float(futureShift),
+              causal};
+    a.scale = float(scale), a.dropout = float(dropout), a.seed = uint64_t(seed);
+    check(cuda::linearBiasAttentionForward(a, c10::cuda::getCurrentCUDAStream().stream()), "forward");
+
+    ctx->save_for_backward({q, k, v, o, lse, slopePast, slopeFuture, firstTokenBias});
+    ctx->saved_data["blockPast"] = blockPast;
+    ctx->saved_data["blockFuture"] = blockFuture;
+    ctx->saved_data["futureShift"] = futureShift;
+    ctx->saved_data["hasFirstTokenBias"] = hasFirstTokenBias;
+    ctx->saved_data["causal"] = causal;
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["dropout"] = dropout;
+    ctx->saved_data["seed"] = seed;
+    return o;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &o = saved[3], &lse = saved[4];
+    const auto &slopePast = saved[5], &slopeFuture = saved[6], &firstTokenBias = saved[7];
+    c10::cuda::CUDAGuard guard(q.device());
+    const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
+    const bool hasFirstTokenBias = ctx->saved_data["hasFirstTokenBias"].toBool();
+    auto dO = readable(grads[0].to(q.scalar_type()));
+    auto dq = torch::empty({B, H, T, D}, q.options()), dk = torch::empty_like(dq), dv = torch::empty_like(dq);
+    auto floats = q.options().dtype(torch::kFloat32);
+    torch::Tensor dSlopePast, dSlopeFuture, dFirstTokenBias;
+    if (ctx->needs_input_grad(3)) dSlopePast = torch::empty({H}, floats);
+    if (ctx->needs_input_grad(4)) dSlopeFuture = torch::empty({H}, floats);
+    if (hasFirstTokenBias && ctx->needs_input_grad(5)) dFirstTokenBias = torch::empty({H}, floats);
+    auto pointer = [](torch::Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; };
+
+    cuda::BackwardArgs a;
+    a.shape = {int(B), int(H), int(T), int(D)};
+    a.q = viewOf(q), a.k = viewOf(k), a.v = viewOf(v), a.o = viewOf(o), a.dO = viewOf(dO);
+    a.lse = lse.data_ptr<float>();
+    a.dq = viewOf(dq), a.dk = viewOf(dk), a.dv = viewOf(dv);
+    a.dSlopePast = pointer(dSlopePast), a.dSlopeFuture = pointer(dSlopeFuture);
+    a.dFirstTokenBias = pointer(dFirstTokenBias);
+    a.bias = {slopePast.data_ptr<float>(),
+              slopeFuture.data_ptr<float>(),
+              hasFirstTokenBias ? firstTokenBias.data_ptr<float>() : nullptr,
+              uint64_t(ctx->saved_data["blockPast"].toInt()),
+              uint64_t(ctx->saved_data["blockFuture"].toInt()),
+              float(ctx->saved_data["futureShift"].toDouble()),
+              ctx->saved_data["causal"].toBool()};
+    a.scale = float(ctx->saved_data["scale"].toDouble());
+    a.dropout = float(ctx->saved_data["dropout"].toDouble());
+    a.seed = uint64_t(ctx->saved_data["seed"].toInt());
+    auto workspace =
+        torch::empty({int64_t(cuda::linearBiasAttentionBackwardWorkspace(a.shape))}, q.options().dtype(torch::kUInt8));
+    check(cuda::linearBiasAttentionBackward(a, workspace.data_ptr(), c10::cuda::getCurrentCUDAStream().stream()),
+          "backward");
+    // One gradient per forward input: the 6 tensors, then none for the 7 constants.
+    return {dq, dk, dv, dSlopePast, dSlopeFuture, dFirstTokenBias, {}, {}, {}, {}, {}, {}, {}};
+  }
+};
+
+}  // namespace
+
+std::string fusedLinearBiasAttentionUnsupported(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                                double dropout) {
+  for (const auto* t : {&q, &k, &v}) {
+    if (!t->is_cuda()) return "fused ALiBi attention runs on CUDA tensors only";
+    if (t->scalar_type() != torch::kBFloat16) return "fused ALiBi attention takes bfloat16 q, k, v";
+    if (t->dim() != 4 || t->sizes() != q.sizes())
+      return "fused ALiBi attention takes q, k, v of one (B, H, T, D) shape";
+    if (t->device() != q.device()) return "fused ALiBi attention takes q, k, v on one GPU";
+  }
+  cuda::AttentionShape shape{int(q.size(0)), int(q.size(1)), int(q.size(2)), int(q.size(3))};
+  if (q.size(2) > std::numeric_limits<int>::max() / 2) return "fused ALiBi attention: sequence too long";
+  const char* reason = cuda::linearBiasAttentionCheck(shape, float(dropout));
+  return reason ? reason : "";
+}
+
+torch::Tensor fusedLinearBiasAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       const LinearBias& bias, bool causal, double scale, double dropout) {
+  std::string reason = fusedLinearBiasAttentionUnsupported(q, k, v, dropout);
+  TORCH_CHECK(reason.empty(), reason);
+  const LinearBiasSpec& spec = bias.spec();
+  const int64_t H = q.size(1);
+  TORCH_CHECK(spec.heads() == H, "fused ALiBi attention: the spec has ", spec.heads(), " heads, q has ", H);
+  auto onDevice = [&](const torch::Tensor& t) { return t.to(q.device(), torch::kFloat32).contiguous(); };
+  torch::Tensor firstTokenBias =
+      spec.hasFirstTokenBias ? onDevice(bias.firstTokenBias()) : torch::zeros({H}, q.options().dtype(torch::kFloat32));
+  return FusedLinearBiasAttention::apply(readable(q), readable(k), readable(v), onDevice(bias.slopePast()),
+                                         onDevice(bias.slopeFuture()), firstTokenBias,
+                                         int64_t(headMask(spec.blockPast)), int64_t(headMask(spec.blockFuture)),
+                                         spec.futureShift, spec.hasFirstTokenBias, causal, scale, dropout);
+}
+
+}  // namespace xtrap

@@ -1,0 +1,23 @@
+#pragma once
+// The LibTorch side of the fused ALiBi-family CUDA kernel (linear_bias_attention.cuh): a
+// torch::autograd::Function, so q, k, v, the slopes in use (learned ones through their sigmoid
+// and interpolation divisor) and the first-token bias get their gradients through the model's
+// usual graph. Compiled only where LibTorch has CUDA (XTRAP_WITH_CUDA_KERNELS).
+#include <string>
+
+#include "model/position/linear_bias.h"
+
+namespace xtrap {
+
+// Why the fused kernel cannot take these inputs (one line), or "" when it can: q, k, v
+// (B, H, T, D) bfloat16 on one GPU, D 64 or 128, H <= 64, dropout in [0, 1).
+std::string fusedLinearBiasAttentionUnsupported(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                                double dropout);
+
+// softmax(scale q k^T + bias) v with dropout `dropout` on the probabilities: (B, H, T, D) bf16.
+// The bias is `bias`'s spec with its current slopes and first-token bias; `causal` also blocks
+// every later key. Dropout draws its seed from LibTorch's default CPU generator (torch::manual_seed).
+torch::Tensor fusedLinearBiasAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       const LinearBias& bias, bool causal, double scale, double dropout);
+
+}  // namespace xtrap

@@ -1,0 +1,139 @@
+#pragma once
+// The per-element and per-tile pieces of the fused ALiBi-family attention kernel
+// (linear_bias_attention.cu), written once for both compilers: nvcc builds them into the kernel,
+// g++ into the torch-free tests (tests/test_linear_bias_tile.cpp) that check them against
+// LinearBiasSpec::bias and against brute force. No CUDA and no LibTorch headers here.
+//
+// i = query position, j = key position, both absolute positions in the window [0, T).
+#include <cmath>
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define XTRAP_HD __host__ __device__ __forceinline__
+#else
+#define XTRAP_HD inline
+#endif
+
+namespace xtrap::tile {
+
+// One head of a LinearBiasSpec (linear_bias_spec.h) with the slopes in use now, in float32.
+struct HeadBias {
+  float slopePast = 0.f;
+  float slopeFuture = 0.f;
+  float firstTokenBias = 0.f;  // read only when hasFirstTokenBias
+  float futureShift = 0.f;
+  bool blockPast = false;
+  bool blockFuture = false;  // decoders: every head blocks the future (causal)
+  bool hasFirstTokenBias = false;
+};
+
+// Which term of the spec gives the bias of one (i, j), and the distance it multiplies:
+//   Past:       bias = -slopePast   * distance, distance = i - j
+//   Future:     bias = -slopeFuture * distance, distance = j - i - futureShift
+//   FirstToken: bias = firstTokenBias (i == 0 or j == 0, when the head has one)
+//   Diagonal:   bias = 0;  Blocked: bias = -inf
+// The backward uses the same cell: dL/dslopePast += dS * (-distance) over Past cells, and so on.
+enum class BiasTerm : int { Diagonal, Past, Future, FirstToken, Blocked };
+
+struct BiasCell {
+  BiasTerm term;
+  float distance;  // Past and Future cells only, else 0
+};
+
+XTRAP_HD BiasCell biasCell(const HeadBias& hb, int i, int j) {
+  if (hb.hasFirstTokenBias && (i == 0 || j == 0)) return {BiasTerm::FirstToken, 0.f};
+  if (j < i) return hb.blockPast ? BiasCell{BiasTerm::Blocked, 0.f} : BiasCell{BiasTerm::Past, float(i - j)};
+  if (j > i)
+    return hb.blockFuture ? BiasCell{BiasTerm::Blocked, 0.f}
+                          : BiasCell{BiasTerm::Future, float(j - i) - hb.futureShift};
+  return {BiasTerm::Diagonal, 0.f};
+}
+
+XTRAP_HD float biasOf(const HeadBias& hb, BiasCell cell) {
+  switch (cell.term) {
+    case BiasTerm::Past:
+      return -hb.slopePast * cell.distance;
+    case BiasTerm::Future:
+      return -hb.slopeFuture * cell.distance;
+    case BiasTerm::FirstToken:
+      return hb.firstTokenBias;
+    case BiasTerm::Blocked:
+      return -INFINITY;
+    default:
+      return 0.f;
+  }
+}
+
+// The bias added to the (already scaled) logit of query i and key j: LinearBiasSpec::bias in float.
+XTRAP_HD float linearBias(const HeadBias& hb, int i, int j) { return biasOf(hb, biasCell(hb, i, j)); }
+
+// A tile of query rows [r0, r1) and key columns [c0, c1), both non-empty and already clipped to
+// the sequence (tail tiles are shorter). Blocked: every cell is -inf, so the kernel skips the
+// tile (its probabilities are exactly 0); Unblocked: no cell is -inf; Mixed: some are.
+enum class TileClass : int { Blocked, Unblocked, Mixed };
+
+XTRAP_HD TileClass classifyTile(const HeadBias& hb, int r0, int r1, int c0, int c1) {
+  bool unblocked = false, blocked = false;
+  if (hb.hasFirstTokenBias) {
+    // Row 0 and column 0 hold first-token cells (never blocked); the rest of the tile is the
+    // rectangle of i >= 1, j >= 1.
+    if (r0 == 0 || c0 == 0) unblocked = true;
+    r0 = r0 > 1 ? r0 : 1;
+    c0 = c0 > 1 ? c0 : 1;
+  }
+  if (r0 < r1 && c0 < c1) {
+    bool hasPast = c0 < r1 - 1;    // some j < i: the smallest j below the largest i
+    bool hasFuture = c1 - 1 > r0;  // some j > i
+    bool hasDiagonal = (r0 > c0 ? r0 : c0) < (r1 < c1 ? r1 : c1);
+    blocked = (hasPast && hb.blockPast) || (hasFuture && hb.blockFuture);
+    unblocked = unblocked || hasDiagonal || (hasPast && !hb.blockPast) || (hasFuture && !hb.blockFuture);
+  }
+  if (!unblocked) return TileClass::Blocked;
+  return blocked ? TileClass::Mixed : TileClass::Unblocked;
+}
+
+// ---- Dropout: a counter-based generator, so the backward regenerates the forward's mask ----
+
+// Philox4x32-10 (Salmon et al., SC'11; Random123's constants): 4 random words for a 128-bit
+// counter and a 64-bit key. Stateless, so each (head, i, j) has its own draw wherever it is needed.
+XTRAP_HD void philox4x32(const uint32_t counter[4], const uint32_t key[2], uint32_t out[4]) {
+  uint32_t c0 = counter[0], c1 = counter[1], c2 = counter[2], c3 = counter[3];
+  uint32_t k0 = key[0], k1 = key[1];
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    uint64_t p0 = uint64_t(0xD2511F53u) * c0, p1 = uint64_t(0xCD9E8D57u) * c2;
+    uint32_t hi0 = uint32_t(p0 >> 32), lo0 = uint32_t(p0), hi1 = uint32_t(p1 >> 32), lo1 = uint32_t(p1);
+    c0 = hi1 ^ c1 ^ k0;
+    c1 = lo1;
+    c2 = hi0 ^ c3 ^ k1;
+    c3 = lo0;
+  }
+  out[0] = c0;
+  out[1] = c1;
+  out[2] = c2;
+  out[3] = c3;
+}
+
+// Dropout drops a probability when its 24-bit uniform draw is below this threshold (p in [0, 1)).
+inline uint32_t dropoutThreshold(double p) {
+  double t = std::floor(p * 16777216.0 + 0.5);
+  return t <= 0 ? 0u : (t >= 16777216.0 ? 16777216u : uint32_t(t));
+}
+
+// Whether dropout keeps the probability of (batch*H + head, i, j) for this seed: one Philox draw
+// covers 4 consecutive keys of a row. threshold 0 keeps everything without drawing.
+XTRAP_HD bool dropoutKeep(uint64_t seed, uint32_t batchHead, int i, int j, uint32_t threshold) {
+  if (threshold == 0) return true;
+  const uint32_t counter[4] = {uint32_t(j) >> 2, uint32_t(i), batchHead, 0u};
+  const uint32_t key[2] = {uint32_t(seed), uint32_t(seed >> 32)};
+  uint32_t r[4];
+  philox4x32(counter, key, r);
+  // A select rather than r[j & 3]: a dynamic index would put r in the GPU's local memory.
+  const uint32_t word = (j & 2) ? ((j & 1) ? r[3] : r[2]) : ((j & 1) ? r[1] : r[0]);
+  return (word >> 8) >= threshold;
+}
+
+}  // namespace xtrap::tile

@@ -1,0 +1,422 @@
+// The host/device pieces of the fused ALiBi-family CUDA kernel (src/model/position/linear_bias_tile.h),
+// checked on the CPU with the very code nvcc compiles into the kernel:
+// - the per-cell bias against LinearBiasSpec::bias for every variant, and its gradient terms
+//   against finite differences of LinearBiasSpec::bias;
+// - the tile classification (blocked / unblocked / mixed) against brute force over each tile's
+//   cells, tail tiles included;
+// - Philox4x32-10 against Random123's known answers, and the dropout mask's rate;
+// - the kernel's tile algorithm (skip blocked tiles, online softmax, saved log-sum-exp, the
+//   FlashAttention-2 backward with dropout, bias gradients from dS) written out in plain loops with
+//   the same helpers, against a double-precision reference that materialises the bias, and finite
+//   differences of it for every gradient.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model/linear_bias_spec.h"
+#include "model/position/linear_bias_tile.h"
+
+using namespace xtrap;
+using tile::BiasTerm;
+using tile::HeadBias;
+using tile::TileClass;
+
+namespace {
+
+struct Variant {
+  const char* name;
+  PositionMethod method;
+  bool causal;
+};
+const std::vector<Variant> kVariants{
+    {"alibi (decoder)", PositionMethod::Alibi, true},       {"alibi (encoder)", PositionMethod::Alibi, false},
+    {"alibi-offset", PositionMethod::AlibiOffset, false},   {"alibi-onesided", PositionMethod::AlibiOneSided, false},
+    {"alibi-learned", PositionMethod::AlibiLearned, false}, {"bialibi", PositionMethod::BiAlibi, false}};
+
+// A first-token bias per head for bialibi (its initial value 0 would hide mistakes).
+double firstTokenBiasOf(int64_t h) { return 0.7 - 0.45 * double(h); }
+
+HeadBias headBiasOf(const LinearBiasSpec& spec, int64_t h) {
+  HeadBias hb;
+  hb.slopePast = float(spec.slopePast[h]);
+  hb.slopeFuture = float(spec.slopeFuture[h]);
+  hb.futureShift = float(spec.futureShift);
+  hb.blockPast = spec.blockPast[h];
+  hb.blockFuture = spec.blockFuture[h];
+  hb.hasFirstTokenBias = spec.hasFirstTokenBias;
+  hb.firstTokenBias = spec.hasFirstTokenBias ? float(firstTokenBiasOf(h)) : 0.f;
+  return hb;
+}
+
+// A spec no variant has: random slopes, blocks, shift and first-token bias per draw.
+LinearBiasSpec randomSpec(std::mt19937& rng, int64_t heads) {
+  std::uniform_real_distribution<double> slope(0.0, 1.0);
+  std::bernoulli_distribution coin(0.5);
+  LinearBiasSpec spec;
+  for (int64_t h = 0; h < heads; ++h) {
+    spec.slopePast.push_back(slope(rng));
+    spec.slopeFuture.push_back(slope(rng));
+    spec.blockPast.push_back(coin(rng));
+    spec.blockFuture.push_back(coin(rng));
+  }
+  spec.futureShift = coin(rng) ? 0.0 : slope(rng);
+  spec.hasFirstTokenBias = coin(rng);
+  return spec;
+}
+
+// Every variant at H = 8 and H = 12, then random specs.
+std::vector<std::pair<std::string, LinearBiasSpec>> allSpecs() {
+  std::vector<std::pair<std::string, LinearBiasSpec>> specs;
+  for (const auto& v : kVariants)
+    for (int64_t H : {8, 12})
+      specs.emplace_back(std::string(v.name) + " H=" + std::to_string(H), makeLinearBiasSpec(v.method, H, v.causal));
+  std::mt19937 rng(23);
+  for (int n = 0; n < 20; ++n) specs.emplace_back("random spec " + std::to_string(n), randomSpec(rng, 4));
+  return specs;
+}
+
+bool isBlocked(float bias) { return std::isinf(bias) && bias < 0; }
+
+}  // namespace
+
+TEST_CASE("the kernel's per-cell bias is LinearBiasSpec::bias for every variant") {
+  const int T = 13;
+  for (const auto& [name, spec] : allSpecs()) {
+    double worst = 0.0;
+    for (int64_t h = 0; h < spec.heads(); ++h) {
+      HeadBias hb = headBiasOf(spec, h);
+      for (int i = 0; i < T; ++i)
+        for (int j = 0; j < T; ++j) {
+          double expected = spec.bias(h, i, j, firstTokenBiasOf(h));
+          float got = tile::linearBias(hb, i, j);
+          bool blockedAgree =
+              std::isinf(expected) == (isBlocked(got) && tile::biasCell(hb, i, j).term == BiasTerm::Blocked);
+          if (!blockedAgree || (!std::isinf(expected) && !std::isfinite(got)))
+            FAIL(name << " head " << h << " (i, j) = (" << i << ", " << j << "): spec " << expected << ", kernel "
+                      << got);
+          if (!std::isinf(expected))
+            worst = std::max(worst, std::abs(double(got) - expected) / std::max(1.0, std::abs(expected)));
+        }
+    }
+    INFO(name << ": largest relative difference " << worst);
+    CHECK(worst < 1e-6);
+  }
+}
+
+TEST_CASE("the kernel's bias-gradient terms are the derivatives of LinearBiasSpec::bias") {
+  // d bias / d slopePast = -distance on Past cells, d / d slopeFuture = -distance on Future
+  // cells, d / d firstTokenBias = 1 on FirstToken cells, all else 0: central differences.
+  const int T = 9;
+  const double eps = 1e-3;
+  for (const auto& [name, spec] : allSpecs()) {
+    for (int64_t h = 0; h < spec.heads(); ++h) {
+      HeadBias hb = headBiasOf(spec, h);
+      auto moved = [&](int which, double delta) {
+        LinearBiasSpec s = spec;
+        if (which == 0) s.slopePast[h] += delta;
+        if (which == 1) s.slopeFuture[h] += delta;
+        return s;
+      };
+      LinearBiasSpec pastUp = moved(0, eps), pastDown = moved(0, -eps);
+      LinearBiasSpec futureUp = moved(1, eps), futureDown = moved(1, -eps);
+      double ftb = firstTokenBiasOf(h);
+      for (int i = 0; i < T; ++i)
+        for (int j = 0; j < T; ++j) {
+          tile::BiasCell cell = tile::biasCell(hb, i, j);
+          if (cell.term == BiasTerm::Blocked) continue;
+          double dPast = (pastUp.bias(h, i, j, ftb) - pastDown.bias(h, i, j, ftb)) / (2 * eps);
+          double dFuture = (futureUp.bias(h, i, j, ftb) - futureDown.bias(h, i, j, ftb)) / (2 * eps);
+          double dFirst = (spec.bias(h, i, j, ftb + eps) - spec.bias(h, i, j, ftb - eps)) / (2 * eps);
+          INFO(name << " head " << h << " (i, j) = (" << i << ", " << j << ")");
+          CHECK(dPast == Approx(cell.term == BiasTerm::Past ? -cell.distance : 0.0).margin(1e-9));
+          CHECK(dFuture == Approx(cell.term == BiasTerm::Future ? -cell.distance : 0.0).margin(1e-9));
+          CHECK(dFirst == Approx(cell.term == BiasTerm::FirstToken ? 1.0 : 0.0).margin(1e-9));
+        }
+    }
+  }
+}
+
+TEST_CASE("tile classification against brute force over the tile's cells, tail tiles included") {
+  struct TileSize {
+    int rows, cols;
+  };
+  const std::vector<TileSize> sizes{{1, 1}, {4, 4}, {4, 8}, {8, 4}, {3, 5}, {64, 64}};
+  int seen[3] = {0, 0, 0};
+  for (const auto& [name, spec] : allSpecs())
+    for (int64_t h = 0; h < spec.heads(); ++h) {
+      HeadBias hb = headBiasOf(spec, h);
+      for (int T : {1, 2, 7, 13, 64, 100})
+        for (const TileSize& size : sizes)
+          for (int r0 = 0; r0 < T; r0 += size.rows)
+            for (int c0 = 0; c0 < T; c0 += size.cols) {
+              int r1 = std::min(T, r0 + size.rows), c1 = std::min(T, c0 + size.cols);
+              int blocked = 0, cells = (r1 - r0) * (c1 - c0);
+              for (int i = r0; i < r1; ++i)
+                for (int j = c0; j < c1; ++j) blocked += isBlocked(tile::linearBias(hb, i, j));
+              TileClass expected =
+                  blocked == cells ? TileClass::Blocked : (blocked == 0 ? TileClass::Unblocked : TileClass::Mixed);
+              TileClass got = tile::classifyTile(hb, r0, r1, c0, c1);
+              if (got != expected)
+                FAIL(name << " head " << h << " T " << T << " tile rows [" << r0 << ", " << r1 << ") cols [" << c0
+                          << ", " << c1 << "): " << blocked << " of " << cells << " cells blocked, classified "
+                          << int(got));
+              ++seen[int(got)];
+            }
+    }
+  // Every class occurs (a classifier answering "mixed" everywhere would pass the checks above
+  // only where no tile is fully blocked or fully open).
+  CHECK(seen[int(TileClass::Blocked)] > 0);
+  CHECK(seen[int(TileClass::Unblocked)] > 0);
+  CHECK(seen[int(TileClass::Mixed)] > 0);
+}
+
+TEST_CASE("Philox4x32-10 gives Random123's known answers") {
+  struct Kat {
+    uint32_t counter[4], key[2], expected[4];
+  };
+  const Kat kats[] = {
+      {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}},
+      {{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
+       {0xffffffffu, 0xffffffffu},
+       {0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}},
+      {{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
+       {0xa4093822u, 0x299f31d0u},
+       {0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}},
+  };
+  for (const Kat& kat : kats) {
+    uint32_t out[4];
+    tile::philox4x32(kat.counter, kat.key, out);
+    for (int w = 0; w < 4; ++w) CHECK(out[w] == kat.expected[w]);
+  }
+}
+
+TEST_CASE("the dropout mask: its rate, and the same mask for the same seed only") {
+  const double p = 0.1;
+  const uint32_t threshold = tile::dropoutThreshold(p);
+  CHECK(tile::dropoutThreshold(0.0) == 0u);
+  CHECK(threshold == uint32_t(std::lround(p * 16777216.0)));
+  int64_t kept = 0, cells = 0, sameSeedDiffers = 0, otherSeedDiffers = 0, otherHeadDiffers = 0;
+  for (int i = 0; i < 300; ++i)
+    for (int j = 0; j < 300; ++j) {
+      bool keep = tile::dropoutKeep(42, 3, i, j, threshold);
+      kept += keep;
+      ++cells;
+      sameSeedDiffers += keep != tile::dropoutKeep(42, 3, i, j, threshold);
+      otherSeedDiffers += keep != tile::dropoutKeep(43, 3, i, j, threshold);
+      otherHeadDiffers += keep != tile::dropoutKeep(42, 4, i, j, threshold);
+      REQUIRE(tile::dropoutKeep(42, 3, i, j, 0));  // p = 0 keeps every cell
+    }
+  double rate = double(kept) / double(cells);
+  INFO("kept " << rate << " of " << cells << " cells at p = " << p);
+  CHECK(std::abs(rate - (1 - p)) < 0.005);  // binomial sd 0.001
+  CHECK(sameSeedDiffers == 0);
+  // Two independent masks differ on 2 p (1 - p) = 18% of the cells.
+  CHECK(std::abs(double(otherSeedDiffers) / double(cells) - 2 * p * (1 - p)) < 0.01);
+  CHECK(std::abs(double(otherHeadDiffers) / double(cells) - 2 * p * (1 - p)) < 0.01);
+}
+
+namespace {
+
+// One head's attention inputs: q, k, v, the output gradient g = dL/do, all (T, D), row-major.
+struct Head {
+  int T, D;
+  std::vector<double> q, k, v, g;
+};
+
+Head randomHead(std::mt19937& rng, int T, int D) {
+  std::normal_distribution<double> normal(0.0, 1.0);
+  Head x{T, D, {}, {}, {}, {}};
+  for (auto* t : {&x.q, &x.k, &x.v, &x.g})
+    for (int n = 0; n < T * D; ++n) t->push_back(normal(rng));
+  return x;
+}
+
+// The reference: the (T, T) bias materialised from the spec in double, softmax, the kernel's
+// dropout mask, values. Returns the loss sum(o * g).
+double referenceLoss(const Head& x, const LinearBiasSpec& spec, int64_t h, double ftb, double scale, double p,
+                     uint64_t seed) {
+  const uint32_t threshold = tile::dropoutThreshold(p);
+  double loss = 0.0;
+  std::vector<double> logits(x.T);
+  for (int i = 0; i < x.T; ++i) {
+    double rowMax = -std::numeric_limits<double>::infinity();
+    for (int j = 0; j < x.T; ++j) {
+      double dot = 0.0;
+      for (int d = 0; d < x.D; ++d) dot += x.q[i * x.D + d] * x.k[j * x.D + d];
+      logits[j] = scale * dot + spec.bias(h, i, j, ftb);
+      rowMax = std::max(rowMax, logits[j]);
+    }
+    double sum = 0.0;
+    for (int j = 0; j < x.T; ++j) sum += std::exp(logits[j] - rowMax);
+    for (int j = 0; j < x.T; ++j) {
+      double prob = std::exp(logits[j] - rowMax) / sum;
+      if (!tile::dropoutKeep(seed, uint32_t(h), i, j, threshold)) continue;
+      prob /= 1.0 - p;
+      for (int d = 0; d < x.D; ++d) loss += prob * x.v[j * x.D + d] * x.g[i * x.D + d];
+    }
+  }
+  return loss;
+}
+
+struct TiledResult {
+  std::vector<float> o, lse, dq, dk, dv;
+  double dSlopePast = 0, dSlopeFuture = 0, dFirstTokenBias = 0;
+  int skippedTiles = 0;
+};
+
+// The kernel's algorithm in plain loops, float32 like the kernel, with its helpers:
+// tiles of `tileSize` queries x keys, blocked tiles skipped, online softmax, saved log-sum-exp;
+// backward from the log-sum-exp: D_i = rowsum(dO o O), dS = P (dP - D_i), bias gradients from dS.
+TiledResult tiledAttention(const Head& x, const HeadBias& hb, uint32_t batchHead, float scale, float p, uint64_t seed,
+                           int tileSize) {
+  const int T = x.T, D = x.D;
+  const uint32_t threshold = tile::dropoutThreshold(p);
+  const float keepScale = 1.f / (1.f - p);
+  auto at = [D](const std::vector<double>& t, int row, int d) { return float(t[row * D + d]); };
+  auto logit = [&](int i, int j) {
+    float dot = 0.f;
+    for (int d = 0; d < D; ++d) dot += at(x.q, i, d) * at(x.k, j, d);
+    return dot * scale + tile::linearBias(hb, i, j);
+  };
+  TiledResult r;
+  r.o.assign(T * D, 0.f), r.lse.assign(T, 0.f), r.dq.assign(T * D, 0.f), r.dk.assign(T * D, 0.f);
+  r.dv.assign(T * D, 0.f);
+  for (int r0 = 0; r0 < T; r0 += tileSize) {
+    const int r1 = std::min(T, r0 + tileSize);
+    std::vector<float> rowMax(r1 - r0, -INFINITY), rowSum(r1 - r0, 0.f), acc((r1 - r0) * D, 0.f);
+    for (int c0 = 0; c0 < T; c0 += tileSize) {
+      const int c1 = std::min(T, c0 + tileSize);
+      if (tile::classifyTile(hb, r0, r1, c0, c1) == TileClass::Blocked) {
+        ++r.skippedTiles;
+        continue;
+      }
+      for (int i = r0; i < r1; ++i) {
+        std::vector<float> s(c1 - c0);
+        float tileMax = -INFINITY;
+        for (int j = c0; j < c1; ++j) tileMax = std::max(tileMax, s[j - c0] = logit(i, j));
+        float newMax = std::max(rowMax[i - r0], tileMax);
+        bool empty = newMax == -INFINITY;
+        float alpha = empty ? 1.f : std::exp(rowMax[i - r0] - newMax);
+        for (int d = 0; d < D; ++d) acc[(i - r0) * D + d] *= alpha;
+        rowSum[i - r0] *= alpha;
+        for (int j = c0; j < c1; ++j) {
+          float prob = empty ? 0.f : std::exp(s[j - c0] - newMax);
+          rowSum[i - r0] += prob;
+          if (!tile::dropoutKeep(seed, batchHead, i, j, threshold)) continue;
+          for (int d = 0; d < D; ++d) acc[(i - r0) * D + d] += prob * keepScale * at(x.v, j, d);
+        }
+        rowMax[i - r0] = newMax;
+      }
+    }
+    for (int i = r0; i < r1; ++i) {
+      for (int d = 0; d < D; ++d) r.o[i * D + d] = acc[(i - r0) * D + d] / rowSum[i - r0];
+      r.lse[i] = rowMax[i - r0] + std::log(rowSum[i - r0]);
+    }
+  }
+  std::vector<float> rowDot(T, 0.f);
+  for (int i = 0; i < T; ++i)
+    for (int d = 0; d < D; ++d) rowDot[i] += at(x.g, i, d) * r.o[i * D + d];
+  for (int r0 = 0; r0 < T; r0 += tileSize)
+    for (int c0 = 0; c0 < T; c0 += tileSize) {
+      const int r1 = std::min(T, r0 + tileSize), c1 = std::min(T, c0 + tileSize);
+      if (tile::classifyTile(hb, r0, r1, c0, c1) == TileClass::Blocked) continue;
+      for (int i = r0; i < r1; ++i)
+        for (int j = c0; j < c1; ++j) {
+          float prob = std::exp(logit(i, j) - r.lse[i]);
+          bool keep = tile::dropoutKeep(seed, batchHead, i, j, threshold);
+          float dPDropped = 0.f;
+          for (int d = 0; d < D; ++d) dPDropped += at(x.g, i, d) * at(x.v, j, d);
+          float dP = keep ? dPDropped * keepScale : 0.f;
+          float dS = prob * (dP - rowDot[i]);
+          for (int d = 0; d < D; ++d) {
+            r.dq[i * D + d] += scale * dS * at(x.k, j, d);
+            r.dk[j * D + d] += scale * dS * at(x.q, i, d);
+            r.dv[j * D + d] += (keep ? prob * keepScale : 0.f) * at(x.g, i, d);
+          }
+          tile::BiasCell cell = tile::biasCell(hb, i, j);
+          if (cell.term == BiasTerm::Past) r.dSlopePast -= dS * cell.distance;
+          if (cell.term == BiasTerm::Future) r.dSlopeFuture -= dS * cell.distance;
+          if (cell.term == BiasTerm::FirstToken) r.dFirstTokenBias += dS;
+        }
+    }
+  return r;
+}
+
+// Largest |got - expected| over the largest |expected| (at least 1); infinite for a NaN.
+double relativeError(const std::vector<float>& got, const std::vector<double>& expected) {
+  double worst = 0.0, size = 1.0;
+  for (size_t n = 0; n < got.size(); ++n) {
+    double difference = std::abs(double(got[n]) - expected[n]);
+    if (std::isnan(difference)) return std::numeric_limits<double>::infinity();
+    worst = std::max(worst, difference);
+    size = std::max(size, std::abs(expected[n]));
+  }
+  return worst / size;
+}
+
+}  // namespace
+
+TEST_CASE("the kernel's tile algorithm equals materialised attention, forward and every gradient") {
+  std::mt19937 rng(2023);
+  const int D = 8, tileSize = 4;
+  const double scale = 1.0 / std::sqrt(double(D)), eps = 1e-5;
+  int skipped = 0;
+  for (const auto& variant : kVariants)
+    for (int T : {1, 7, 11})
+      for (double p : {0.0, 0.3}) {
+        LinearBiasSpec spec = makeLinearBiasSpec(variant.method, 2, variant.causal);
+        const uint64_t seed = 0x1234567890abcdefull + uint64_t(T);
+        for (int64_t h = 0; h < 2; ++h) {
+          Head x = randomHead(rng, T, D);
+          HeadBias hb = headBiasOf(spec, h);
+          TiledResult r = tiledAttention(x, hb, uint32_t(h), float(scale), float(p), seed, tileSize);
+          skipped += r.skippedTiles;
+          const double ftb = firstTokenBiasOf(h);
+          auto loss = [&](const Head& y, const LinearBiasSpec& s, double f) {
+            return referenceLoss(y, s, h, f, scale, p, seed);
+          };
+          // Output: d loss / d g = o.
+          std::vector<double> o(T * D), dq(T * D), dk(T * D), dv(T * D);
+          auto differentiate = [&](std::vector<double> Head::*member, std::vector<double>& out) {
+            for (int n = 0; n < T * D; ++n) {
+              Head up = x, down = x;
+              (up.*member)[n] += eps, (down.*member)[n] -= eps;
+              out[n] = (loss(up, spec, ftb) - loss(down, spec, ftb)) / (2 * eps);
+            }
+          };
+          differentiate(&Head::g, o);
+          differentiate(&Head::q, dq);
+          differentiate(&Head::k, dk);
+          differentiate(&Head::v, dv);
+          auto slopeDerivative = [&](bool past) {
+            LinearBiasSpec up = spec, down = spec;
+            (past ? up.slopePast : up.slopeFuture)[h] += eps;
+            (past ? down.slopePast : down.slopeFuture)[h] -= eps;
+            return (loss(x, up, ftb) - loss(x, down, ftb)) / (2 * eps);
+          };
+          double dPast = slopeDerivative(true), dFuture = slopeDerivative(false);
+          double dFirst = (loss(x, spec, ftb + eps) - loss(x, spec, ftb - eps)) / (2 * eps);
+
+          INFO(variant.name << " head " << h << " T " << T << " dropout " << p);
+          INFO("largest relative differences: o " << relativeError(r.o, o) << ", dq " << relativeError(r.dq, dq)
+                                                  << ", dk " << relativeError(r.dk, dk) << ", dv "
+                                                  << relativeError(r.dv, dv));
+          CHECK(relativeError(r.o, o) < 1e-4);
+          CHECK(relativeError(r.dq, dq) < 1e-4);
+          CHECK(relativeError(r.dk, dk) < 1e-4);
+          CHECK(relativeError(r.dv, dv) < 1e-4);
+          INFO("bias gradients (tiled / finite differences): past "
+               << r.dSlopePast << " / " << dPast << ", future " << r.dSlopeFuture << " / " << dFuture
+               << ", first token " << r.dFirstTokenBias << " / " << dFirst);
+          CHECK(r.dSlopePast == Approx(dPast).epsilon(1e-4).margin(1e-4));
+          CHECK(r.dSlopeFuture == Approx(dFuture).epsilon(1e-4).margin(1e-4));
+          CHECK(r.dFirstTokenBias == Approx(dFirst).epsilon(1e-4).margin(1e-4));
+        }
+      }
+  CHECK(skipped > 0);  // causal and one-sided heads skipped whole tiles
+}
