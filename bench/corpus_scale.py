@@ -9,6 +9,9 @@ directory as it is (e.g. the shipped WikiText-2, for comparison). Then measures
   cached-load  `xtrap data DIR` again
   train-1      `xtrap train --data DIR --steps S` with the quickstart model, one process
   train-2      the same with --nproc 2 (two data-parallel ranks on this machine)
+  train-1-adaptive-input, train-2-adaptive-input
+               the same two with --adaptive-input (the quickstart model's input embedding tied to
+               its adaptive softmax, as in the paper's WikiText-103 model, instead of V x d floats)
 Memory is sampled every 20 ms from /proc/PID/smaps_rollup of every process of the command:
 peak RSS of the largest process (file pages of the shared cache included), peak sum of PSS
 (shared pages split between the processes mapping them: what the command costs the machine)
@@ -113,7 +116,11 @@ def main():
                  "--eval-tokens", "4096"]
         phases = [("first-load", [a.xtrap, "data", corpus], 1), ("cached-load", [a.xtrap, "data", corpus], 1),
                   ("train-1", train + ["--out", os.path.join(a.workdir, f"run-{k}-1")], 1),
-                  ("train-2", train + ["--out", os.path.join(a.workdir, f"run-{k}-2"), "--nproc", "2"], 2)]
+                  ("train-2", train + ["--out", os.path.join(a.workdir, f"run-{k}-2"), "--nproc", "2"], 2),
+                  ("train-1-adaptive-input", train + ["--out", os.path.join(a.workdir, f"run-{k}-1a"), "--adaptive-input"],
+                   1),
+                  ("train-2-adaptive-input",
+                   train + ["--out", os.path.join(a.workdir, f"run-{k}-2a"), "--nproc", "2", "--adaptive-input"], 2)]
         for phase, cmd, ranks in phases:
             run_dir = cmd[cmd.index("--out") + 1] if "--out" in cmd else None
             if run_dir:

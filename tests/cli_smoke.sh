@@ -8,10 +8,13 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 # --help of every subcommand lists its options; defaults are shown.
-"$XTRAP" train --help | grep -q -- "--pos" || fail "train --help lacks --pos"
-"$XTRAP" train --help | grep -q "alibi" || fail "train --help lacks the default pos"
-"$XTRAP" eval --help | grep -q -- "--Lvalid" || fail "eval --help lacks --Lvalid"
-"$XTRAP" probe --help | grep -q -- "--dump-attn" || fail "probe --help lacks --dump-attn"
+# (Each help is read whole first: grep -q stops reading at its match, and with pipefail the
+# writer's broken pipe would fail the check.)
+help() { "$XTRAP" "$1" --help || fail "$1 --help exited non-zero"; }
+help train | grep -- "--pos" >/dev/null || fail "train --help lacks --pos"
+help train | grep "alibi" >/dev/null || fail "train --help lacks the default pos"
+help eval | grep -- "--Lvalid" >/dev/null || fail "eval --help lacks --Lvalid"
+help probe | grep -- "--dump-attn" >/dev/null || fail "probe --help lacks --dump-attn"
 # Device and precision on every command that computes, with their choices and defaults.
 for cmd in train eval probe; do
   "$XTRAP" $cmd --help | grep -- "--device" | grep -q "auto | cpu | cuda" || fail "$cmd --help: --device choices"

@@ -41,11 +41,15 @@ check decoder-kerple-log --arch decoder --pos kerple-log
 check encoder-kerple-log --arch encoder --pos kerple-log
 check decoder-fire --arch decoder --pos fire
 check encoder-fire-roberta --arch encoder --pos fire --head roberta
+# The paper's WikiText-103 model at reduced size: adaptive input tied to the adaptive softmax, ReLU,
+# no final LayerNorm (--d-model 32 with two tails: widths 8 and 2).
+check decoder-paper-wt103 --config paper-wt103 --adaptive-softmax 100,400
 
 # The reference reads the computation from config.json: an edited config no longer matches xtrap.
 for edit in "decoder-alibi:a['activation']='relu'" "decoder-alibi:a['layer_norm_eps']=0.1" \
   "decoder-alibi:a['query_scale']*=2" "decoder-alibi:a['final_norm']=False" "decoder-alibi:a['qkv_packing']='k,q,v'" \
-  "decoder-alibi:a['embedding_scale']=1.0" "decoder-learned-adaptive:a['adaptive_softmax']['div_value']=2.0"; do
+  "decoder-alibi:a['embedding_scale']=1.0" "decoder-learned-adaptive:a['adaptive_softmax']['div_value']=2.0" \
+  "decoder-paper-wt103:a['activation']='gelu'" "decoder-paper-wt103:a['adaptive_input']['bands'][1]['projection_transposed']=True"; do
   name=${edit%%:*}
   rm -rf "$work/edited" && cp -r "$work/$name-export" "$work/edited"
   "$PYTHON" -c "import json,sys; c=json.load(open(sys.argv[1])); a=c['architecture']; ${edit#*:}; json.dump(c, open(sys.argv[1], 'w'))" \

@@ -70,3 +70,34 @@ TEST_CASE("named seed configurations") {
   CHECK(c.head == "roberta");
   CHECK_THROWS_WITH(applyNamedConfig("bert", c), Catch::Contains("unknown --config 'bert'"));
 }
+
+TEST_CASE("paper-wt103 is fairseq's transformer_lm_wiki103, and flags given beside it win") {
+  ModelConfig c;
+  applyNamedConfig("paper-wt103", c);
+  CHECK(c.arch == "decoder");
+  CHECK(c.pos == "alibi");
+  CHECK(c.layers == 16);
+  CHECK(c.dModel == 1024);
+  CHECK(c.heads == 8);
+  CHECK(c.ffn == 4096);
+  CHECK(c.activation == "relu");
+  CHECK(!c.finalNorm);
+  CHECK(c.dropout == 0.3);
+  CHECK(c.attentionDropoutRate() == 0.1);
+  CHECK(c.activationDropoutRate() == 0.1);
+  CHECK(c.adaptiveSoftmaxCutoffs == std::vector<int64_t>{20000, 60000});
+  CHECK(c.adaptiveSoftmaxDropout == 0.2);
+  CHECK(c.adaptiveInput);
+  CHECK(c.scaleEmbedding);
+  CHECK(c.contextLength == 512);
+  ModelConfig small;
+  small.dModel = 256;
+  small.pos = "sinusoidal";
+  applyNamedConfig("paper-wt103", small,
+                   [](const std::string& flag) { return flag == "--d-model" || flag == "--pos"; });
+  CHECK(small.dModel == 256);
+  CHECK(small.pos == "sinusoidal");
+  CHECK(small.layers == 16);
+  CHECK(namedConfigFixesPositionAndHead("zero-clap"));
+  CHECK(!namedConfigFixesPositionAndHead("paper-wt103"));
+}

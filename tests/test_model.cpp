@@ -6,6 +6,7 @@
 
 #include "eval/perplexity.h"
 #include "model/linear_nll.h"
+#include "model/named_configs.h"
 #include "model/transformer.h"
 #include "test_support.h"
 
@@ -148,4 +149,63 @@ TEST_CASE("the adaptive softmax NLL equals LibTorch's AdaptiveLogSoftmaxWithLoss
   CHECK(torch::allclose(got, expected, 1e-5, 1e-5));
   auto gotGrad = torch::autograd::grad({got.sum()}, {x, head->adaptive->head->weight})[1];
   CHECK(torch::allclose(gotGrad, expectedGrad, 1e-5, 1e-5));
+}
+
+TEST_CASE("paper-wt103 at reduced width: parameter count by hand, adaptive input tied to the adaptive softmax") {
+  ModelConfig c;
+  applyNamedConfig("paper-wt103", c);
+  c.vocabSize = 1000;
+  c.layers = 2;
+  c.dModel = 64;
+  c.heads = 4;
+  c.ffn = 128;
+  c.adaptiveSoftmaxCutoffs = {100, 400};
+  Transformer model(c);
+  REQUIRE(!model->tokenEmbedding);
+  REQUIRE(!model->lnFinal);  // no final LayerNorm
+  // Per block: two LayerNorms (2 x 2 x 64), qkv 64 x 192 + 192, out 64 x 64 + 64, fc1 64 x 128 + 128,
+  // fc2 128 x 64 + 64. Adaptive softmax (div 4): head (100 + 2 clusters) x 64, no bias; tail 0:
+  // 64 -> 16 and 16 -> 300 words; tail 1: 64 -> 4 and 4 -> 600 words. Adaptive input: band 0's
+  // 64 x 64 projection only; every other tensor is the softmax's.
+  int64_t block = 2 * 2 * 64 + (64 * 192 + 192) + (64 * 64 + 64) + (64 * 128 + 128) + (128 * 64 + 64);
+  int64_t softmax = 102 * 64 + (16 * 64 + 300 * 16) + (4 * 64 + 600 * 4);
+  int64_t expected = 2 * block + softmax + 64 * 64;
+  int64_t count = 0;
+  for (const auto& p : model->parameters()) count += p.numel();
+  CHECK(count == expected);
+
+  auto& softmaxModule = *model->head->adaptive;
+  auto tail = [&](int i, int layer) {
+    return softmaxModule.tail[i]->as<torch::nn::Sequential>()->ptr(layer)->as<torch::nn::Linear>()->weight;
+  };
+  auto bands = model->adaptiveInput->bands();
+  REQUIRE(bands.size() == 3);
+  CHECK(bands[0].embedding.data_ptr() == softmaxModule.head->weight.data_ptr());  // shortlist rows 0..99
+  CHECK(bands[0].embedding.size(0) == 100);
+  CHECK(bands[1].embedding.data_ptr() == tail(0, 1).data_ptr());
+  CHECK(bands[1].projection.data_ptr() == tail(0, 0).data_ptr());
+  CHECK(bands[2].embedding.data_ptr() == tail(1, 1).data_ptr());
+  CHECK(bands[2].projection.data_ptr() == tail(1, 0).data_ptr());
+
+  // Input vectors against the formula: id 5 -> head row 5 @ W0^T; id 450 -> tail 1's row 50 @ tail 1's projection.
+  {
+    torch::NoGradGuard g;
+    auto x = model->adaptiveInput(torch::tensor({{5, 450}}, torch::kLong));  // (1, 2, 64)
+    auto shortlist = softmaxModule.head->weight[5].matmul(model->adaptiveInput->shortlistProjection->weight.t());
+    auto rare = tail(1, 1)[50].matmul(tail(1, 0));
+    CHECK(test::maxAbsDiff(x[0][0], shortlist) < 1e-6);
+    CHECK(test::maxAbsDiff(x[0][1], rare) < 1e-6);
+  }
+
+  // Gradients reach the shared tensors from both sides: the input alone, then the output alone.
+  model->train();
+  for (const auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+  model->adaptiveInput(torch::tensor({{450}}, torch::kLong)).pow(2).sum().backward();
+  CHECK(tail(1, 1).grad()[50].abs().sum().item<double>() > 0);
+  CHECK(tail(1, 0).grad().abs().sum().item<double>() > 0);
+  for (const auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+  model->eval();
+  model->tokenNll(torch::randn({1, 64}), torch::tensor({450}, torch::kLong)).sum().backward();
+  CHECK(tail(1, 1).grad()[50].abs().sum().item<double>() > 0);
+  CHECK(tail(1, 0).grad().abs().sum().item<double>() > 0);
 }

@@ -117,9 +117,19 @@ class XtrapModel(torch.nn.Module):
         return self.lin((att @ v).transpose(1, 2).reshape(B, T, C), name + ".out")
 
     def forward(self, tokens):  # (B, T) -> (B, T, V)
-        T, C, E = tokens.shape[1], self.c["d_model"], self.w["token_embedding.weight"]
-        En = F.normalize(E, dim=1) if self.c["head"] == "clap" else E  # CLAP embeds with its normalised vectors
-        x = En[tokens] * self.a["embedding_scale"]
+        T, C = tokens.shape[1], self.c["d_model"]
+        if "adaptive_input" in self.a:  # per band: rows of a (possibly shared) tensor, then a projection to C
+            x = torch.zeros(*tokens.shape, C)
+            for band in self.a["adaptive_input"]["bands"]:
+                inside = (tokens >= band["start"]) & (tokens < band["end"])
+                rows = self.w[band["embedding"]][tokens[inside] - band["start"] + band["embedding_rows_from"]]
+                P = self.w[band["projection"]]
+                x[inside] = rows @ (P.t() if band["projection_transposed"] else P)
+            x = x * self.a["embedding_scale"]
+        else:
+            E = self.w["token_embedding.weight"]
+            En = F.normalize(E, dim=1) if self.c["head"] == "clap" else E  # CLAP embeds with its normalised vectors
+            x = En[tokens] * self.a["embedding_scale"]
         if self.c["pos"] == "learned":
             x = x + self.w["position_embedding.weight"][:T]
         elif self.c["pos"] == "sinusoidal":

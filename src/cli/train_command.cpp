@@ -32,20 +32,33 @@ CommandAction addTrainCommand(CLI::App& cmd) {
                  "alibi-onesided alibi-learned bialibi")
       ->capture_default_str();
   cmd.add_option("--config", *named,
-                 "named encoder config: baseline learned-clap alibi zero-clap (sets arch, pos, head)");
+                 "named config: baseline learned-clap alibi zero-clap (encoders: set arch, pos, head) | "
+                 "paper-wt103 (Press et al.'s WikiText-103 model; flags given beside it win)");
   cmd.add_option("--head", model->head, "output head: lm roberta clap")->capture_default_str();
   cmd.add_option("--L", model->contextLength, "training context length")->capture_default_str();
   cmd.add_option("--layers", model->layers, "transformer blocks")->capture_default_str();
   cmd.add_option("--d-model", model->dModel, "model width")->capture_default_str();
   cmd.add_option("--heads", model->heads, "attention heads")->capture_default_str();
   cmd.add_option("--ffn", model->ffn, "feed-forward hidden width")->capture_default_str();
-  cmd.add_option("--dropout", model->dropout, "dropout")->capture_default_str();
+  cmd.add_option("--dropout", model->dropout, "embedding and residual dropout (and the two below unless given)")
+      ->capture_default_str();
+  auto attentionDropout = std::make_shared<double>(0.0), activationDropout = std::make_shared<double>(0.0);
+  cmd.add_option("--attention-dropout", *attentionDropout, "dropout on attention probabilities (default: --dropout)");
+  cmd.add_option("--activation-dropout", *activationDropout, "dropout after the FFN activation (default: --dropout)");
+  cmd.add_option("--activation", model->activation, "FFN activation: gelu relu")->capture_default_str();
+  auto noFinalNorm = std::make_shared<bool>(false);
+  cmd.add_flag("--no-final-norm", *noFinalNorm, "no LayerNorm after the last block");
   cmd.add_option("--max-positions", model->maxPositions, "learned position table size (0 = L)")->capture_default_str();
   auto* cutoffsOpt =
       cmd.add_option(
              "--adaptive-softmax", *cutoffs,
              "lm head: adaptive softmax cutoffs (untied), or none for the full softmax tied to the input embedding")
           ->capture_default_str();
+  cmd.add_option("--adaptive-softmax-dropout", model->adaptiveSoftmaxDropout,
+                 "dropout on the adaptive softmax's input and inside its tails")
+      ->capture_default_str();
+  cmd.add_flag("--adaptive-input", model->adaptiveInput,
+               "adaptive input embeddings tied to the adaptive softmax (no V x d token embedding)");
   cmd.add_option("--alibi-init", model->alibiInit,
                  "learned slopes' init: random (p~N(-2,1)) | standard (default: random for alibi-learned, standard "
                  "for bialibi)");
@@ -108,10 +121,31 @@ CommandAction addTrainCommand(CLI::App& cmd) {
             o->get_name() != "--nproc" && o->get_name() != "--inject-nan-at" && o->get_name() != "--device")
           throw std::invalid_argument(o->get_name() + " does not apply with --resume (the run's run.json settings do)");
     }
-    rejectUnless(cmd, {"--arch", "--pos", "--head"}, named->empty(),
-                 "and --config exclude each other (--config sets them)");
-    ModelConfig chosen = *model;
-    if (!named->empty()) applyNamedConfig(*named, chosen);
+    rejectUnless(cmd, {"--arch", "--pos", "--head"}, named->empty() || !namedConfigFixesPositionAndHead(*named),
+                 "and this --config exclude each other (it is its arch, pos and head)");
+    // The model the flags describe: a named config first, then every flag given beside it.
+    auto modelFromFlags = [&] {
+      ModelConfig m = *model;
+      m.finalNorm = !*noFinalNorm;
+      if (cmd.count("--attention-dropout")) m.attentionDropout = *attentionDropout;
+      if (cmd.count("--activation-dropout")) m.activationDropout = *activationDropout;
+      if (!named->empty()) applyNamedConfig(*named, m, [&cmd](const std::string& flag) { return cmd.count(flag) > 0; });
+      m.scaleEmbedding = !*noScale;
+      if (*bosFlag || *noBosFlag) m.bos = *bosFlag;
+      if (*cutoffs != "none" && cutoffsOpt->count() > 0) {
+        std::stringstream ss(*cutoffs);
+        std::string item;
+        while (std::getline(ss, item, ',')) {
+          try {
+            m.adaptiveSoftmaxCutoffs.push_back(std::stoll(item));
+          } catch (const std::exception&) {
+            throw std::invalid_argument("bad --adaptive-softmax cutoff '" + item + "'");
+          }
+        }
+      }
+      return m;
+    };
+    ModelConfig chosen = modelFromFlags();
     PositionMethod pos = chosen.position();
     rejectUnless(cmd, {"--alibi-init"}, pos == PositionMethod::AlibiLearned || pos == PositionMethod::BiAlibi,
                  "applies to learned slopes only (--pos alibi-learned or bialibi)");
@@ -135,25 +169,14 @@ CommandAction addTrainCommand(CLI::App& cmd) {
       req.runDir = *resume;
       if (cmd.count("--device")) req.resumeDevice = train->device;
     } else {
-      req.model = *model;
-      if (!named->empty()) applyNamedConfig(*named, req.model);
-      req.model.scaleEmbedding = !*noScale;
-      if (*bosFlag || *noBosFlag) req.model.bos = *bosFlag;
+      req.model = chosen;
       // Not given: the trainer applies the default cutoffs to an lm head where they fit the
-      // vocabulary. Given with another head, validate() rejects them.
+      // vocabulary (a named config's own cutoffs stay). Given with another head, validate() rejects them.
       req.defaultAdaptiveSoftmax = cutoffsOpt->count() == 0 && req.model.head == "lm";
-      if (*cutoffs != "none" && cutoffsOpt->count() > 0) {
-        std::stringstream ss(*cutoffs);
-        std::string item;
-        while (std::getline(ss, item, ',')) {
-          try {
-            req.model.adaptiveSoftmaxCutoffs.push_back(std::stoll(item));
-          } catch (const std::exception&) {
-            throw std::invalid_argument("bad --adaptive-softmax cutoff '" + item + "'");
-          }
-        }
-      }
-      req.model.validate();
+      // Adaptive input with the default cutoffs: the trainer checks it once it has set them.
+      ModelConfig checked = req.model;
+      if (req.defaultAdaptiveSoftmax && checked.adaptiveSoftmaxCutoffs.empty()) checked.adaptiveInput = false;
+      checked.validate();
       req.train = *train;
       req.runDir = out->empty() ? freshRunDir(kRunsRoot, req.model) : std::filesystem::path(*out);
       requireNoRunIn(req.runDir);

@@ -68,7 +68,8 @@ nlohmann::json architectureDetails(Transformer& model) {
   auto& block = *model->blocks[0]->as<TransformerBlock>();
   nlohmann::json j;
   j["block"] = "pre-LayerNorm: x = x + attn(ln1(x)); x = x + fc2(activation(fc1(ln2(x))))";
-  j["activation"] = "gelu";  // torch::gelu, the exact form 0.5 x (1 + erf(x / sqrt(2)))
+  // gelu: torch::gelu, the exact form 0.5 x (1 + erf(x / sqrt(2))); relu: max(x, 0).
+  j["activation"] = block.relu ? "relu" : "gelu";
   j["layer_norm_eps"] = block.ln1->options.eps();
   j["layer_norm_affine"] = block.ln1->options.elementwise_affine();
   j["final_norm"] = static_cast<bool>(model->lnFinal);                                // ln_final before the head
@@ -76,8 +77,40 @@ nlohmann::json architectureDetails(Transformer& model) {
   j["qkv_packing"] = "q,k,v";  // attn.qkv.weight rows: q, then k, then v; each heads x head_dim, head-major
   j["query_scale"] = 1.0 / std::sqrt(double(c.dModel / c.heads));  // q * 1/sqrt(head_dim); position bias unscaled
   j["embedding_scale"] = c.scaleEmbedding ? std::sqrt(double(c.dModel)) : 1.0;
+  if (model->adaptiveInput) {
+    // Where each band's input vectors live: input = embedding[id - start] @ projection (C / 4^b -> C).
+    nlohmann::json bands = nlohmann::json::array();
+    auto named = model->named_parameters(true);
+    auto nameOf = [&](const torch::Tensor& t) {
+      for (const auto& item : named)
+        if (item.value().unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return item.key();
+      throw std::logic_error("export: an adaptive input tensor is not a parameter");
+    };
+    auto& softmax = *model->head->adaptive;
+    auto sequentialAt = [&](size_t i) -> torch::nn::SequentialImpl& {
+      return *softmax.tail[i]->as<torch::nn::Sequential>();
+    };
+    bands.push_back({{"start", 0},
+                     {"end", c.adaptiveSoftmaxCutoffs[0]},
+                     {"embedding", nameOf(softmax.head->weight)},
+                     {"embedding_rows_from", 0},
+                     {"projection", nameOf(model->adaptiveInput->shortlistProjection->weight)},
+                     {"projection_transposed", true}});  // a Linear weight (C, C): input = e @ W^T
+    for (size_t i = 0; i + 1 < softmax.cutoffs.size(); ++i)
+      bands.push_back({{"start", softmax.cutoffs[i]},
+                       {"end", softmax.cutoffs[i + 1]},
+                       {"embedding", nameOf(sequentialAt(i)[1]->as<torch::nn::Linear>()->weight)},
+                       {"embedding_rows_from", 0},
+                       {"projection", nameOf(sequentialAt(i)[0]->as<torch::nn::Linear>()->weight)},
+                       {"projection_transposed", false}});  // the tail's (C / 4^b, C): input = e @ W
+    j["input"] = "adaptive input tied to the adaptive softmax: per band, embedding rows @ projection";
+    j["adaptive_input"] = {{"bands", bands}};
+  } else {
+    j["input"] = "token_embedding rows";
+  }
   if (auto& adaptive = model->head->adaptive) {
-    j["output"] = "adaptive softmax, untied from the token embedding";
+    j["output"] = model->adaptiveInput ? "adaptive softmax, its tensors shared with the adaptive input"
+                                       : "adaptive softmax, untied from the token embedding";
     j["adaptive_softmax"] = {{"cutoffs", c.adaptiveSoftmaxCutoffs},
                              {"div_value", adaptive->options.div_value()},
                              {"head_bias", adaptive->options.head_bias()},

@@ -35,8 +35,7 @@ torch::Tensor attendKeys(const torch::Tensor& qBlock, int64_t q0, const torch::T
   if (bias.defined()) scores.add_(bias);  // in place: matmul backward does not need its output
   auto probs = torch::softmax(scores, -1);
   if (observer) observer->onProbabilities(layer, q0, probs);
-  probs = fastDropout(probs, dropout, dropout > 0);
-  return probs.to(vBlock.scalar_type()).matmul(vBlock);  // (B, H, Tq, D)
+  return dropoutMatmul(probs, vBlock, dropout, dropout > 0);  // (B, H, Tq, D)
 }
 
 }  // namespace

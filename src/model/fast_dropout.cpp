@@ -24,49 +24,95 @@ inline uint32_t hashIndex(uint32_t i, uint32_t seedLo, uint32_t seedHi) {
 
 constexpr int64_t kGrain = 1 << 15;
 
+uint64_t drawSeed() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get<at::CPUGeneratorImpl>()->random64();
+}
+
+struct Dropped {
+  torch::Tensor out, mask;  // x with dropout applied; the keep decisions (one byte each)
+  float scale;
+};
+
+// One parallel pass: the keep decision of element i hashes (seed, i); kept elements scale by
+// 1 / (1 - p).
+Dropped dropElements(const torch::Tensor& input, double p) {
+  auto x = input.contiguous();
+  uint64_t seed = drawSeed();
+  Dropped d{torch::empty_like(x), torch::empty(x.sizes(), x.options().dtype(torch::kUInt8)),
+            static_cast<float>(1.0 / (1.0 - p))};
+  // Keep when the hash is >= p * 2^32 (probability 1 - p up to 2^-32).
+  auto threshold = static_cast<uint32_t>(std::min(p * 4294967296.0, 4294967295.0));
+  float scale = d.scale;
+  const float* src = x.data_ptr<float>();
+  float* dst = d.out.data_ptr<float>();
+  uint8_t* keep = d.mask.data_ptr<uint8_t>();
+  auto seedLo = static_cast<uint32_t>(seed), seedHi = static_cast<uint32_t>(seed >> 32);
+  at::parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      uint8_t k = hashIndex(static_cast<uint32_t>(i), seedLo, seedHi) >= threshold;
+      keep[i] = k;
+      dst[i] = src[i] * (k ? scale : 0.0f);  // a multiply, so NaN and inf still propagate
+    }
+  });
+  return d;
+}
+
+// x * mask * scale: the backward of dropElements, and its forward again from a saved mask.
+torch::Tensor applyMask(const torch::Tensor& input, const torch::Tensor& mask, float scale) {
+  auto x = input.contiguous();
+  auto out = torch::empty_like(x);
+  const float* src = x.data_ptr<float>();
+  float* dst = out.data_ptr<float>();
+  const uint8_t* keep = mask.data_ptr<uint8_t>();
+  at::parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) dst[i] = src[i] * (keep[i] ? scale : 0.0f);
+  });
+  return out;
+}
+
+bool kernelApplies(const torch::Tensor& x, double p) {
+  // The kernel handles float32 CPU tensors of fewer than 2^32 elements (the hash takes a 32-bit
+  // index); anything else (a GPU tensor, bfloat16 activations) takes LibTorch's dropout.
+  return x.device().is_cpu() && x.scalar_type() == torch::kFloat32 && x.numel() < (int64_t(1) << 32) && p < 1.0;
+}
+
 struct DropoutFunction : torch::autograd::Function<DropoutFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& input, double p) {
-    auto x = input.contiguous();
-    uint64_t seed;
-    {
-      auto gen = at::detail::getDefaultCPUGenerator();
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      seed = gen.get<at::CPUGeneratorImpl>()->random64();
-    }
-    auto out = torch::empty_like(x);
-    auto mask = torch::empty(x.sizes(), x.options().dtype(torch::kUInt8));
-    // Keep when the hash is >= p * 2^32 (probability 1 - p up to 2^-32).
-    auto threshold = static_cast<uint32_t>(std::min(p * 4294967296.0, 4294967295.0));
-    float scale = static_cast<float>(1.0 / (1.0 - p));
-    const float* src = x.data_ptr<float>();
-    float* dst = out.data_ptr<float>();
-    uint8_t* keep = mask.data_ptr<uint8_t>();
-    auto seedLo = static_cast<uint32_t>(seed), seedHi = static_cast<uint32_t>(seed >> 32);
-    at::parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        uint8_t k = hashIndex(static_cast<uint32_t>(i), seedLo, seedHi) >= threshold;
-        keep[i] = k;
-        dst[i] = src[i] * (k ? scale : 0.0f);  // a multiply, so NaN and inf still propagate
-      }
-    });
-    ctx->save_for_backward({mask});
-    ctx->saved_data["scale"] = static_cast<double>(scale);
-    return out;
+    Dropped d = dropElements(input, p);
+    ctx->save_for_backward({d.mask});
+    ctx->saved_data["scale"] = static_cast<double>(d.scale);
+    return d.out;
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    auto mask = ctx->get_saved_variables()[0];
     auto scale = static_cast<float>(ctx->saved_data["scale"].toDouble());
-    auto g = grads[0].contiguous();
-    auto dx = torch::empty_like(g);
-    const float* src = g.data_ptr<float>();
-    float* dst = dx.data_ptr<float>();
-    const uint8_t* keep = mask.data_ptr<uint8_t>();
-    at::parallel_for(0, g.numel(), kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) dst[i] = src[i] * (keep[i] ? scale : 0.0f);
-    });
-    return {dx, torch::Tensor()};
+    return {applyMask(grads[0], ctx->get_saved_variables()[0], scale), torch::Tensor()};
+  }
+};
+
+// dropout(probs) @ v keeping probs (softmax keeps it anyway) and the mask, not dropout(probs):
+// backward rebuilds the dropped probabilities from the two.
+struct DropoutMatmulFunction : torch::autograd::Function<DropoutMatmulFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& probs,
+                               const torch::Tensor& v, double p) {
+    Dropped d = dropElements(probs, p);
+    ctx->save_for_backward({probs, v, d.mask});
+    ctx->saved_data["scale"] = static_cast<double>(d.scale);
+    return d.out.matmul(v);  // (..., Tq, D)
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto &probs = saved[0], &v = saved[1], &mask = saved[2];
+    auto scale = static_cast<float>(ctx->saved_data["scale"].toDouble());
+    const auto& dy = grads[0];                                             // (..., Tq, D)
+    auto dv = applyMask(probs, mask, scale).transpose(-2, -1).matmul(dy);  // (..., Tk, D)
+    auto dprobs = applyMask(dy.matmul(v.transpose(-2, -1)), mask, scale);  // (..., Tq, Tk)
+    return {dprobs, dv, torch::Tensor()};
   }
 };
 
@@ -74,11 +120,14 @@ struct DropoutFunction : torch::autograd::Function<DropoutFunction> {
 
 torch::Tensor fastDropout(const torch::Tensor& x, double p, bool training) {
   if (!training || p <= 0.0) return x;
-  // The kernel handles float32 CPU tensors of fewer than 2^32 elements (the hash takes a 32-bit
-  // index); anything else (a GPU tensor, bfloat16 activations) takes LibTorch's dropout.
-  if (!x.device().is_cpu() || x.scalar_type() != torch::kFloat32 || x.numel() >= (int64_t(1) << 32) || p >= 1.0)
-    return torch::dropout(x, p, training);
+  if (!kernelApplies(x, p)) return torch::dropout(x, p, training);
   return DropoutFunction::apply(x, p);
+}
+
+torch::Tensor dropoutMatmul(const torch::Tensor& probs, const torch::Tensor& v, double p, bool training) {
+  if (training && p > 0.0 && kernelApplies(probs, p) && v.scalar_type() == torch::kFloat32)
+    return DropoutMatmulFunction::apply(probs, v, p);
+  return fastDropout(probs, p, training).to(v.scalar_type()).matmul(v);
 }
 
 }  // namespace xtrap

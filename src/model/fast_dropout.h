@@ -15,4 +15,11 @@ namespace xtrap {
 // !training or p == 0. Differentiable with respect to x.
 torch::Tensor fastDropout(const torch::Tensor& x, double p, bool training);
 
+// fastDropout(probs, p, training).to(v's dtype).matmul(v), the same values and masks, without keeping the
+// dropped probabilities for backward: it keeps probs (the softmax before it keeps them already)
+// and the one-byte mask, and rebuilds the product's input in backward. On attention
+// probabilities (B, H, Tq, Tk) that is one float32 copy of them less per layer until backward.
+// probs (..., Tq, Tk), v (..., Tk, D) -> (..., Tq, D).
+torch::Tensor dropoutMatmul(const torch::Tensor& probs, const torch::Tensor& v, double p, bool training);
+
 }  // namespace xtrap

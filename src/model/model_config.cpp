@@ -22,7 +22,15 @@ void ModelConfig::validate() const {
   if (heads < 1 || dModel % heads != 0)
     fail("--heads (" + std::to_string(heads) + ") must divide --d-model (" + std::to_string(dModel) + ")");
   if (ffn < 1) fail("--ffn must be positive");
-  if (!(dropout >= 0.0 && dropout < 1.0)) fail("--dropout must be in [0, 1)");
+  auto rate = [&](double p, const char* flag) {
+    if (!(p >= 0.0 && p < 1.0)) fail(std::string(flag) + " must be in [0, 1)");
+  };
+  rate(dropout, "--dropout");
+  rate(attentionDropoutRate(), "--attention-dropout");
+  rate(activationDropoutRate(), "--activation-dropout");
+  rate(adaptiveSoftmaxDropout, "--adaptive-softmax-dropout");
+  if (activation != "gelu" && activation != "relu")
+    fail("unknown --activation '" + activation + "' (valid: gelu, relu)");
   if (contextLength < 1 || contextLength > (1 << 20))
     fail("--L must be in 1..1048576, got " + std::to_string(contextLength));
   PositionMethod m = position();
@@ -40,7 +48,17 @@ void ModelConfig::validate() const {
         fail("adaptive softmax cutoffs must increase and stay below the vocabulary size");
       prev = c;
     }
+    // LibTorch's tail i projects C -> floor(C / 4^(i+1)) (div value 4): at least one unit.
+    int64_t width = dModel;
+    for (size_t i = 0; i < adaptiveSoftmaxCutoffs.size(); ++i) width /= 4;
+    if (width < 1)
+      fail("adaptive softmax: --d-model " + std::to_string(dModel) + " leaves its last tail no width (d / 4^" +
+           std::to_string(adaptiveSoftmaxCutoffs.size()) + " < 1)");
   }
+  if (adaptiveSoftmaxDropout > 0 && adaptiveSoftmaxCutoffs.empty())
+    fail("--adaptive-softmax-dropout applies to the adaptive softmax only");
+  if (adaptiveInput && adaptiveSoftmaxCutoffs.empty())
+    fail("--adaptive-input ties to the adaptive softmax: give --adaptive-softmax cutoffs");
   if (t5Buckets < 2 || t5MaxDistance < 2) fail("t5 buckets and max distance must be >= 2");
 }
 
@@ -61,6 +79,12 @@ void to_json(nlohmann::json& j, const ModelConfig& c) {
                      {"heads", c.heads},
                      {"ffn", c.ffn},
                      {"dropout", c.dropout},
+                     {"attention_dropout", c.attentionDropoutRate()},
+                     {"activation_dropout", c.activationDropoutRate()},
+                     {"activation", c.activation},
+                     {"final_norm", c.finalNorm},
+                     {"adaptive_softmax_dropout", c.adaptiveSoftmaxDropout},
+                     {"adaptive_input", c.adaptiveInput},
                      {"pos", c.pos},
                      {"L", c.contextLength},
                      {"max_positions", c.maxPositions},
@@ -84,6 +108,13 @@ void from_json(const nlohmann::json& j, ModelConfig& c) {
   j.at("heads").get_to(c.heads);
   j.at("ffn").get_to(c.ffn);
   j.at("dropout").get_to(c.dropout);
+  // Runs from before these settings: one dropout, GELU, a final LayerNorm, token embeddings.
+  c.attentionDropout = j.value("attention_dropout", c.dropout);
+  c.activationDropout = j.value("activation_dropout", c.dropout);
+  c.activation = j.value("activation", std::string("gelu"));
+  c.finalNorm = j.value("final_norm", true);
+  c.adaptiveSoftmaxDropout = j.value("adaptive_softmax_dropout", 0.0);
+  c.adaptiveInput = j.value("adaptive_input", false);
   j.at("pos").get_to(c.pos);
   j.at("L").get_to(c.contextLength);
   j.at("max_positions").get_to(c.maxPositions);

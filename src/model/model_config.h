@@ -21,14 +21,22 @@ struct ModelConfig {
   int64_t dModel = 128;
   int64_t heads = 8;
   int64_t ffn = 512;                            // hidden width of the feed-forward block
-  double dropout = 0.1;                         // residual, FFN and attention-probability dropout
+  double dropout = 0.1;                         // embedding and residual dropout; the others' default
+  std::optional<double> attentionDropout;       // on attention probabilities; unset = dropout
+  std::optional<double> activationDropout;      // on the FFN's hidden activations; unset = dropout
+  std::string activation = "gelu";              // FFN activation: gelu (exact, erf form) | relu
+  bool finalNorm = true;                        // LayerNorm after the last block, before the head
   std::string pos = "alibi";                    // see positionMethodNames()
   int64_t contextLength = 512;                  // L: training context
   int64_t maxPositions = 0;                     // learned table size; 0 = contextLength
   std::string head = "lm";                      // lm (tied) | roberta | clap
   std::vector<int64_t> adaptiveSoftmaxCutoffs;  // empty = full softmax
-  bool scaleEmbedding = true;                   // multiply token embeddings by sqrt(dModel)
-  double clapBeta = 1.0;                        // initial inverse temperature of the CLAP head
+  double adaptiveSoftmaxDropout = 0.0;          // on the softmax's input and inside its tails (fairseq's)
+  // Adaptive input embeddings tied to the adaptive softmax (model/adaptive_input.h) instead of a
+  // V x C token embedding.
+  bool adaptiveInput = false;
+  bool scaleEmbedding = true;  // multiply token embeddings by sqrt(dModel)
+  double clapBeta = 1.0;       // initial inverse temperature of the CLAP head
   // Learned slopes' init: random (p ~ N(-2,1)) | standard; empty = the variant's documented default
   // (alibi-learned: random, bialibi: standard). run.json stores the init used.
   std::string alibiInit;
@@ -42,6 +50,8 @@ struct ModelConfig {
   uint64_t initSeed = 1;  // seeds parameter initialisation
 
   bool causal() const { return arch == "decoder"; }
+  double attentionDropoutRate() const { return attentionDropout.value_or(dropout); }
+  double activationDropoutRate() const { return activationDropout.value_or(dropout); }
   PositionMethod position() const { return parsePositionMethod(pos); }
   OutputHeadKind headKind() const;  // throws on an unknown name (validate() says which)
   std::string resolvedAlibiInit() const;

@@ -1,5 +1,6 @@
 #include "model/output_head.h"
 
+#include "model/fast_dropout.h"
 #include "model/linear_nll.h"
 #include "util/execution_context.h"
 
@@ -7,7 +8,7 @@ namespace xtrap {
 namespace F = torch::nn::functional;
 
 OutputHeadImpl::OutputHeadImpl(const ModelConfig& config, torch::Tensor tokenEmbedding)
-    : kind(config.headKind()), embedding(std::move(tokenEmbedding)) {
+    : kind(config.headKind()), embedding(std::move(tokenEmbedding)), dropout(config.adaptiveSoftmaxDropout) {
   int64_t C = config.dModel, V = config.vocabSize;
   if (kind == OutputHeadKind::Roberta) {
     dense = register_module("dense", torch::nn::Linear(C, C));
@@ -41,9 +42,11 @@ torch::Tensor OutputHeadImpl::adaptiveNll(const torch::Tensor& x, const torch::T
   // (linear_nll.h): its forward holds the log-softmax of every row of a cluster over the whole
   // cluster (about 1,000 rows x 257,000 words per step on WikiText-103). In float32, as LibTorch's.
   AutocastScope float32(x.device(), torch::kFloat32);
-  auto xf = x.to(torch::kFloat32);          // (N, C)
-  const auto& cutoffs = adaptive->cutoffs;  // the shortlist's end, ..., the vocabulary size
-  auto headTargets = targets.clone();       // a word of the shortlist, or its cluster's entry
+  // fairseq's adaptive softmax dropout: on the input, and between each tail's two layers.
+  bool train = is_training();
+  auto xf = fastDropout(x.to(torch::kFloat32), dropout, train);  // (N, C)
+  const auto& cutoffs = adaptive->cutoffs;                       // the shortlist's end, ..., the vocabulary size
+  auto headTargets = targets.clone();                            // a word of the shortlist, or its cluster's entry
   std::vector<torch::Tensor> clusterRows;
   for (size_t i = 0; i + 1 < cutoffs.size(); ++i) {
     auto rows = ((targets >= cutoffs[i]) & (targets < cutoffs[i + 1])).nonzero().squeeze(1);
@@ -56,7 +59,8 @@ torch::Tensor OutputHeadImpl::adaptiveNll(const torch::Tensor& x, const torch::T
     const auto& rows = clusterRows[i];
     if (rows.numel() == 0) continue;
     auto& tail = *adaptive->tail[i]->as<torch::nn::Sequential>();
-    auto hidden = tail[0]->as<torch::nn::Linear>()->forward(xf.index_select(0, rows));  // (n, C / 4^(i+1))
+    auto hidden = fastDropout(tail[0]->as<torch::nn::Linear>()->forward(xf.index_select(0, rows)), dropout,
+                              train);  // (n, C / 4^(i+1))
     auto within =
         linearNll(hidden, tail[1]->as<torch::nn::Linear>()->weight, {}, targets.index_select(0, rows) - cutoffs[i]);
     nll = nll.index_add(0, rows, within);

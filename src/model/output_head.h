@@ -1,6 +1,7 @@
 #pragma once
 // From final features to vocabulary scores. All heads are tied to the token embedding E (V, C):
-//  - lm:      logits = x E^T                      (or LibTorch's adaptive softmax, untied)
+//  - lm:      logits = x E^T                      (or LibTorch's adaptive softmax, untied from E;
+//                                                  with adaptive input the input is tied to it)
 //  - roberta: logits = LayerNorm(GELU(x W + b)) E^T + bias
 //  - clap:    logits = beta * x normalize(E)^T    (rows of E L2-normalised, beta learned)
 // Scores are computed in the compute precision of the autocast scope the caller opened (the
@@ -26,6 +27,7 @@ struct OutputHeadImpl : torch::nn::Module {
   torch::nn::LayerNorm norm{nullptr};
   torch::Tensor bias, beta;
   torch::nn::AdaptiveLogSoftmaxWithLoss adaptive{nullptr};
+  double dropout;  // adaptive softmax only (ModelConfig::adaptiveSoftmaxDropout)
 };
 TORCH_MODULE(OutputHead);
 

@@ -12,9 +12,10 @@
 
 namespace xtrap {
 
-TransformerBlockImpl::TransformerBlockImpl(const ModelConfig& c, int64_t index) : dropout(c.dropout) {
+TransformerBlockImpl::TransformerBlockImpl(const ModelConfig& c, int64_t index)
+    : dropout(c.dropout), activationDropout(c.activationDropoutRate()), relu(c.activation == "relu") {
   ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.dModel})));
-  attn = register_module("attn", Attention(c.dModel, c.heads, c.dropout, index));
+  attn = register_module("attn", Attention(c.dModel, c.heads, c.attentionDropoutRate(), index));
   ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.dModel})));
   fc1 = register_module("fc1", torch::nn::Linear(c.dModel, c.ffn));
   fc2 = register_module("fc2", torch::nn::Linear(c.ffn, c.dModel));
@@ -23,7 +24,9 @@ TransformerBlockImpl::TransformerBlockImpl(const ModelConfig& c, int64_t index) 
 torch::Tensor TransformerBlockImpl::forward(torch::Tensor x, const AttentionContext& ctx) {
   bool train = is_training();
   x = x + fastDropout(attn(ln1(x), ctx), dropout, train);
-  x = x + fastDropout(fc2(fastDropout(torch::gelu(fc1(ln2(x))), dropout, train)), dropout, train);
+  auto hidden = fc1(ln2(x));  // (B, T, ffn)
+  hidden = relu ? torch::relu(hidden) : torch::gelu(hidden);
+  x = x + fastDropout(fc2(fastDropout(hidden, activationDropout, train)), dropout, train);
   return x;
 }
 
@@ -33,8 +36,10 @@ TransformerImpl::TransformerImpl(ModelConfig c)
   torch::manual_seed(config.initSeed);
   int64_t C = config.dModel;
   PositionMethod pos = pos_;
-  tokenEmbedding = register_module("token_embedding", torch::nn::Embedding(config.vocabSize, C));
-  torch::nn::init::normal_(tokenEmbedding->weight, 0.0, 1.0 / std::sqrt(double(C)));
+  if (!config.adaptiveInput) {
+    tokenEmbedding = register_module("token_embedding", torch::nn::Embedding(config.vocabSize, C));
+    torch::nn::init::normal_(tokenEmbedding->weight, 0.0, 1.0 / std::sqrt(double(C)));
+  }
   if (pos == PositionMethod::Learned) {
     positionEmbedding = register_module("position_embedding", torch::nn::Embedding(config.positionTableSize(), C));
     torch::nn::init::normal_(positionEmbedding->weight, 0.0, 1.0 / std::sqrt(double(C)));
@@ -57,8 +62,13 @@ TransformerImpl::TransformerImpl(ModelConfig c)
   }
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (int64_t l = 0; l < config.layers; ++l) blocks->push_back(TransformerBlock(config, l));
-  lnFinal = register_module("ln_final", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
-  head = register_module("head", OutputHead(config, tokenEmbedding->weight));
+  firstNormWeight_ = blocks[0]->as<TransformerBlock>()->ln1->weight;
+  if (config.finalNorm) lnFinal = register_module("ln_final", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
+  head = register_module("head", OutputHead(config, tokenEmbedding ? tokenEmbedding->weight : torch::Tensor()));
+  if (config.adaptiveInput) {
+    adaptiveInput = register_module("adaptive_input", AdaptiveInput(C, head->adaptive));
+    adaptiveInput->initialise();
+  }
 }
 
 LinearBias* TransformerImpl::linearBias() const { return dynamic_cast<LinearBias*>(bias_.get()); }
@@ -92,7 +102,7 @@ AttentionPath TransformerImpl::attentionPath(int64_t T, const ForwardOptions& op
   plan.cuda = device().is_cuda();
   plan.length = T;
   plan.queryBlock = opt.queryBlock;
-  plan.dropout = is_training() && config.dropout > 0;
+  plan.dropout = is_training() && config.attentionDropoutRate() > 0;
   plan.probing = opt.observer != nullptr;
   plan.causal = causal_;
   plan.bias = biasKind();
@@ -116,7 +126,9 @@ torch::Tensor TransformerImpl::features(const torch::Tensor& tokensIn, const For
   AutocastScope autocast(device(), computeDtype_);
   int64_t T = tokens.size(1), C = config.dModel;
   // (B, T, C) token embeddings; CLAP embeds with the same normalised vectors it projects onto.
-  auto x = headKind_ == OutputHeadKind::Clap ? torch::embedding(head->projection(), tokens) : tokenEmbedding(tokens);
+  auto x = adaptiveInput                       ? adaptiveInput(tokens)
+           : headKind_ == OutputHeadKind::Clap ? torch::embedding(head->projection(), tokens)
+                                               : tokenEmbedding(tokens);
   if (config.scaleEmbedding) x = x * std::sqrt(double(C));
   if (pos_ == PositionMethod::Learned) {
     if (T > config.positionTableSize())
@@ -141,7 +153,7 @@ torch::Tensor TransformerImpl::features(const torch::Tensor& tokensIn, const For
   ctx.observer = opt.observer;
   if (pathUsesFullBias(ctx.path, biasKind())) ctx.fullBias = fullBias(T, x.options());
   for (const auto& block : *blocks) x = block->as<TransformerBlock>()->forward(x, ctx);
-  return lnFinal(x);
+  return lnFinal ? lnFinal(x) : x;
 }
 
 }  // namespace xtrap

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 
+#include "model/adaptive_input.h"
 #include "model/attention.h"
 #include "model/attention_plan.h"
 #include "model/model_config.h"
@@ -27,7 +28,8 @@ struct TransformerBlockImpl : torch::nn::Module {
   torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
   Attention attn{nullptr};
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
-  double dropout;
+  double dropout, activationDropout;
+  bool relu;  // else GELU
 };
 TORCH_MODULE(TransformerBlock);
 
@@ -42,7 +44,7 @@ struct TransformerImpl : torch::nn::Module {
 
   // Moves the parameters to ctx.device and computes in ctx.dtype from now on.
   void place(const ExecutionContext& ctx);
-  torch::Device device() const { return tokenEmbedding->weight.device(); }
+  torch::Device device() const { return firstNormWeight_.device(); }
   torch::ScalarType computeDtype() const { return computeDtype_; }
   // A batch tensor on the parameters' device (the one place batches move).
   torch::Tensor input(const torch::Tensor& t) const { return t.to(device()); }
@@ -65,10 +67,11 @@ struct TransformerImpl : torch::nn::Module {
   void clearBiasCache() { cachedBias_ = torch::Tensor(); }
 
   ModelConfig config;
-  torch::nn::Embedding tokenEmbedding{nullptr};     // (V, C)
+  torch::nn::Embedding tokenEmbedding{nullptr};     // (V, C); none with adaptive input
+  AdaptiveInput adaptiveInput{nullptr};             // config.adaptiveInput: tied to head->adaptive
   torch::nn::Embedding positionEmbedding{nullptr};  // learned: (maxPositions, C)
   torch::nn::ModuleList blocks{nullptr};
-  torch::nn::LayerNorm lnFinal{nullptr};
+  torch::nn::LayerNorm lnFinal{nullptr};  // none when !config.finalNorm
   OutputHead head{nullptr};
 
  private:
@@ -81,8 +84,9 @@ struct TransformerImpl : torch::nn::Module {
   torch::ScalarType computeDtype_ = torch::kFloat32;
   std::shared_ptr<AttentionBias> bias_;
   std::optional<Rotary> rotary_;
-  torch::Tensor cachedBias_;  // full bias for the last T and device when it has no trainable parameters
-  torch::Tensor sinusoidal_;  // (T_max, C) table on the parameters' device, grown on demand
+  torch::Tensor cachedBias_;       // full bias for the last T and device when it has no trainable parameters
+  torch::Tensor firstNormWeight_;  // a parameter every model has (moved and loaded in place): its device is the model's
+  torch::Tensor sinusoidal_;       // (T_max, C) table on the parameters' device, grown on demand
 };
 TORCH_MODULE(Transformer);
 

@@ -26,6 +26,7 @@
 #include "run/checkpoint.h"
 #include "run/data_digest.h"
 #include "run/run_lock.h"
+#include "train/in_place_adamw.h"
 #include "train/lr_schedule.h"
 #include "train/objective.h"
 #include "util/atomic_file.h"
@@ -40,7 +41,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // Weight decay on matrices only (nanoGPT): biases, norms, slopes and scalars are not decayed.
-std::unique_ptr<torch::optim::AdamW> makeOptimizer(Transformer& model, const TrainConfig& t) {
+std::unique_ptr<InPlaceAdamW> makeOptimizer(Transformer& model, const TrainConfig& t) {
   std::vector<torch::Tensor> decay, noDecay;
   for (auto& p : model->parameters()) (p.dim() >= 2 ? decay : noDecay).push_back(p);
   auto options = torch::optim::AdamWOptions(t.lr).betas({t.beta1, t.beta2}).weight_decay(t.weightDecay);
@@ -49,7 +50,7 @@ std::unique_ptr<torch::optim::AdamW> makeOptimizer(Transformer& model, const Tra
   auto noDecayOptions = options;
   noDecayOptions.weight_decay(0.0);
   groups.emplace_back(noDecay, std::make_unique<torch::optim::AdamWOptions>(noDecayOptions));
-  return std::make_unique<torch::optim::AdamW>(groups, options);
+  return std::make_unique<InPlaceAdamW>(groups, options);
 }
 
 void setLearningRate(torch::optim::AdamW& opt, double lr) {
@@ -240,10 +241,13 @@ class TrainStep {
     setLearningRate(*optimizer_, lr);
     const int64_t localB = static_cast<int64_t>(starts.size()) / group_.world();
     std::vector<int64_t> mine(starts.begin() + group_.rank() * localB, starts.begin() + (group_.rank() + 1) * localB);
+    // No gradient is held through the forward pass: the last step's are dropped before it, not
+    // zeroed after it (their memory, a vocabulary-sized embedding's included, is free for the
+    // activations).
+    for (auto& p : model_->parameters()) p.mutable_grad() = torch::Tensor();
     LossResult r =
         trainingLoss(model_, stream, mine, stepMaskSeed(t_.seed, step), t_.maskProb, mlm, group_.rank() * localB);
     if (injectNan) r.loss = r.loss * std::numeric_limits<double>::quiet_NaN();
-    optimizer_->zero_grad();
     sync_.start();
     // The step's loss is the mean over the scored tokens of all ranks (encoders score a different
     // number of masked tokens on each): rank r's mean weighs tokens_r / tokens_all, and the
@@ -258,6 +262,10 @@ class TrainStep {
     torch::Tensor rankLoss = contributes ? r.loss * weight : torch::zeros({}, torch::kFloat64);
     if (contributes) rankLoss.backward();
     sync_.finish();
+    // A parameter this step did not reach (an adaptive-softmax cluster no target fell in) gets a
+    // zero gradient, as zero_grad() gave it: AdamW still decays it and moves it by its moments.
+    for (auto& p : model_->parameters())
+      if (p.requires_grad() && !p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
     Outcome out;
     out.gradNorm = t_.clipNorm > 0 ? torch::nn::utils::clip_grad_norm_(model_->parameters(), t_.clipNorm) : 0.0;
     // Loss summed over ranks, and whether any rank got SIGINT/SIGTERM: all ranks decide alike, on
@@ -284,7 +292,7 @@ class TrainStep {
   Transformer& model_;
   const TrainConfig& t_;
   DistGroup& group_;
-  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::unique_ptr<InPlaceAdamW> optimizer_;
   GradientSync sync_;
 };
 

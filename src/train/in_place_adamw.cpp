@@ -1,0 +1,76 @@
+#include "train/in_place_adamw.h"
+
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+namespace xtrap {
+namespace {
+
+constexpr int64_t kSlice = int64_t(1) << 20;
+
+// The key of a parameter's state in Optimizer::state_: the TensorImpl address printed to a
+// string in LibTorch 1.13, the address itself in later versions.
+template <class Key>
+Key stateKey(const torch::Tensor& p) {
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream s;
+    s << p.unsafeGetTensorImpl();
+    return s.str();
+  } else {
+    return p.unsafeGetTensorImpl();
+  }
+}
+
+}  // namespace
+
+torch::Tensor InPlaceAdamW::step(LossClosure closure) {
+  torch::NoGradGuard noGrad;
+  torch::Tensor loss;
+  if (closure) {
+    torch::AutoGradMode enableGrad(true);
+    loss = closure();
+  }
+  using Key = typename std::decay_t<decltype(state_)>::key_type;
+  for (auto& group : param_groups_) {
+    auto& options = static_cast<torch::optim::AdamWOptions&>(group.options());
+    if (options.amsgrad()) throw std::invalid_argument("InPlaceAdamW: amsgrad is not supported");
+    auto [beta1, beta2] = options.betas();
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      TORCH_CHECK(p.is_contiguous(), "InPlaceAdamW: parameters must be contiguous");
+      Key key = stateKey<Key>(p);
+      if (state_.find(key) == state_.end()) {
+        auto fresh = std::make_unique<torch::optim::AdamWParamState>();
+        fresh->step(0);
+        fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+        fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+        state_[key] = std::move(fresh);
+      }
+      auto& state = static_cast<torch::optim::AdamWParamState&>(*state_[key]);
+      state.step(state.step() + 1);
+      double biasCorrection1 = 1 - std::pow(beta1, state.step());
+      double biasCorrection2 = 1 - std::pow(beta2, state.step());
+      double stepSize = options.lr() / biasCorrection1;
+      double decay = 1 - options.lr() * options.weight_decay();
+      // Flat views (N); the same operations as AdamW::step, one slice at a time.
+      auto param = p.view({-1}), grad = p.grad().reshape({-1});
+      auto expAvg = state.exp_avg().view({-1}), expAvgSq = state.exp_avg_sq().view({-1});
+      for (int64_t begin = 0, n = param.numel(); begin < n; begin += kSlice) {
+        int64_t len = std::min(kSlice, n - begin);
+        auto pS = param.narrow(0, begin, len), gS = grad.narrow(0, begin, len);
+        auto mS = expAvg.narrow(0, begin, len), vS = expAvgSq.narrow(0, begin, len);
+        if (options.weight_decay() != 0) pS.mul_(decay);
+        mS.mul_(beta1).add_(gS, 1 - beta1);
+        vS.mul_(beta2).addcmul_(gS, gS, 1 - beta2);
+        auto denom = (vS.sqrt() / std::sqrt(biasCorrection2)).add_(options.eps());
+        pS.addcdiv_(mS, denom, -stepSize);
+      }
+    }
+  }
+  return loss;
+}
+
+}  // namespace xtrap
