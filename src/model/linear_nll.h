@@ -12,7 +12,10 @@
 
 namespace xtrap {
 
-constexpr int64_t kMaxBlockLogits = int64_t(1) << 24;  // 64 MB of float32 logits
+// 16 MB of float32 logits. A block's logits and their softmax are alive at the peak of a training
+// step (the end of the forward pass, every activation still kept): 64 MB blocks put about 100 MB
+// more on that peak (results/corpus_scale.md).
+constexpr int64_t kMaxBlockLogits = int64_t(1) << 22;
 
 // x (N, K), weight (V, K), bias (V) or undefined, targets (N) int64 in [0, V) -> (N) float32.
 // Differentiable in x, weight and bias. `maxBlockLogits`: for tests that want many blocks.
