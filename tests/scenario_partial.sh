@@ -2,7 +2,8 @@
 # Scenarios fail early or leave what worked (issue 27, item 8): a variant that cannot be evaluated
 # as asked is an error before any training; a variant whose training fails, and a probe that
 # fails, leave results/NAME/ with the other variants' rows and a manifest that lists what is
-# missing, and the run exits 1 with one line.
+# missing, and the run exits 1 with one line. Two runs of one scenario at once: the second is
+# refused with one line.
 set -euo pipefail
 xtrap=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,4 +58,20 @@ stages = sorted((x["variant"], x["stage"].split()[0]) for x in m["missing"])
 assert stages == [("broken", "eval"), ("broken", "train"), ("rotary", "probe")], stages
 assert "alibi" in m["variants"] and "broken" not in m["variants"]
 PY
+# 3. two `xtrap run` of one scenario at once: the second stops with one line naming the first,
+#    before training anything; the first finishes and writes its results.
+printf '%s[[variant]]\nname = "alibi"\nsteps = 400\n[eval]\nlvalid = [16]\n' "$train" > "$tmp/busy.toml"
+"$xtrap" run "$tmp/busy.toml" --runs "$tmp/runs3" --results "$tmp/results3" --no-progress > "$tmp/log3a" 2>&1 &
+first=$!
+for _ in $(seq 300); do [ -e "$tmp/results3/busy/.xtrap-lock" ] && break; sleep 0.1; done
+rc=0
+"$xtrap" run "$tmp/busy.toml" --runs "$tmp/runs3b" --results "$tmp/results3" --no-progress > "$tmp/log3b" 2>&1 || rc=$?
+[ "$rc" -eq 1 ] || fail "a second run of a running scenario: exit $rc, expected 1"
+[ "$(wc -l < "$tmp/log3b")" -eq 1 ] || fail "a second run of a running scenario: not one line"
+grep -Eq "^xtrap: error: results directory $tmp/results3/busy is in use by process $first " "$tmp/log3b" ||
+  fail "the error does not name the results directory and the first run's pid"
+[ ! -e "$tmp/runs3b" ] || fail "the second run trained"
+wait "$first" || fail "the first run failed beside the refused second"
+[ -s "$tmp/results3/busy/results.csv" ] || fail "the first run wrote no results"
+
 echo "scenario_partial: ok"

@@ -12,9 +12,9 @@
 
 namespace xtrap {
 
-RunLock::RunLock(const std::filesystem::path& dir) {
+RunLock::RunLock(const std::filesystem::path& dir, const std::string& what) {
   auto cannotLock = [&](int error) {
-    return std::runtime_error(fmt::format("cannot lock run directory {}: {}", dir.string(), std::strerror(error)));
+    return std::runtime_error(fmt::format("cannot lock {} {}: {}", what, dir.string(), std::strerror(error)));
   };
   auto file = dir / ".xtrap-lock";
   // O_CLOEXEC: a child (gnuplot, a rank) must not keep the lock past this process.
@@ -28,7 +28,7 @@ RunLock::RunLock(const std::filesystem::path& dir) {
     std::string holder = n > 0 ? std::string(buffer, size_t(n)) : std::string();
     holder = holder.substr(0, holder.find_first_not_of("0123456789"));
     if (error != EWOULDBLOCK) throw cannotLock(error);
-    throw std::runtime_error(fmt::format("run directory {} is in use by {} (one writer per run)", dir.string(),
+    throw std::runtime_error(fmt::format("{} {} is in use by {} (one writer per run)", what, dir.string(),
                                          holder.empty() ? std::string("another process") : "process " + holder));
   }
   std::string pid = std::to_string(::getpid()) + "\n";

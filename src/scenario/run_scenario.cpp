@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -23,6 +24,7 @@
 #include "eval/plot.h"
 #include "run/checkpoint.h"
 #include "run/checkpoint_file.h"
+#include "run/run_lock.h"
 #include "scenario/cost_model.h"
 #include "scenario/results_table.h"
 #include "train/trainer.h"
@@ -244,6 +246,13 @@ fs::path runScenario(const Scenario& given, const ScenarioRunOptions& o) {
   // rank 0 alone prints, writes the evaluation caches and results/NAME/, and runs the probes.
   DistGroup group;
   bool root = group.isRoot();
+  // One `xtrap run` of a scenario at a time writes its results (a second one would interleave
+  // its tables and manifest with the first's): the lock is taken before anything is trained.
+  std::optional<RunLock> resultsLock;
+  if (root) {
+    fs::create_directories(outDir);
+    resultsLock.emplace(outDir, "results directory");
+  }
   auto started = Clock::now();
   std::string startedAt = timestamp();
   nlohmann::json manifest = {{"scenario", s.name}, {"xtrap_version", xtrapVersion()}, {"started", startedAt}};
