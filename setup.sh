@@ -10,6 +10,7 @@ PACKAGES=(
   libtorch-dev            # LibTorch 1.13 (CPU)
   libgloo-dev             # headers ProcessGroupGloo.hpp includes (data-parallel training, src/dist)
   libopenblas0-openmp     # without it LibTorch falls back to a single-threaded reference BLAS (60x slower)
+  libtcmalloc-minimal4    # xtrap's malloc: less of a training step's freed memory kept resident
   libcli11-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev
   libhdf5-dev             # attention / bias dumps
   catch2 libbenchmark-dev # tests, micro-benchmarks

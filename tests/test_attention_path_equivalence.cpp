@@ -36,7 +36,8 @@ Pass runPath(Transformer& model, const torch::Tensor& tokens, const torch::Tenso
   loss.backward();
   Pass pass{f.detach().cpu(), {}};
   for (const auto& p : model->named_parameters())
-    if (p.value().grad().defined()) pass.grads[p.key()] = p.value().grad().detach().cpu().clone();
+    if (auto g = p.value().grad(); g.defined())
+      pass.grads[p.key()] = (g.is_sparse() ? g.to_dense() : g).detach().cpu().clone();
   return pass;
 }
 
@@ -94,6 +95,12 @@ TEST_CASE("every attention path equals the reference path, forward and every gra
       o.path = AttentionPath::Block;
       o.queryBlock = block;
       paths.push_back({"block " + std::to_string(block), o});
+    }
+    for (int64_t rows : {0, 7}) {  // the planned blocks (one here), and blocks of 7 rows
+      ForwardOptions o;
+      o.path = AttentionPath::Recompute;
+      o.queryBlock = rows;
+      paths.push_back({"recompute " + std::to_string(rows), o});
     }
 #ifdef XTRAP_HAS_SDPA
     {

@@ -3,7 +3,8 @@
 // no SDPA; 2.1-2.2: SDPA with an unfused CPU kernel; 2.3+: a fused CPU kernel), the path written
 // down by hand from the rules of issue 21: a requested query block is a memory bound only the
 // block path keeps; probes need xtrap's own probabilities; SDPA on the GPU always, on the CPU only
-// when fused and without dropout; on the CPU a long causal window skips its masked blocks. The
+// when fused and without dropout; on the CPU training recomputes its probabilities in the backward
+// pass (rows with dropout are training rows) and a long causal window skips its masked blocks. The
 // kind matters in one place: without a bias SDPA needs no T x T mask, so a memory bound does not
 // rule it out (second table). Block sizes are worked by hand.
 #include <catch2/catch.hpp>
@@ -26,6 +27,7 @@ struct Row {
   bool dropout;
   bool probing;
   AttentionPath expected;
+  bool training = false;  // a backward pass follows (always so with dropout)
 };
 
 std::string describe(const Row& r) {
@@ -45,6 +47,7 @@ AttentionPlanInput inputOf(const Row& r, BiasKind bias) {
   in.length = r.T;
   in.queryBlock = r.queryBlock;
   in.dropout = r.dropout;
+  in.backward = r.dropout || r.training;
   in.probing = r.probing;
   in.causal = r.causal;
   in.bias = bias;
@@ -57,6 +60,7 @@ constexpr auto Ref = AttentionPath::Reference;
 constexpr auto Skip = AttentionPath::CausalSkip;
 constexpr auto Blk = AttentionPath::Block;
 constexpr auto Sdpa = AttentionPath::Sdpa;
+constexpr auto Rec = AttentionPath::Recompute;
 constexpr bool cpu = false, cuda = true, dec = true, enc = false, drop = true, probe = true;
 
 // clang-format off
@@ -66,7 +70,7 @@ const Row kTable[] = {
   {Build::Torch113, cpu, dec,   255,   0, false, false, Ref},   // below 8 blocks of 32 rows
   {Build::Torch113, cpu, dec,   256,   0, false, false, Skip},  // 8 blocks of 32 rows
   {Build::Torch113, cpu, dec,  4096,   0, false, false, Skip},
-  {Build::Torch113, cpu, dec,  4096,   0, drop,  false, Skip},  // training: skipping is exact with dropout too
+  {Build::Torch113, cpu, dec,  4096,   0, drop,  false, Rec},   // training: the probabilities recomputed
   {Build::Torch113, cpu, dec,  4096,   0, false, probe, Ref},   // probes read the whole probabilities
   {Build::Torch113, cpu, dec,  4096, 256, false, false, Blk},   // a memory bound asked for
   {Build::Torch113, cpu, dec,  4096, 256, false, probe, Blk},   // probes stream blocks of rows
@@ -77,22 +81,22 @@ const Row kTable[] = {
   {Build::Torch113, cpu, dec,    21,   5, false, false, Blk},
   {Build::Torch113, cpu, enc,    16,   0, false, false, Ref},
   {Build::Torch113, cpu, enc,  4096,   0, false, false, Ref},   // nothing to skip without a mask
-  {Build::Torch113, cpu, enc,  4096,   0, drop,  false, Ref},
+  {Build::Torch113, cpu, enc,  4096,   0, drop,  false, Rec},
   {Build::Torch113, cpu, enc,  4096, 256, false, false, Blk},
   {Build::Torch113, cpu, enc,  4096,   0, false, probe, Ref},
   // LibTorch 2.1-2.2 on the CPU: SDPA exists but is the unfused math xtrap's paths beat.
   {Build::Torch21,  cpu, dec,    16,   0, false, false, Ref},
   {Build::Torch21,  cpu, dec,  4096,   0, false, false, Skip},
-  {Build::Torch21,  cpu, dec,  4096,   0, drop,  false, Skip},
+  {Build::Torch21,  cpu, dec,  4096,   0, drop,  false, Rec},
   {Build::Torch21,  cpu, enc,  4096,   0, false, false, Ref},
   {Build::Torch21,  cpu, dec,  4096, 256, false, false, Blk},
   // LibTorch 2.3+ on the CPU: the fused kernel serves inference (it has no dropout).
   {Build::Torch23,  cpu, dec,    16,   0, false, false, Sdpa},
   {Build::Torch23,  cpu, dec,  4096,   0, false, false, Sdpa},
   {Build::Torch23,  cpu, enc,  4096,   0, false, false, Sdpa},
-  {Build::Torch23,  cpu, dec,  4096,   0, drop,  false, Skip},  // training with dropout: xtrap's paths
-  {Build::Torch23,  cpu, dec,    16,   0, drop,  false, Ref},
-  {Build::Torch23,  cpu, enc,  4096,   0, drop,  false, Ref},
+  {Build::Torch23,  cpu, dec,  4096,   0, drop,  false, Rec},   // training with dropout: xtrap's paths
+  {Build::Torch23,  cpu, dec,    16,   0, drop,  false, Rec},
+  {Build::Torch23,  cpu, enc,  4096,   0, drop,  false, Rec},
   {Build::Torch23,  cpu, dec,  4096,   0, false, probe, Ref},
   {Build::Torch23,  cpu, enc,  4096, 256, false, false, Blk},
   {Build::Torch23,  cpu, dec,  4096, 256, false, probe, Blk},
@@ -110,6 +114,16 @@ const Row kTable[] = {
   {Build::Torch113, cuda, dec, 4096,   0, drop,  false, Ref},
   {Build::Torch113, cuda, enc, 4096,   0, false, false, Ref},
   {Build::Torch113, cuda, dec, 4096, 256, false, false, Blk},
+  // Training without dropout: recomputed on the CPU unless the fused CPU kernel takes it.
+  {Build::Torch113, cpu, dec,    16,   0, false, false, Rec, true},
+  {Build::Torch113, cpu, dec,  4096,   0, false, false, Rec, true},
+  {Build::Torch113, cpu, enc,  4096,   0, false, false, Rec, true},
+  {Build::Torch113, cpu, dec,  4096,   0, false, probe, Ref, true},  // probes first
+  {Build::Torch113, cpu, dec,  4096, 256, false, false, Blk, true},  // a memory bound asked for
+  {Build::Torch21,  cpu, dec,  4096,   0, false, false, Rec, true},
+  {Build::Torch23,  cpu, dec,  4096,   0, false, false, Sdpa, true},
+  {Build::Torch113, cuda, dec, 4096,   0, false, false, Ref, true},  // recomputing is a CPU path
+  {Build::Torch23,  cuda, dec, 4096,   0, false, false, Sdpa, true},
 };
 
 // No bias provider (none, sinusoidal, learned, rotary): the rows above whose path differs, plus
@@ -172,6 +186,7 @@ TEST_CASE("attention path names and which paths read the full bias", "[attention
   CHECK(attentionPathName(Skip) == "causal-skip");
   CHECK(attentionPathName(Blk) == "block");
   CHECK(attentionPathName(Sdpa) == "sdpa");
+  CHECK(attentionPathName(Rec) == "recompute");
   // The block path computes each block's bias from the provider; SDPA takes causality as a flag
   // and needs the full tensor only for a bias; the others take the (H|1, T, T) bias, or the causal
   // mask alone, prepared once per forward.
@@ -179,10 +194,12 @@ TEST_CASE("attention path names and which paths read the full bias", "[attention
     CHECK(pathUsesFullBias(Ref, bias));
     CHECK(pathUsesFullBias(Skip, bias));
     CHECK(pathUsesFullBias(Sdpa, bias));
+    CHECK(pathUsesFullBias(Rec, bias));
     CHECK_FALSE(pathUsesFullBias(Blk, bias));
   }
   CHECK(pathUsesFullBias(Ref, BiasKind::None));
   CHECK(pathUsesFullBias(Skip, BiasKind::None));
+  CHECK(pathUsesFullBias(Rec, BiasKind::None));
   CHECK_FALSE(pathUsesFullBias(Sdpa, BiasKind::None));
   CHECK_FALSE(pathUsesFullBias(Blk, BiasKind::None));
 }
@@ -215,4 +232,15 @@ TEST_CASE("causalSkipBlock: 8 blocks of at least 32 rows, else one piece", "[att
   CHECK(causalSkipBlock(1001) == 126);
   CHECK(causalSkipBlock(4096) == 512);
   CHECK(causalSkipBlock(12000) == 1500);
+}
+
+TEST_CASE("recomputeBlockRows: ~2^21 logits over batch x heads, at least 32 rows, at most T", "[attention-plan]") {
+  // min(T, max(32, floor(2^21 / (BH * T)))), worked by hand.
+  CHECK(recomputeBlockRows(64, 512) == 64);    // 2097152 / 32768: the quickstart model's 8 x 8 heads
+  CHECK(recomputeBlockRows(8, 512) == 512);    // 512 rows would fit exactly: the whole window
+  CHECK(recomputeBlockRows(4, 512) == 512);    // 1024 would fit; no more than T
+  CHECK(recomputeBlockRows(64, 4096) == 32);   // 8 would fit; the floor of 32 rows holds
+  CHECK(recomputeBlockRows(16, 1000) == 131);  // 2097152 / 16000 = 131.07
+  CHECK(recomputeBlockRows(1, 16) == 16);
+  CHECK(recomputeBlockRows(1, 1) == 1);
 }

@@ -64,6 +64,24 @@ TEST_CASE("loader errors name the missing piece") {
   CHECK_THROWS_WITH(loadWikiText(dir), Catch::Contains("wiki.test.tokens"));
 }
 
+TEST_CASE("a cached split's windows read with pread equal its mapped ids, subspans included") {
+  auto dir = makeCorpus("cache-pread", " a b c \n b c d e \n a \n", " a \n", " b \n");
+  loadWikiText(dir);  // writes the cache
+  Corpus cached = loadWikiText(dir);
+  REQUIRE(cached.train.size() == 11);                                       // words and one <eos> per line
+  std::vector<int32_t> expected(cached.train.begin(), cached.train.end());  // through the mapping
+  std::vector<int32_t> got(11, -1);
+  cached.train.copy(0, 11, got.data());
+  CHECK(got == expected);
+  std::vector<int32_t> window(3, -1);
+  cached.train.subspan(4, 6).copy(2, 3, window.data());  // ids 6, 7, 8 of the split
+  CHECK(window == std::vector<int32_t>(expected.begin() + 6, expected.begin() + 9));
+  std::vector<int32_t> plain{5, 6, 7, 8};  // a vector's view copies from memory
+  TokenSpan(plain).subspan(1, 3).copy(1, 2, window.data());
+  CHECK(window[0] == 7);
+  CHECK(window[1] == 8);
+}
+
 TEST_CASE("a changed file invalidates the cache") {
   auto dir = makeCorpus("cache", " a b \n", " a \n", " b \n");
   CHECK(loadWikiText(dir).train.size() == 3);

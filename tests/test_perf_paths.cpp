@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "model/fast_dropout.h"
+#include "model/recomputed_attention.h"
 #include "model/transformer.h"
 #include "train/in_place_adamw.h"
 
@@ -105,4 +106,85 @@ TEST_CASE("InPlaceAdamW takes LibTorch AdamW's steps (weight decay, bias correct
   REQUIRE(torch::allclose(w, wRef, 1e-6, 1e-7));
   REQUIRE(torch::allclose(b, bRef, 1e-6, 1e-7));
   REQUIRE(!torch::allclose(w, w0));
+}
+
+TEST_CASE("InPlaceAdamW with a sparse gradient takes AdamW's steps with the same gradient dense", "[perf]") {
+  torch::manual_seed(6);
+  // An embedding-like parameter of more than one slice; each step's gradient has a few rows,
+  // given uncoalesced (a row twice) as an embedding's backward gives it.
+  auto w0 = torch::randn({2100, 500}), b0 = torch::randn({7});
+  auto [wRef, bRef, reference] = twoGroups<torch::optim::AdamW>(w0, b0);
+  auto [w, b, mine] = twoGroups<InPlaceAdamW>(w0, b0);
+  for (int step = 0; step < 3; ++step) {
+    auto rows = torch::tensor({3, 2099, 3, 1000 + step}, torch::kLong);
+    auto values = torch::randn({4, 500});
+    auto sparse = torch::sparse_coo_tensor(rows.unsqueeze(0), values, w0.sizes());
+    auto dense = torch::zeros_like(w0).index_add_(0, rows, values);
+    auto gb = torch::randn_like(b0);
+    wRef.mutable_grad() = dense;
+    bRef.mutable_grad() = gb.clone();
+    w.mutable_grad() = sparse;
+    b.mutable_grad() = gb.clone();
+    reference->step();
+    mine->step();
+  }
+  // Every row moved (decay and the moments of earlier steps), not only the gradient's rows.
+  REQUIRE(torch::allclose(w, wRef, 1e-5, 1e-6));
+  REQUIRE(torch::allclose(b, bRef, 1e-6, 1e-7));
+  REQUIRE(!torch::equal(w[500], w0[500]));
+}
+
+TEST_CASE("dropBlock: a block of rows gets the keep decisions of the same elements of the whole tensor", "[perf]") {
+  // The whole tensor (B*H = 6, T = 10, T = 10); blocks of rows [q0, q1) and keys [0, q1), as the
+  // recomputed attention's causal blocks take them.
+  auto x = torch::randn({2, 3, 10, 10});
+  uint64_t seed = 0x1234567890abULL;
+  DroppedBlock whole = dropBlock(x, 0.3, seed, {0, 10, 10});
+  double kept = whole.mask.to(torch::kFloat64).mean().item<double>();
+  CHECK(kept > 0.55);  // 1 - p = 0.7 of 600 elements
+  CHECK(kept < 0.85);
+  CHECK(torch::allclose(whole.out, x * whole.mask.to(torch::kFloat32) / 0.7f, 1e-6, 1e-6));
+  for (auto [q0, q1] : {std::pair<int64_t, int64_t>{0, 4}, {4, 7}, {7, 10}}) {
+    auto block = x.narrow(2, q0, q1 - q0).narrow(3, 0, q1).contiguous();
+    DroppedBlock part = dropBlock(block, 0.3, seed, {q0, 10, 10});
+    CHECK(torch::equal(part.mask, whole.mask.narrow(2, q0, q1 - q0).narrow(3, 0, q1)));
+  }
+  CHECK(!torch::equal(dropBlock(x, 0.3, seed + 1, {0, 10, 10}).mask, whole.mask));
+}
+
+TEST_CASE("recomputed attention with dropout is the reference composition with dropBlock's mask", "[perf]") {
+  constexpr int64_t B = 2, H = 3, T = 37, D = 8;
+  constexpr double p = 0.25;
+  auto q = torch::randn({B, H, T, D}).requires_grad_(), k = torch::randn({B, H, T, D}).requires_grad_();
+  auto v = torch::randn({B, H, T, D}).requires_grad_();
+  auto dy = torch::randn({B, H, T, D});
+  for (bool causal : {true, false}) {
+    INFO((causal ? "causal" : "bidirectional"));
+    auto bias = torch::randn({H, T, T});
+    if (causal) bias.masked_fill_(torch::ones({T, T}).triu(1).to(torch::kBool), -INFINITY);
+    bias.requires_grad_();
+    // The mask the recomputed path draws: the seed it takes from the generator, whole-tensor indices.
+    torch::manual_seed(3);
+    uint64_t seed = drawDropoutSeed();
+    auto keep = dropBlock(torch::zeros({B, H, T, T}), p, seed, {0, T, T}).mask.to(torch::kFloat32);  // (B, H, T, T)
+    auto reference = (torch::softmax(q.matmul(k.transpose(-2, -1)) + bias, -1) * keep / (1 - p)).matmul(v);
+    auto expected = torch::autograd::grad({reference}, {q, k, v, bias}, {dy});
+    for (int64_t rows : {5, 37}) {
+      INFO("blocks of " << rows << " rows");
+      torch::manual_seed(3);
+      auto out = recomputedAttention(q, k, v, bias, causal, p, rows);
+      auto grads = torch::autograd::grad({out}, {q, k, v, bias}, {dy});
+      // float32 sums in another order: ~1e-6 of the largest value.
+      auto close = [](const torch::Tensor& got, const torch::Tensor& want) {
+        double diff = (got - want).abs().max().item<double>(), scale = want.abs().max().item<double>();
+        INFO("max |difference| " << diff << ", max |expected| " << scale);
+        CHECK(diff <= 1e-5 * scale + 1e-6);
+      };
+      close(out, reference);
+      for (size_t i = 0; i < grads.size(); ++i) {
+        INFO("gradient " << i);
+        close(grads[i], expected[i]);
+      }
+    }
+  }
 }

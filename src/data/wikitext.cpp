@@ -163,6 +163,9 @@ std::string openCache(const fs::path& file, const fs::path& dir, const SourceSta
   };
   std::string problem = readTokenCache(mapped->bytes(), stamp, payload, c);
   if (problem.empty()) {
+    for (TokenSpan* split : {&c.train, &c.valid, &c.test})
+      *split =
+          split->readingThrough(mapped.get(), reinterpret_cast<const char*>(split->data()) - mapped->bytes().data());
     c.dir = dir;
     c.storage = mapped;
   }

@@ -227,6 +227,19 @@ c10::intrusive_ptr<c10d::Work> DistGroup::allreduceAsync(torch::Tensor& tensor) 
   }
 }
 
+torch::Tensor DistGroup::allgather(const torch::Tensor& tensor) {
+  if (!group_) return tensor;
+  try {
+    std::vector<torch::Tensor> input{tensor.to(device_).contiguous()};
+    std::vector<std::vector<torch::Tensor>> output(1);
+    for (int r = 0; r < world(); ++r) output[0].push_back(torch::empty_like(input[0]));
+    group_->allgather(output, input)->wait();
+    return torch::cat(output[0]).to(tensor.device());
+  } catch (const std::exception& e) {
+    fail(e);
+  }
+}
+
 void DistGroup::wait(const c10::intrusive_ptr<c10d::Work>& work) {
   try {
     work->wait();

@@ -58,6 +58,8 @@ class DistGroup {
   // failure of either is the one-line error of fail().
   c10::intrusive_ptr<c10d::Work> allreduceAsync(torch::Tensor& tensor);
   void wait(const c10::intrusive_ptr<c10d::Work>& work);
+  // Every rank's `tensor` (the same shape on all), concatenated along dimension 0 in rank order.
+  torch::Tensor allgather(const torch::Tensor& tensor);
   void barrier();
 
   static constexpr int64_t kBucketBytes = 25 << 20;  // gradient buckets: DDP's default bucket_cap_mb

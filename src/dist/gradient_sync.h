@@ -7,6 +7,9 @@
 // launched in bucket order on every rank (collectives pair up by order). finish() launches the
 // buckets still waiting (parameters this rank gave no gradient count as zeros), waits for all,
 // and writes the sums into the gradients.
+// Sparse gradients (an untied embedding's: a row per token of the step) stay out of the buckets,
+// which would hold them dense: finish() gathers every rank's rows and values (all-gather, padded
+// to the longest with zero rows) and sums them into one sparse gradient.
 //
 // Written here rather than with c10d::Reducer (the engine of Python's DistributedDataParallel,
 // whose header LibTorch ships): the Reducer expects every rank to run backward each step (an
@@ -30,7 +33,9 @@ namespace xtrap {
 class GradientSync {
  public:
   // Registers the hooks; with no process group (a single process) every call is a no-op.
-  GradientSync(DistGroup& group, std::vector<torch::Tensor> params, int64_t bucketBytes = DistGroup::kBucketBytes);
+  // `sparse`: the parameters among `params` whose gradients are sparse tensors.
+  GradientSync(DistGroup& group, std::vector<torch::Tensor> params, const std::vector<torch::Tensor>& sparse = {},
+               int64_t bucketBytes = DistGroup::kBucketBytes);
   ~GradientSync();  // removes the hooks: the parameters may outlive this object
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
@@ -51,12 +56,16 @@ class GradientSync {
   };
   void onGradient(size_t param, const torch::Tensor& grad);
   void launchReady(bool inBackward);  // launches, in order, every bucket whose gradients are all in
+  // The sum over ranks of a sparse gradient (undefined on a rank that produced none).
+  torch::Tensor sumSparse(const torch::Tensor& param, const torch::Tensor& grad);
 
   DistGroup& group_;
   std::vector<torch::Tensor> params_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucketOf_, slotOf_;           // per parameter
   std::vector<char> produced_;                      // per parameter: a gradient arrived this step
+  std::vector<char> sparse_;                        // per parameter: its gradient is sparse
+  std::vector<torch::Tensor> sparseGrads_;          // per parameter: this step's sparse gradient
   std::vector<std::pair<size_t, unsigned>> hooks_;  // (parameter, hook handle)
   size_t nextLaunch_ = 0;
   int64_t overlapped_ = 0;

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "model/fast_dropout.h"
+#include "model/recomputed_attention.h"
 #include "util/torch_compat.h"
 
 namespace xtrap {
@@ -121,6 +122,11 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionCont
       break;
     case AttentionPath::Sdpa:
       y = sdpaAttention(q, k, v, ctx, p);
+      break;
+    case AttentionPath::Recompute:
+      // A requested query block sets the blocks' rows (tests force the path with small ones).
+      y = recomputedAttention(q, k, v, ctx.fullBias, ctx.causal, p,
+                              ctx.queryBlock > 0 ? ctx.queryBlock : recomputeBlockRows(B * H, T));
       break;
   }
   y = y.transpose(1, 2).reshape({B, T, C});

@@ -7,7 +7,9 @@
 //  - causal-skip: the same full bias, causal query blocks skip the masked upper-right blocks;
 //  - block: queries in blocks, each block's bias computed from the provider, so memory grows with
 //    T * block instead of T^2 (long-context evaluation, probes);
-//  - sdpa (LibTorch 2.x): scaled_dot_product_attention with the full bias as an additive mask.
+//  - sdpa (LibTorch 2.x): scaled_dot_product_attention with the full bias as an additive mask;
+//  - recompute (CPU training): query blocks of the full bias whose probabilities the backward
+//    pass recomputes instead of keeping (recomputed_attention.h).
 // Logits, bias and softmax are float32 whatever the compute precision (the bias of a distant key
 // is large: bfloat16 would round -m * 4000 to a multiple of 16); probabilities times values runs
 // in the compute precision.

@@ -16,6 +16,9 @@ AttentionPath chooseAttentionPath(const AttentionPlanInput& in) {
   // tensor either.
   if (blocked) return sdpa && in.bias == BiasKind::None ? AttentionPath::Sdpa : AttentionPath::Block;
   if (sdpa) return AttentionPath::Sdpa;
+  // Training on the CPU: the (B, H, T, T) probabilities autograd would keep until the backward
+  // pass are most of a training step's memory; recomputing them costs less than they weigh.
+  if (!in.cuda && in.backward) return AttentionPath::Recompute;
   if (!in.cuda && in.causal && causalSkipBlock(in.length) > 0) return AttentionPath::CausalSkip;
   return AttentionPath::Reference;
 }
@@ -30,11 +33,13 @@ std::string attentionPathName(AttentionPath path) {
       return "block";
     case AttentionPath::Sdpa:
       return "sdpa";
+    case AttentionPath::Recompute:
+      return "recompute";
   }
   return "?";
 }
 
-bool pathUsesFullBias(AttentionPath path, BiasKind bias) {
+bool pathUsesFullBias(AttentionPath path, BiasKind bias) {  // Recompute: its blocks slice it
   if (path == AttentionPath::Block) return false;
   // SDPA takes causality as a flag: it needs the full tensor only for a bias provider's values.
   if (path == AttentionPath::Sdpa) return bias != BiasKind::None;
@@ -50,6 +55,12 @@ int64_t causalSkipBlock(int64_t T) {
   // 8 blocks compute 9/16 of the square; more blocks save little and cost per-op overhead.
   constexpr int64_t kBlocks = 8, kMinRows = 32;
   return T >= kBlocks * kMinRows ? (T + kBlocks - 1) / kBlocks : 0;
+}
+
+int64_t recomputeBlockRows(int64_t batchHeads, int64_t T) {
+  constexpr int64_t kBlockElements = int64_t(1) << 21, kMinRows = 32;
+  int64_t rows = kBlockElements / std::max<int64_t>(batchHeads * T, 1);
+  return std::min(std::max<int64_t>(T, 1), std::max(kMinRows, rows));
 }
 
 }  // namespace xtrap

@@ -14,6 +14,7 @@ enum class AttentionPath {
   CausalSkip,  // causal, full bias: query blocks skip the masked upper-right blocks (CPU)
   Block,       // query blocks, each block's bias computed from the provider: O(T * block) memory
   Sdpa,        // LibTorch 2.x scaled_dot_product_attention, the bias as an additive float mask
+  Recompute,   // training on the CPU: query blocks whose probabilities the backward pass recomputes
 };
 
 enum class BiasKind {
@@ -27,6 +28,7 @@ struct AttentionPlanInput {
   int64_t length = 0;      // T
   int64_t queryBlock = 0;  // > 0 and < T: the caller asks for O(T) memory (long windows, probes)
   bool dropout = false;    // training with attention dropout > 0
+  bool backward = false;   // training: a backward pass will follow this forward
   bool probing = false;    // an observer reads the probabilities
   bool causal = false;
   BiasKind bias = BiasKind::None;
@@ -48,5 +50,9 @@ int64_t attentionBlockRows(int64_t T, int64_t queryBlock);
 
 // Query rows per block of the CausalSkip path; 0 = too short to gain (one piece).
 int64_t causalSkipBlock(int64_t T);
+
+// Query rows per block of the Recompute path for batch * heads = batchHeads: one block's float32
+// logits near 2^21 elements (8 MiB, a few of its size alive at once), at least 32 rows.
+int64_t recomputeBlockRows(int64_t batchHeads, int64_t T);
 
 }  // namespace xtrap

@@ -30,18 +30,17 @@ uint64_t drawSeed() {
   return gen.get<at::CPUGeneratorImpl>()->random64();
 }
 
-struct Dropped {
-  torch::Tensor out, mask;  // x with dropout applied; the keep decisions (one byte each)
-  float scale;
-};
+}  // namespace
 
-// One parallel pass: the keep decision of element i hashes (seed, i); kept elements scale by
-// 1 / (1 - p).
-Dropped dropElements(const torch::Tensor& input, double p) {
-  auto x = input.contiguous();
-  uint64_t seed = drawSeed();
-  Dropped d{torch::empty_like(x), torch::empty(x.sizes(), x.options().dtype(torch::kUInt8)),
-            static_cast<float>(1.0 / (1.0 - p))};
+uint64_t drawDropoutSeed() { return drawSeed(); }
+
+DroppedBlock dropBlock(const torch::Tensor& input, double p, uint64_t seed, const DropoutLayout& at) {
+  auto x = input.contiguous();  // (outer, rows, cols)
+  TORCH_CHECK(x.dim() >= 2, "dropBlock: a tensor of rows");
+  const int64_t cols = std::max<int64_t>(x.size(-1), 1);
+  const int64_t blockRows = x.size(-2);  // rows of one outer slice in this block
+  DroppedBlock d{torch::empty_like(x), torch::empty(x.sizes(), x.options().dtype(torch::kUInt8)),
+                 static_cast<float>(1.0 / (1.0 - p))};
   // Keep when the hash is >= p * 2^32 (probability 1 - p up to 2^-32).
   auto threshold = static_cast<uint32_t>(std::min(p * 4294967296.0, 4294967295.0));
   float scale = d.scale;
@@ -50,14 +49,31 @@ Dropped dropElements(const torch::Tensor& input, double p) {
   uint8_t* keep = d.mask.data_ptr<uint8_t>();
   auto seedLo = static_cast<uint32_t>(seed), seedHi = static_cast<uint32_t>(seed >> 32);
   at::parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      uint8_t k = hashIndex(static_cast<uint32_t>(i), seedLo, seedHi) >= threshold;
-      keep[i] = k;
-      dst[i] = src[i] * (k ? scale : 0.0f);  // a multiply, so NaN and inf still propagate
+    // Row r of this block is row (rowOffset + r % blockRows) of outer slice r / blockRows; its
+    // element c is element (that row) * totalCols + c of the whole tensor.
+    for (int64_t r = begin / cols, i = begin; i < end; ++r) {
+      int64_t whole = (r / blockRows) * at.totalRows + at.rowOffset + r % blockRows;
+      auto first = static_cast<uint32_t>(whole * at.totalCols - r * cols);  // index of element i, minus i
+      for (int64_t rowEnd = std::min(end, (r + 1) * cols); i < rowEnd; ++i) {
+        uint8_t k = hashIndex(first + static_cast<uint32_t>(i), seedLo, seedHi) >= threshold;
+        keep[i] = k;
+        dst[i] = src[i] * (k ? scale : 0.0f);  // a multiply, so NaN and inf still propagate
+      }
     }
   });
   return d;
 }
+
+namespace {
+
+// One parallel pass: the keep decision of element i hashes (seed, i); kept elements scale by
+// 1 / (1 - p).
+DroppedBlock dropElements(const torch::Tensor& input, double p) {
+  DroppedBlock d = dropBlock(input.reshape({1, -1}), p, drawSeed(), {0, 1, input.numel()});
+  return {d.out.view(input.sizes()), d.mask.view(input.sizes()), d.scale};
+}
+
+}  // namespace
 
 // x * mask * scale: the backward of dropElements, and its forward again from a saved mask.
 torch::Tensor applyMask(const torch::Tensor& input, const torch::Tensor& mask, float scale) {
@@ -72,6 +88,8 @@ torch::Tensor applyMask(const torch::Tensor& input, const torch::Tensor& mask, f
   return out;
 }
 
+namespace {
+
 bool kernelApplies(const torch::Tensor& x, double p) {
   // The kernel handles float32 CPU tensors of fewer than 2^32 elements (the hash takes a 32-bit
   // index); anything else (a GPU tensor, bfloat16 activations) takes LibTorch's dropout.
@@ -80,7 +98,7 @@ bool kernelApplies(const torch::Tensor& x, double p) {
 
 struct DropoutFunction : torch::autograd::Function<DropoutFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& input, double p) {
-    Dropped d = dropElements(input, p);
+    DroppedBlock d = dropElements(input, p);
     ctx->save_for_backward({d.mask});
     ctx->saved_data["scale"] = static_cast<double>(d.scale);
     return d.out;
@@ -98,7 +116,7 @@ struct DropoutFunction : torch::autograd::Function<DropoutFunction> {
 struct DropoutMatmulFunction : torch::autograd::Function<DropoutMatmulFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& probs,
                                const torch::Tensor& v, double p) {
-    Dropped d = dropElements(probs, p);
+    DroppedBlock d = dropElements(probs, p);
     ctx->save_for_backward({probs, v, d.mask});
     ctx->saved_data["scale"] = static_cast<double>(d.scale);
     return d.out.matmul(v);  // (..., Tq, D)

@@ -11,6 +11,25 @@
 
 namespace xtrap {
 
+// Dropout of one block of rows of a larger tensor, regenerated from a seed: the keep decision of
+// an element is that of its index in the whole tensor, so a block dropped in a forward pass and
+// again in a backward pass (recomputed attention, recomputed_attention.h) gets the same mask
+// whatever the blocking. The whole tensor is (outer, totalRows, totalCols); the block passed is
+// (outer..., rows, cols) holding rows [rowOffset, rowOffset + rows) and columns [0, cols) of it.
+// dropElements, behind fastDropout, is the block that is the whole tensor.
+struct DropoutLayout {
+  int64_t rowOffset = 0, totalRows = 1, totalCols = 1;
+};
+struct DroppedBlock {
+  torch::Tensor out, mask;  // x with dropout applied; the keep decisions (one byte each)
+  float scale;              // 1 / (1 - p), what kept elements are multiplied by
+};
+uint64_t drawDropoutSeed();  // from the default CPU generator, like fastDropout's own
+// CPU float32, fewer than 2^32 elements in the whole tensor.
+DroppedBlock dropBlock(const torch::Tensor& x, double p, uint64_t seed, const DropoutLayout& at);
+// x * mask * scale (mask from dropBlock): dropout's backward, or its forward again.
+torch::Tensor applyMask(const torch::Tensor& x, const torch::Tensor& mask, float scale);
+
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p); identity when
 // !training or p == 0. Differentiable with respect to x.
 torch::Tensor fastDropout(const torch::Tensor& x, double p, bool training);

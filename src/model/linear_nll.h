@@ -12,10 +12,11 @@
 
 namespace xtrap {
 
-// 16 MB of float32 logits. A block's logits and their softmax are alive at the peak of a training
-// step (the end of the forward pass, every activation still kept): 64 MB blocks put about 100 MB
-// more on that peak (results/corpus_scale.md).
-constexpr int64_t kMaxBlockLogits = int64_t(1) << 22;
+// 4 MiB of float32 logits. A block's logits and their softmax are alive at the peak of a training
+// step (the end of the forward pass, every activation still kept), and the allocator's heap keeps
+// the room they took: 16 MiB blocks left the quickstart model's heap ~80 MiB larger at 100M
+// tokens (malloc statistics per step; results/corpus_scale.md).
+constexpr int64_t kMaxBlockLogits = int64_t(1) << 20;
 
 // x (N, K), weight (V, K), bias (V) or undefined, targets (N) int64 in [0, V) -> (N) float32.
 // Differentiable in x, weight and bias. `maxBlockLogits`: for tests that want many blocks.

@@ -37,7 +37,13 @@ TransformerImpl::TransformerImpl(ModelConfig c)
   int64_t C = config.dModel;
   PositionMethod pos = pos_;
   if (!config.adaptiveInput) {
-    tokenEmbedding = register_module("token_embedding", torch::nn::Embedding(config.vocabSize, C));
+    // Untied (the output head is an adaptive softmax with its own weights), the embedding's
+    // gradient has a row per token of the step: sparse, not a dense (V, C) tensor that is zero
+    // almost everywhere (131 MiB for a WikiText-103 vocabulary at C = 128). Tied, the head's
+    // dense gradient adds to it anyway.
+    bool sparse = config.headKind() == OutputHeadKind::Lm && !config.adaptiveSoftmaxCutoffs.empty();
+    tokenEmbedding = register_module(
+        "token_embedding", torch::nn::Embedding(torch::nn::EmbeddingOptions(config.vocabSize, C).sparse(sparse)));
     torch::nn::init::normal_(tokenEmbedding->weight, 0.0, 1.0 / std::sqrt(double(C)));
   }
   if (pos == PositionMethod::Learned) {
@@ -81,6 +87,11 @@ void TransformerImpl::constrainParameters() {
   if (bias_) bias_->constrainParameters();
 }
 
+std::vector<torch::Tensor> TransformerImpl::sparseGradientParameters() const {
+  if (tokenEmbedding && tokenEmbedding->options.sparse()) return {tokenEmbedding->weight};
+  return {};
+}
+
 void TransformerImpl::place(const ExecutionContext& ctx) {
   to(ctx.device);
   computeDtype_ = ctx.dtype;
@@ -103,6 +114,7 @@ AttentionPath TransformerImpl::attentionPath(int64_t T, const ForwardOptions& op
   plan.length = T;
   plan.queryBlock = opt.queryBlock;
   plan.dropout = is_training() && config.attentionDropoutRate() > 0;
+  plan.backward = is_training() && torch::GradMode::is_enabled();
   plan.probing = opt.observer != nullptr;
   plan.causal = causal_;
   plan.bias = biasKind();

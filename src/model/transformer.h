@@ -58,6 +58,7 @@ struct TransformerImpl : torch::nn::Module {
 
   // After every optimizer step: constrained position parameters back into their domain.
   void constrainParameters();
+  std::vector<torch::Tensor> sparseGradientParameters() const;  // those whose gradients are sparse tensors
 
   LinearBias* linearBias() const;  // ALiBi family, else nullptr
   BiasKind biasKind() const;
@@ -67,7 +68,7 @@ struct TransformerImpl : torch::nn::Module {
   void clearBiasCache() { cachedBias_ = torch::Tensor(); }
 
   ModelConfig config;
-  torch::nn::Embedding tokenEmbedding{nullptr};     // (V, C); none with adaptive input
+  torch::nn::Embedding tokenEmbedding{nullptr};     // (V, C); none with adaptive input; sparse gradient when untied
   AdaptiveInput adaptiveInput{nullptr};             // config.adaptiveInput: tied to head->adaptive
   torch::nn::Embedding positionEmbedding{nullptr};  // learned: (maxPositions, C)
   torch::nn::ModuleList blocks{nullptr};

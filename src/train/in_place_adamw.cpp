@@ -26,6 +26,25 @@ Key stateKey(const torch::Tensor& p) {
 
 }  // namespace
 
+torch::optim::AdamWParamState& InPlaceAdamW::stateOf(const torch::Tensor& p) {
+  using Key = typename std::decay_t<decltype(state_)>::key_type;
+  Key key = stateKey<Key>(p);
+  if (state_.find(key) == state_.end()) {
+    auto fresh = std::make_unique<torch::optim::AdamWParamState>();
+    fresh->step(0);
+    fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+    fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+    state_[key] = std::move(fresh);
+  }
+  return static_cast<torch::optim::AdamWParamState&>(*state_[key]);
+}
+
+void InPlaceAdamW::allocateState() {
+  for (auto& group : param_groups_)
+    for (auto& p : group.params())
+      if (p.requires_grad()) stateOf(p);
+}
+
 torch::Tensor InPlaceAdamW::step(LossClosure closure) {
   torch::NoGradGuard noGrad;
   torch::Tensor loss;
@@ -33,7 +52,6 @@ torch::Tensor InPlaceAdamW::step(LossClosure closure) {
     torch::AutoGradMode enableGrad(true);
     loss = closure();
   }
-  using Key = typename std::decay_t<decltype(state_)>::key_type;
   for (auto& group : param_groups_) {
     auto& options = static_cast<torch::optim::AdamWOptions&>(group.options());
     if (options.amsgrad()) throw std::invalid_argument("InPlaceAdamW: amsgrad is not supported");
@@ -41,33 +59,50 @@ torch::Tensor InPlaceAdamW::step(LossClosure closure) {
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       TORCH_CHECK(p.is_contiguous(), "InPlaceAdamW: parameters must be contiguous");
-      Key key = stateKey<Key>(p);
-      if (state_.find(key) == state_.end()) {
-        auto fresh = std::make_unique<torch::optim::AdamWParamState>();
-        fresh->step(0);
-        fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
-        fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
-        state_[key] = std::move(fresh);
-      }
-      auto& state = static_cast<torch::optim::AdamWParamState&>(*state_[key]);
+      auto& state = stateOf(p);
       state.step(state.step() + 1);
       double biasCorrection1 = 1 - std::pow(beta1, state.step());
       double biasCorrection2 = 1 - std::pow(beta2, state.step());
       double stepSize = options.lr() / biasCorrection1;
       double decay = 1 - options.lr() * options.weight_decay();
       // Flat views (N); the same operations as AdamW::step, one slice at a time.
-      auto param = p.view({-1}), grad = p.grad().reshape({-1});
+      const bool sparse = p.grad().is_sparse();
+      auto param = p.view({-1}), grad = sparse ? torch::Tensor() : p.grad().reshape({-1});
       auto expAvg = state.exp_avg().view({-1}), expAvgSq = state.exp_avg_sq().view({-1});
-      for (int64_t begin = 0, n = param.numel(); begin < n; begin += kSlice) {
-        int64_t len = std::min(kSlice, n - begin);
-        auto pS = param.narrow(0, begin, len), gS = grad.narrow(0, begin, len);
-        auto mS = expAvg.narrow(0, begin, len), vS = expAvgSq.narrow(0, begin, len);
-        if (options.weight_decay() != 0) pS.mul_(decay);
-        mS.mul_(beta1).add_(gS, 1 - beta1);
-        vS.mul_(beta2).addcmul_(gS, gS, 1 - beta2);
+      auto slices = [&](auto&& update) {
+        for (int64_t begin = 0, n = param.numel(); begin < n; begin += kSlice) {
+          int64_t len = std::min(kSlice, n - begin);
+          update(param.narrow(0, begin, len), sparse ? grad : grad.narrow(0, begin, len), expAvg.narrow(0, begin, len),
+                 expAvgSq.narrow(0, begin, len));
+        }
+      };
+      auto moveParameter = [&](torch::Tensor pS, const torch::Tensor& mS, const torch::Tensor& vS) {
         auto denom = (vS.sqrt() / std::sqrt(biasCorrection2)).add_(options.eps());
         pS.addcdiv_(mS, denom, -stepSize);
+      };
+      const bool decays = options.weight_decay() != 0;
+      if (!sparse) {
+        slices([&](torch::Tensor pS, const torch::Tensor& gS, torch::Tensor mS, torch::Tensor vS) {
+          if (decays) pS.mul_(decay);
+          mS.mul_(beta1).add_(gS, 1 - beta1);
+          vS.mul_(beta2).addcmul_(gS, gS, 1 - beta2);
+          moveParameter(pS, mS, vS);
+        });
+        continue;
       }
+      // Sparse: every row decays, the gradient's rows get its terms, every row moves.
+      slices([&](torch::Tensor pS, const torch::Tensor&, torch::Tensor mS, torch::Tensor vS) {
+        if (decays) pS.mul_(decay);
+        mS.mul_(beta1);
+        vS.mul_(beta2);
+      });
+      auto g = p.grad().coalesce();
+      auto rows = g.indices()[0], values = g.values();  // (n), (n, ...)
+      state.exp_avg().index_add_(0, rows, values, 1 - beta1);
+      state.exp_avg_sq().index_add_(0, rows, values * values, 1 - beta2);
+      slices([&](torch::Tensor pS, const torch::Tensor&, torch::Tensor mS, torch::Tensor vS) {
+        moveParameter(pS, mS, vS);
+      });
     }
   }
   return loss;

@@ -228,7 +228,13 @@ class RunRecorder {
 class TrainStep {
  public:
   TrainStep(Transformer& model, const TrainConfig& t, DistGroup& group)
-      : model_(model), t_(t), group_(group), optimizer_(makeOptimizer(model, t)), sync_(group, model->parameters()) {}
+      : model_(model),
+        t_(t),
+        group_(group),
+        optimizer_(makeOptimizer(model, t)),
+        sync_(group, model->parameters(), model->sparseGradientParameters()) {
+    optimizer_->allocateState();
+  }
 
   struct Outcome {
     double loss = 0, gradNorm = 0;
@@ -264,8 +270,11 @@ class TrainStep {
     sync_.finish();
     // A parameter this step did not reach (an adaptive-softmax cluster no target fell in) gets a
     // zero gradient, as zero_grad() gave it: AdamW still decays it and moves it by its moments.
-    for (auto& p : model_->parameters())
+    for (auto& p : model_->parameters()) {
       if (p.requires_grad() && !p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+      if (p.grad().defined() && p.grad().is_sparse())
+        p.mutable_grad() = p.grad().coalesce();  // one entry per row for the norm
+    }
     Outcome out;
     out.gradNorm = t_.clipNorm > 0 ? torch::nn::utils::clip_grad_norm_(model_->parameters(), t_.clipNorm) : 0.0;
     // Loss summed over ranks, and whether any rank got SIGINT/SIGTERM: all ranks decide alike, on

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -36,14 +37,37 @@ MappedFile::~MappedFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+namespace {
+
+// pread of up to `length` bytes at `offset`, retried on EINTR; at least one byte or an error.
+size_t readSome(int fd, uint64_t offset, uint64_t length, char* out) {
+  for (;;) {
+    ssize_t n = ::pread(fd, out, length, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      throw std::runtime_error("cannot read a mapped file: " +
+                               std::string(n == 0 ? "it shrank" : std::strerror(errno)));
+    return size_t(n);
+  }
+}
+
+}  // namespace
+
 void MappedFile::readFrom(uint64_t offset, const std::function<void(std::string_view)>& onBlock) const {
   std::vector<char> block(size_t(1) << 20);
   while (offset < size_) {
-    ssize_t n = ::pread(fd_, block.data(), block.size(), static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw std::runtime_error("cannot read a mapped file: " + std::string(std::strerror(errno)));
-    onBlock({block.data(), size_t(n)});
-    offset += uint64_t(n);
+    size_t n = readSome(fd_, offset, std::min<uint64_t>(block.size(), size_ - offset), block.data());
+    onBlock({block.data(), n});
+    offset += n;
+  }
+}
+
+void MappedFile::read(uint64_t offset, uint64_t length, void* out) const {
+  for (auto* dst = static_cast<char*>(out); length > 0;) {
+    size_t n = readSome(fd_, offset, length, dst);
+    dst += n;
+    offset += n;
+    length -= n;
   }
 }
 

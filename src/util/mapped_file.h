@@ -21,6 +21,9 @@ class MappedFile {
   // through the mapping: checking a whole file leaves the mapped pages untouched, so they count
   // towards this process's resident memory only once a reader actually uses them.
   void readFrom(uint64_t offset, const std::function<void(std::string_view)>& onBlock) const;
+  // Copies bytes [offset, offset + length) into `out` with pread, not through the mapping (the
+  // pages read do not become resident in this process; see TokenSpan::copy).
+  void read(uint64_t offset, uint64_t length, void* out) const;
 
  private:
   int fd_ = -1;

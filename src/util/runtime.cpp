@@ -15,6 +15,7 @@ namespace xtrap {
 void configureRuntime(int64_t threads) {
   static bool mallocTuned = false;
   if (!mallocTuned) {
+    // glibc's malloc (tests, and builds without tcmalloc, CMakeLists.txt); tcmalloc ignores these.
     mallopt(M_MMAP_MAX, 0);
     mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());  // never give the heap top back
     mallocTuned = true;
