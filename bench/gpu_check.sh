@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The GPU machine's check, in one command (issue 22): builds xtrap against the CUDA LibTorch of the
+# machine's PyTorch wheel (.gpu-deps/gpu-build.sh, made by ../shared/gpu/prepare.sh on a Debian
+# machine), runs the `gpu`-labelled tests, then the whole suite, then the attention micro-benchmark
+# and a long evaluation of a freshly trained L=512 model on CUDA, and prints a summary. Every log
+# goes into OUTDIR (a few files; tar it to bring it back).
+#   bash bench/gpu_check.sh OUTDIR
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:?usage: bench/gpu_check.sh OUTDIR}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+summary() { echo "$*" | tee -a "$OUT/summary.txt"; }
+: >"$OUT/summary.txt"
+
+if [[ ! -f .gpu-deps/gpu-build.sh ]]; then
+  echo "bench/gpu_check.sh: .gpu-deps/gpu-build.sh is missing (run bash ../shared/gpu/prepare.sh on a Debian machine first)" >&2
+  exit 2
+fi
+start=$SECONDS
+# shellcheck disable=SC1091
+source .gpu-deps/gpu-build.sh >"$OUT/build.log" 2>&1
+build_rc=$?
+summary "build: rc=$build_rc in $((SECONDS - start)) s (build.log)"
+((build_rc == 0)) || exit 1
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$OUT/device.txt" 2>&1
+summary "device: $(cat "$OUT/device.txt")"
+
+start=$SECONDS
+ctest --test-dir build-cuda -L gpu --output-on-failure >"$OUT/ctest_gpu.log" 2>&1
+summary "gpu tests: rc=$? in $((SECONDS - start)) s: $(grep -E 'tests passed|tests failed' "$OUT/ctest_gpu.log" | tail -1) (ctest_gpu.log)"
+start=$SECONDS
+ctest --test-dir build-cuda -j"$(nproc)" --output-on-failure >"$OUT/ctest_all.log" 2>&1
+summary "whole suite: rc=$? in $((SECONDS - start)) s: $(grep -E 'tests passed|tests failed' "$OUT/ctest_all.log" | tail -1) (ctest_all.log)"
+
+if [[ -x build-cuda/bench_attention ]]; then
+  start=$SECONDS
+  build-cuda/bench_attention --benchmark_min_time=0.2 >"$OUT/bench_attention.txt" 2>&1
+  summary "bench_attention: rc=$? in $((SECONDS - start)) s (bench_attention.txt)"
+fi
+
+# Long evaluation on CUDA: a short L=512 training run of the 6 x 512 model, then Lvalid 512..16384.
+RUN=$(mktemp -d)/alibi-512
+start=$SECONDS
+build-cuda/xtrap train --data data/wikitext-2 --pos alibi --L 512 --layers 6 --d-model 512 --heads 8 --ffn 2048 \
+  --batch 32 --steps 200 --warmup 20 --device cuda --dtype bfloat16 --no-progress --out "$RUN" >"$OUT/train_long_eval.log" 2>&1
+summary "train (alibi, 6x512, L=512, 200 steps of 32, cuda bf16): rc=$? in $((SECONDS - start)) s: $(tail -1 "$OUT/train_long_eval.log")"
+start=$SECONDS
+build-cuda/xtrap eval "$RUN" --Lvalid 512..16384 --device cuda --out "$OUT/long_eval.csv" >"$OUT/long_eval.log" 2>&1
+summary "eval Lvalid 512..16384 on cuda: rc=$? in $((SECONDS - start)) s (long_eval.log, long_eval.csv)"
+summary "logs in $OUT"
