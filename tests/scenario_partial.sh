@@ -10,6 +10,14 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; for f in "$tmp"/log*; do echo "== $f" >&2; cat "$f" >&2; done; exit 1; }
+# refused LOG WHAT COMMAND...: the command exits 1 with one line, written to LOG.
+refused() {
+  local log=$1 what=$2 rc=0
+  shift 2
+  "$@" > "$log" 2>&1 || rc=$?
+  [ "$rc" -eq 1 ] || fail "$what: exit $rc, expected 1"
+  [ "$(wc -l < "$log")" -eq 1 ] || fail "$what: not one line"
+}
 train='[train]
 data = "'"$root"'/data/wikitext-2"
 L = 16
@@ -27,10 +35,8 @@ adaptive_softmax_cutoffs = []
 
 # 1. learned positions scored past their table: fails while parsing, nothing trained.
 printf '%s[[variant]]\nname = "learned"\npos = "learned"\n[eval]\nlvalid = [16, 64]\n' "$train" > "$tmp/late.toml"
-rc=0
-"$xtrap" run "$tmp/late.toml" --runs "$tmp/runs1" --results "$tmp/results1" --no-progress > "$tmp/log1" 2>&1 || rc=$?
-[ "$rc" -eq 1 ] || fail "an unevaluable variant: exit $rc, expected 1"
-[ "$(wc -l < "$tmp/log1")" -eq 1 ] || fail "an unevaluable variant: not one line"
+refused "$tmp/log1" "an unevaluable variant" \
+  "$xtrap" run "$tmp/late.toml" --runs "$tmp/runs1" --results "$tmp/results1" --no-progress
 grep -q "late.toml:.*variant 'learned': lvalid 64 exceeds its learned position table of 16 rows" "$tmp/log1" ||
   fail "the error does not name the variant, the length and the table"
 [ ! -e "$tmp/runs1" ] || fail "training started although the scenario cannot be evaluated"
@@ -64,10 +70,8 @@ printf '%s[[variant]]\nname = "alibi"\nsteps = 400\n[eval]\nlvalid = [16]\n' "$t
 "$xtrap" run "$tmp/busy.toml" --runs "$tmp/runs3" --results "$tmp/results3" --no-progress > "$tmp/log3a" 2>&1 &
 first=$!
 for _ in $(seq 300); do [ -e "$tmp/results3/busy/.xtrap-lock" ] && break; sleep 0.1; done
-rc=0
-"$xtrap" run "$tmp/busy.toml" --runs "$tmp/runs3b" --results "$tmp/results3" --no-progress > "$tmp/log3b" 2>&1 || rc=$?
-[ "$rc" -eq 1 ] || fail "a second run of a running scenario: exit $rc, expected 1"
-[ "$(wc -l < "$tmp/log3b")" -eq 1 ] || fail "a second run of a running scenario: not one line"
+refused "$tmp/log3b" "a second run of a running scenario" \
+  "$xtrap" run "$tmp/busy.toml" --runs "$tmp/runs3b" --results "$tmp/results3" --no-progress
 grep -Eq "^xtrap: error: results directory $tmp/results3/busy is in use by process $first " "$tmp/log3b" ||
   fail "the error does not name the results directory and the first run's pid"
 [ ! -e "$tmp/runs3b" ] || fail "the second run trained"
