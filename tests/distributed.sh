@@ -2,15 +2,17 @@
 # Data-parallel training and evaluation with 2 ranks on loopback (Gloo):
 #  1. 2 ranks x B/2 sequences give the parameters of 1 rank x B after K steps (decoder through
 #     --nproc, encoder through the torchrun environment with rank 0 hosting the store). Dropout is
-#     0: each rank has its own dropout stream, so with dropout the runs differ by design. With
-#     dropout, 2 ranks interrupted at step 3 and resumed equal the uninterrupted 2-rank run exactly.
+#     0: each rank has its own dropout stream, so with dropout the runs differ by design. The
+#     embedding's AdamW moments are sharded over the 2 ranks (half each). With dropout, 2 ranks
+#     interrupted at step 3 and resumed equal the uninterrupted 2-rank run exactly (the checkpoint
+#     holds the moments gathered from both).
 #  2. kill -9 of rank 1: the job exits non-zero within 60 s with a one-line error naming rank 1,
 #     and --resume (with 1 rank: the checkpoint does not depend on the world size) finishes it.
 #  3. xtrap eval with 2 ranks scores every token once: same token counts and perplexity as 1 rank.
 #  4. xtrap run with 2 ranks: rank 0 alone writes the results, whose numbers equal a 1-rank run's.
 # usage: distributed.sh XTRAP COMPARE_CHECKPOINTS
 source "$(dirname "$0")/reliability_lib.sh" "$@"
-make_corpus "$WORK/data" 3000 400 11
+make_corpus "$WORK/data" 3000 4000 11
 
 SMALL=(--data "$WORK/data" --layers 1 --d-model 32 --heads 2 --ffn 64 --L 32 --threads 1 --no-progress --seed 3
        --log-every 1 --eval-tokens 512)
@@ -28,6 +30,14 @@ python3 - "$WORK/dec1/run.json" "$WORK/dec2/run.json" <<'PY' || fail "final vali
 import json, sys
 a, b = (json.load(open(f))["extra"]["final_val_loss"] for f in sys.argv[1:])
 assert abs(a - b) <= 1e-5 * abs(a), (a, b)
+PY
+# The embedding's AdamW moments (vocab x 32 floats, above InPlaceAdamW::kShardMinElements) are
+# sharded over the 2 ranks: rank 0 holds its first vocab / 2 rows of them, every other moment whole.
+python3 - "$WORK/dec1/run.json" "$WORK/dec2/run.json" <<'PY' || fail "2 ranks do not shard the embedding's moments"
+import json, sys
+(one, vocab), (two, _) = ((j["extra"], j["model"]["vocab_size"]) for j in (json.load(open(f)) for f in sys.argv[1:]))
+assert one["optimizer_state_bytes"] == 2 * 4 * one["parameters"], one
+assert one["optimizer_state_bytes"] - two["optimizer_state_bytes"] == 2 * 4 * 32 * (vocab - vocab // 2), (one, two)
 PY
 [[ $(ls "$WORK/dec2") == $(ls "$WORK/dec1") ]] || fail "the 2-rank run directory holds other files"
 

@@ -240,6 +240,38 @@ torch::Tensor DistGroup::allgather(const torch::Tensor& tensor) {
   }
 }
 
+void DistGroup::broadcast(torch::Tensor& tensor, int root) {
+  if (!group_) return;
+  try {
+    std::vector<torch::Tensor> tensors{tensor};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    group_->broadcast(tensors, options)->wait();
+  } catch (const std::exception& e) {
+    fail(e);
+  }
+}
+
+void DistGroup::send(torch::Tensor& tensor, int to) {
+  if (!group_) return;
+  try {
+    std::vector<torch::Tensor> tensors{tensor};
+    group_->send(tensors, to, /*tag=*/0)->wait();
+  } catch (const std::exception& e) {
+    fail(e);
+  }
+}
+
+void DistGroup::receive(torch::Tensor& tensor, int from) {
+  if (!group_) return;
+  try {
+    std::vector<torch::Tensor> tensors{tensor};
+    group_->recv(tensors, from, /*tag=*/0)->wait();
+  } catch (const std::exception& e) {
+    fail(e);
+  }
+}
+
 void DistGroup::wait(const c10::intrusive_ptr<c10d::Work>& work) {
   try {
     work->wait();

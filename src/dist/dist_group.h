@@ -60,6 +60,14 @@ class DistGroup {
   void wait(const c10::intrusive_ptr<c10d::Work>& work);
   // Every rank's `tensor` (the same shape on all), concatenated along dimension 0 in rank order.
   torch::Tensor allgather(const torch::Tensor& tensor);
+  // In place on every rank: `tensor` (contiguous, on the group's device, the same shape on all)
+  // becomes rank `root`'s. No buffer of its size is made: a slice of a parameter can be broadcast
+  // into the parameter itself.
+  void broadcast(torch::Tensor& tensor, int root);
+  // Point to point, in place: `tensor` (contiguous, on the group's device) to rank `to`, or
+  // filled from rank `from`.
+  void send(torch::Tensor& tensor, int to);
+  void receive(torch::Tensor& tensor, int from);
   void barrier();
 
   static constexpr int64_t kBucketBytes = 25 << 20;  // gradient buckets: DDP's default bucket_cap_mb

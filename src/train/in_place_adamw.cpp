@@ -26,14 +26,29 @@ Key stateKey(const torch::Tensor& p) {
 
 }  // namespace
 
+void InPlaceAdamW::shardOver(DistGroup& group) { group_ = group.world() > 1 ? &group : nullptr; }
+
+bool InPlaceAdamW::sharded(const torch::Tensor& p) const {
+  return group_ && p.dim() >= 1 && p.numel() >= kShardMinElements && p.size(0) >= group_->world();
+}
+
+InPlaceAdamW::Rows InPlaceAdamW::rowsOf(const torch::Tensor& p, int rank) const {
+  if (!sharded(p)) return {0, p.dim() >= 1 ? p.size(0) : 1};
+  int64_t rows = p.size(0), world = group_->world();
+  int64_t begin = rows * rank / world;
+  return {begin, rows * (rank + 1) / world - begin};
+}
+
 torch::optim::AdamWParamState& InPlaceAdamW::stateOf(const torch::Tensor& p) {
   using Key = typename std::decay_t<decltype(state_)>::key_type;
   Key key = stateKey<Key>(p);
   if (state_.find(key) == state_.end()) {
+    Rows own = rowsOf(p, group_ ? group_->rank() : 0);
+    auto mine = p.dim() >= 1 ? p.narrow(0, own.begin, own.count) : p;
     auto fresh = std::make_unique<torch::optim::AdamWParamState>();
     fresh->step(0);
-    fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
-    fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+    fresh->exp_avg(torch::zeros_like(mine, torch::MemoryFormat::Contiguous));
+    fresh->exp_avg_sq(torch::zeros_like(mine, torch::MemoryFormat::Contiguous));
     state_[key] = std::move(fresh);
   }
   return static_cast<torch::optim::AdamWParamState&>(*state_[key]);
@@ -52,6 +67,7 @@ torch::Tensor InPlaceAdamW::step(LossClosure closure) {
     torch::AutoGradMode enableGrad(true);
     loss = closure();
   }
+  std::vector<torch::Tensor> updatedShards;  // in the same order on every rank
   for (auto& group : param_groups_) {
     auto& options = static_cast<torch::optim::AdamWOptions&>(group.options());
     if (options.amsgrad()) throw std::invalid_argument("InPlaceAdamW: amsgrad is not supported");
@@ -65,9 +81,14 @@ torch::Tensor InPlaceAdamW::step(LossClosure closure) {
       double biasCorrection2 = 1 - std::pow(beta2, state.step());
       double stepSize = options.lr() / biasCorrection1;
       double decay = 1 - options.lr() * options.weight_decay();
+      // This rank's rows: the whole parameter unless it is sharded.
+      const bool isSharded = sharded(p);
+      const Rows own = rowsOf(p, isSharded ? group_->rank() : 0);
+      auto ownRows = [&](const torch::Tensor& t) { return isSharded ? t.narrow(0, own.begin, own.count) : t; };
+      if (isSharded) updatedShards.push_back(p);
       // Flat views (N); the same operations as AdamW::step, one slice at a time.
       const bool sparse = p.grad().is_sparse();
-      auto param = p.view({-1}), grad = sparse ? torch::Tensor() : p.grad().reshape({-1});
+      auto param = ownRows(p).view({-1}), grad = sparse ? torch::Tensor() : ownRows(p.grad()).reshape({-1});
       auto expAvg = state.exp_avg().view({-1}), expAvgSq = state.exp_avg_sq().view({-1});
       auto slices = [&](auto&& update) {
         for (int64_t begin = 0, n = param.numel(); begin < n; begin += kSlice) {
@@ -90,7 +111,8 @@ torch::Tensor InPlaceAdamW::step(LossClosure closure) {
         });
         continue;
       }
-      // Sparse: every row decays, the gradient's rows get its terms, every row moves.
+      // Sparse: every row decays, the gradient's rows (those among this rank's) get its terms,
+      // every row moves.
       slices([&](torch::Tensor pS, const torch::Tensor&, torch::Tensor mS, torch::Tensor vS) {
         if (decays) pS.mul_(decay);
         mS.mul_(beta1);
@@ -98,6 +120,11 @@ torch::Tensor InPlaceAdamW::step(LossClosure closure) {
       });
       auto g = p.grad().coalesce();
       auto rows = g.indices()[0], values = g.values();  // (n), (n, ...)
+      if (isSharded) {
+        auto inside = rows.ge(own.begin).logical_and_(rows.lt(own.begin + own.count));  // (n)
+        rows = rows.masked_select(inside).sub_(own.begin);
+        values = values.index({inside});
+      }
       state.exp_avg().index_add_(0, rows, values, 1 - beta1);
       state.exp_avg_sq().index_add_(0, rows, values * values, 1 - beta2);
       slices([&](torch::Tensor pS, const torch::Tensor&, torch::Tensor mS, torch::Tensor vS) {
@@ -105,7 +132,64 @@ torch::Tensor InPlaceAdamW::step(LossClosure closure) {
       });
     }
   }
+  // Every rank's rows into every rank's copy, in place.
+  for (auto& p : updatedShards)
+    for (int rank = 0; rank < group_->world(); ++rank) {
+      Rows rows = rowsOf(p, rank);
+      auto block = p.detach().narrow(0, rows.begin, rows.count);
+      group_->broadcast(block, rank);
+    }
   return loss;
+}
+
+void InPlaceAdamW::gatherStateToRoot() {
+  if (!group_) return;
+  torch::NoGradGuard noGrad;
+  for (auto& group : param_groups_)
+    for (auto& p : group.params()) {
+      if (!p.requires_grad() || !sharded(p)) continue;
+      auto& state = stateOf(p);
+      if (!group_->isRoot()) {
+        group_->send(state.exp_avg(), 0);
+        group_->send(state.exp_avg_sq(), 0);
+        continue;
+      }
+      auto whole = [&](const torch::Tensor& mine) {
+        auto all = torch::empty_like(p, torch::MemoryFormat::Contiguous);
+        for (int rank = 0; rank < group_->world(); ++rank) {
+          Rows rows = rowsOf(p, rank);
+          auto block = all.narrow(0, rows.begin, rows.count);
+          if (rank == 0)
+            block.copy_(mine);
+          else
+            group_->receive(block, rank);
+        }
+        return all;
+      };
+      state.exp_avg(whole(state.exp_avg()));
+      state.exp_avg_sq(whole(state.exp_avg_sq()));
+    }
+}
+
+void InPlaceAdamW::keepOwnRows() {
+  if (!group_) return;
+  for (auto& group : param_groups_)
+    for (auto& p : group.params()) {
+      if (!p.requires_grad() || !sharded(p)) continue;
+      auto& state = stateOf(p);
+      if (state.exp_avg().size(0) != p.size(0)) continue;  // already this rank's rows
+      Rows own = rowsOf(p, group_->rank());
+      state.exp_avg(state.exp_avg().narrow(0, own.begin, own.count).clone());
+      state.exp_avg_sq(state.exp_avg_sq().narrow(0, own.begin, own.count).clone());
+    }
+}
+
+int64_t InPlaceAdamW::stateBytes() {
+  int64_t bytes = 0;
+  for (auto& group : param_groups_)
+    for (auto& p : group.params())
+      if (p.requires_grad()) bytes += int64_t(stateOf(p).exp_avg().nbytes() + stateOf(p).exp_avg_sq().nbytes());
+  return bytes;
 }
 
 }  // namespace xtrap

@@ -168,13 +168,15 @@ class RunRecorder {
     if (!log_) failLog();
   }
 
+  // Rank 0 writes it; every rank records the step (all decide alike whether one is due).
   void checkpoint(TrainingState& state, Transformer& model, torch::optim::Optimizer& optimizer,
                   const BlockSampler& sampler) {
-    if (!root_) return;
-    state.samplerState = sampler.state();
-    state.torchRngState = torchRngState();
-    state.cudaRngState = cudaGeneratorState(device_);
-    saveCheckpoint(checkpointPath(run_.dir), model, &optimizer, state);
+    if (root_) {
+      state.samplerState = sampler.state();
+      state.torchRngState = torchRngState();
+      state.cudaRngState = cudaGeneratorState(device_);
+      saveCheckpoint(checkpointPath(run_.dir), model, &optimizer, state);
+    }
     checkpointStep_ = state.step;
   }
   bool checkpointed(int64_t step) const { return checkpointStep_ == step; }
@@ -233,6 +235,7 @@ class TrainStep {
         group_(group),
         optimizer_(makeOptimizer(model, t)),
         sync_(group, model->parameters(), model->sparseGradientParameters()) {
+    optimizer_->shardOver(group);
     optimizer_->allocateState();
   }
 
@@ -294,7 +297,7 @@ class TrainStep {
     return out;
   }
 
-  torch::optim::AdamW& optimizer() { return *optimizer_; }
+  InPlaceAdamW& optimizer() { return *optimizer_; }
   const GradientSync& gradientSync() const { return sync_; }
 
  private:
@@ -380,7 +383,12 @@ RunInfo trainRun(TrainRequest req) {
   if (root) torch::manual_seed(t.seed);
   RunRecorder recorder(run, root, exec.device);
   TrainingState state = recorder.begin(req.resume, model, trainStep.optimizer(), sampler);
-  auto checkpoint = [&] { recorder.checkpoint(state, model, trainStep.optimizer(), sampler); };
+  trainStep.optimizer().keepOwnRows();  // a checkpoint holds every rank's moments
+  auto checkpoint = [&] {
+    trainStep.optimizer().gatherStateToRoot();
+    recorder.checkpoint(state, model, trainStep.optimizer(), sampler);
+    trainStep.optimizer().keepOwnRows();
+  };
   model->train();
   auto start = std::chrono::steady_clock::now();
   int64_t tokensThisSession = 0;
@@ -449,6 +457,8 @@ RunInfo trainRun(TrainRequest req) {
                {"allreduce_buckets", trainStep.gradientSync().buckets()},
                {"allreduce_buckets_overlapped", trainStep.gradientSync().bucketsOverlapped()},
                {"flop_per_s", tokPerSec / double(B * L) * stepFlops},
+               // AdamW moments held by rank 0 (sharded over the ranks: about 1 / world each).
+               {"optimizer_state_bytes", trainStep.optimizer().stateBytes()},
                {"parameters", parameterCount(model)}};
   recorder.record("finished", state.step);
   return run;
