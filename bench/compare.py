@@ -9,8 +9,23 @@ throughput of every position method relative to `none`.
 Training tok/s counts only steps after --warmup (from train.jsonl's elapsed_s, logged every
 step); eval tok/s is what `xtrap eval` reports per row. Run from the repository root:
   /usr/bin/python3 bench/compare.py --xtrap build/xtrap --reps 3
+
+--suite methods (the default with --device cuda; issue 22 item 3): training only, one model
+(--models, default large: 6 layers, d=512, 8 heads, FFN 2048), L=512, 32 sequences a step, the
+tied full softmax, for the decoders alibi, none and rotary and the encoder alibi-offset with the
+CLAP head (--methods). xtrap (`--device D --dtype T`) and the eager baseline (bench/baseline.py
+with the same --device and --dtype: SDPA, autocast, fused AdamW on CUDA) alternate, the first of
+the pair swapping every rep, --reps times; before each rep a square matmul in --dtype on --device
+(baseline.py --mode matmul: 8192^3 bf16 torch.mm timed with CUDA events) is the peak for MFU.
+Model FLOPs are xtrap's count (src/model/flops.cpp; train.jsonl's flop_per_s / tok_per_s), the
+same for both. Writes OUT/<gpu|cpu>_throughput.{md,csv,json} and _runs.csv (one row per run);
+--profile short|all then profiles the methods where xtrap is below eager (or all): torch.profiler
+over a few eager steps, and nsys over xtrap where nsys is on PATH. On the GPU machine:
+  python3 bench/compare.py --device cuda --out-dir OUTDIR --profile short
+(--python: the interpreter with CUDA torch, default python3 for cuda, /usr/bin/python3 for cpu.)
 """
 import argparse
+import csv
 import json
 import os
 import shutil
@@ -20,26 +35,40 @@ import sys
 import tempfile
 import time
 
-PY = "/usr/bin/python3"  # Debian's interpreter: python3-torch, the same LibTorch 1.13 kernels
+CPU_PY = "/usr/bin/python3"  # Debian's interpreter: python3-torch, the same LibTorch 1.13 kernels
+GPU_PY = "python3"  # the GPU machine's: its PyTorch wheel holds the LibTorch build-cuda/xtrap links
 MODELS = {
+    "tiny": dict(layers=2, d_model=64, heads=4, ffn=128),  # smoke tests of this script
     "small": dict(layers=4, d_model=128, heads=8, ffn=512),  # the quickstart model
     "large": dict(layers=6, d_model=512, heads=8, ffn=2048),
+}
+# --suite methods: label -> (arch, pos, head)
+METHODS = {
+    "alibi": ("decoder", "alibi", "lm"),
+    "none": ("decoder", "none", "lm"),
+    "rotary": ("decoder", "rotary", "lm"),
+    "alibi-offset+clap": ("encoder", "alibi-offset", "clap"),
 }
 DECODER_POSITIONS = ["none", "sinusoidal", "learned", "rotary", "t5", "alibi"]
 ENCODER_POSITIONS = ["none", "alibi", "alibi-offset", "alibi-onesided", "alibi-learned", "bialibi"]
 
 
-def sh(cmd, env=None):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+def sh(cmd, env=None, timeout=None):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, timeout=timeout)
     return out.stdout
 
 
 def baseline_env(a):
     """xtrap re-executes itself with OMP_WAIT_POLICY=passive (src/util/omp_wait_policy.h); the
-    baseline gets the same setting unless --baseline-default-omp."""
+    baseline gets the same setting unless --baseline-default-omp. On CUDA the Debian libraries that
+    .gpu-deps/gpu-build.sh puts on LD_LIBRARY_PATH for xtrap (/tmp/deps) are left out: the wheel's
+    torch brings its own."""
     env = dict(os.environ)
     if not a.baseline_default_omp:
         env.setdefault("OMP_WAIT_POLICY", "passive")
+    if a.device == "cuda" and env.get("LD_LIBRARY_PATH"):
+        kept = [d for d in env["LD_LIBRARY_PATH"].split(":") if d and not d.startswith("/tmp/deps/")]
+        env["LD_LIBRARY_PATH"] = ":".join(kept)
     return env
 
 
@@ -48,13 +77,15 @@ def model_flags(m):
             "--ffn", str(m["ffn"])]
 
 
-def xtrap_train(a, m, pos, arch, workdir, steps, warmup):
-    """Tokens/s and model FLOP/s over the timed steps of an `xtrap train` run."""
+def xtrap_train(a, m, pos, arch, workdir, steps, warmup, extra=(), prefix=(), env=None):
+    """Tokens/s and model FLOP/s over the timed steps of an `xtrap train` run. extra: more flags
+    (--head, --device, --dtype, ...); prefix: a command to run it under (nsys)."""
     run = os.path.join(workdir, f"run-{time.monotonic_ns()}")
-    sh([a.xtrap, "train", "--out", run, "--arch", arch, "--pos", pos, *model_flags(m), "--L", str(a.L),
+    sh([*prefix, a.xtrap, "train", "--out", run, "--arch", arch, "--pos", pos, *model_flags(m), "--L", str(a.L),
         "--batch", str(a.batch), "--adaptive-softmax", a.adaptive, "--threads", str(a.threads),
         "--steps", str(warmup + steps), "--warmup", "1", "--log-every", "1", "--eval-every", "0",
-        "--eval-tokens", "1024", "--checkpoint-every", "1000000", "--data", a.data, "--no-progress"])
+        "--eval-tokens", "1024", "--checkpoint-every", "1000000", "--data", a.data, "--no-progress", *extra],
+       env=env, timeout=a.timeout)
     lines = [json.loads(l) for l in open(os.path.join(run, "train.jsonl")) if '"elapsed_s"' in l]
     first, last = lines[warmup - 1], lines[-1]
     seconds = last["elapsed_s"] - first["elapsed_s"]
@@ -72,7 +103,7 @@ def xtrap_eval(a, run):
 
 
 def baseline(a, m, pos, arch, mode, steps=0, warmup=1):
-    out = sh([PY, os.path.join(os.path.dirname(__file__), "baseline.py"), "--mode", mode, "--arch", arch, "--pos", pos,
+    out = sh([a.python, os.path.join(os.path.dirname(__file__), "baseline.py"), "--mode", mode, "--arch", arch, "--pos", pos,
               *model_flags(m), "--L", str(a.L), "--batch", str(a.batch), "--adaptive-softmax", a.adaptive,
               "--threads", str(a.threads), "--steps", str(steps), "--warmup", str(warmup),
               "--eval-tokens", str(a.eval_tokens), "--data", a.data], baseline_env(a))
@@ -85,32 +116,334 @@ def matmul_peak(a):
             "n=2048; x=torch.randn(n,n); y=torch.randn(n,n); o=torch.empty(n,n); torch.mm(x,y,out=o)\n"
             "t=time.perf_counter(); [torch.mm(x,y,out=o) for _ in range(5)]\n"
             "print(5*2*n**3/(time.perf_counter()-t))\n")
-    return float(sh([PY, "-c", code], baseline_env(a)))
+    return float(sh([a.python, "-c", code], baseline_env(a)))
 
 
 def med(xs):
     return statistics.median(xs)
 
 
+# ---- --suite methods: xtrap and eager side by side per position method (issue 22 item 3) ----
+
+def slug(label):
+    """A label as a file name with only [A-Za-z0-9_.-] (alibi-offset+clap -> alibi-offset_clap)."""
+    return "".join(c if c.isalnum() or c in "_.-" else "_" for c in label)
+
+
+def tail(text, n=1500):
+    text = (text or "").strip()
+    return text[-n:]
+
+
+def failure(e):
+    """One short record of a failed or timed-out subprocess."""
+    if isinstance(e, subprocess.TimeoutExpired):
+        return f"timed out after {e.timeout} s: {tail(e.stderr if isinstance(e.stderr, str) else '')}"
+    if isinstance(e, subprocess.CalledProcessError):
+        return f"rc={e.returncode}: {tail(e.stderr)}"
+    return f"{type(e).__name__}: {e}"
+
+
+def baseline_cmd(a, m, arch, pos, head, steps, warmup, extra=()):
+    cmd = [a.python, os.path.join(os.path.dirname(os.path.abspath(__file__)), "baseline.py"), "--mode", "train",
+           "--arch", arch, "--pos", pos, "--head", head, *model_flags(m), "--L", str(a.L), "--batch", str(a.batch),
+           "--threads", str(a.threads), "--steps", str(steps), "--warmup", str(warmup), "--device", a.device,
+           "--dtype", a.dtype, "--lr", str(a.lr), "--dropout", str(a.dropout), "--data", a.data]
+    if a.adaptive != "none":
+        cmd += ["--adaptive-softmax", a.adaptive]
+    return cmd + list(extra)
+
+
+def baseline_json(a, cmd):
+    out = sh(cmd, baseline_env(a), timeout=a.timeout)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def device_matmul(a):
+    """FLOP/s of the square matmul in --dtype on --device, and the JSON line (GPU name, torch)."""
+    r = baseline_json(a, [a.python, os.path.join(os.path.dirname(os.path.abspath(__file__)), "baseline.py"),
+                          "--mode", "matmul", "--device", a.device, "--dtype", a.dtype, "--threads", str(a.threads),
+                          "--matmul-n", str(a.matmul_n), "--matmul-iters", str(a.matmul_iters)])
+    return r["flop_per_s"], r
+
+
+def xtrap_method_flags(a, head):
+    return ["--head", head, "--device", a.device, "--dtype", a.dtype, "--lr", str(a.lr), "--dropout", str(a.dropout)]
+
+
+def nsys_xtrap(a, m, label, arch, pos, head, work, warmup):
+    """xtrap under nsys for warmup + --profile-steps steps: kernel and CUDA API summaries (text)."""
+    nsys = shutil.which("nsys")
+    if not nsys:
+        return None, "nsys not on PATH: no xtrap profile"
+    rep = os.path.join(work, f"nsys_xtrap_{slug(label)}")
+    try:
+        _, _, run = xtrap_train(a, m, pos, arch, work, a.profile_steps, warmup, xtrap_method_flags(a, head),
+                                prefix=[nsys, "profile", "--trace", "cuda,nvtx", "--sample", "none", "--cpuctxsw",
+                                        "none", "--force-overwrite", "true", "--output", rep],
+                                # set, so that xtrap does not re-execute itself to set it (util/omp_wait_policy.h)
+                                env={**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "passive")})
+        shutil.rmtree(run, ignore_errors=True)
+        text = None
+        for reports in (["cuda_gpu_kern_sum", "cuda_api_sum", "cuda_gpu_mem_time_sum"], ["gpukernsum", "cudaapisum"]):
+            try:
+                args = [x for r in reports for x in ("--report", r)]
+                text = sh([nsys, "stats", *args, rep + ".nsys-rep"], timeout=a.timeout)
+                break
+            except subprocess.CalledProcessError:
+                continue
+        path = os.path.join(a.out_dir, f"profile_xtrap_{slug(label)}.txt")
+        with open(path, "w") as f:
+            f.write(f"# nsys over xtrap train ({label}): {warmup} warmup + {a.profile_steps} steps (the whole process, "
+                    f"startup, end-of-run validation and checkpoint included)\n")
+            f.write(text or "nsys stats gave no report\n")
+        if a.keep_nsys:
+            shutil.copy(rep + ".nsys-rep", a.out_dir)
+        return path, None
+    except Exception as e:  # noqa: BLE001 - a profile must not lose the measurements
+        return None, "nsys: " + failure(e)
+
+
+def write_csv(path, rows, fields):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+
+
+def fmt(x, spec):
+    return "-" if x is None else format(x, spec)
+
+
+def methods_suite(a):
+    os.makedirs(a.out_dir, exist_ok=True)
+    steps = {k: int(v) for k, v in (kv.split("=") for kv in a.steps.split(","))}
+    warmups = {k: int(v) for k, v in (kv.split("=") for kv in a.warmup.split(","))}
+    labels = a.methods.split(",")
+    for label in labels:
+        if label not in METHODS:
+            raise SystemExit(f"unknown method {label!r} (valid: {', '.join(METHODS)})")
+    work = tempfile.mkdtemp(prefix="xtrap-bench-")
+    runs, peaks, device_info, summaries, notes = [], [], {}, [], []
+    started = time.time()
+    try:
+        for name in a.models.split(","):
+            m, n, w = MODELS[name], steps[name], warmups[name]
+            for rep in range(a.reps):
+                try:
+                    peak, info = device_matmul(a)
+                    peaks.append(peak)
+                    device_info = info
+                    print(f"rep {rep}: matmul {a.matmul_n}^3 {a.dtype} on {a.device}: {peak / 1e12:.1f} TFLOP/s",
+                          file=sys.stderr, flush=True)
+                except Exception as e:  # noqa: BLE001
+                    notes.append(f"matmul peak, rep {rep}: {failure(e)}")
+                for label in labels:
+                    arch, pos, head = METHODS[label]
+                    order = ["xtrap", "eager"] if rep % 2 == 0 else ["eager", "xtrap"]
+                    for system in order:
+                        row = {"model": name, "method": label, "arch": arch, "pos": pos, "head": head, "rep": rep,
+                               "system": system, "tok_per_s": None, "flop_per_token": None, "error": ""}
+                        try:
+                            if system == "xtrap":
+                                tps, fps, run = xtrap_train(a, m, pos, arch, work, n, w, xtrap_method_flags(a, head))
+                                shutil.rmtree(run, ignore_errors=True)
+                                row.update(tok_per_s=tps, flop_per_token=fps / tps)
+                            else:
+                                r = baseline_json(a, baseline_cmd(a, m, arch, pos, head, n, w))
+                                row.update(tok_per_s=r["tok_per_s"], flop_per_token=r.get("flop_per_token"),
+                                           attention=r.get("attention"), adamw=r.get("adamw"),
+                                           host_sync=r.get("host_sync"), torch=r.get("torch"),
+                                           max_memory_allocated_gib=r.get("max_memory_allocated_gib"))
+                        except Exception as e:  # noqa: BLE001 - one failed run must not lose the others
+                            row["error"] = failure(e)
+                        runs.append(row)
+                        print(f"rep {rep} {name} {label} {system}: "
+                              + (f"{row['tok_per_s']:.0f} tok/s" if row["tok_per_s"] else "FAILED " + row["error"]),
+                              file=sys.stderr, flush=True)
+
+        peak = med(peaks) if peaks else None
+        for name in a.models.split(","):
+            for label in labels:
+                arch, pos, head = METHODS[label]
+                mine = [r for r in runs if r["model"] == name and r["method"] == label]
+                x = [r["tok_per_s"] for r in mine if r["system"] == "xtrap" and r["tok_per_s"]]
+                e = [r["tok_per_s"] for r in mine if r["system"] == "eager" and r["tok_per_s"]]
+                fx = [r["flop_per_token"] for r in mine if r["system"] == "xtrap" and r["flop_per_token"]]
+                fe = [r["flop_per_token"] for r in mine if r["system"] == "eager" and r["flop_per_token"]]
+                fpt = med(fx) if fx else (med(fe) if fe else None)  # xtrap's count first; the same formula
+                xm, em = (med(x) if x else None), (med(e) if e else None)
+                s = {"model": name, "method": label, "arch": arch, "pos": pos, "head": head,
+                     "xtrap_tok_per_s": xm, "eager_tok_per_s": em, "ratio": xm / em if xm and em else None,
+                     "flop_per_token": fpt, "xtrap_flop_per_token": med(fx) if fx else None,
+                     "eager_flop_per_token": med(fe) if fe else None,
+                     "xtrap_mfu": xm * fpt / peak if xm and fpt and peak else None,
+                     "eager_mfu": em * fpt / peak if em and fpt and peak else None,
+                     "xtrap_runs": " ".join(f"{v:.0f}" for v in x), "eager_runs": " ".join(f"{v:.0f}" for v in e),
+                     "failures": sum(1 for r in mine if r["error"]), "profile": ""}
+                summaries.append(s)
+
+        if a.profile != "none":
+            for s in summaries:
+                if a.profile == "short" and s["ratio"] is not None and s["ratio"] >= 1.0:
+                    continue
+                if s["xtrap_tok_per_s"] is None and s["eager_tok_per_s"] is None:
+                    notes.append(f"{s['method']}: every run failed, not profiled")
+                    continue
+                m, w = MODELS[s["model"]], warmups[s["model"]]
+                label, arch, pos, head = s["method"], s["arch"], s["pos"], s["head"]
+                files = []
+                path = os.path.abspath(os.path.join(a.out_dir, f"profile_eager_{slug(label)}.txt"))
+                try:
+                    r = baseline_json(a, baseline_cmd(a, m, arch, pos, head, 2, w,
+                                                      ["--profile", path, "--profile-steps", str(a.profile_steps)]))
+                    files.append(os.path.basename(path))
+                    s["eager_profile"] = r.get("profile")
+                except Exception as e:  # noqa: BLE001
+                    notes.append(f"eager profile of {label}: {failure(e)}")
+                # The eager baseline with xtrap's two host reads a step (loss, gradient norm).
+                try:
+                    r = baseline_json(a, baseline_cmd(a, m, arch, pos, head, steps[s["model"]], w,
+                                                      ["--host-sync", "step"]))
+                    s["eager_host_sync_tok_per_s"] = r["tok_per_s"]
+                except Exception as e:  # noqa: BLE001
+                    notes.append(f"eager --host-sync step of {label}: {failure(e)}")
+                if a.device == "cuda":
+                    path, why = nsys_xtrap(a, m, label, arch, pos, head, work, w)
+                    if path:
+                        files.append(os.path.basename(path))
+                    if why:
+                        notes.append(f"xtrap profile of {label}: {why}")
+                s["profile"] = " ".join(files)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    stem = os.path.join(a.out_dir, f"{'gpu' if a.device == 'cuda' else 'cpu'}_throughput")
+    write_csv(stem + "_runs.csv", runs, ["model", "method", "arch", "pos", "head", "rep", "system", "tok_per_s",
+                                         "flop_per_token", "attention", "adamw", "host_sync", "torch",
+                                         "max_memory_allocated_gib", "error"])
+    write_csv(stem + ".csv", summaries, ["model", "method", "arch", "pos", "head", "xtrap_tok_per_s",
+                                         "eager_tok_per_s", "ratio", "xtrap_mfu", "eager_mfu", "flop_per_token",
+                                         "xtrap_flop_per_token", "eager_flop_per_token",
+                                         "eager_host_sync_tok_per_s", "xtrap_runs", "eager_runs", "failures",
+                                         "profile"])
+    peak = med(peaks) if peaks else None
+    eager_meta = next((r for r in runs if r["system"] == "eager" and r["tok_per_s"]), {})
+    lines = [f"Training throughput, xtrap against PyTorch eager ({a.dtype}, {a.device}"
+             + (f", {device_info.get('gpu')}" if device_info.get("gpu") else "") + ")",
+             "",
+             f"Command: `{' '.join([os.path.basename(sys.executable), *sys.argv])}` "
+             f"({time.time() - started:.0f} s, {time.strftime('%Y-%m-%d %H:%M')}); torch {device_info.get('torch', '?')}.",
+             "",
+             f"Per method: {a.reps} reps, xtrap and eager alternating (the first of the pair swaps every rep); each "
+             f"run " + ", ".join(f"{name}: {warmups[name]} untimed + {steps[name]} timed steps"
+                                 for name in a.models.split(",")) + "; tok/s over the timed steps; medians. "
+             f"Model {a.models} ({', '.join(f'{k}={v}' for k, v in MODELS[a.models.split(',')[0]].items())}), "
+             f"L={a.L}, {a.batch} sequences a step, dropout {a.dropout}, "
+             + ("tied full softmax / CLAP head" if a.adaptive == "none" else f"adaptive softmax {a.adaptive}")
+             + f", AdamW lr {a.lr}. xtrap: `--device {a.device} --dtype {a.dtype}`; eager: bench/baseline.py, "
+             f"attention {eager_meta.get('attention', '?')}, AdamW {eager_meta.get('adamw', '?')}, host syncs per "
+             f"step: {eager_meta.get('host_sync', '?')} (xtrap reads loss and gradient norm every step).",
+             "",
+             (f"MFU: model FLOPs (xtrap's count, src/model/flops.cpp: attention over all T keys, causal or not) "
+              f"per second over the median of {len(peaks)} {a.matmul_n}^3 {a.dtype} torch.mm on {a.device} "
+              f"measured in this command: {peak / 1e12:.1f} TFLOP/s "
+              f"(runs {', '.join(f'{x / 1e12:.1f}' for x in peaks)})." if peak else "MFU: no matmul peak measured."),
+             "",
+             "| model | method | xtrap tok/s | eager tok/s | xtrap / eager | xtrap MFU | eager MFU | "
+             "eager, host reads per step | xtrap runs | eager runs |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for s in summaries:
+        lines.append(f"| {s['model']} | {s['method']} | {fmt(s['xtrap_tok_per_s'], ',.0f')} | "
+                     f"{fmt(s['eager_tok_per_s'], ',.0f')} | {fmt(s['ratio'], '.2f')} | {fmt(s['xtrap_mfu'], '.1%')} | "
+                     f"{fmt(s['eager_mfu'], '.1%')} | {fmt(s.get('eager_host_sync_tok_per_s'), ',.0f')} | "
+                     f"{s['xtrap_runs']} | {s['eager_runs']} |")
+    lines.append("")
+    for s in summaries:
+        if s.get("eager_profile"):
+            lines.append(f"- eager profile, {s['method']}: {json.dumps(s['eager_profile'])}")
+        if s["profile"]:
+            lines.append(f"- profiles of {s['method']}: {s['profile']}")
+        if s["failures"]:
+            lines.append(f"- {s['method']}: {s['failures']} failed runs (see {os.path.basename(stem)}_runs.csv)")
+    lines += [f"- {n}" for n in notes]
+    with open(stem + ".md", "w") as f:
+        f.write("\n".join(lines).rstrip() + "\n")
+    with open(stem + ".json", "w") as f:
+        json.dump({"args": vars(a), "device": device_info, "matmul_peaks": peaks, "summaries": summaries,
+                   "runs": runs, "notes": notes}, f, indent=1)
+    short = ", ".join(f"{s['method']} {fmt(s['ratio'], '.2f')}x" for s in summaries)
+    summary = (f"xtrap/eager train tok/s ({a.dtype}, {a.device}): {short}; "
+               f"peak {fmt(peak and peak / 1e12, '.1f')} TFLOP/s")
+    with open(stem + "_summary.txt", "w") as f:
+        f.write(summary + "\n")
+    print("\n".join(lines))
+    print(summary)
+    failed = any(s["ratio"] is None for s in summaries)
+    return 1 if failed else 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--xtrap", default="build/xtrap")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where xtrap and the baseline run")
+    p.add_argument("--dtype", default=None, choices=["float32", "bfloat16"],
+                   help="compute precision of both (default: bfloat16 on cuda, float32 on cpu)")
+    p.add_argument("--suite", default=None, choices=["models", "methods"],
+                   help="models: train + eval per model size (the CPU comparison); methods: training per position "
+                        "method, side by side, into --out-dir (default: methods on cuda, models on cpu)")
+    p.add_argument("--xtrap", default=None, help="default: build-cuda/xtrap on cuda, build/xtrap on cpu")
+    p.add_argument("--python", default=None, help=f"interpreter for baseline.py (default: {GPU_PY} on cuda, {CPU_PY} on cpu)")
     p.add_argument("--data", default="data/wikitext-2")
-    p.add_argument("--models", default="small,large")
+    p.add_argument("--models", default=None, help="default: large for --suite methods, small,large otherwise")
+    p.add_argument("--methods", default=",".join(METHODS), help="--suite methods: labels of " + ", ".join(METHODS))
     p.add_argument("--pos", default="alibi")
     p.add_argument("--arch", default="decoder")
     p.add_argument("--L", type=int, default=512)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--adaptive", default="2000,10000")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--batch", type=int, default=None, help="sequences a step (default: 32 for methods, 8 for models)")
+    p.add_argument("--adaptive", default=None, help="cutoffs, or none for the full softmax (default: none for methods)")
+    p.add_argument("--lr", type=float, default=2e-3, help="--suite methods: peak learning rate of both")
+    p.add_argument("--dropout", type=float, default=0.1, help="--suite methods: dropout of both")
+    p.add_argument("--threads", type=int, default=None, help="intra-op CPU threads (default: 2 on cpu, 0 = all on cuda)")
     p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--warmup", default="small=2,large=1", help="untimed training steps per model")
-    p.add_argument("--steps", default="small=10,large=3", help="timed training steps per model")
+    p.add_argument("--warmup", default=None, help="untimed training steps per model (default: small=2,large=1; "
+                                                  "cuda: large=10)")
+    p.add_argument("--steps", default=None, help="timed training steps per model (default: small=10,large=3; "
+                                                 "cuda: large=50)")
     p.add_argument("--baseline-default-omp", action="store_true", help="run the baseline with libgomp's default spinning")
     p.add_argument("--eval-tokens", type=int, default=16384)
     p.add_argument("--positions", action="store_true", help="also compare every position method (small model)")
     p.add_argument("--skip-baseline", action="store_true", help="only the --positions comparison")
+    p.add_argument("--out-dir", default=None, help="--suite methods: where the tables go (required there)")
+    p.add_argument("--matmul-n", type=int, default=None, help="peak matmul size (default: 8192 on cuda, 2048 on cpu)")
+    p.add_argument("--matmul-iters", type=int, default=None, help="peak matmul repetitions (default: 50 cuda, 5 cpu)")
+    p.add_argument("--profile", default="none", choices=["none", "short", "all"],
+                   help="--suite methods: profile the methods where xtrap is below eager (short) or all of them")
+    p.add_argument("--profile-steps", type=int, default=5)
+    p.add_argument("--keep-nsys", action="store_true", help="copy nsys's .nsys-rep files into --out-dir")
+    p.add_argument("--timeout", type=float, default=None, help="seconds per subprocess (default: 300 on cuda, none)")
     a = p.parse_args()
+    cuda = a.device == "cuda"
+    a.suite = a.suite or ("methods" if cuda else "models")
+    methods = a.suite == "methods"
+    a.dtype = a.dtype or ("bfloat16" if cuda else "float32")
+    a.xtrap = a.xtrap or ("build-cuda/xtrap" if cuda else "build/xtrap")
+    a.python = a.python or (GPU_PY if cuda else CPU_PY)
+    a.models = a.models or ("large" if methods else "small,large")
+    a.batch = a.batch or (32 if methods else 8)
+    a.adaptive = a.adaptive or ("none" if methods else "2000,10000")
+    a.threads = a.threads if a.threads is not None else (0 if cuda else 2)
+    a.warmup = a.warmup or ("tiny=2,small=2,large=10" if cuda else "tiny=2,small=2,large=1")
+    a.steps = a.steps or ("tiny=10,small=50,large=50" if cuda else "tiny=3,small=10,large=3")
+    a.matmul_n = a.matmul_n or (8192 if cuda else 2048)
+    a.matmul_iters = a.matmul_iters or (50 if cuda else 5)
+    a.timeout = a.timeout or (300 if cuda else None)
+    if methods:
+        if not a.out_dir:
+            p.error("--suite methods writes its tables into --out-dir")
+        sys.exit(methods_suite(a))
+    if cuda or a.dtype != "float32":
+        p.error("the models suite is the CPU float32 comparison; use --suite methods for cuda or bfloat16")
     steps = {k: int(v) for k, v in (kv.split("=") for kv in a.steps.split(","))}
     warmups = {k: int(v) for k, v in (kv.split("=") for kv in a.warmup.split(","))}
     work = tempfile.mkdtemp(prefix="xtrap-bench-")

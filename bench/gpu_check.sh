@@ -1,13 +1,26 @@
 #!/usr/bin/env bash
-# The GPU machine's check, in one command (issue 22): builds xtrap against the CUDA LibTorch of the
-# machine's PyTorch wheel (.gpu-deps/gpu-build.sh, made by ../shared/gpu/prepare.sh on a Debian
-# machine), runs the `gpu`-labelled tests, then the whole suite, then the attention micro-benchmark
-# and a long evaluation of a freshly trained L=512 model on CUDA, and prints a summary. Every log
-# goes into OUTDIR (a few files; tar it to bring it back).
-#   bash bench/gpu_check.sh OUTDIR
+# The GPU machine's check (issue 22): builds xtrap against the CUDA LibTorch of the machine's
+# PyTorch wheel (.gpu-deps/gpu-build.sh, made by ../shared/gpu/prepare.sh on a Debian machine),
+# then runs the stages asked for, and prints a summary. Every log goes into OUTDIR (a few files;
+# tar it to bring it back). Stages (all of them, in this order, when none is named):
+#   tests    the `gpu`-labelled tests, then the whole suite
+#   compare  training throughput of xtrap against PyTorch eager side by side (bench/compare.py
+#            --device cuda: alibi, none, rotary and the alibi-offset + CLAP encoder, bf16, MFU
+#            against a bf16 matmul of the same command; COMPARE_ARGS adds flags to it)
+#   bench    the attention micro-benchmark
+#   eval     a short L=512 training run of the 6 x 512 model on CUDA, then Lvalid 512..16384
+# A device command is limited to 10 minutes and the machine starts bare: one stage or two per call.
+#   bash bench/gpu_check.sh OUTDIR [tests] [compare] [bench] [eval]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${1:?usage: bench/gpu_check.sh OUTDIR}
+OUT=${1:?usage: bench/gpu_check.sh OUTDIR [tests] [compare] [bench] [eval]}
+shift
+STAGES=("$@")
+((${#STAGES[@]})) || STAGES=(tests compare bench eval)
+for stage in "${STAGES[@]}"; do
+  [[ $stage =~ ^(tests|compare|bench|eval)$ ]] || { echo "bench/gpu_check.sh: unknown stage '$stage'" >&2; exit 2; }
+done
+wants() { [[ " ${STAGES[*]} " == *" $1 "* ]]; }
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 summary() { echo "$*" | tee -a "$OUT/summary.txt"; }
@@ -26,26 +39,41 @@ summary "build: rc=$build_rc in $((SECONDS - start)) s (build.log)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$OUT/device.txt" 2>&1
 summary "device: $(cat "$OUT/device.txt")"
 
-start=$SECONDS
-ctest --test-dir build-cuda -L gpu --output-on-failure >"$OUT/ctest_gpu.log" 2>&1
-summary "gpu tests: rc=$? in $((SECONDS - start)) s: $(grep -E 'tests passed|tests failed' "$OUT/ctest_gpu.log" | tail -1) (ctest_gpu.log)"
-start=$SECONDS
-ctest --test-dir build-cuda -j"$(nproc)" --output-on-failure >"$OUT/ctest_all.log" 2>&1
-summary "whole suite: rc=$? in $((SECONDS - start)) s: $(grep -E 'tests passed|tests failed' "$OUT/ctest_all.log" | tail -1) (ctest_all.log)"
+if wants tests; then
+  start=$SECONDS
+  ctest --test-dir build-cuda -L gpu --output-on-failure >"$OUT/ctest_gpu.log" 2>&1
+  summary "gpu tests: rc=$? in $((SECONDS - start)) s: $(grep -E 'tests passed|tests failed' "$OUT/ctest_gpu.log" | tail -1) (ctest_gpu.log)"
+  start=$SECONDS
+  ctest --test-dir build-cuda -j"$(nproc)" --output-on-failure >"$OUT/ctest_all.log" 2>&1
+  summary "whole suite: rc=$? in $((SECONDS - start)) s: $(grep -E 'tests passed|tests failed' "$OUT/ctest_all.log" | tail -1) (ctest_all.log)"
+fi
 
-if [[ -x build-cuda/bench_attention ]]; then
+# Throughput, side by side (issue 22 item 3): xtrap --device cuda --dtype bfloat16 against the eager
+# baseline (SDPA, autocast bf16, fused AdamW) in the machine's python3, alternating; tables in
+# OUTDIR/gpu_throughput.{md,csv}, torch.profiler (and nsys, if on PATH) tables where xtrap is slower.
+if wants compare; then
+  start=$SECONDS
+  # shellcheck disable=SC2086
+  python3 bench/compare.py --device cuda --xtrap build-cuda/xtrap --python python3 --out-dir "$OUT" \
+    --profile short ${COMPARE_ARGS:-} >"$OUT/compare.log" 2>&1
+  summary "compare (train tok/s, xtrap vs eager): rc=$? in $((SECONDS - start)) s: $(cat "$OUT/gpu_throughput_summary.txt" 2>/dev/null || echo 'no summary') (gpu_throughput.md, compare.log)"
+fi
+
+if wants bench; then
   start=$SECONDS
   build-cuda/bench_attention --benchmark_min_time=0.2 >"$OUT/bench_attention.txt" 2>&1
   summary "bench_attention: rc=$? in $((SECONDS - start)) s (bench_attention.txt)"
 fi
 
 # Long evaluation on CUDA: a short L=512 training run of the 6 x 512 model, then Lvalid 512..16384.
-RUN=$(mktemp -d)/alibi-512
-start=$SECONDS
-build-cuda/xtrap train --data data/wikitext-2 --pos alibi --L 512 --layers 6 --d-model 512 --heads 8 --ffn 2048 \
-  --batch 32 --steps 200 --warmup 20 --device cuda --dtype bfloat16 --no-progress --out "$RUN" >"$OUT/train_long_eval.log" 2>&1
-summary "train (alibi, 6x512, L=512, 200 steps of 32, cuda bf16): rc=$? in $((SECONDS - start)) s: $(tail -1 "$OUT/train_long_eval.log")"
-start=$SECONDS
-build-cuda/xtrap eval "$RUN" --Lvalid 512..16384 --device cuda --out "$OUT/long_eval.csv" >"$OUT/long_eval.log" 2>&1
-summary "eval Lvalid 512..16384 on cuda: rc=$? in $((SECONDS - start)) s (long_eval.log, long_eval.csv)"
+if wants eval; then
+  RUN=$(mktemp -d)/alibi-512
+  start=$SECONDS
+  build-cuda/xtrap train --data data/wikitext-2 --pos alibi --L 512 --layers 6 --d-model 512 --heads 8 --ffn 2048 \
+    --batch 32 --steps 200 --warmup 20 --device cuda --dtype bfloat16 --no-progress --out "$RUN" >"$OUT/train_long_eval.log" 2>&1
+  summary "train (alibi, 6x512, L=512, 200 steps of 32, cuda bf16): rc=$? in $((SECONDS - start)) s: $(tail -1 "$OUT/train_long_eval.log")"
+  start=$SECONDS
+  build-cuda/xtrap eval "$RUN" --Lvalid 512..16384 --device cuda --out "$OUT/long_eval.csv" >"$OUT/long_eval.log" 2>&1
+  summary "eval Lvalid 512..16384 on cuda: rc=$? in $((SECONDS - start)) s (long_eval.log, long_eval.csv)"
+fi
 summary "logs in $OUT"

@@ -94,6 +94,7 @@ struct LinearNllFunction : torch::autograd::Function<LinearNllFunction> {
 
 torch::Tensor linearNll(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                         const torch::Tensor& targets, int64_t maxBlockLogits) {
+  if (maxBlockLogits <= 0) maxBlockLogits = x.is_cuda() ? kMaxBlockLogitsCuda : kMaxBlockLogits;
   int64_t blockClasses = std::max<int64_t>(1, maxBlockLogits / std::max<int64_t>(1, x.size(0)));
   // LibTorch 1.13's Function::apply takes no undefined tensor: "no bias" is an empty one inside.
   auto noBias = torch::empty({0}, weight.options());

@@ -17,11 +17,16 @@ namespace xtrap {
 // the room they took: 16 MiB blocks left the quickstart model's heap ~80 MiB larger at 100M
 // tokens (malloc statistics per step; results/corpus_scale.md).
 constexpr int64_t kMaxBlockLogits = int64_t(1) << 20;
+// On a GPU, 1 GiB of float32 logits. There a block's matmul has to fill the device: at 2^20 a
+// 16,384-row step (32 x 512 tokens) would run in blocks of 64 classes, some 520 small matmuls
+// for WikiText-2's 33,278 words, and the device's memory is not the CPU heap above.
+constexpr int64_t kMaxBlockLogitsCuda = int64_t(1) << 28;
 
 // x (N, K), weight (V, K), bias (V) or undefined, targets (N) int64 in [0, V) -> (N) float32.
-// Differentiable in x, weight and bias. `maxBlockLogits`: for tests that want many blocks.
+// Differentiable in x, weight and bias. `maxBlockLogits`: 0 for the default of x's device (the
+// constants above); tests pass a small one to get many blocks.
 // Rows with a target outside [0, V) get the log-sum-exp alone (callers pass valid targets).
 torch::Tensor linearNll(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                        const torch::Tensor& targets, int64_t maxBlockLogits = kMaxBlockLogits);
+                        const torch::Tensor& targets, int64_t maxBlockLogits = 0);
 
 }  // namespace xtrap
