@@ -2,8 +2,8 @@
 // checked on the CPU with the very code nvcc compiles into the kernel:
 // - the per-cell bias against LinearBiasSpec::bias for every variant, and its gradient terms
 //   against finite differences of LinearBiasSpec::bias;
-// - the tile classification (blocked / unblocked / mixed) against brute force over each tile's
-//   cells, tail tiles included;
+// - the tile classification (blocked / unblocked / mixed) and the tiles a block's loop visits,
+//   walking keys or queries, against brute force over each tile's cells, tail tiles included;
 // - Philox4x32-10 against Random123's known answers, and the dropout mask's rate;
 // - the kernel's tile algorithm (skip blocked tiles, online softmax, saved log-sum-exp, the
 //   FlashAttention-2 backward with dropout, bias gradients from dS) written out in plain loops with
@@ -141,7 +141,7 @@ TEST_CASE("the kernel's bias-gradient terms are the derivatives of LinearBiasSpe
   }
 }
 
-TEST_CASE("tile classification against brute force over the tile's cells, tail tiles included") {
+TEST_CASE("tile classification and the tiles a block visits against brute force, tail tiles included") {
   struct TileSize {
     int rows, cols;
   };
@@ -166,6 +166,14 @@ TEST_CASE("tile classification against brute force over the tile's cells, tail t
                           << ", " << c1 << "): " << blocked << " of " << cells << " cells blocked, classified "
                           << int(got));
               ++seen[int(got)];
+              // The tile loops visit the pairs with an unblocked cell: a block that owns query rows
+              // [r0, r1) walks the key tiles, one that owns keys [c0, c1) the query tiles.
+              const bool open = expected != TileClass::Blocked;
+              if (tile::visitsTile(hb, tile::Walk::Keys, r0, r1, c0, size.cols, T) != open ||
+                  tile::visitsTile(hb, tile::Walk::Queries, c0, c1, r0, size.rows, T) != open)
+                FAIL(name << " head " << h << " T " << T << " tile rows [" << r0 << ", " << r1 << ") cols [" << c0
+                          << ", " << c1
+                          << "): " << (open ? "skipped, but a cell is open" : "visited, but every cell is blocked"));
             }
     }
   // Every class occurs (a classifier answering "mixed" everywhere would pass the checks above
@@ -265,7 +273,7 @@ double referenceLoss(const Head& x, const LinearBiasSpec& spec, int64_t h, doubl
 
 struct TiledResult {
   std::vector<float> o, lse, dq, dk, dv;
-  double dSlopePast = 0, dSlopeFuture = 0, dFirstTokenBias = 0;
+  tile::BiasGrads<double> biasGrads;
   int skippedTiles = 0;
 };
 
@@ -281,7 +289,7 @@ TiledResult tiledAttention(const Head& x, const HeadBias& hb, uint32_t batchHead
   auto logit = [&](int i, int j) {
     float dot = 0.f;
     for (int d = 0; d < D; ++d) dot += at(x.q, i, d) * at(x.k, j, d);
-    return dot * scale + tile::linearBias(hb, i, j);
+    return tile::logit(hb, dot, scale, i, j, T);
   };
   TiledResult r;
   r.o.assign(T * D, 0.f), r.lse.assign(T, 0.f), r.dq.assign(T * D, 0.f), r.dk.assign(T * D, 0.f);
@@ -291,7 +299,7 @@ TiledResult tiledAttention(const Head& x, const HeadBias& hb, uint32_t batchHead
     std::vector<float> rowMax(r1 - r0, -INFINITY), rowSum(r1 - r0, 0.f), acc((r1 - r0) * D, 0.f);
     for (int c0 = 0; c0 < T; c0 += tileSize) {
       const int c1 = std::min(T, c0 + tileSize);
-      if (tile::classifyTile(hb, r0, r1, c0, c1) == TileClass::Blocked) {
+      if (!tile::visitsTile(hb, tile::Walk::Keys, r0, r1, c0, tileSize, T)) {
         ++r.skippedTiles;
         continue;
       }
@@ -307,8 +315,8 @@ TiledResult tiledAttention(const Head& x, const HeadBias& hb, uint32_t batchHead
         for (int j = c0; j < c1; ++j) {
           float prob = empty ? 0.f : std::exp(s[j - c0] - newMax);
           rowSum[i - r0] += prob;
-          if (!tile::dropoutKeep(seed, batchHead, i, j, threshold)) continue;
-          for (int d = 0; d < D; ++d) acc[(i - r0) * D + d] += prob * keepScale * at(x.v, j, d);
+          const float kept = tile::afterDropout(prob, tile::dropoutKeep(seed, batchHead, i, j, threshold), keepScale);
+          for (int d = 0; d < D; ++d) acc[(i - r0) * D + d] += kept * at(x.v, j, d);
         }
         rowMax[i - r0] = newMax;
       }
@@ -321,27 +329,24 @@ TiledResult tiledAttention(const Head& x, const HeadBias& hb, uint32_t batchHead
   std::vector<float> rowDot(T, 0.f);
   for (int i = 0; i < T; ++i)
     for (int d = 0; d < D; ++d) rowDot[i] += at(x.g, i, d) * r.o[i * D + d];
-  for (int r0 = 0; r0 < T; r0 += tileSize)
-    for (int c0 = 0; c0 < T; c0 += tileSize) {
+  // Like the kernel's keyGrad: each key tile walks the query tiles.
+  for (int c0 = 0; c0 < T; c0 += tileSize)
+    for (int r0 = 0; r0 < T; r0 += tileSize) {
       const int r1 = std::min(T, r0 + tileSize), c1 = std::min(T, c0 + tileSize);
-      if (tile::classifyTile(hb, r0, r1, c0, c1) == TileClass::Blocked) continue;
+      if (!tile::visitsTile(hb, tile::Walk::Queries, c0, c1, r0, tileSize, T)) continue;
       for (int i = r0; i < r1; ++i)
         for (int j = c0; j < c1; ++j) {
           float prob = std::exp(logit(i, j) - r.lse[i]);
           bool keep = tile::dropoutKeep(seed, batchHead, i, j, threshold);
           float dPDropped = 0.f;
           for (int d = 0; d < D; ++d) dPDropped += at(x.g, i, d) * at(x.v, j, d);
-          float dP = keep ? dPDropped * keepScale : 0.f;
-          float dS = prob * (dP - rowDot[i]);
+          float dS = tile::scoreGrad(prob, dPDropped, keep, keepScale, rowDot[i]);
           for (int d = 0; d < D; ++d) {
             r.dq[i * D + d] += scale * dS * at(x.k, j, d);
             r.dk[j * D + d] += scale * dS * at(x.q, i, d);
-            r.dv[j * D + d] += (keep ? prob * keepScale : 0.f) * at(x.g, i, d);
+            r.dv[j * D + d] += tile::afterDropout(prob, keep, keepScale) * at(x.g, i, d);
           }
-          tile::BiasCell cell = tile::biasCell(hb, i, j);
-          if (cell.term == BiasTerm::Past) r.dSlopePast -= dS * cell.distance;
-          if (cell.term == BiasTerm::Future) r.dSlopeFuture -= dS * cell.distance;
-          if (cell.term == BiasTerm::FirstToken) r.dFirstTokenBias += dS;
+          r.biasGrads.add(tile::biasCell(hb, i, j), dS);
         }
     }
   return r;
@@ -410,12 +415,13 @@ TEST_CASE("the kernel's tile algorithm equals materialised attention, forward an
           CHECK(relativeError(r.dq, dq) < 1e-4);
           CHECK(relativeError(r.dk, dk) < 1e-4);
           CHECK(relativeError(r.dv, dv) < 1e-4);
+          const tile::BiasGrads<double>& g = r.biasGrads;
           INFO("bias gradients (tiled / finite differences): past "
-               << r.dSlopePast << " / " << dPast << ", future " << r.dSlopeFuture << " / " << dFuture
-               << ", first token " << r.dFirstTokenBias << " / " << dFirst);
-          CHECK(r.dSlopePast == Approx(dPast).epsilon(1e-4).margin(1e-4));
-          CHECK(r.dSlopeFuture == Approx(dFuture).epsilon(1e-4).margin(1e-4));
-          CHECK(r.dFirstTokenBias == Approx(dFirst).epsilon(1e-4).margin(1e-4));
+               << g.past << " / " << dPast << ", future " << g.future << " / " << dFuture << ", first token " << g.first
+               << " / " << dFirst);
+          CHECK(g.past == Approx(dPast).epsilon(1e-4).margin(1e-4));
+          CHECK(g.future == Approx(dFuture).epsilon(1e-4).margin(1e-4));
+          CHECK(g.first == Approx(dFirst).epsilon(1e-4).margin(1e-4));
         }
       }
   CHECK(skipped > 0);  // causal and one-sided heads skipped whole tiles

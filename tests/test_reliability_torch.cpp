@@ -12,6 +12,7 @@
 #include "run/checkpoint_file.h"
 #include "train/trainer.h"
 #include "util/atomic_file.h"
+#include "util/out_of_memory.h"
 
 using namespace xtrap;
 using test::errorOf;
@@ -181,4 +182,41 @@ TEST_CASE("a checkpoint is checked against the model run.json describes", "[reli
     CHECK(error.find(" is [50, 16] in the checkpoint, [60, 16] for run.json's model") != std::string::npos);
   }
   fs::remove_all(dir);
+}
+
+TEST_CASE("an allocator's out-of-memory error becomes one line naming the remedy", "[reliability]") {
+  auto advised = [](const std::function<void()>& fail) {
+    return errorOf([&] {
+      withOutOfMemoryAdvice("scoring Lvalid 16384 on cuda,", "lower --batch (e.g. --batch 4)", [&] {
+        fail();
+        return 0;
+      });
+    });
+  };
+  // The messages of LibTorch's allocators: CUDA's caching allocator (2.x wording), and the CPU
+  // allocator's as Debian's LibTorch 1.13 printed it for a failed 217 MiB tensor under ulimit -v.
+  CHECK(advised([] {
+          throw c10::OutOfMemoryError(
+              "CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which "
+              "1.20 GiB is free.",
+              "");
+        }) == "out of memory scoring Lvalid 16384 on cuda, tried to allocate 4.00 GiB: lower --batch (e.g. --batch 4)");
+  CHECK(advised([] {
+          throw c10::Error(
+              "[enforce fail at alloc_cpu.cpp:75] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to "
+              "allocate 228065280 bytes. Error code 12 (Cannot allocate memory)",
+              "");
+        }) ==
+        "out of memory scoring Lvalid 16384 on cuda, tried to allocate 228065280 bytes: lower --batch (e.g. "
+        "--batch 4)");
+#if !defined(__SANITIZE_ADDRESS__)
+  // A real failure of this LibTorch's CPU allocator (2^62 bytes exceed any address space; ASan
+  // would abort on the request instead of failing it).
+  CHECK(advised([] { torch::empty({int64_t(1) << 62}, torch::kUInt8); }) ==
+        "out of memory scoring Lvalid 16384 on cuda, tried to allocate 4611686018427387904 bytes: lower --batch (e.g. "
+        "--batch 4)");
+#endif
+  // Any other error passes unchanged.
+  CHECK(advised([] { throw std::runtime_error("disk full"); }) == "disk full");
+  CHECK(advised([] { throw c10::Error("shapes differ", ""); }).rfind("shapes differ", 0) == 0);
 }

@@ -206,87 +206,71 @@ void DistGroup::fail(const std::exception& error) {
   throw std::runtime_error(fmt::format("rank {}: {}a collective failed: {}", env_.rank, lost, cause));
 }
 
+// Runs one call into c10d; its failure becomes the one-line error of fail().
+template <class Call>
+auto DistGroup::guarded(Call&& call) {
+  try {
+    return call();
+  } catch (const std::exception& e) {
+    fail(e);
+  }
+}
+
 void DistGroup::allreduceSum(torch::Tensor& tensor) {
   if (!group_) return;
-  try {
+  guarded([&] {
     // NCCL reduces device tensors only; host-side counters and flags travel through the device.
     std::vector<torch::Tensor> tensors{tensor.to(device_)};
     group_->allreduce(tensors)->wait();
     if (!tensors[0].is_same(tensor)) tensor.copy_(tensors[0]);
-  } catch (const std::exception& e) {
-    fail(e);
-  }
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> DistGroup::allreduceAsync(torch::Tensor& tensor) {
-  try {
+  return guarded([&] {
     std::vector<torch::Tensor> tensors{tensor};
     return group_->allreduce(tensors);
-  } catch (const std::exception& e) {
-    fail(e);
-  }
+  });
 }
 
 torch::Tensor DistGroup::allgather(const torch::Tensor& tensor) {
   if (!group_) return tensor;
-  try {
+  return guarded([&] {
     std::vector<torch::Tensor> input{tensor.to(device_).contiguous()};
     std::vector<std::vector<torch::Tensor>> output(1);
     for (int r = 0; r < world(); ++r) output[0].push_back(torch::empty_like(input[0]));
     group_->allgather(output, input)->wait();
     return torch::cat(output[0]).to(tensor.device());
-  } catch (const std::exception& e) {
-    fail(e);
-  }
+  });
 }
 
 void DistGroup::broadcast(torch::Tensor& tensor, int root) {
   if (!group_) return;
-  try {
-    std::vector<torch::Tensor> tensors{tensor};
-    c10d::BroadcastOptions options;
-    options.rootRank = root;
-    group_->broadcast(tensors, options)->wait();
-  } catch (const std::exception& e) {
-    fail(e);
-  }
+  std::vector<torch::Tensor> tensors{tensor};
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  guarded([&] { group_->broadcast(tensors, options)->wait(); });
 }
 
 void DistGroup::send(torch::Tensor& tensor, int to) {
   if (!group_) return;
-  try {
-    std::vector<torch::Tensor> tensors{tensor};
-    group_->send(tensors, to, /*tag=*/0)->wait();
-  } catch (const std::exception& e) {
-    fail(e);
-  }
+  std::vector<torch::Tensor> tensors{tensor};
+  guarded([&] { group_->send(tensors, to, /*tag=*/0)->wait(); });
 }
 
 void DistGroup::receive(torch::Tensor& tensor, int from) {
   if (!group_) return;
-  try {
-    std::vector<torch::Tensor> tensors{tensor};
-    group_->recv(tensors, from, /*tag=*/0)->wait();
-  } catch (const std::exception& e) {
-    fail(e);
-  }
+  std::vector<torch::Tensor> tensors{tensor};
+  guarded([&] { group_->recv(tensors, from, /*tag=*/0)->wait(); });
 }
 
 void DistGroup::wait(const c10::intrusive_ptr<c10d::Work>& work) {
-  try {
-    work->wait();
-  } catch (const std::exception& e) {
-    fail(e);
-  }
+  guarded([&] { work->wait(); });
 }
 
 void DistGroup::barrier() {
   if (!group_) return;
-  try {
-    group_->barrier()->wait();
-  } catch (const std::exception& e) {
-    fail(e);
-  }
+  guarded([&] { group_->barrier()->wait(); });
 }
 
 }  // namespace xtrap

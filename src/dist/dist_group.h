@@ -79,6 +79,8 @@ class DistGroup {
   // process group; runs on the constructor's helper thread.
   void join(const std::string& prefix);
   [[noreturn]] void fail(const std::exception& error);
+  template <class Call>
+  auto guarded(Call&& call);
   void heartbeatLoop();
 
   DistEnv env_;

@@ -20,6 +20,7 @@
 #include "run/run_directory.h"
 #include "util/atomic_file.h"
 #include "util/execution_context.h"
+#include "util/out_of_memory.h"
 #include "util/progress_bar.h"
 #include "util/runtime.h"
 
@@ -113,19 +114,24 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
   scoring.positionBuckets = req.positionBuckets;
   scoring.shard = shard;
   scoring.prepareLength = prepareLength;
-  ScoreTotals totals;
-  if (m.causal()) {
-    ScoreOptions opt;
-    static_cast<WindowScoring&>(opt) = scoring;
-    opt.eos = run.corpus.vocab.eos();
-    totals = scoreDecoder(run.model, run.stream, opt, progress);
-  } else {
+  std::string doing =
+      fmt::format("scoring Lvalid {} on {}, {} windows a forward pass,", pass.Lvalid, ctx.deviceName(), req.batch);
+  std::string remedy =
+      req.batch > 1 ? fmt::format("lower --batch (e.g. --batch {})", req.batch / 2)
+                    : fmt::format("at --batch 1, lower --query-block (now {}) or use --dtype bfloat16", req.queryBlock);
+  ScoreTotals totals = withOutOfMemoryAdvice(doing, remedy, [&] {
+    if (m.causal()) {
+      ScoreOptions opt;
+      static_cast<WindowScoring&>(opt) = scoring;
+      opt.eos = run.corpus.vocab.eos();
+      return scoreDecoder(run.model, run.stream, opt, progress);
+    }
     EncoderScoreOptions opt;
     static_cast<WindowScoring&>(opt) = scoring;
     opt.maskProb = run.info.train.maskProb;
     opt.mlm = m.mlmTokens(run.corpus.vocab);
-    totals = scoreEncoder(run.model, run.stream, opt, progress);
-  }
+    return scoreEncoder(run.model, run.stream, opt, progress);
+  });
   totals.sumOverRanks(group);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (bar) bar->finish();

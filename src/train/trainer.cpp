@@ -32,6 +32,7 @@
 #include "util/atomic_file.h"
 #include "util/execution_context.h"
 #include "util/interrupt.h"
+#include "util/out_of_memory.h"
 #include "util/progress_bar.h"
 #include "util/runtime.h"
 
@@ -399,8 +400,12 @@ RunInfo trainRun(TrainRequest req) {
   while (state.step < totalSteps) {
     if (!root) torch::manual_seed(rankDropoutSeed(t.seed, group.rank(), state.step));
     double lr = learningRate(t, state.step, totalSteps);
-    auto step = trainStep.run(corpus.train, sampler.next(B), state.step, lr, mlm,
-                              req.injectNanAtSteps.count(state.step + 1) > 0);
+    auto step = withOutOfMemoryAdvice(
+        fmt::format("training on {}, {} sequences of {} tokens a step,", exec.deviceName(), B, L),
+        "lower --batch, or --batch-tokens when --batch is 0 (the step then sees fewer sequences)", [&] {
+          return trainStep.run(corpus.train, sampler.next(B), state.step, lr, mlm,
+                               req.injectNanAtSteps.count(state.step + 1) > 0);
+        });
     if (step.bad) ++state.badSteps;
     ++state.step;
     state.tokensSeen += B * L;

@@ -129,6 +129,13 @@ __device__ __forceinline__ double warpSum(double x) {
   return x;
 }
 
+// The buffer at byte `offset` of the block's dynamic shared memory (the layouts above).
+template <typename E>
+__device__ __forceinline__ E* smemAt(size_t offset) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  return reinterpret_cast<E*>(smem + offset);
+}
+
 // The (T, D) slice of head h in batch b.
 __device__ __forceinline__ bf16* headRows(const HeadsView& view, int b, int h) {
   return static_cast<bf16*>(view.data) + b * view.sb + h * view.sh;
@@ -146,16 +153,85 @@ __device__ __forceinline__ tile::HeadBias headBias(const LinearBiasArgs& a, int 
   return hb;
 }
 
-// Rows [row0, row0 + kBr) of a (T, D) slice with row stride st into a shared tile, zeros past T
+// ---- what the three tile kernels share ----
+
+// Where a block of forwardKernel, keyGradKernel or queryGradKernel works. Their grids are
+// (ceil(T / 64), H, B): the block owns the tile [lo, hi) of [0, T) (query rows; keys in keyGrad),
+// shorter than 64 in the tail tile, of head h in batch b; its warp owns the 16 rows
+// [lo + stripe, lo + stripe + 16) of that tile.
+struct TileBlock {
+  int T, b, h;
+  uint32_t batchHead;  // b * H + h: the dropout counter's head, and the head's row of (B, H, T) statistics
+  int lo, hi;
+  int warp, lane, stripe;
+  tile::HeadBias hb;
+
+  // This head's (T, D) slice of a (B, H, T, D) view.
+  __device__ bf16* rows(const HeadsView& view) const { return headRows(view, b, h); }
+  // This head's (T) row of a (B, H, T) buffer of row statistics.
+  template <typename F>
+  __device__ F* stats(F* all) const {
+    return all + int64_t(batchHead) * T;
+  }
+  // Whether the tile loop visits the tile of the other axis that starts at t0 (tile::visitsTile):
+  // the same answer for the whole block, so skipping keeps the __syncthreads aligned.
+  __device__ bool visits(tile::Walk walk, int t0) const {
+    return tile::visitsTile(hb, walk, lo, hi, t0, walk == tile::Walk::Keys ? kBc : kBr, T);
+  }
+};
+
+__device__ TileBlock tileBlock(const AttentionShape& shape, const LinearBiasArgs& bias) {
+  TileBlock blk;
+  blk.T = shape.T, blk.b = blockIdx.z, blk.h = blockIdx.y;
+  blk.batchHead = uint32_t(blk.b * shape.H + blk.h);
+  blk.lo = blockIdx.x * kBr, blk.hi = min(shape.T, blk.lo + kBr);  // kBr == kBc: keyGrad's key tiles too
+  blk.warp = threadIdx.x / 32, blk.lane = threadIdx.x % 32, blk.stripe = blk.warp * kStripe;
+  blk.hb = headBias(bias, blk.h);
+  return blk;
+}
+
+// Rows [row0, row0 + kBr) of this head's (T, D) slice of `view` into a shared tile, zeros past T
 // (tail tiles). 16-byte loads; every thread of the block takes part.
 template <int D>
-__device__ void loadRows(bf16* tile, const bf16* rows, int64_t st, int row0, int T) {
+__device__ void loadRows(bf16* tile, const HeadsView& view, const TileBlock& blk, int row0) {
   constexpr int kPieces = D / 8;
+  const bf16* rows = blk.rows(view);
   for (int x = threadIdx.x; x < kBr * kPieces; x += kThreads) {
     int r = x / kPieces, col = (x % kPieces) * 8;
     uint4 piece = make_uint4(0u, 0u, 0u, 0u);
-    if (row0 + r < T) piece = *reinterpret_cast<const uint4*>(rows + (row0 + r) * st + col);
+    if (row0 + r < blk.T) piece = *reinterpret_cast<const uint4*>(rows + (row0 + r) * view.st + col);
     *reinterpret_cast<uint4*>(tile + r * Ld<D>::rows + col) = piece;
+  }
+}
+
+// One step of the key-tile loop of forwardKernel and queryGradKernel: K and V rows [c0, c0 + kBc)
+// into shared memory.
+template <int D, typename Args>
+__device__ void loadKeyTile(bf16* ks, bf16* vs, const Args& args, const TileBlock& blk, int c0) {
+  __syncthreads();  // every warp is done with the previous K and V
+  loadRows<D>(ks, args.k, blk, c0);
+  loadRows<D>(vs, args.v, blk, c0);
+  __syncthreads();
+}
+
+// One lane's cells of its warp's 16 rows of a (query tile r0, key tile c0) pair: tile rows
+// stripe + r (r < 16) and tile columns lane + 32 c (c < 2), so the 32 lanes of a warp hold the 64
+// columns of each of its rows between them. Query i = r0 + row, key j = c0 + col.
+struct LaneCell {
+  int r, c, row, col, i, j;
+};
+
+// Calls body(LaneCell) for each of this lane's cells, in a fixed order (fully unrolled, so
+// per-cell register arrays indexed by r and c stay in registers).
+template <typename Body>
+__device__ __forceinline__ void forEachLaneCell(const TileBlock& blk, int r0, int c0, Body body) {
+#pragma unroll
+  for (int r = 0; r < kStripe; ++r) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int row = blk.stripe + r, col = blk.lane + 32 * c;
+      body(LaneCell{r, c, row, col, r0 + row, c0 + col});
+    }
   }
 }
 
@@ -210,17 +286,17 @@ __device__ void zeroAccumulator(float* acc) {
   for (int x = threadIdx.x; x < kBr * Ld<D>::acc; x += kThreads) acc[x] = 0.f;
 }
 
-// This warp's rows [stripe, stripe + 16) of an accumulator tile that starts at row0 of a (T, D)
-// bf16 slice, times `factor`, rows past T left out. Each warp writes the rows its own WMMA stores
-// wrote, so a __syncwarp before is enough.
+// This warp's rows [stripe, stripe + 16) of the accumulator tile of the block's own rows, times
+// `factor`, into this head's (T, D) bf16 slice of `view`, rows past T left out. Each warp writes
+// the rows its own WMMA stores wrote, so a __syncwarp before is enough.
 template <int D>
-__device__ void storeStripe(bf16* rows, int64_t st, const float* acc, int stripe, int row0, int T, float factor) {
-  const int lane = threadIdx.x % 32;
+__device__ void storeStripe(const HeadsView& view, const float* acc, const TileBlock& blk, float factor) {
+  bf16* rows = blk.rows(view);
   for (int r = 0; r < kStripe; ++r) {
-    int row = stripe + r;
-    if (row0 + row >= T) break;
-    for (int d = lane; d < D; d += 32)
-      rows[(row0 + row) * st + d] = __float2bfloat16(acc[row * Ld<D>::acc + d] * factor);
+    int row = blk.stripe + r;
+    if (blk.lo + row >= blk.T) break;
+    for (int d = blk.lane; d < D; d += 32)
+      rows[(blk.lo + row) * view.st + d] = __float2bfloat16(acc[row * Ld<D>::acc + d] * factor);
   }
 }
 
@@ -230,23 +306,13 @@ __device__ void storeStripe(bf16* rows, int64_t st, const float* acc, int stripe
 template <int D>
 __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args, const Derived dv) {
   using S = ForwardSmem<D>;
-  extern __shared__ __align__(128) unsigned char smem[];
-  bf16* qs = reinterpret_cast<bf16*>(smem + S::q);
-  bf16* ks = reinterpret_cast<bf16*>(smem + S::k);
-  bf16* vs = reinterpret_cast<bf16*>(smem + S::v);
-  float* ss = reinterpret_cast<float*>(smem + S::s);
-  bf16* ps = reinterpret_cast<bf16*>(smem + S::p);
-  float* os = reinterpret_cast<float*>(smem + S::o);
+  bf16 *qs = smemAt<bf16>(S::q), *ks = smemAt<bf16>(S::k), *vs = smemAt<bf16>(S::v), *ps = smemAt<bf16>(S::p);
+  float *ss = smemAt<float>(S::s), *os = smemAt<float>(S::o);
 
-  const int T = args.shape.T, H = args.shape.H, b = blockIdx.z, h = blockIdx.y;
-  const int r0 = blockIdx.x * kBr, r1 = min(T, r0 + kBr);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, stripe = warp * kStripe;
-  const tile::HeadBias hb = headBias(args.bias, h);
-  const uint32_t batchHead = uint32_t(b * H + h);
-  const bf16* k = headRows(args.k, b, h);
-  const bf16* v = headRows(args.v, b, h);
+  const TileBlock blk = tileBlock(args.shape, args.bias);  // its tile: query rows [r0, r1)
+  const int T = blk.T, r0 = blk.lo, lane = blk.lane, stripe = blk.stripe;
 
-  loadRows<D>(qs, headRows(args.q, b, h), args.q.st, r0, T);
+  loadRows<D>(qs, args.q, blk, r0);
   zeroAccumulator<D>(os);
   __syncthreads();
 
@@ -256,16 +322,12 @@ __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args
   for (int r = 0; r < kStripe; ++r) rowMax[r] = -INFINITY, rowSum[r] = 0.f;
 
   for (int c0 = 0; c0 < T; c0 += kBc) {
-    const int c1 = min(T, c0 + kBc);
-    // The same answer for the whole block, so skipping keeps the __syncthreads aligned.
-    if (tile::classifyTile(hb, r0, r1, c0, c1) == tile::TileClass::Blocked) continue;
-    __syncthreads();  // every warp is done with the previous K and V
-    loadRows<D>(ks, k, args.k.st, c0, T);
-    loadRows<D>(vs, v, args.v.st, c0, T);
-    __syncthreads();
+    if (!blk.visits(tile::Walk::Keys, c0)) continue;
+    loadKeyTile<D>(ks, vs, args, blk, c0);
 
     stripeTimesTransposed<D>(ss + stripe * Ld<D>::s, qs + stripe * Ld<D>::rows, ks);  // (16, kBc)
     __syncwarp();
+    // Row by row (the online softmax reduces over the warp): this lane's cells, as in LaneCell.
 #pragma unroll
     for (int r = 0; r < kStripe; ++r) {
       const int row = stripe + r, i = r0 + row;
@@ -273,7 +335,7 @@ __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const int col = lane + 32 * c, j = c0 + col;
-        s[c] = (i < T && j < T) ? ss[row * Ld<D>::s + col] * args.scale + tile::linearBias(hb, i, j) : -INFINITY;
+        s[c] = tile::logit(blk.hb, ss[row * Ld<D>::s + col], args.scale, i, j, T);
       }
       const float newMax = fmaxf(rowMax[r], warpMax(fmaxf(s[0], s[1])));
       // A row with no finite logit yet (padding rows past T) adds nothing and rescales nothing.
@@ -287,8 +349,8 @@ __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const int col = lane + 32 * c;
-        const bool keep = tile::dropoutKeep(args.seed, batchHead, i, c0 + col, dv.threshold);
-        ps[row * Ld<D>::p + col] = __float2bfloat16(keep ? p[c] * dv.keepScale : 0.f);
+        const bool keep = tile::dropoutKeep(args.seed, blk.batchHead, i, c0 + col, dv.threshold);
+        ps[row * Ld<D>::p + col] = __float2bfloat16(tile::afterDropout(p[c], keep, dv.keepScale));
       }
       for (int d = lane; d < D; d += 32) os[row * Ld<D>::acc + d] *= alpha;
     }
@@ -297,8 +359,8 @@ __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args
     __syncwarp();
   }
 
-  bf16* o = headRows(args.o, b, h);
-  float* lse = args.lse + int64_t(b * H + h) * T;
+  bf16* o = blk.rows(args.o);
+  float* lse = blk.stats(args.lse);
 #pragma unroll
   for (int r = 0; r < kStripe; ++r) {
     const int row = stripe + r, i = r0 + row;
@@ -327,34 +389,64 @@ __global__ void __launch_bounds__(kThreads) rowDotKernel(const BackwardArgs args
   if (lane == 0) rowDot[rowIndex] = acc;
 }
 
+// The shared-memory tiles of a (query tile, key tile) pair in keyGradKernel and queryGradKernel.
+struct BackwardTiles {
+  bf16 *q, *dO, *k, *v;  // (64, D) bf16, row length Ld::rows
+  float* s;              // (64, 64) fp32, Ld::s: S = Q K^T, then dP~ = dO V^T
+  bf16 *p, *dS;          // (64, 64) bf16, Ld::p: P~ (keyGrad; nullptr in queryGrad) and dS
+  float *lse, *rowDot;   // (64): the query tile's log-sum-exp and D_i
+};
+
+// The tiles at the offsets of layout S (KeyGradSmem, QueryGradSmem), P~ at `p`.
+template <typename S>
+__device__ BackwardTiles backwardTiles(bf16* p) {
+  return {smemAt<bf16>(S::q),  smemAt<bf16>(S::dO),   smemAt<bf16>(S::k),
+          smemAt<bf16>(S::v),  smemAt<float>(S::s),   p,
+          smemAt<bf16>(S::dS), smemAt<float>(S::lse), smemAt<float>(S::rowDot)};
+}
+
 // Loads the lse and D_i of query rows [r0, r0 + kBr) (+inf and 0 past T: their P is then 0).
-__device__ void loadRowStats(float* lseTile, float* rowDotTile, const float* lse, const float* rowDot, int r0, int T) {
+__device__ void loadRowStats(const BackwardTiles& t, const float* lseAll, const float* rowDotAll, const TileBlock& blk,
+                             int r0) {
+  const float* lse = blk.stats(lseAll);
+  const float* rowDot = blk.stats(rowDotAll);
   for (int x = threadIdx.x; x < kBr; x += kThreads) {
     const int i = r0 + x;
-    lseTile[x] = i < T ? lse[i] : INFINITY;
-    rowDotTile[x] = i < T ? rowDot[i] : 0.f;
+    t.lse[x] = i < blk.T ? lse[i] : INFINITY;
+    t.rowDot[x] = i < blk.T ? rowDot[i] : 0.f;
   }
 }
 
-// One warp, its 16 rows of a (query tile, key tile): from S = Q K^T in `ss`, the probabilities
-// P = exp(scale S + bias - lse) (kept in registers) and the dropout mask (bits 2r + c).
+// One warp, its 16 query rows of a (query tile r0, key tile c0) pair, with the pair's Q, dO, K, V,
+// lse and D_i in shared memory: S = Q K^T, then P = exp(scale S + bias - lse) and the dropout mask
+// (in registers, bits 2r + c), then dP~ = dO V^T, then dS = P o (dP - D_i) into this warp's rows
+// of t.dS and, where t.p is not nullptr, P~ into its rows of t.p. With biasGrads, returns the bias
+// gradients of this lane's cells, summed in a fixed cell order (else zeros).
 template <int D>
-__device__ void recomputeProbabilities(float (&p)[kStripe][2], uint32_t& keepBits, const float* ss,
-                                       const float* lseTile, const tile::HeadBias& hb, const BackwardArgs& args,
-                                       const Derived& dv, uint32_t batchHead, int stripe, int r0, int c0) {
-  const int lane = threadIdx.x % 32, T = args.shape.T;
-  keepBits = 0;
-#pragma unroll
-  for (int r = 0; r < kStripe; ++r) {
-    const int row = stripe + r, i = r0 + row;
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const int col = lane + 32 * c, j = c0 + col;
-      const float s = (i < T && j < T) ? ss[row * Ld<D>::s + col] * args.scale + tile::linearBias(hb, i, j) : -INFINITY;
-      p[r][c] = __expf(s - lseTile[row]);  // exactly 0 where s = -inf or the row is padding (lse = +inf)
-      if (tile::dropoutKeep(args.seed, batchHead, i, j, dv.threshold)) keepBits |= 1u << (2 * r + c);
-    }
-  }
+__device__ tile::BiasGrads<float> backwardStripe(const BackwardTiles& t, bool biasGrads, const BackwardArgs& args,
+                                                 const Derived& dv, const TileBlock& blk, int r0, int c0) {
+  float p[kStripe][2];
+  uint32_t keepBits = 0;
+  tile::BiasGrads<float> grads;
+  stripeTimesTransposed<D>(t.s + blk.stripe * Ld<D>::s, t.q + blk.stripe * Ld<D>::rows, t.k);
+  __syncwarp();
+  forEachLaneCell(blk, r0, c0, [&](const LaneCell& x) {
+    const float s = tile::logit(blk.hb, t.s[x.row * Ld<D>::s + x.col], args.scale, x.i, x.j, blk.T);
+    p[x.r][x.c] = __expf(s - t.lse[x.row]);  // exactly 0 where s = -inf or the row is padding (lse = +inf)
+    if (tile::dropoutKeep(args.seed, blk.batchHead, x.i, x.j, dv.threshold)) keepBits |= 1u << (2 * x.r + x.c);
+  });
+  __syncwarp();
+  stripeTimesTransposed<D>(t.s + blk.stripe * Ld<D>::s, t.dO + blk.stripe * Ld<D>::rows, t.v);  // dP~ = dO V^T
+  __syncwarp();
+  forEachLaneCell(blk, r0, c0, [&](const LaneCell& x) {
+    const bool keep = (keepBits >> (2 * x.r + x.c)) & 1u;
+    const float prob = p[x.r][x.c];
+    const float dS = tile::scoreGrad(prob, t.s[x.row * Ld<D>::s + x.col], keep, dv.keepScale, t.rowDot[x.row]);
+    if (t.p != nullptr) t.p[x.row * Ld<D>::p + x.col] = __float2bfloat16(tile::afterDropout(prob, keep, dv.keepScale));
+    t.dS[x.row * Ld<D>::p + x.col] = __float2bfloat16(dS);
+    if (biasGrads && x.i < blk.T && x.j < blk.T) grads.add(tile::biasCell(blk.hb, x.i, x.j), dS);
+  });
+  return grads;
 }
 
 // grid (ceil(T / kBc), H, B): one block per key tile; dK, dV summed over every query tile.
@@ -362,73 +454,36 @@ template <int D>
 __global__ void __launch_bounds__(kThreads)
     keyGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll) {
   using S = KeyGradSmem<D>;
-  extern __shared__ __align__(128) unsigned char smem[];
-  bf16* ks = reinterpret_cast<bf16*>(smem + S::k);
-  bf16* vs = reinterpret_cast<bf16*>(smem + S::v);
-  bf16* qs = reinterpret_cast<bf16*>(smem + S::q);
-  bf16* dOs = reinterpret_cast<bf16*>(smem + S::dO);
-  float* ss = reinterpret_cast<float*>(smem + S::s);
-  bf16* ps = reinterpret_cast<bf16*>(smem + S::p);
-  bf16* dSs = reinterpret_cast<bf16*>(smem + S::dS);
-  float* dKs = reinterpret_cast<float*>(smem + S::dK);
-  float* dVs = reinterpret_cast<float*>(smem + S::dV);
-  float* lseTile = reinterpret_cast<float*>(smem + S::lse);
-  float* rowDotTile = reinterpret_cast<float*>(smem + S::rowDot);
+  const BackwardTiles t = backwardTiles<S>(smemAt<bf16>(S::p));
+  float *dKs = smemAt<float>(S::dK), *dVs = smemAt<float>(S::dV);
 
-  const int T = args.shape.T, H = args.shape.H, b = blockIdx.z, h = blockIdx.y;
-  const int c0 = blockIdx.x * kBc, c1 = min(T, c0 + kBc);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, stripe = warp * kStripe;
-  const tile::HeadBias hb = headBias(args.bias, h);
-  const uint32_t batchHead = uint32_t(b * H + h);
-  const bf16* q = headRows(args.q, b, h);
-  const bf16* dO = headRows(args.dO, b, h);
-  const float* lse = args.lse + int64_t(b * H + h) * T;
-  const float* rowDot = rowDotAll + int64_t(b * H + h) * T;
+  const TileBlock blk = tileBlock(args.shape, args.bias);  // its tile: keys [c0, c1)
+  const int T = blk.T, c0 = blk.lo, stripe = blk.stripe;
 
-  loadRows<D>(ks, headRows(args.k, b, h), args.k.st, c0, T);
-  loadRows<D>(vs, headRows(args.v, b, h), args.v.st, c0, T);
+  loadRows<D>(t.k, args.k, blk, c0);
+  loadRows<D>(t.v, args.v, blk, c0);
   zeroAccumulator<D>(dKs);
   zeroAccumulator<D>(dVs);
 
   for (int r0 = 0; r0 < T; r0 += kBr) {
-    const int r1 = min(T, r0 + kBr);
-    if (tile::classifyTile(hb, r0, r1, c0, c1) == tile::TileClass::Blocked) continue;
+    if (!blk.visits(tile::Walk::Queries, r0)) continue;
     __syncthreads();  // every warp is done with the previous Q, dO, P~, dS
-    loadRows<D>(qs, q, args.q.st, r0, T);
-    loadRows<D>(dOs, dO, args.dO.st, r0, T);
-    loadRowStats(lseTile, rowDotTile, lse, rowDot, r0, T);
+    loadRows<D>(t.q, args.q, blk, r0);
+    loadRows<D>(t.dO, args.dO, blk, r0);
+    loadRowStats(t, args.lse, rowDotAll, blk, r0);
     __syncthreads();
 
-    // This warp's 16 query rows: P and the mask, then dP~ = dO V^T into the same buffer.
-    float p[kStripe][2];
-    uint32_t keepBits;
-    stripeTimesTransposed<D>(ss + stripe * Ld<D>::s, qs + stripe * Ld<D>::rows, ks);
-    __syncwarp();
-    recomputeProbabilities<D>(p, keepBits, ss, lseTile, hb, args, dv, batchHead, stripe, r0, c0);
-    __syncwarp();
-    stripeTimesTransposed<D>(ss + stripe * Ld<D>::s, dOs + stripe * Ld<D>::rows, vs);
-    __syncwarp();
-#pragma unroll
-    for (int r = 0; r < kStripe; ++r) {
-      const int row = stripe + r;
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const int col = lane + 32 * c;
-        const bool keep = (keepBits >> (2 * r + c)) & 1u;
-        const float dP = keep ? ss[row * Ld<D>::s + col] * dv.keepScale : 0.f;
-        ps[row * Ld<D>::p + col] = __float2bfloat16(keep ? p[r][c] * dv.keepScale : 0.f);
-        dSs[row * Ld<D>::p + col] = __float2bfloat16(p[r][c] * (dP - rowDotTile[row]));
-      }
-    }
+    // This warp's 16 query rows: P~ and dS.
+    backwardStripe<D>(t, false, args, dv, blk, r0, c0);
     __syncthreads();  // P~ and dS of all 64 query rows are in shared memory
 
     // This warp's 16 keys: dV += P~^T dO, dK += dS^T Q (times scale at the end).
-    stripeAccumulate<D, true>(dVs + stripe * Ld<D>::acc, ps + stripe, dOs);
-    stripeAccumulate<D, true>(dKs + stripe * Ld<D>::acc, dSs + stripe, qs);
+    stripeAccumulate<D, true>(dVs + stripe * Ld<D>::acc, t.p + stripe, t.dO);
+    stripeAccumulate<D, true>(dKs + stripe * Ld<D>::acc, t.dS + stripe, t.q);
   }
   __syncthreads();  // the accumulators were zeroed by all threads (a tile could be skipped entirely)
-  storeStripe<D>(headRows(args.dk, b, h), args.dk.st, dKs, stripe, c0, T, args.scale);
-  storeStripe<D>(headRows(args.dv, b, h), args.dv.st, dVs, stripe, c0, T, 1.f);
+  storeStripe<D>(args.dk, dKs, blk, args.scale);
+  storeStripe<D>(args.dv, dVs, blk, 1.f);
 }
 
 // grid (ceil(T / kBr), H, B): one block per query tile; dQ summed over every key tile, and this
@@ -437,89 +492,46 @@ template <int D>
 __global__ void __launch_bounds__(kThreads)
     queryGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll, double* partials) {
   using S = QueryGradSmem<D>;
-  extern __shared__ __align__(128) unsigned char smem[];
-  bf16* qs = reinterpret_cast<bf16*>(smem + S::q);
-  bf16* dOs = reinterpret_cast<bf16*>(smem + S::dO);
-  bf16* ks = reinterpret_cast<bf16*>(smem + S::k);
-  bf16* vs = reinterpret_cast<bf16*>(smem + S::v);
-  float* ss = reinterpret_cast<float*>(smem + S::s);
-  bf16* dSs = reinterpret_cast<bf16*>(smem + S::dS);
-  float* dQs = reinterpret_cast<float*>(smem + S::dQ);
-  float* lseTile = reinterpret_cast<float*>(smem + S::lse);
-  float* rowDotTile = reinterpret_cast<float*>(smem + S::rowDot);
-  double* warpPartials = reinterpret_cast<double*>(smem + S::partial);  // (kWarps, 3)
+  const BackwardTiles t = backwardTiles<S>(nullptr);  // dQ needs no P~
+  float* dQs = smemAt<float>(S::dQ);
+  double* warpPartials = smemAt<double>(S::partial);  // (kWarps, 3)
 
-  const int T = args.shape.T, H = args.shape.H, b = blockIdx.z, h = blockIdx.y;
-  const int r0 = blockIdx.x * kBr, r1 = min(T, r0 + kBr);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, stripe = warp * kStripe;
-  const tile::HeadBias hb = headBias(args.bias, h);
-  const uint32_t batchHead = uint32_t(b * H + h);
-  const bf16* k = headRows(args.k, b, h);
-  const bf16* v = headRows(args.v, b, h);
+  const TileBlock blk = tileBlock(args.shape, args.bias);  // its tile: query rows [r0, r1)
+  const int T = blk.T, r0 = blk.lo, warp = blk.warp, lane = blk.lane, stripe = blk.stripe;
   const bool biasGrads = partials != nullptr;
 
-  loadRows<D>(qs, headRows(args.q, b, h), args.q.st, r0, T);
-  loadRows<D>(dOs, headRows(args.dO, b, h), args.dO.st, r0, T);
-  loadRowStats(lseTile, rowDotTile, args.lse + int64_t(b * H + h) * T, rowDotAll + int64_t(b * H + h) * T, r0, T);
+  loadRows<D>(t.q, args.q, blk, r0);
+  loadRows<D>(t.dO, args.dO, blk, r0);
+  loadRowStats(t, args.lse, rowDotAll, blk, r0);
   zeroAccumulator<D>(dQs);
   __syncthreads();
 
   // This lane's cells, summed in a fixed order: sum dS * dbias/dparameter.
-  double gradPast = 0.0, gradFuture = 0.0, gradFirst = 0.0;
+  tile::BiasGrads<double> grads;
   for (int c0 = 0; c0 < T; c0 += kBc) {
-    const int c1 = min(T, c0 + kBc);
-    if (tile::classifyTile(hb, r0, r1, c0, c1) == tile::TileClass::Blocked) continue;
-    __syncthreads();  // every warp is done with the previous K and V
-    loadRows<D>(ks, k, args.k.st, c0, T);
-    loadRows<D>(vs, v, args.v.st, c0, T);
-    __syncthreads();
+    if (!blk.visits(tile::Walk::Keys, c0)) continue;
+    loadKeyTile<D>(t.k, t.v, args, blk, c0);
 
-    float p[kStripe][2];
-    uint32_t keepBits;
-    stripeTimesTransposed<D>(ss + stripe * Ld<D>::s, qs + stripe * Ld<D>::rows, ks);
+    const tile::BiasGrads<float> tileGrads = backwardStripe<D>(t, biasGrads, args, dv, blk, r0, c0);
+    grads.past += tileGrads.past, grads.future += tileGrads.future, grads.first += tileGrads.first;
     __syncwarp();
-    recomputeProbabilities<D>(p, keepBits, ss, lseTile, hb, args, dv, batchHead, stripe, r0, c0);
-    __syncwarp();
-    stripeTimesTransposed<D>(ss + stripe * Ld<D>::s, dOs + stripe * Ld<D>::rows, vs);  // dP~ = dO V^T
-    __syncwarp();
-    float tilePast = 0.f, tileFuture = 0.f, tileFirst = 0.f;
-#pragma unroll
-    for (int r = 0; r < kStripe; ++r) {
-      const int row = stripe + r, i = r0 + row;
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const int col = lane + 32 * c, j = c0 + col;
-        const bool keep = (keepBits >> (2 * r + c)) & 1u;
-        const float dP = keep ? ss[row * Ld<D>::s + col] * dv.keepScale : 0.f;
-        const float dS = p[r][c] * (dP - rowDotTile[row]);
-        dSs[row * Ld<D>::p + col] = __float2bfloat16(dS);
-        if (biasGrads && i < T && j < T) {
-          const tile::BiasCell cell = tile::biasCell(hb, i, j);
-          if (cell.term == tile::BiasTerm::Past) tilePast -= dS * cell.distance;
-          if (cell.term == tile::BiasTerm::Future) tileFuture -= dS * cell.distance;
-          if (cell.term == tile::BiasTerm::FirstToken) tileFirst += dS;
-        }
-      }
-    }
-    gradPast += tilePast, gradFuture += tileFuture, gradFirst += tileFirst;
-    __syncwarp();
-    stripeAccumulate<D, false>(dQs + stripe * Ld<D>::acc, dSs + stripe * Ld<D>::p, ks);  // dQ += dS K
+    stripeAccumulate<D, false>(dQs + stripe * Ld<D>::acc, t.dS + stripe * Ld<D>::p, t.k);  // dQ += dS K
     __syncwarp();
   }
-  storeStripe<D>(headRows(args.dq, b, h), args.dq.st, dQs, stripe, r0, T, args.scale);
+  storeStripe<D>(args.dq, dQs, blk, args.scale);
 
   if (biasGrads) {
-    gradPast = warpSum(gradPast), gradFuture = warpSum(gradFuture), gradFirst = warpSum(gradFirst);
+    grads.past = warpSum(grads.past), grads.future = warpSum(grads.future), grads.first = warpSum(grads.first);
     if (lane == 0) {
-      warpPartials[warp * 3 + 0] = gradPast;
-      warpPartials[warp * 3 + 1] = gradFuture;
-      warpPartials[warp * 3 + 2] = gradFirst;
+      warpPartials[warp * 3 + 0] = grads.past;
+      warpPartials[warp * 3 + 1] = grads.future;
+      warpPartials[warp * 3 + 2] = grads.first;
     }
     __syncthreads();
     if (threadIdx.x < 3) {
       double sum = 0.0;
       for (int w = 0; w < kWarps; ++w) sum += warpPartials[w * 3 + threadIdx.x];
-      partials[(int64_t(b * H + h) * gridDim.x + blockIdx.x) * 3 + threadIdx.x] = sum;
+      partials[(int64_t(blk.batchHead) * gridDim.x + blockIdx.x) * 3 + threadIdx.x] = sum;
     }
   }
 }

@@ -141,6 +141,9 @@ torch::Tensor fusedLinearBiasAttention(const torch::Tensor& q, const torch::Tens
   const LinearBiasSpec& spec = bias.spec();
   const int64_t H = q.size(1);
   TORCH_CHECK(spec.heads() == H, "fused ALiBi attention: the spec has ", spec.heads(), " heads, q has ", H);
+  // The kernel gives pairs touching position 0 the first-token bias before it applies causality:
+  // a causal call with it would let query 0 see the future (makeLinearBiasSpec never makes one).
+  TORCH_CHECK(!(causal && spec.hasFirstTokenBias), "fused ALiBi attention: a first-token bias is for encoders only");
   auto onDevice = [&](const torch::Tensor& t) { return t.to(q.device(), torch::kFloat32).contiguous(); };
   torch::Tensor firstTokenBias =
       spec.hasFirstTokenBias ? onDevice(bias.firstTokenBias()) : torch::zeros({H}, q.options().dtype(torch::kFloat32));

@@ -67,6 +67,12 @@ XTRAP_HD float biasOf(const HeadBias& hb, BiasCell cell) {
 // The bias added to the (already scaled) logit of query i and key j: LinearBiasSpec::bias in float.
 XTRAP_HD float linearBias(const HeadBias& hb, int i, int j) { return biasOf(hb, biasCell(hb, i, j)); }
 
+// The logit of query i and key j from their dot product q_i . k_j: scale q_i . k_j + bias, and
+// -inf past the sequence (the padding rows and columns of tail tiles) as on blocked cells.
+XTRAP_HD float logit(const HeadBias& hb, float dot, float scale, int i, int j, int T) {
+  return (i < T && j < T) ? dot * scale + linearBias(hb, i, j) : -INFINITY;
+}
+
 // A tile of query rows [r0, r1) and key columns [c0, c1), both non-empty and already clipped to
 // the sequence (tail tiles are shorter). Blocked: every cell is -inf, so the kernel skips the
 // tile (its probabilities are exactly 0); Unblocked: no cell is -inf; Mixed: some are.
@@ -91,6 +97,46 @@ XTRAP_HD TileClass classifyTile(const HeadBias& hb, int r0, int r1, int c0, int 
   if (!unblocked) return TileClass::Blocked;
   return blocked ? TileClass::Mixed : TileClass::Unblocked;
 }
+
+// A kernel block owns one tile of [0, T) on one axis and walks the tiles of the other: key tiles
+// against its query rows (forward, dQ), or query tiles against its keys (dK, dV).
+enum class Walk : int { Keys, Queries };
+
+// Whether a block that owns the tile [own0, own1) visits the tile [t0, min(T, t0 + size)) of the
+// other axis (`walk`): whether the pair has a cell that is not blocked. The others are skipped:
+// their probabilities are exactly 0.
+XTRAP_HD bool visitsTile(const HeadBias& hb, Walk walk, int own0, int own1, int t0, int size, int T) {
+  const int t1 = t0 + size < T ? t0 + size : T;
+  const TileClass c = walk == Walk::Keys ? classifyTile(hb, own0, own1, t0, t1) : classifyTile(hb, t0, t1, own0, own1);
+  return c != TileClass::Blocked;
+}
+
+// ---- Per cell: dropout, and the backward's gradients ----
+
+// A value through dropout: scaled by keepScale = 1 / (1 - p) where kept, 0 where dropped. P~ from
+// P (the forward's P~ V, the backward's dV = P~^T dO), and dP = dL/dP from dP~ = dO_i . v_j.
+XTRAP_HD float afterDropout(float x, bool keep, float keepScale) { return keep ? x * keepScale : 0.f; }
+
+// dS = dL/d(logit) of one cell (FlashAttention-2): P (dP - D_i), with dP the gradient through
+// dropout of dPTilde = dO_i . v_j and D_i = rowsum(dO o O) = sum_j P_ij dP_ij. The bias is added
+// to the logit unscaled, so dS is also dL/d(bias).
+XTRAP_HD float scoreGrad(float prob, float dPTilde, bool keep, float keepScale, float rowDot) {
+  return prob * (afterDropout(dPTilde, keep, keepScale) - rowDot);
+}
+
+// The bias gradients of a set of cells, from their dS and biasCell (the derivatives of biasOf):
+// dL/dslopePast = sum of dS * (-distance) over Past cells, dL/dslopeFuture the same over Future
+// cells, dL/dfirstTokenBias = sum of dS over FirstToken cells. Summed in the order of add().
+template <typename F>
+struct BiasGrads {
+  F past = 0, future = 0, first = 0;
+
+  XTRAP_HD void add(BiasCell cell, float dS) {
+    if (cell.term == BiasTerm::Past) past -= dS * cell.distance;
+    if (cell.term == BiasTerm::Future) future -= dS * cell.distance;
+    if (cell.term == BiasTerm::FirstToken) first += dS;
+  }
+};
 
 // ---- Dropout: a counter-based generator, so the backward regenerates the forward's mask ----
 
