@@ -7,11 +7,32 @@
 // Items processed are tokens (attention, batching) or rows (head), so the reports read as
 // tokens/s. Sizes are the quickstart model's (d = 128, 8 heads); 2048 tokens per iteration.
 // Threads: --threads is not a Google Benchmark flag; set XTRAP_THREADS (default 2).
+// Where LibTorch has CUDA (XTRAP_WITH_CUDA_KERNELS), `--fused-csv FILE [--fused-reps N]` instead
+// times the fused ALiBi-family kernel (issue 23 item 5) at bench/attention_anchors.py's cases and
+// writes its CSV columns (bench/fused_attention.sh joins the two).
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
 #include <numeric>
 #include <optional>
+
+#ifdef XTRAP_WITH_CUDA_KERNELS
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/linear_bias_spec.h"
+#include "model/position/linear_bias.h"
+#include "model/position/linear_bias_attention_cuda.h"
+#endif
 
 #include "data/block_sampler.h"
 #include "data/masked_batch.h"
@@ -134,11 +155,146 @@ void BM_MatmulPeak(benchmark::State& state) {
 BENCHMARK(BM_MatmulPeak)->Arg(512)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
+
+#ifdef XTRAP_WITH_CUDA_KERNELS
+namespace {
+
+// One row of --fused-csv: the fused kernel, bf16 forward + backward (q, k, v and any learned slope
+// parameters), median of `reps` after `warmup`, CUDA events on the current stream. FLOPs as
+// bench/attention_anchors.py: 3.5 x 4 B H L^2 D, halved when every head sees one triangle.
+struct FusedRow {
+  std::string caseName, method;
+  int64_t B, L;
+  bool causal;
+  PositionMethod pos;
+  bool learned;  // causal learned slopes: alibi's spec with learnedSlopes (makeLinearBiasSpec has none)
+};
+constexpr int64_t kFusedHeads = 16, kFusedHeadDim = 64;
+
+std::vector<FusedRow> fusedRows() {
+  std::vector<FusedRow> rows;
+  const std::pair<int64_t, int64_t> causalShapes[] = {{8, 2048}, {2, 8192}, {1, 16384}};  // (B, L)
+  for (auto [B, L] : causalShapes) {
+    std::string name = "causal-B" + std::to_string(B) + "-L" + std::to_string(L);
+    rows.push_back({name, "xtrap-fused-fixed", B, L, true, PositionMethod::Alibi, false});
+    rows.push_back({name, "xtrap-fused-learned", B, L, true, PositionMethod::Alibi, true});
+  }
+  auto encoder = [](const char* variant) { return std::string("encoder-") + variant + "-B8-L2048"; };
+  rows.push_back({encoder("symmetric"), "xtrap-fused-symmetric", 8, 2048, false, PositionMethod::Alibi, false});
+  rows.push_back({encoder("symmetric"), "xtrap-fused-learned", 8, 2048, false, PositionMethod::AlibiLearned, false});
+  rows.push_back({encoder("offset"), "xtrap-fused-offset", 8, 2048, false, PositionMethod::AlibiOffset, false});
+  rows.push_back({encoder("onesided"), "xtrap-fused-onesided", 8, 2048, false, PositionMethod::AlibiOneSided, false});
+  return rows;
+}
+
+struct FusedResult {
+  double ms = 0, peakMiB = 0;
+  std::string status = "ok";
+};
+
+FusedResult timeFused(const FusedRow& r, int warmup, int reps) {
+  FusedResult result;
+  const int64_t H = kFusedHeads, D = kFusedHeadDim;
+  try {
+    LinearBiasSpec spec = makeLinearBiasSpec(r.pos, H, r.causal);
+    if (r.learned) spec.learnedSlopes = true;
+    auto bias = std::make_shared<LinearBias>(spec, /*learnedInitRandom=*/false);
+    bias->to(torch::Device(torch::kCUDA));
+    auto bf16 = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+    auto q = torch::randn({r.B, H, r.L, D}, bf16).requires_grad_(),
+         k = torch::randn({r.B, H, r.L, D}, bf16).requires_grad_(),
+         v = torch::randn({r.B, H, r.L, D}, bf16).requires_grad_(), dO = torch::randn({r.B, H, r.L, D}, bf16);
+    std::string reason = fusedLinearBiasAttentionUnsupported(q, k, v, 0.0);
+    if (!reason.empty()) {
+      result.status = "unsupported: " + reason;
+      return result;
+    }
+    std::vector<torch::Tensor> inputs = {q, k, v};
+    for (const auto& p : bias->parameters()) inputs.push_back(p);
+    const double scale = 1.0 / std::sqrt(double(D));
+    auto step = [&] {
+      auto o = fusedLinearBiasAttention(q, k, v, *bias, r.causal, scale, 0.0);
+      torch::autograd::grad({o}, inputs, {dO}, /*retain_graph=*/{}, /*create_graph=*/false, /*allow_unused=*/true);
+    };
+    for (int i = 0; i < warmup; ++i) step();
+    torch::cuda::synchronize();
+    namespace allocator = c10::cuda::CUDACachingAllocator;
+    const auto device = q.device().index();
+    allocator::resetPeakStats(device);
+    cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+    std::vector<cudaEvent_t> starts(reps), stops(reps);
+    for (int i = 0; i < reps; ++i) {
+      cudaEventCreate(&starts[i]);
+      cudaEventCreate(&stops[i]);
+      cudaEventRecord(starts[i], stream);
+      step();
+      cudaEventRecord(stops[i], stream);
+    }
+    torch::cuda::synchronize();
+    std::vector<float> ms(reps);
+    for (int i = 0; i < reps; ++i) {
+      cudaEventElapsedTime(&ms[i], starts[i], stops[i]);
+      cudaEventDestroy(starts[i]);
+      cudaEventDestroy(stops[i]);
+    }
+    std::sort(ms.begin(), ms.end());
+    result.ms = reps % 2 ? ms[reps / 2] : 0.5 * (ms[reps / 2 - 1] + ms[reps / 2]);
+    // Index 0: StatType::AGGREGATE (what torch.cuda.max_memory_allocated reads).
+    result.peakMiB = double(allocator::getDeviceStats(device).allocated_bytes[0].peak) / (1 << 20);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    what = what.substr(0, std::min(what.find('\n'), size_t(160)));
+    result.status = what.find("out of memory") != std::string::npos ? "oom" : "error: " + what;
+  }
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  return result;
+}
+
+int writeFusedCsv(const std::string& path, int reps) {
+  FILE* out = std::fopen(path.c_str(), "w");
+  if (!out) {
+    std::fprintf(stderr, "bench_attention: cannot write %s\n", path.c_str());
+    return 1;
+  }
+  const char* header = "case,B,H,L,D,causal,method,ms,tflops,peak_mib,status\n";
+  std::fputs(header, out);
+  std::fputs(header, stdout);
+  for (const FusedRow& r : fusedRows()) {
+    FusedResult t = timeFused(r, 5, reps);
+    std::replace(t.status.begin(), t.status.end(), ',', ';');  // one CSV field
+    bool half = r.causal || r.pos == PositionMethod::AlibiOneSided;
+    double flops = 3.5 * 4.0 * double(r.B * kFusedHeads * r.L) * double(r.L * kFusedHeadDim) * (half ? 0.5 : 1.0);
+    char numbers[128] = "";
+    if (t.status == "ok")
+      std::snprintf(numbers, sizeof numbers, "%.4f,%.2f,%.1f", t.ms, flops / (t.ms * 1e-3) / 1e12, t.peakMiB);
+    else
+      std::snprintf(numbers, sizeof numbers, ",,");
+    for (FILE* f : {out, stdout})
+      std::fprintf(f, "%s,%lld,%lld,%lld,%lld,%d,%s,%s,%s\n", r.caseName.c_str(), (long long)r.B,
+                   (long long)kFusedHeads, (long long)r.L, (long long)kFusedHeadDim, int(r.causal), r.method.c_str(),
+                   numbers, t.status.c_str());
+    std::fflush(out);
+  }
+  std::fclose(out);
+  return 0;
+}
+
+}  // namespace
+#endif  // XTRAP_WITH_CUDA_KERNELS
 }  // namespace xtrap
 
 int main(int argc, char** argv) {
   const char* threads = std::getenv("XTRAP_THREADS");
   xtrap::configureRuntime(threads ? std::atoll(threads) : 2);
+#ifdef XTRAP_WITH_CUDA_KERNELS
+  std::string fusedCsv;
+  int fusedReps = 20;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--fused-csv") == 0) fusedCsv = argv[i + 1];
+    if (std::strcmp(argv[i], "--fused-reps") == 0) fusedReps = std::max(1, std::atoi(argv[i + 1]));
+  }
+  if (!fusedCsv.empty()) return xtrap::writeFusedCsv(fusedCsv, fusedReps);
+#endif
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

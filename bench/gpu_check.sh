@@ -9,16 +9,19 @@
 #            against a bf16 matmul of the same command; COMPARE_ARGS adds flags to it)
 #   bench    the attention micro-benchmark
 #   eval     a short L=512 training run of the 6 x 512 model on CUDA, then Lvalid 512..16384
+#   fused    the fused ALiBi-family kernel against SDPA / FlexAttention anchors (issue 23 item 5;
+#            bench/fused_attention.sh: OUTDIR/fused_attention.md). XTRAP_TARGETS=bench_attention
+#            builds only what it needs.
 # A device command is limited to 10 minutes and the machine starts bare: one stage or two per call.
-#   bash bench/gpu_check.sh OUTDIR [tests] [compare] [bench] [eval]
+#   bash bench/gpu_check.sh OUTDIR [tests] [compare] [bench] [eval] [fused]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${1:?usage: bench/gpu_check.sh OUTDIR [tests] [compare] [bench] [eval]}
+OUT=${1:?usage: bench/gpu_check.sh OUTDIR [tests] [compare] [bench] [eval] [fused]}
 shift
 STAGES=("$@")
-((${#STAGES[@]})) || STAGES=(tests compare bench eval)
+((${#STAGES[@]})) || STAGES=(tests compare bench eval fused)
 for stage in "${STAGES[@]}"; do
-  [[ $stage =~ ^(tests|compare|bench|eval)$ ]] || { echo "bench/gpu_check.sh: unknown stage '$stage'" >&2; exit 2; }
+  [[ $stage =~ ^(tests|compare|bench|eval|fused)$ ]] || { echo "bench/gpu_check.sh: unknown stage '$stage'" >&2; exit 2; }
 done
 wants() { [[ " ${STAGES[*]} " == *" $1 "* ]]; }
 mkdir -p "$OUT"
@@ -75,5 +78,11 @@ if wants eval; then
   start=$SECONDS
   build-cuda/xtrap eval "$RUN" --Lvalid 512..16384 --device cuda --out "$OUT/long_eval.csv" >"$OUT/long_eval.log" 2>&1
   summary "eval Lvalid 512..16384 on cuda: rc=$? in $((SECONDS - start)) s (long_eval.log, long_eval.csv)"
+fi
+# The fused ALiBi-family kernel side by side with its PyTorch anchors (issue 23 item 5).
+if wants fused; then
+  start=$SECONDS
+  bash bench/fused_attention.sh "$OUT" >"$OUT/fused_attention.log" 2>&1
+  summary "fused attention vs anchors: rc=$? in $((SECONDS - start)) s: $(tail -1 "$OUT/fused_attention.log") (fused_attention.md)"
 fi
 summary "logs in $OUT"

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Issue 23 item 5: the fused ALiBi-family CUDA kernel against its PyTorch anchors, in one command on
+# the GPU machine (after .gpu-deps/gpu-build.sh built build-cuda/). Writes into OUTDIR:
+#   fused.csv, fused.log       build-cuda/bench_attention --fused-csv (xtrap-fused-* rows)
+#   anchors.csv, anchors.log   python3 bench/attention_anchors.py (SDPA flash / cuDNN / efficient, Flex)
+#   fused_attention.md         both joined: per case ms, TFLOP/s, peak MiB, ratios, target checks
+# Env: BENCH (default build-cuda/bench_attention), PYTHON (default python3), FUSED_REPS (20),
+# ANCHOR_ARGS (more flags for attention_anchors.py, e.g. "--cases causal-B8-L2048").
+#   bash bench/fused_attention.sh OUTDIR
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+OUT=${1:?usage: bench/fused_attention.sh OUTDIR}
+mkdir -p "$OUT"
+BENCH=${BENCH:-build-cuda/bench_attention}
+PYTHON=${PYTHON:-python3}
+REPS=${FUSED_REPS:-20}
+
+start=$SECONDS
+"$BENCH" --fused-csv "$OUT/fused.csv" --fused-reps "$REPS" >"$OUT/fused.log" 2>&1
+fused_rc=$?
+echo "fused kernel: rc=$fused_rc in $((SECONDS - start)) s (fused.csv, fused.log)"
+start=$SECONDS
+# shellcheck disable=SC2086
+"$PYTHON" bench/attention_anchors.py --out "$OUT/anchors.csv" --reps "$REPS" ${ANCHOR_ARGS:-} >"$OUT/anchors.log" 2>&1
+anchors_rc=$?
+echo "anchors: rc=$anchors_rc in $((SECONDS - start)) s (anchors.csv, anchors.log)"
+for f in fused anchors; do  # a crashed side still leaves a joinable (header-only) CSV
+  [[ -s $OUT/$f.csv ]] || echo "case,B,H,L,D,causal,method,ms,tflops,peak_mib,status" >"$OUT/$f.csv"
+done
+"$PYTHON" bench/attention_anchors.py --join "$OUT/fused.csv" "$OUT/anchors.csv" --md "$OUT/fused_attention.md"
+join_rc=$?
+((fused_rc == 0 && anchors_rc == 0 && join_rc == 0))
