@@ -74,38 +74,57 @@ TEST_CASE("dropoutMatmul equals fastDropout then matmul, values and gradients, f
   REQUIRE(torch::allclose(dropoutMatmul(probs, v, 0.2, false), probs.matmul(v)));
 }
 
-// Parameters w (decayed) and b (not) with an optimizer of type Optimizer over them.
-template <class Optimizer>
-std::tuple<torch::Tensor, torch::Tensor, std::unique_ptr<Optimizer>> twoGroups(const torch::Tensor& w0,
-                                                                               const torch::Tensor& b0) {
-  auto w = w0.clone().requires_grad_(), b = b0.clone().requires_grad_();
-  auto options = torch::optim::AdamWOptions(0.01).betas({0.9, 0.98}).weight_decay(0.1);
-  auto noDecay = options;
-  noDecay.weight_decay(0.0);
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(std::vector<torch::Tensor>{w}, std::make_unique<torch::optim::AdamWOptions>(options));
-  groups.emplace_back(std::vector<torch::Tensor>{b}, std::make_unique<torch::optim::AdamWOptions>(noDecay));
-  return {w, b, std::make_unique<Optimizer>(groups, options)};
-}
+// Parameters w (decayed) and b (not), twice: under LibTorch's AdamW (the reference) and under
+// InPlaceAdamW, with the same options.
+struct AdamWTwins {
+  torch::Tensor wRef, bRef, w, b;
+  std::unique_ptr<torch::optim::AdamW> reference;
+  std::unique_ptr<InPlaceAdamW> mine;
+
+  AdamWTwins(const torch::Tensor& w0, const torch::Tensor& b0)
+      : wRef(w0.clone().requires_grad_()),
+        bRef(b0.clone().requires_grad_()),
+        w(w0.clone().requires_grad_()),
+        b(b0.clone().requires_grad_()),
+        reference(over<torch::optim::AdamW>(wRef, bRef)),
+        mine(over<InPlaceAdamW>(w, b)) {}
+
+  // One step of both: the reference's weight gets `referenceGrad`, the other's `grad` (the same
+  // gradient, dense or sparse), both biases `biasGrad`.
+  void step(const torch::Tensor& referenceGrad, const torch::Tensor& grad, const torch::Tensor& biasGrad) {
+    wRef.mutable_grad() = referenceGrad;
+    bRef.mutable_grad() = biasGrad.clone();
+    w.mutable_grad() = grad;
+    b.mutable_grad() = biasGrad.clone();
+    reference->step();
+    mine->step();
+  }
+
+ private:
+  template <class Optimizer>
+  static std::unique_ptr<Optimizer> over(const torch::Tensor& weight, const torch::Tensor& bias) {
+    auto options = torch::optim::AdamWOptions(0.01).betas({0.9, 0.98}).weight_decay(0.1);
+    auto noDecay = options;
+    noDecay.weight_decay(0.0);
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(std::vector<torch::Tensor>{weight}, std::make_unique<torch::optim::AdamWOptions>(options));
+    groups.emplace_back(std::vector<torch::Tensor>{bias}, std::make_unique<torch::optim::AdamWOptions>(noDecay));
+    return std::make_unique<Optimizer>(groups, options);
+  }
+};
 
 TEST_CASE("InPlaceAdamW takes LibTorch AdamW's steps (weight decay, bias correction, two groups)", "[perf]") {
   torch::manual_seed(5);
   // More elements than one slice (2^20), so the slicing is exercised; a vector without decay.
   auto w0 = torch::randn({1100, 1000}), b0 = torch::randn({7});
-  auto [wRef, bRef, reference] = twoGroups<torch::optim::AdamW>(w0, b0);
-  auto [w, b, mine] = twoGroups<InPlaceAdamW>(w0, b0);
+  AdamWTwins twins(w0, b0);
   for (int step = 0; step < 3; ++step) {
-    auto gw = torch::randn_like(w0), gb = torch::randn_like(b0);
-    wRef.mutable_grad() = gw.clone();
-    bRef.mutable_grad() = gb.clone();
-    w.mutable_grad() = gw.clone();
-    b.mutable_grad() = gb.clone();
-    reference->step();
-    mine->step();
+    auto gw = torch::randn_like(w0);
+    twins.step(gw.clone(), gw.clone(), torch::randn_like(b0));
   }
-  REQUIRE(torch::allclose(w, wRef, 1e-6, 1e-7));
-  REQUIRE(torch::allclose(b, bRef, 1e-6, 1e-7));
-  REQUIRE(!torch::allclose(w, w0));
+  REQUIRE(torch::allclose(twins.w, twins.wRef, 1e-6, 1e-7));
+  REQUIRE(torch::allclose(twins.b, twins.bRef, 1e-6, 1e-7));
+  REQUIRE(!torch::allclose(twins.w, w0));
 }
 
 TEST_CASE("InPlaceAdamW with a sparse gradient takes AdamW's steps with the same gradient dense", "[perf]") {
@@ -113,25 +132,18 @@ TEST_CASE("InPlaceAdamW with a sparse gradient takes AdamW's steps with the same
   // An embedding-like parameter of more than one slice; each step's gradient has a few rows,
   // given uncoalesced (a row twice) as an embedding's backward gives it.
   auto w0 = torch::randn({2100, 500}), b0 = torch::randn({7});
-  auto [wRef, bRef, reference] = twoGroups<torch::optim::AdamW>(w0, b0);
-  auto [w, b, mine] = twoGroups<InPlaceAdamW>(w0, b0);
+  AdamWTwins twins(w0, b0);
   for (int step = 0; step < 3; ++step) {
     auto rows = torch::tensor({3, 2099, 3, 1000 + step}, torch::kLong);
     auto values = torch::randn({4, 500});
     auto sparse = torch::sparse_coo_tensor(rows.unsqueeze(0), values, w0.sizes());
     auto dense = torch::zeros_like(w0).index_add_(0, rows, values);
-    auto gb = torch::randn_like(b0);
-    wRef.mutable_grad() = dense;
-    bRef.mutable_grad() = gb.clone();
-    w.mutable_grad() = sparse;
-    b.mutable_grad() = gb.clone();
-    reference->step();
-    mine->step();
+    twins.step(dense, sparse, torch::randn_like(b0));
   }
   // Every row moved (decay and the moments of earlier steps), not only the gradient's rows.
-  REQUIRE(torch::allclose(w, wRef, 1e-5, 1e-6));
-  REQUIRE(torch::allclose(b, bRef, 1e-6, 1e-7));
-  REQUIRE(!torch::equal(w[500], w0[500]));
+  REQUIRE(torch::allclose(twins.w, twins.wRef, 1e-5, 1e-6));
+  REQUIRE(torch::allclose(twins.b, twins.bRef, 1e-6, 1e-7));
+  REQUIRE(!torch::equal(twins.w[500], w0[500]));
 }
 
 TEST_CASE("dropBlock: a block of rows gets the keep decisions of the same elements of the whole tensor", "[perf]") {

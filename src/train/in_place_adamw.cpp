@@ -187,8 +187,11 @@ void InPlaceAdamW::keepOwnRows() {
 int64_t InPlaceAdamW::stateBytes() {
   int64_t bytes = 0;
   for (auto& group : param_groups_)
-    for (auto& p : group.params())
-      if (p.requires_grad()) bytes += int64_t(stateOf(p).exp_avg().nbytes() + stateOf(p).exp_avg_sq().nbytes());
+    for (auto& p : group.params()) {
+      if (!p.requires_grad()) continue;
+      auto& state = stateOf(p);
+      bytes += int64_t(state.exp_avg().nbytes() + state.exp_avg_sq().nbytes());
+    }
   return bytes;
 }
 
