@@ -385,6 +385,10 @@ RunInfo trainRun(TrainRequest req) {
   RunRecorder recorder(run, root, exec.device);
   TrainingState state = recorder.begin(req.resume, model, trainStep.optimizer(), sampler);
   trainStep.optimizer().keepOwnRows();  // a checkpoint holds every rank's moments
+  const std::string outOfMemoryDoing =
+      fmt::format("training on {}, {} sequences of {} tokens a step,", exec.deviceName(), B, L);
+  const std::string outOfMemoryRemedy =
+      "lower --batch, or --batch-tokens when --batch is 0 (the step then sees fewer sequences)";
   auto checkpoint = [&] {
     trainStep.optimizer().gatherStateToRoot();
     recorder.checkpoint(state, model, trainStep.optimizer(), sampler);
@@ -400,12 +404,10 @@ RunInfo trainRun(TrainRequest req) {
   while (state.step < totalSteps) {
     if (!root) torch::manual_seed(rankDropoutSeed(t.seed, group.rank(), state.step));
     double lr = learningRate(t, state.step, totalSteps);
-    auto step = withOutOfMemoryAdvice(
-        fmt::format("training on {}, {} sequences of {} tokens a step,", exec.deviceName(), B, L),
-        "lower --batch, or --batch-tokens when --batch is 0 (the step then sees fewer sequences)", [&] {
-          return trainStep.run(corpus.train, sampler.next(B), state.step, lr, mlm,
-                               req.injectNanAtSteps.count(state.step + 1) > 0);
-        });
+    auto step = withOutOfMemoryAdvice(outOfMemoryDoing, outOfMemoryRemedy, [&] {
+      return trainStep.run(corpus.train, sampler.next(B), state.step, lr, mlm,
+                           req.injectNanAtSteps.count(state.step + 1) > 0);
+    });
     if (step.bad) ++state.badSteps;
     ++state.step;
     state.tokensSeen += B * L;
