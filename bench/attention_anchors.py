@@ -4,7 +4,7 @@ Mode 1 (the GPU machine's python3, PyTorch 2.x with CUDA): time forward + backwa
 D=64, q/k/v requiring grad and a random upstream gradient (torch.autograd.grad, so nothing
 accumulates), CUDA events around every rep, the median of --reps after --warmup, at the cases
   causal-B8-L2048, causal-B2-L8192, causal-B1-L16384           causal ALiBi (decoders)
-  encoder-{symmetric,offset,onesided}-B8-L2048                 bidirectional encoder variants
+  encoder-{symmetric,offset,onesided,bialibi}-B8-L2048         bidirectional encoder variants
 of these methods:
   sdpa-flash           SDPA flash attention without any bias (is_causal for causal cases): the ceiling
   sdpa-cudnn-bias      SDPA cuDNN with a (1, H, L, L) bf16 bias tensor holding the variant's bias
@@ -12,11 +12,13 @@ of these methods:
   flex-alibi           FlexAttention (torch.compile'd) with the variant's score_mod; blocked pairs
                        (causal, one-sided heads) through a block mask, so Flex skips their tiles
   flex-learned         the same with learned slopes: a requires_grad (H) tensor captured in the
-                       score_mod whose gradient is asked for too (causal and encoder-symmetric)
+                       score_mod whose gradient is asked for too (causal, encoder-symmetric, and
+                       bialibi, whose first-token bias is learned too)
 Variants (as src/model/linear_bias_spec.h; d = j - i, m the paper's slopes, geometric with start
 and ratio 2^(-8/H)): causal -m(i-j), future blocked; symmetric -m|i-j|; offset past -m(i-j),
 future -m(j-i-0.5); one-sided: heads [0, H/2) see only the past (-m'(i-j), m' the slopes of H/2
-heads), heads [H/2, H) only the future (-m'(j-i)), -inf on the other side.
+heads), heads [H/2, H) only the future (-m'(j-i)), -inf on the other side; bialibi: symmetric, except that
+every pair touching position 0 gets a per-head bias instead (here linspace(-1, 1, H)).
 Every method is in try/except: an out-of-memory or an unsupported backend becomes a row with its
 status and the run goes on. Peak memory is torch.cuda.max_memory_allocated over the timed reps,
 counted from the inputs (q, k, v, upstream gradient and any bias tensor) already allocated.
@@ -46,7 +48,8 @@ COLUMNS = ["case", "B", "H", "L", "D", "causal", "method", "ms", "tflops", "peak
 HEADS, HEAD_DIM = 16, 64
 # (B, L, causal, variant); the names match bench_attention.cpp's fusedCases().
 SHAPES = [(8, 2048, True, "alibi"), (2, 8192, True, "alibi"), (1, 16384, True, "alibi"),
-          (8, 2048, False, "symmetric"), (8, 2048, False, "offset"), (8, 2048, False, "onesided")]
+          (8, 2048, False, "symmetric"), (8, 2048, False, "offset"), (8, 2048, False, "onesided"),
+          (8, 2048, False, "bialibi")]
 ANCHORS = ["sdpa-flash", "sdpa-cudnn-bias", "sdpa-efficient-bias", "flex-alibi", "flex-learned"]
 
 
@@ -68,12 +71,17 @@ def alibi_slopes(n):
     return pow2(p) if p == n else pow2(p) + pow2(2 * p)[0::2][: n - p]
 
 
+def first_token_bias(variant, H):
+    """bialibi's per-head bias on pairs touching position 0, or None."""
+    return [-1.0 + 2.0 * h / (H - 1) for h in range(H)] if variant == "bialibi" else None
+
+
 def variant_spec(variant, H):
     """(slope_past, slope_future, block_past, block_future, future_shift) per head, as makeLinearBiasSpec."""
     m = alibi_slopes(H)
     if variant == "alibi":  # causal
         return m, [0.0] * H, [False] * H, [True] * H, 0.0
-    if variant in ("symmetric", "offset"):
+    if variant in ("symmetric", "offset", "bialibi"):
         return m, m, [False] * H, [False] * H, 0.5 if variant == "offset" else 0.0
     assert variant == "onesided" and H % 2 == 0
     half, h2 = alibi_slopes(H // 2), H // 2
@@ -115,8 +123,9 @@ def run_anchors(args):
         text = f"{type(e).__name__}: {e}".splitlines()[0][:160]
         return "oom" if "out of memory" in text.lower() else "error: " + text
 
-    def bias_tensor(L, spec):
-        """(1, H, L, L) bf16, -inf where blocked; built one head at a time (no H x L^2 float32)."""
+    def bias_tensor(L, spec, first):
+        """(1, H, L, L) bf16, -inf where blocked, first[h] on row and column 0 when given; built one
+        head at a time (no H x L^2 float32)."""
         past, future, bpast, bfuture, shift = spec
         H = len(past)
         idx = torch.arange(L, device=dev, dtype=torch.float32)
@@ -129,15 +138,23 @@ def run_anchors(args):
                 b.masked_fill_(d < 0, float("-inf"))
             if bfuture[h]:
                 b.masked_fill_(d > 0, float("-inf"))
+            if first is not None:
+                b[0, :] = first[h]
+                b[:, 0] = first[h]
             out[0, h].copy_(b)
             del b
         del d, pd, fd, idx
         return out
 
-    def score_mod_for(variant, past, future, shift):
+    def score_mod_for(variant, past, future, shift, first):
         if variant == "alibi":
             def mod(score, b, h, q_idx, kv_idx):
                 return score - past[h] * (q_idx - kv_idx)
+        elif variant == "bialibi":
+            def mod(score, b, h, q_idx, kv_idx):
+                d = kv_idx - q_idx
+                distance = torch.where(d > 0, score - future[h] * d, score + past[h] * d)
+                return torch.where((q_idx == 0) | (kv_idx == 0), score + first[h], distance)
         else:
             def mod(score, b, h, q_idx, kv_idx):
                 d = kv_idx - q_idx
@@ -159,6 +176,7 @@ def run_anchors(args):
             continue
         H, D = HEADS, HEAD_DIM
         spec = variant_spec(variant, H)
+        first = first_token_bias(variant, H)
 
         def measure(method, make_step):
             """make_step() -> (step, extra inputs kept alive); one CSV row, never raises."""
@@ -198,7 +216,7 @@ def run_anchors(args):
 
         def sdpa_step(backend, with_bias):
             def make():
-                bias = bias_tensor(L, spec) if with_bias else None
+                bias = bias_tensor(L, spec, first) if with_bias else None
 
                 def step():
                     with sdpa_kernel(backend):
@@ -219,18 +237,20 @@ def run_anchors(args):
                 past, future, _, _, shift = spec
                 p = torch.tensor(past, device=dev, dtype=torch.float32, requires_grad=learned)
                 f = torch.tensor(future, device=dev, dtype=torch.float32, requires_grad=learned)
-                mod = score_mod_for(variant, p, f, shift)
+                t = torch.tensor(first, device=dev, dtype=torch.float32, requires_grad=learned) if first else None
+                mod = score_mod_for(variant, p, f, shift, t)
                 mask = block_mask_for(variant, H, L)
-                inputs = (q, k, v) + ((p,) if learned and variant == "alibi" else (p, f) if learned else ())
+                params = (p,) if variant == "alibi" else (p, f) if t is None else (p, f, t)
+                inputs = (q, k, v) + (params if learned else ())
 
                 def step():
                     o = flex(q, k, v, score_mod=mod, block_mask=mask)
                     torch.autograd.grad(o, inputs, dout)
-                return step, p, f, mask
+                return step, p, f, t, mask
             return make
 
         measure("flex-alibi", flex_step(False))
-        if variant in ("alibi", "symmetric"):
+        if variant in ("alibi", "symmetric", "bialibi"):
             measure("flex-learned", flex_step(True))
         del q, k, v, dout
         torch.cuda.empty_cache()
@@ -276,7 +296,7 @@ def join(fused_csv, anchors_csv, md_path):
     by_case = {c: {r["method"]: r for r in rows if r["case"] == c} for c in cases}
     # Fused rows first, then the anchors in their usual order, then anything else.
     order = ["xtrap-fused-fixed", "xtrap-fused-symmetric", "xtrap-fused-offset", "xtrap-fused-onesided",
-             "xtrap-fused-learned"] + ANCHORS
+             "xtrap-fused-bialibi", "xtrap-fused-learned"] + ANCHORS
     rank = {m: i for i, m in enumerate(order)}
     out = ["# Fused ALiBi-family attention vs PyTorch anchors (issue 23 item 5)", "",
            "bf16 forward + backward, H=16, D=64; median ms over the reps (CUDA events). TFLOP/s: "

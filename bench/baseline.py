@@ -7,9 +7,14 @@ for this comparison: the tied full softmax (x . E^T), LibTorch's adaptive softma
 CPU comparison only) and CLAP (beta * x . normalize(E)^T with a learned beta, the inputs embedded
 with the same normalised rows: output_head.cpp). Positions: none, sinusoidal, learned, rotary
 (rotate-half on q and k before the scaling, angles in float64, rotation in float32, cast back:
-position/rotary.cpp; here cos/sin are cached per length), and the fixed ALiBi biases: alibi
-(-m|i-j|, causal for decoders) and the encoder variant alibi-offset (past -m(i-j), future
--m(j-i-0.5): linear_bias_spec.cpp). Decoders: causal LM on L+1-token windows. Encoders: masked LM
+position/rotary.cpp; here cos/sin are cached per length), and the ALiBi family of
+linear_bias_spec.cpp: alibi (-m|i-j|, causal for decoders) and the encoder variants alibi-offset
+(past -m(i-j), future -m(j-i-0.5)), alibi-onesided (half the heads past only, half future only),
+alibi-learned (past and future slopes sigmoid(p), one pair per head shared by the layers, p
+initialised at logit of the standard slopes) and bialibi (learned slopes, and a learned per-head
+bias replacing the distance term for every pair touching position 0). A fixed bias is built once
+per length; a learned one is rebuilt, differentiably, every forward (as eager code would).
+Decoders: causal LM on L+1-token windows. Encoders: masked LM
 as xtrap's training (src/train/objective.cpp, src/data/mlm_masking.h): per sequence exactly
 int(p*L + u) tokens selected uniformly without replacement, 80% <mask>, 10% a random word, 10%
 kept, the loss on the selected rows only (index_select before the head). AdamW (betas 0.9, 0.98)
@@ -102,25 +107,56 @@ def alibi_slopes(n_heads):
     return power_of_2(closest) + power_of_2(2 * closest)[0::2][: n_heads - closest]
 
 
-ALIBI_FUTURE_SHIFT = {"alibi": 0.0, "alibi-offset": 0.5}  # linear_bias_spec.cpp's futureShift
+LINEAR_BIAS = ("alibi", "alibi-offset", "alibi-onesided", "alibi-learned", "bialibi")  # the ALiBi family
+LEARNED_BIAS = ("alibi-learned", "bialibi")
 
 
-def attention_bias(pos, n_heads, T, causal):
-    """(H|1, T, T) float32 additive bias: ALiBi distances times slopes, plus the causal mask.
-    alibi: -m|i-j|; alibi-offset (encoders): -m(i-j) for past keys, -m(j-i-0.5) for future ones
-    (linear_bias.cpp: future distance (j-i-shift) clamped at 0)."""
-    i = torch.arange(T, dtype=torch.float32).view(T, 1)
-    j = torch.arange(T, dtype=torch.float32).view(1, T)
-    bias = torch.zeros(1, T, T)
-    if pos in ALIBI_FUTURE_SHIFT:
-        slopes = torch.tensor(alibi_slopes(n_heads), dtype=torch.float32).view(-1, 1, 1)
-        d = j - i
-        past = (-d).clamp_min(0.0)
-        future = (d - ALIBI_FUTURE_SHIFT[pos]).clamp_min(0.0)
-        bias = -(slopes * past + slopes * future)
+def linear_bias_spec(pos, n_heads, causal):
+    """linear_bias_spec.cpp's makeLinearBiasSpec: per-head past and future slopes, past and future
+    blocking, the future shift."""
+    m = alibi_slopes(n_heads)
+    past, future = list(m), [0.0] * n_heads if causal else list(m)
+    block_past, block_future = [False] * n_heads, [causal] * n_heads
+    if pos == "alibi-onesided":
+        half = alibi_slopes(n_heads // 2)
+        for k in range(n_heads):
+            past_head = k < n_heads // 2
+            slope = half[k if past_head else k - n_heads // 2]
+            past[k], future[k] = (slope, 0.0) if past_head else (0.0, slope)
+            block_past[k], block_future[k] = not past_head, past_head
+    return past, future, block_past, block_future, 0.5 if pos == "alibi-offset" else 0.0
+
+
+def linear_bias(spec, slope_past, slope_future, first_token, T, causal):
+    """(H, T, T) float32 additive bias on the slopes' device (linear_bias.cpp): -slope_past (i-j)
+    for j < i, -slope_future (j-i-shift) for j > i, -inf where blocked (and above the diagonal when
+    causal); first_token (H) or None replaces every pair touching position 0. Differentiable in
+    the slopes and first_token."""
+    _, _, block_past, block_future, shift = spec
+    H, device = slope_past.shape[0], slope_past.device
+    i = torch.arange(T, dtype=torch.float32, device=device).view(T, 1)
+    j = torch.arange(T, dtype=torch.float32, device=device).view(1, T)
+    d = j - i
+    past, future = (-d).clamp_min(0.0), (d - shift).clamp_min(0.0)
+    bias = -(slope_past.view(H, 1, 1) * past + slope_future.view(H, 1, 1) * future)
+    blocked = ((torch.tensor(block_past, device=device).view(H, 1, 1) & (d < 0))
+               | (torch.tensor(block_future, device=device).view(H, 1, 1) & (d > 0)))
+    bias = bias.masked_fill(blocked, float("-inf"))
+    if first_token is not None:
+        bias = torch.where((i == 0) | (j == 0), first_token.view(H, 1, 1).expand_as(bias), bias)
     if causal:
-        bias = bias.masked_fill(j > i, float("-inf"))
+        bias = bias.masked_fill(d > 0, float("-inf"))
     return bias
+
+
+def fixed_bias(pos, n_heads, T, causal):
+    """(H|1, T, T) float32 on the CPU: a fixed ALiBi-family bias plus the causal mask, or the mask alone."""
+    if pos in LINEAR_BIAS:
+        spec = linear_bias_spec(pos, n_heads, causal)
+        return linear_bias(spec, torch.tensor(spec[0]), torch.tensor(spec[1]), None, T, causal)
+    i = torch.arange(T).view(T, 1)
+    j = torch.arange(T).view(1, T)
+    return torch.zeros(1, T, T).masked_fill((j > i) & causal, float("-inf"))
 
 
 def sinusoidal_table(T, d):
@@ -212,6 +248,11 @@ class Transformer(nn.Module):
             self.adaptive = nn.AdaptiveLogSoftmaxWithLoss(a.d_model, vocab, cutoffs, div_value=4.0)
         if self.clap:
             self.beta = nn.Parameter(torch.full((1,), a.clap_beta))
+        self.spec = linear_bias_spec(a.pos, a.heads, self.causal) if a.pos in LINEAR_BIAS else None
+        if a.pos in LEARNED_BIAS:  # one pair of slopes per head, shared by the layers, as xtrap's LinearBias
+            self.slope_past_logit = nn.Parameter(torch.logit(torch.tensor(self.spec[0])))
+            self.slope_future_logit = nn.Parameter(torch.logit(torch.tensor(self.spec[1])))
+            self.first_token_bias = nn.Parameter(torch.zeros(a.heads)) if a.pos == "bialibi" else None
         self.cache = {}  # fixed (not learned) tables, built once per length and device, like xtrap's
 
     def projection(self):
@@ -219,10 +260,16 @@ class Transformer(nn.Module):
         return F.normalize(self.embedding.weight, dim=1) if self.clap else self.embedding.weight
 
     def attention_context(self, T, device, dtype):
+        a = self.a
+        if a.pos in LEARNED_BIAS:  # rebuilt every forward: its gradient reaches the slopes
+            bias = linear_bias(self.spec, torch.sigmoid(self.slope_past_logit), torch.sigmoid(self.slope_future_logit),
+                               self.first_token_bias, T, self.causal)
+            if self.sdpa:
+                return AttentionContext(True, None, bias.to(dtype), False, None)
+            return AttentionContext(False, bias, None, False, None)
         key = (T, str(device), dtype)
         if key not in self.cache:
-            a = self.a
-            has_bias = a.pos in ALIBI_FUTURE_SHIFT
+            has_bias = a.pos in LINEAR_BIAS
             rotary = None
             if a.pos == "rotary":
                 cos, sin = rotary_tables(T, a.d_model // a.heads, a.rotary_base)
@@ -230,10 +277,10 @@ class Transformer(nn.Module):
             if self.sdpa:
                 # xtrap: the mask in the query's precision (bfloat16 under autocast); no mask and
                 # is_causal for a decoder without a bias.
-                mask = attention_bias(a.pos, a.heads, T, self.causal).to(device, dtype) if has_bias else None
+                mask = fixed_bias(a.pos, a.heads, T, self.causal).to(device, dtype) if has_bias else None
                 ctx = AttentionContext(True, None, mask, self.causal and not has_bias, rotary)
             else:
-                bias = attention_bias(a.pos, a.heads, T, self.causal).to(device)
+                bias = fixed_bias(a.pos, a.heads, T, self.causal).to(device)
                 ctx = AttentionContext(False, bias, None, False, rotary)
             self.cache[key] = ctx
         return self.cache[key]
@@ -502,7 +549,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", default="data/wikitext-2")
     p.add_argument("--arch", default="decoder", choices=["decoder", "encoder"])
-    p.add_argument("--pos", default="alibi", choices=["none", "alibi", "alibi-offset", "rotary", "sinusoidal", "learned"])
+    p.add_argument("--pos", default="alibi", choices=["none", "rotary", "sinusoidal", "learned", *LINEAR_BIAS])
     p.add_argument("--head", default="lm", choices=["lm", "clap"], help="lm: tied full (or adaptive) softmax; clap")
     p.add_argument("--clap-beta", type=float, default=1.0, help="initial CLAP inverse temperature")
     p.add_argument("--rotary-base", type=float, default=10000.0)
@@ -540,8 +587,10 @@ def main():
     a = p.parse_args()
     if a.head == "clap" and a.adaptive_softmax:
         p.error("--head clap has no adaptive softmax")
-    if a.pos == "alibi-offset" and a.arch != "encoder":
-        p.error("alibi-offset is an encoder variant (decoders use alibi)")
+    if a.pos in LINEAR_BIAS and a.pos != "alibi" and a.arch != "encoder":
+        p.error(f"{a.pos} is an encoder variant (decoders use alibi)")
+    if a.pos == "alibi-onesided" and a.heads % 2:
+        p.error("alibi-onesided needs an even number of heads")
     if a.pos == "rotary" and (a.d_model // a.heads) % 2:
         p.error("rotary needs an even head dimension")
 

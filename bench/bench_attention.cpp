@@ -184,6 +184,8 @@ std::vector<FusedRow> fusedRows() {
   rows.push_back({encoder("symmetric"), "xtrap-fused-learned", 8, 2048, false, PositionMethod::AlibiLearned, false});
   rows.push_back({encoder("offset"), "xtrap-fused-offset", 8, 2048, false, PositionMethod::AlibiOffset, false});
   rows.push_back({encoder("onesided"), "xtrap-fused-onesided", 8, 2048, false, PositionMethod::AlibiOneSided, false});
+  // Learned slopes and first-token bias, both with gradients.
+  rows.push_back({encoder("bialibi"), "xtrap-fused-bialibi", 8, 2048, false, PositionMethod::BiAlibi, false});
   return rows;
 }
 

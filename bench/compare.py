@@ -13,7 +13,8 @@ step); eval tok/s is what `xtrap eval` reports per row. Run from the repository 
 --suite methods (the default with --device cuda; issue 22 item 3): training only, one model
 (--models, default large: 6 layers, d=512, 8 heads, FFN 2048), L=512, 32 sequences a step, the
 tied full softmax, for the decoders alibi, none and rotary and the encoder alibi-offset with the
-CLAP head (--methods). xtrap (`--device D --dtype T`) and the eager baseline (bench/baseline.py
+CLAP head (--methods; also alibi-encoder, alibi-learned and bialibi: the encoders issue 23 item 6
+re-measures with the fused kernel, eager building their learned bias every forward). xtrap (`--device D --dtype T`) and the eager baseline (bench/baseline.py
 with the same --device and --dtype: SDPA, autocast, fused AdamW on CUDA) alternate, the first of
 the pair swapping every rep, --reps times; before each rep a square matmul in --dtype on --device
 (baseline.py --mode matmul: 8192^3 bf16 torch.mm timed with CUDA events) is the peak for MFU.
@@ -48,7 +49,11 @@ METHODS = {
     "none": ("decoder", "none", "lm"),
     "rotary": ("decoder", "rotary", "lm"),
     "alibi-offset+clap": ("encoder", "alibi-offset", "clap"),
+    "alibi-encoder": ("encoder", "alibi", "lm"),
+    "alibi-learned": ("encoder", "alibi-learned", "lm"),
+    "bialibi": ("encoder", "bialibi", "lm"),
 }
+DEFAULT_METHODS = ["alibi", "none", "rotary", "alibi-offset+clap"]  # issue 22 item 3
 DECODER_POSITIONS = ["none", "sinusoidal", "learned", "rotary", "t5", "alibi"]
 ENCODER_POSITIONS = ["none", "alibi", "alibi-offset", "alibi-onesided", "alibi-learned", "bialibi"]
 
@@ -396,7 +401,8 @@ def main():
     p.add_argument("--python", default=None, help=f"interpreter for baseline.py (default: {GPU_PY} on cuda, {CPU_PY} on cpu)")
     p.add_argument("--data", default="data/wikitext-2")
     p.add_argument("--models", default=None, help="default: large for --suite methods, small,large otherwise")
-    p.add_argument("--methods", default=",".join(METHODS), help="--suite methods: labels of " + ", ".join(METHODS))
+    p.add_argument("--methods", default=",".join(DEFAULT_METHODS),
+                   help="--suite methods: labels of " + ", ".join(METHODS) + " (default: " + ",".join(DEFAULT_METHODS) + ")")
     p.add_argument("--pos", default="alibi")
     p.add_argument("--arch", default="decoder")
     p.add_argument("--L", type=int, default=512)

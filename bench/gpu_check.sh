@@ -3,10 +3,12 @@
 # PyTorch wheel (.gpu-deps/gpu-build.sh, made by ../shared/gpu/prepare.sh on a Debian machine),
 # then runs the stages asked for, and prints a summary. Every log goes into OUTDIR (a few files;
 # tar it to bring it back). Stages (all of them, in this order, when none is named):
-#   tests    the `gpu`-labelled tests, then the whole suite
+#   tests    the `gpu`-labelled tests (gpu_checks, fused_attention_checks, nccl_world_one), then
+#            the whole suite
 #   compare  training throughput of xtrap against PyTorch eager side by side (bench/compare.py
 #            --device cuda: alibi, none, rotary and the alibi-offset + CLAP encoder, bf16, MFU
-#            against a bf16 matmul of the same command; COMPARE_ARGS adds flags to it)
+#            against a bf16 matmul of the same command; COMPARE_ARGS adds flags to it, e.g.
+#            "--methods alibi,alibi-encoder,alibi-learned,bialibi" for issue 23 item 6)
 #   bench    the attention micro-benchmark
 #   eval     a short L=512 training run of the 6 x 512 model on CUDA, then Lvalid 512..16384
 #   fused    the fused ALiBi-family kernel against SDPA / FlexAttention anchors (issue 23 item 5;

@@ -187,6 +187,7 @@ TEST_CASE("attention path names and which paths read the full bias", "[attention
   CHECK(attentionPathName(Blk) == "block");
   CHECK(attentionPathName(Sdpa) == "sdpa");
   CHECK(attentionPathName(Rec) == "recompute");
+  CHECK(attentionPathName(AttentionPath::FusedLinearBias) == "fused-linear-bias");
   // The block path computes each block's bias from the provider; SDPA takes causality as a flag
   // and needs the full tensor only for a bias; the others take the (H|1, T, T) bias, or the causal
   // mask alone, prepared once per forward.
@@ -196,12 +197,53 @@ TEST_CASE("attention path names and which paths read the full bias", "[attention
     CHECK(pathUsesFullBias(Sdpa, bias));
     CHECK(pathUsesFullBias(Rec, bias));
     CHECK_FALSE(pathUsesFullBias(Blk, bias));
+    CHECK_FALSE(pathUsesFullBias(AttentionPath::FusedLinearBias, bias));  // the kernel computes it per tile
   }
   CHECK(pathUsesFullBias(Ref, BiasKind::None));
   CHECK(pathUsesFullBias(Skip, BiasKind::None));
   CHECK(pathUsesFullBias(Rec, BiasKind::None));
   CHECK_FALSE(pathUsesFullBias(Sdpa, BiasKind::None));
   CHECK_FALSE(pathUsesFullBias(Blk, BiasKind::None));
+}
+
+// A build with the fused CUDA kernel of the ALiBi family (linear_bias_attention.cuh), for a
+// forward it takes: on CUDA every ALiBi-family forward uses it, training, evaluation, a requested
+// memory bound (the kernel holds no T x T tensor) or not, except probes, which read xtrap's own
+// probabilities. Other bias kinds, and the CPU, plan as without it.
+TEST_CASE("chooseAttentionPath: the fused CUDA kernel takes the ALiBi family on the GPU", "[attention-plan]") {
+  constexpr auto Fused = AttentionPath::FusedLinearBias;
+  // clang-format off
+  const Row rows[] = {
+    {Build::Torch23,  cuda, dec, 4096,   0, false, false, Fused},
+    {Build::Torch23,  cuda, dec,    1,   0, false, false, Fused},
+    {Build::Torch23,  cuda, dec, 4096,   0, drop,  false, Fused},         // training with dropout
+    {Build::Torch23,  cuda, dec,  512,   0, false, false, Fused, true},   // training without
+    {Build::Torch23,  cuda, enc, 4096,   0, drop,  false, Fused},
+    {Build::Torch23,  cuda, dec, 16384, 256, false, false, Fused},        // long evaluation's block request
+    {Build::Torch23,  cuda, enc, 4096, 256, drop,  false, Fused},
+    {Build::Torch113, cuda, dec, 4096,   0, false, false, Fused},         // no SDPA needed
+    {Build::Torch23,  cuda, dec, 4096,   0, false, probe, Ref},           // probes: xtrap's probabilities
+    {Build::Torch23,  cuda, enc, 4096, 256, false, probe, Blk},
+    {Build::Torch23,  cpu,  dec, 4096,   0, false, false, Sdpa},          // a CUDA kernel: not on the CPU
+    {Build::Torch113, cpu,  dec, 4096,   0, drop,  false, Rec},
+    {Build::Torch113, cpu,  enc, 4096, 256, false, false, Blk},
+  };
+  // clang-format on
+  for (const Row& row : rows) {
+    INFO(describe(row));
+    AttentionPlanInput in = inputOf(row, BiasKind::Linear);
+    in.fusedLinearBias = true;
+    CHECK(chooseAttentionPath(in) == row.expected);
+  }
+  // T5, KERPLE, FIRE and the methods without a bias: the kernel is for the ALiBi family only.
+  for (const Row& row : kTable)
+    for (BiasKind bias : {BiasKind::Table, BiasKind::None}) {
+      INFO(describe(row) << " bias kind " << int(bias));
+      AttentionPlanInput in = inputOf(row, bias);
+      AttentionPath without = chooseAttentionPath(in);
+      in.fusedLinearBias = true;
+      CHECK(chooseAttentionPath(in) == without);
+    }
 }
 
 TEST_CASE("attentionBlockRows: at most the requested rows, ~2^20 logits per head, at least 32", "[attention-plan]") {

@@ -4,8 +4,13 @@
 #include <limits>
 
 #include "model/fast_dropout.h"
+#include "model/position/linear_bias.h"
 #include "model/recomputed_attention.h"
 #include "util/torch_compat.h"
+
+#ifdef XTRAP_WITH_CUDA_KERNELS
+#include "model/position/linear_bias_attention_cuda.h"
+#endif
 
 namespace xtrap {
 
@@ -92,6 +97,18 @@ torch::Tensor sdpaAttention(const torch::Tensor& q, const torch::Tensor& k, cons
 #endif
 }
 
+torch::Tensor fusedLinearBiasPath(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  const AttentionContext& ctx, double scale, double dropout) {
+  auto* bias = dynamic_cast<LinearBias*>(ctx.bias);
+  TORCH_CHECK(bias, "the fused-linear-bias attention path is for the ALiBi family only");
+#ifdef XTRAP_WITH_CUDA_KERNELS
+  return fusedLinearBiasAttention(q, k, v, *bias, ctx.causal, scale, dropout);
+#else
+  (void)q, (void)k, (void)v, (void)scale, (void)dropout;
+  TORCH_CHECK(false, "the fused-linear-bias attention path needs a build with CUDA kernels and a CUDA LibTorch");
+#endif
+}
+
 AttentionImpl::AttentionImpl(int64_t dModel, int64_t heads, double dropout, int64_t layerIndex)
     : heads(heads), layerIndex(layerIndex), dropout(dropout) {
   qkv = register_module("qkv", torch::nn::Linear(dModel, 3 * dModel));
@@ -106,9 +123,10 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionCont
     q = ctx.rotary->apply(q);
     k = ctx.rotary->apply(k);
   }
-  // Scale queries, not logits: the position bias is added unscaled (Press et al.).
-  q = q * (1.0 / std::sqrt(static_cast<double>(D)));
-  double p = is_training() ? dropout : 0.0;
+  // Scale queries, not logits: the position bias is added unscaled (Press et al.). The fused
+  // kernel scales its float32 logits itself.
+  double scale = 1.0 / std::sqrt(static_cast<double>(D)), p = is_training() ? dropout : 0.0;
+  if (ctx.path != AttentionPath::FusedLinearBias) q = q * scale;
   torch::Tensor y;  // (B, H, T, D)
   switch (ctx.path) {
     case AttentionPath::Reference:
@@ -127,6 +145,9 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionCont
       // A requested query block sets the blocks' rows (tests force the path with small ones).
       y = recomputedAttention(q, k, v, ctx.fullBias, ctx.causal, p,
                               ctx.queryBlock > 0 ? ctx.queryBlock : recomputeBlockRows(B * H, T));
+      break;
+    case AttentionPath::FusedLinearBias:
+      y = fusedLinearBiasPath(q, k, v, ctx, scale, p);
       break;
   }
   y = y.transpose(1, 2).reshape({B, T, C});

@@ -9,7 +9,9 @@
 //    T * block instead of T^2 (long-context evaluation, probes);
 //  - sdpa (LibTorch 2.x): scaled_dot_product_attention with the full bias as an additive mask;
 //  - recompute (CPU training): query blocks of the full bias whose probabilities the backward
-//    pass recomputes instead of keeping (recomputed_attention.h).
+//    pass recomputes instead of keeping (recomputed_attention.h);
+//  - fused-linear-bias (CUDA builds with the kernels, ALiBi family): one flash-style kernel that
+//    computes the bias per tile from the LinearBiasSpec (linear_bias_attention_cuda.h).
 // Logits, bias and softmax are float32 whatever the compute precision (the bias of a distant key
 // is large: bfloat16 would round -m * 4000 to a multiple of 16); probabilities times values runs
 // in the compute precision.
@@ -55,6 +57,9 @@ torch::Tensor blockAttention(const torch::Tensor& q, const torch::Tensor& k, con
                              const AttentionContext& ctx, double dropout, int64_t layer);
 torch::Tensor sdpaAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                             const AttentionContext& ctx, double dropout);
+// The one path that takes q unscaled: the kernel applies `scale` to q k^T in float32.
+torch::Tensor fusedLinearBiasPath(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  const AttentionContext& ctx, double scale, double dropout);
 
 struct AttentionImpl : torch::nn::Module {
   AttentionImpl(int64_t dModel, int64_t heads, double dropout, int64_t layerIndex);

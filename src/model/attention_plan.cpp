@@ -8,6 +8,9 @@ AttentionPath chooseAttentionPath(const AttentionPlanInput& in) {
   bool blocked = in.queryBlock > 0 && in.queryBlock < in.length;
   // Probes need the probabilities, which only xtrap's own paths expose.
   if (in.probing) return blocked ? AttentionPath::Block : AttentionPath::Reference;
+  // The ALiBi family on the GPU: the fused kernel, for training and evaluation alike. It holds
+  // no T x T tensor, so it keeps any requested memory bound.
+  if (in.cuda && in.bias == BiasKind::Linear && in.fusedLinearBias) return AttentionPath::FusedLinearBias;
   // SDPA: on the GPU always (its kernels take the mask and dropout); on the CPU only the fused
   // kernel beats xtrap's paths, and it has no dropout.
   bool sdpa = in.hasSdpa && (in.cuda || (in.hasFusedCpuSdpa && !in.dropout));
@@ -35,12 +38,14 @@ std::string attentionPathName(AttentionPath path) {
       return "sdpa";
     case AttentionPath::Recompute:
       return "recompute";
+    case AttentionPath::FusedLinearBias:
+      return "fused-linear-bias";
   }
   return "?";
 }
 
 bool pathUsesFullBias(AttentionPath path, BiasKind bias) {  // Recompute: its blocks slice it
-  if (path == AttentionPath::Block) return false;
+  if (path == AttentionPath::Block || path == AttentionPath::FusedLinearBias) return false;
   // SDPA takes causality as a flag: it needs the full tensor only for a bias provider's values.
   if (path == AttentionPath::Sdpa) return bias != BiasKind::None;
   return true;  // the causal mask, when there is no bias

@@ -1,20 +1,21 @@
 #pragma once
 // Which attention path computes one forward: a pure function of what the forward is (device,
 // window length, training with dropout, probing, bias kind) and of what this build has (SDPA,
-// a fused CPU SDPA kernel). Every path computes the same attention from the same
-// LinearBiasSpec / bias provider; they differ in memory and speed only (attention.h).
-// Torch-free, so the whole table is a unit test.
+// a fused CPU SDPA kernel, the fused CUDA kernel of the ALiBi family). Every path computes the same attention from the
+// same LinearBiasSpec / bias provider; they differ in memory and speed only (attention.h). Torch-free, so the whole
+// table is a unit test.
 #include <cstdint>
 #include <string>
 
 namespace xtrap {
 
 enum class AttentionPath {
-  Reference,   // the math: (B, H, T, T) logits + full bias, softmax, dropout, probabilities x values
-  CausalSkip,  // causal, full bias: query blocks skip the masked upper-right blocks (CPU)
-  Block,       // query blocks, each block's bias computed from the provider: O(T * block) memory
-  Sdpa,        // LibTorch 2.x scaled_dot_product_attention, the bias as an additive float mask
-  Recompute,   // training on the CPU: query blocks whose probabilities the backward pass recomputes
+  Reference,        // the math: (B, H, T, T) logits + full bias, softmax, dropout, probabilities x values
+  CausalSkip,       // causal, full bias: query blocks skip the masked upper-right blocks (CPU)
+  Block,            // query blocks, each block's bias computed from the provider: O(T * block) memory
+  Sdpa,             // LibTorch 2.x scaled_dot_product_attention, the bias as an additive float mask
+  Recompute,        // training on the CPU: query blocks whose probabilities the backward pass recomputes
+  FusedLinearBias,  // CUDA, ALiBi family: one flash-style kernel computing the bias per tile, O(T) memory
 };
 
 enum class BiasKind {
@@ -34,6 +35,9 @@ struct AttentionPlanInput {
   BiasKind bias = BiasKind::None;
   bool hasSdpa = false;          // this build has at::scaled_dot_product_attention
   bool hasFusedCpuSdpa = false;  // and its CPU kernel is fused (no T x T probabilities)
+  // This build has the fused CUDA kernel of the ALiBi family and it takes this forward's shape
+  // and precision (bf16, head dimension 64 or 128: linear_bias_attention.cuh).
+  bool fusedLinearBias = false;
 };
 
 AttentionPath chooseAttentionPath(const AttentionPlanInput& in);

@@ -10,6 +10,10 @@
 #include "model/position/t5_bias.h"
 #include "util/torch_compat.h"
 
+#ifdef XTRAP_WITH_CUDA_KERNELS
+#include "model/position/linear_bias_attention_cuda.h"
+#endif
+
 namespace xtrap {
 
 TransformerBlockImpl::TransformerBlockImpl(const ModelConfig& c, int64_t index)
@@ -120,6 +124,12 @@ AttentionPath TransformerImpl::attentionPath(int64_t T, const ForwardOptions& op
   plan.bias = biasKind();
   plan.hasSdpa = compat::kHasSdpa;
   plan.hasFusedCpuSdpa = compat::kHasFusedCpuSdpa;
+#ifdef XTRAP_WITH_CUDA_KERNELS
+  // The kernel takes bf16 q, k, v: the compute precision autocast gives the projections.
+  plan.fusedLinearBias =
+      computeDtype_ == torch::kBFloat16 &&
+      fusedLinearBiasAttentionTakes(config.heads, config.dModel / config.heads, config.attentionDropoutRate());
+#endif
   return chooseAttentionPath(plan);
 }
 

@@ -119,6 +119,11 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
 
 }  // namespace
 
+bool fusedLinearBiasAttentionTakes(int64_t heads, int64_t headDim, double dropout) {
+  if (heads > std::numeric_limits<int>::max() || headDim > std::numeric_limits<int>::max()) return false;
+  return cuda::linearBiasAttentionCheck({1, int(heads), 1, int(headDim)}, float(dropout)) == nullptr;
+}
+
 std::string fusedLinearBiasAttentionUnsupported(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                                 double dropout) {
   for (const auto* t : {&q, &k, &v}) {

@@ -1,0 +1,398 @@
+// GPU test (ctest label gpu): the fused CUDA attention kernel of the ALiBi family (issue 23,
+// linear_bias_attention.cuh through its LibTorch glue) against an fp32 reference that materialises
+// the (H, T, T) bias straight from linear_bias_spec.h's formula, written out again here:
+//   j < i: -slopePast[h] (i - j) or -inf if blockPast[h]; j > i: -slopeFuture[h] (j - i - shift)
+//   or -inf if blockFuture[h] (or causal); j = i: 0; with a first-token bias every pair touching
+//   position 0 gets firstTokenBias[h] instead.
+// Checked, for every variant (causal ALiBi, symmetric, offset, one-sided, learned, BiALiBi, each
+// fixed-slope one also with learned slopes, and interpolated slopes), H in {8, 12}, D in {64, 128},
+// T in {1, 7, 128, 1000, 4099}: the output and dq, dk, dv, and the gradients of the learned slopes
+// and first-token bias (through their sigmoid parameterisation, by autograd on both sides). Then:
+// slope gradients bit-identical across two runs; dropout's mask the same in the backward pass as
+// in the forward, kept at rate 1 - p, a function of torch::manual_seed; and at model level, the
+// attention plan's choice of the kernel for the ALiBi family in bf16 on CUDA, with the model's
+// features, loss and gradients within the bf16 tolerances of gpu_checks against fp32.
+// Without the kernels (no CUDA LibTorch or no nvcc) or without a GPU it reports itself skipped.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "../test_support.h"
+#include "model/linear_bias_spec.h"
+#include "model/position/linear_bias.h"
+#include "model/transformer.h"
+#include "util/execution_context.h"
+
+#ifdef XTRAP_WITH_CUDA_KERNELS
+#include "model/position/linear_bias_attention_cuda.h"
+#endif
+
+using namespace xtrap;
+
+namespace {
+
+int failures = 0, passes = 0;
+
+void check(bool ok, const std::string& what) {
+  std::printf("%s  %s\n", ok ? "ok  " : "FAIL", what.c_str());
+  std::fflush(stdout);
+  (ok ? passes : failures) += 1;
+}
+
+std::string fmtDouble(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+#ifdef XTRAP_WITH_CUDA_KERNELS
+
+const torch::Device kGpu(torch::kCUDA);
+
+// max |got - reference| / max(max |reference|, 1e-3), in float64: relative to the largest
+// element, absolute where the reference is (near) zero (T = 1 has no distance to learn from).
+double relativeMaxDiff(const torch::Tensor& reference, const torch::Tensor& got) {
+  auto r = reference.detach().to(torch::kFloat64), g = got.detach().to(torch::kFloat64);
+  return (r - g).abs().max().item<double>() / std::max(r.abs().max().item<double>(), 1e-3);
+}
+
+// The formula above, differentiable in the slopes and the first-token bias: (H, T, T) float32.
+torch::Tensor referenceBias(const LinearBiasSpec& spec, const torch::Tensor& slopePast,
+                            const torch::Tensor& slopeFuture, const torch::Tensor& firstTokenBias, bool causal,
+                            int64_t T) {
+  const int64_t H = spec.heads();
+  auto floats = torch::TensorOptions(torch::kFloat32).device(kGpu);
+  auto i = torch::arange(T, floats).view({1, T, 1}), j = torch::arange(T, floats).view({1, 1, T});
+  auto pastDistance = torch::where(j < i, i - j, torch::zeros_like(i - j));                       // (1, T, T)
+  auto futureDistance = torch::where(j > i, j - i - spec.futureShift, torch::zeros_like(i - j));  // (1, T, T)
+  auto bias = -(slopePast.view({H, 1, 1}) * pastDistance + slopeFuture.view({H, 1, 1}) * futureDistance);
+  std::vector<uint8_t> past(spec.blockPast.begin(), spec.blockPast.end()),
+      future(spec.blockFuture.begin(), spec.blockFuture.end());
+  auto blockPast = torch::tensor(past).to(kGpu).to(torch::kBool).view({H, 1, 1});
+  auto blockFuture = torch::tensor(future).to(kGpu).to(torch::kBool).view({H, 1, 1});
+  auto blocked = (blockPast & (j < i)) | (blockFuture & (j > i));  // (H, T, T)
+  if (causal) blocked = blocked | (j > i);
+  if (spec.hasFirstTokenBias) {
+    auto touching = (i == 0) | (j == 0);  // (1, T, T)
+    bias = torch::where(touching, firstTokenBias.view({H, 1, 1}).expand_as(bias), bias);
+    blocked = blocked & ~touching;
+  }
+  return bias.masked_fill(blocked, -std::numeric_limits<float>::infinity());
+}
+
+// One variant: a LinearBias on the GPU (its slopes in use come from it on both sides).
+struct Variant {
+  std::string name;
+  LinearBiasSpec spec;
+  bool causal = false;
+  std::vector<double> divisors;  // interpolation: per-head slope divisors, or none
+};
+
+std::vector<Variant> variants(int64_t H) {
+  std::vector<Variant> out;
+  auto add = [&](const std::string& name, PositionMethod method, bool causal) {
+    out.push_back({name, makeLinearBiasSpec(method, H, causal), causal, {}});
+  };
+  add("causal alibi", PositionMethod::Alibi, true);
+  add("symmetric alibi", PositionMethod::Alibi, false);
+  add("alibi-offset", PositionMethod::AlibiOffset, false);
+  add("alibi-onesided", PositionMethod::AlibiOneSided, false);
+  add("alibi-learned", PositionMethod::AlibiLearned, false);
+  add("bialibi", PositionMethod::BiAlibi, false);
+  // The fixed-slope variants with learned slopes: their slope gradients through blocking and shift.
+  for (size_t v = 0; v < 4; ++v) {
+    Variant learned = out[v];
+    learned.name += " (slopes learned)";
+    learned.spec.learnedSlopes = true;
+    // A blocked direction's slope is unused; 0 (one-sided) would make its logit -inf.
+    for (auto* slopes : {&learned.spec.slopePast, &learned.spec.slopeFuture})
+      for (double& s : *slopes)
+        if (s <= 0) s = 0.5;
+    out.push_back(learned);
+  }
+  // Interpolation is other slopes: NTK-style per-head divisors a^((h-1)/(H-1)), a = 8.
+  Variant ntk{"causal alibi, per-head divisors", makeLinearBiasSpec(PositionMethod::Alibi, H, true), true, {}};
+  for (int64_t h = 0; h < H; ++h) ntk.divisors.push_back(std::pow(8.0, double(h) / double(H - 1)));
+  out.push_back(ntk);
+  return out;
+}
+
+struct Grads {
+  torch::Tensor o, dq, dk, dv;
+  std::vector<torch::Tensor> params;  // the LinearBias's parameter gradients, in named_parameters() order
+};
+
+std::vector<torch::Tensor> takeParamGrads(LinearBias& bias) {
+  std::vector<torch::Tensor> grads;
+  for (auto& p : bias.parameters()) {
+    grads.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+    p.mutable_grad() = torch::Tensor();
+  }
+  return grads;
+}
+
+// The kernel: o and every gradient of sum(o * dO), for bf16 q, k, v.
+Grads kernelPass(LinearBias& bias, bool causal, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                 const torch::Tensor& dO, double scale, double dropout = 0.0) {
+  auto ql = q.detach().requires_grad_(), kl = k.detach().requires_grad_(), vl = v.detach().requires_grad_();
+  auto o = fusedLinearBiasAttention(ql, kl, vl, bias, causal, scale, dropout);  // (B, H, T, D) bf16
+  o.backward(dO);
+  return {o.detach(), ql.grad(), kl.grad(), vl.grad(), takeParamGrads(bias)};
+}
+
+// The fp32 reference with the materialised bias; `keep` (B, H, T, T) is a dropout mask or undefined.
+Grads referencePass(LinearBias& bias, bool causal, const torch::Tensor& q, const torch::Tensor& k,
+                    const torch::Tensor& v, const torch::Tensor& dO, double scale, const torch::Tensor& keep = {},
+                    double dropout = 0.0) {
+  auto ql = q.detach().to(torch::kFloat32).requires_grad_(), kl = k.detach().to(torch::kFloat32).requires_grad_(),
+       vl = v.detach().to(torch::kFloat32).requires_grad_();
+  auto b = referenceBias(bias.spec(), bias.slopePast(), bias.slopeFuture(), bias.firstTokenBias(), causal, q.size(2));
+  auto logits = torch::matmul(ql, kl.transpose(-2, -1)) * scale + b;  // (B, H, T, T)
+  auto probs = torch::softmax(logits, -1);
+  if (keep.defined()) probs = probs * keep.to(torch::kFloat32) / (1.0 - dropout);
+  auto o = torch::matmul(probs, vl);  // (B, H, T, D)
+  o.backward(dO.to(torch::kFloat32));
+  return {o.detach(), ql.grad(), kl.grad(), vl.grad(), takeParamGrads(bias)};
+}
+
+std::shared_ptr<LinearBias> makeBias(const Variant& variant) {
+  auto bias = std::make_shared<LinearBias>(variant.spec, false);
+  bias->to(kGpu);
+  if (!variant.divisors.empty()) bias->setSlopeDivisors(variant.divisors, variant.divisors);
+  if (variant.spec.hasFirstTokenBias) {
+    torch::NoGradGuard g;  // the parameter starts at 0: give every head its own value
+    bias->firstTokenBias().copy_(torch::linspace(-1.5, 1.0, variant.spec.heads()));
+  }
+  return bias;
+}
+
+// Stated tolerances. bf16 keeps 8 significant bits (2^-9 relative per rounding): the kernel rounds
+// the probabilities (and dS) to bf16 for its matmuls and its outputs once; errors stay near 1e-2 of
+// the largest element. Learned-parameter gradients are sums over T^2 cells of dS times a distance
+// with cancelling signs (each row of dS sums to zero): 1e-2 of the largest head's gradient.
+constexpr double kTensorTolerance = 2e-2, kParamTolerance = 1e-2;
+
+void kernelMatchesReference() {
+  for (int64_t H : {8, 12})
+    for (int64_t D : {64, 128})
+      for (const Variant& variant : variants(H))
+        for (int64_t T : {1, 7, 128, 1000, 4099}) {
+          const int64_t B = T > 1000 ? 1 : 2;
+          auto bias = makeBias(variant);
+          torch::manual_seed(T * 131 + H * 7 + D);
+          auto bf16 = torch::TensorOptions(torch::kBFloat16).device(kGpu);
+          auto q = torch::randn({B, H, T, D}, bf16), k = torch::randn({B, H, T, D}, bf16),
+               v = torch::randn({B, H, T, D}, bf16), dO = torch::randn({B, H, T, D}, bf16);
+          const double scale = 1.0 / std::sqrt(double(D));
+          Grads ref = referencePass(*bias, variant.causal, q, k, v, dO, scale);
+          Grads got = kernelPass(*bias, variant.causal, q, k, v, dO, scale);
+          double worst = 0;
+          std::string detail;
+          for (auto [label, r, g] : {std::tuple{"o", ref.o, got.o}, std::tuple{"dq", ref.dq, got.dq},
+                                     std::tuple{"dk", ref.dk, got.dk}, std::tuple{"dv", ref.dv, got.dv}}) {
+            double e = relativeMaxDiff(r, g);
+            worst = std::max(worst, e);
+            detail += std::string(" ") + label + " " + fmtDouble(e);
+          }
+          double worstParam = 0;
+          bool finite = got.o.isfinite().all().item<bool>();
+          for (size_t p = 0; p < ref.params.size(); ++p) {
+            finite = finite && got.params[p].isfinite().all().item<bool>();
+            worstParam = std::max(worstParam, relativeMaxDiff(ref.params[p], got.params[p]));
+          }
+          check(finite && worst <= kTensorTolerance && worstParam <= kParamTolerance,
+                variant.name + " H=" + std::to_string(H) + " D=" + std::to_string(D) + " T=" + std::to_string(T) + ":" +
+                    detail + ", learned parameters " + fmtDouble(worstParam) + " (" +
+                    std::to_string(ref.params.size()) + " tensors; tolerances " + fmtDouble(kTensorTolerance) + ", " +
+                    fmtDouble(kParamTolerance) + " of the largest element)");
+        }
+}
+
+// The slope and first-token-bias gradients are reduced in a fixed order: bit-identical run to run.
+void slopeGradientsDeterministic() {
+  for (const char* name : {"bialibi", "causal alibi (slopes learned)"}) {
+    for (const Variant& variant : variants(12)) {
+      if (variant.name != name) continue;
+      auto bias = makeBias(variant);
+      torch::manual_seed(5);
+      auto bf16 = torch::TensorOptions(torch::kBFloat16).device(kGpu);
+      auto q = torch::randn({4, 12, 2000, 64}, bf16), k = torch::randn_like(q), v = torch::randn_like(q),
+           dO = torch::randn_like(q);
+      Grads a = kernelPass(*bias, variant.causal, q, k, v, dO, 0.125);
+      Grads b = kernelPass(*bias, variant.causal, q, k, v, dO, 0.125);
+      bool same = !a.params.empty() && a.params.size() == b.params.size();
+      for (size_t p = 0; same && p < a.params.size(); ++p) same = torch::equal(a.params[p], b.params[p]);
+      bool sameQkv = torch::equal(a.dq, b.dq) && torch::equal(a.dk, b.dk) && torch::equal(a.dv, b.dv);
+      check(same, variant.name + " B=4 H=12 T=2000 D=64: learned-parameter gradients bit-identical across two runs (" +
+                      std::to_string(a.params.size()) + " tensors; dq, dk, dv " +
+                      (sameQkv ? "bit-identical too" : "not bit-identical, not required") + ")");
+    }
+  }
+}
+
+// Dropout: with v the identity (T <= D), o[i, j] = P_ij keep_ij / (1 - p), which shows the mask the
+// forward drew; the backward must use the same one. The reference takes that mask as a constant.
+void dropoutMaskConsistent() {
+  const int64_t B = 2, H = 8, T = 50, D = 64;
+  const double p = 0.3, scale = 0.125;
+  for (const char* name : {"bialibi", "causal alibi"}) {
+    for (const Variant& variant : variants(H)) {
+      if (variant.name != name) continue;
+      auto bias = makeBias(variant);
+      auto bf16 = torch::TensorOptions(torch::kBFloat16).device(kGpu);
+      torch::manual_seed(11);
+      auto q = torch::randn({B, H, T, D}, bf16), k = torch::randn_like(q), dO = torch::randn_like(q);
+      auto v = torch::eye(T, D, bf16).expand({B, H, T, D}).contiguous();  // (B, H, T, D): v_j = e_j
+      torch::manual_seed(42);
+      Grads got = kernelPass(*bias, variant.causal, q, k, v, dO, scale, p);
+      // Cells a causal mask blocks have P = 0 whether kept or not: count the visible ones only.
+      auto visible = torch::ones({T, T}, torch::TensorOptions(torch::kFloat32).device(kGpu));  // (T, T)
+      if (variant.causal) visible = visible.tril();
+      visible = visible > 0;
+      auto keep = got.o.narrow(-1, 0, T) > 0;  // (B, H, T, T)
+      double kept = (keep & visible).sum().item<double>() / (visible.sum().item<double>() * B * H);
+      // 40,000 cells (bidirectional; 20,400 causal): 3 standard deviations of the rate are < 0.01.
+      check(std::abs(kept - (1 - p)) <= 0.015,
+            variant.name + " dropout 0.3: kept fraction " + fmtDouble(kept) + " (expected 0.7 +- 0.015)");
+      Grads ref = referencePass(*bias, variant.causal, q, k, v, dO, scale, keep, p);
+      double worst = std::max({relativeMaxDiff(ref.o, got.o), relativeMaxDiff(ref.dq, got.dq),
+                               relativeMaxDiff(ref.dk, got.dk), relativeMaxDiff(ref.dv, got.dv)});
+      double worstParam = 0;
+      for (size_t i = 0; i < ref.params.size(); ++i)
+        worstParam = std::max(worstParam, relativeMaxDiff(ref.params[i], got.params[i]));
+      check(worst <= kTensorTolerance && worstParam <= kParamTolerance,
+            variant.name + " dropout 0.3: output and gradients against the reference with the forward's mask: " +
+                fmtDouble(worst) + ", learned parameters " + fmtDouble(worstParam) +
+                " (the backward regenerates the forward's mask)");
+      torch::manual_seed(42);
+      Grads again = kernelPass(*bias, variant.causal, q, k, v, dO, scale, p);
+      torch::manual_seed(43);
+      Grads other = kernelPass(*bias, variant.causal, q, k, v, dO, scale, p);
+      check(torch::equal(again.o, got.o) && !torch::equal(other.o, got.o),
+            variant.name + " dropout 0.3: the same torch::manual_seed draws the same mask, another seed another");
+    }
+  }
+}
+
+ModelConfig modelConfig(const std::string& pos, const std::string& arch) {
+  auto c = test::tinyConfig(pos, arch, 2);
+  c.dModel = 128;  // 2 heads of 64
+  c.ffn = 256;
+  c.contextLength = 256;
+  c.maxPositions = 1024;
+  return c;
+}
+
+struct ModelPass {
+  torch::Tensor features, nll;  // float64 on the host
+  std::vector<torch::Tensor> grads;
+};
+
+ModelPass modelPass(Transformer& model, const torch::Tensor& tokens, const torch::Tensor& targets,
+                    const ForwardOptions& opt) {
+  for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+  auto f = model->features(tokens, opt);  // (B, T, C)
+  auto nll = model->tokenNll(f.reshape({-1, f.size(-1)}), targets).mean();
+  nll.backward();
+  ModelPass pass{f.detach().cpu().to(torch::kFloat64), nll.detach().cpu().to(torch::kFloat64), {}};
+  for (auto& p : model->parameters())
+    pass.grads.push_back(p.grad().defined() ? p.grad().cpu().to(torch::kFloat64) : torch::Tensor());
+  return pass;
+}
+
+double relativeRms(const torch::Tensor& reference, const torch::Tensor& got) {
+  return (reference - got).square().mean().sqrt().item<double>() /
+         std::max(reference.square().mean().sqrt().item<double>(), 1e-12);
+}
+
+// The plan sends the ALiBi family in bf16 on CUDA through the kernel (not probes, not fp32, not the
+// other methods); the model then trains like fp32 within gpu_checks' bf16 tolerances.
+void modelUsesKernel() {
+  const int64_t T = 300;
+  for (test::Method m : {test::Method{"alibi", "decoder"}, test::Method{"alibi-learned", "encoder"},
+                         test::Method{"bialibi", "encoder"}, test::Method{"alibi-onesided", "encoder"}}) {
+    std::string name = m.arch + " " + m.pos;
+    Transformer fp32(modelConfig(m.pos, m.arch));
+    if (auto* lb = fp32->linearBias(); lb && lb->firstTokenBias().defined()) {
+      torch::NoGradGuard g;
+      lb->firstTokenBias().copy_(torch::linspace(-1, 1, 2));
+    }
+    fp32->place({kGpu, torch::kFloat32});
+    Transformer bf16(fp32->config);
+    {
+      torch::NoGradGuard g;
+      auto from = fp32->named_parameters();
+      for (auto& p : bf16->named_parameters()) p.value().copy_(from[p.key()]);
+    }
+    bf16->place({kGpu, torch::kBFloat16});
+    fp32->eval();
+    bf16->eval();
+    ForwardOptions blocked, probed;
+    blocked.queryBlock = 256;
+    struct NullObserver : AttentionObserver {
+      void onProbabilities(int64_t, int64_t, const torch::Tensor&) override {}
+    } observer;
+    probed.observer = &observer;
+    check(bf16->attentionPath(T, {}) == AttentionPath::FusedLinearBias &&
+              bf16->attentionPath(T, blocked) == AttentionPath::FusedLinearBias,
+          name + ": bf16 on CUDA plans " + attentionPathName(bf16->attentionPath(T, {})) +
+              " (with and without a query block)");
+    check(fp32->attentionPath(T, {}) != AttentionPath::FusedLinearBias,
+          name + ": fp32 on CUDA plans " + attentionPathName(fp32->attentionPath(T, {})) + " (the kernel is bf16)");
+    check(
+        bf16->attentionPath(T, probed) != AttentionPath::FusedLinearBias,
+        name + ": probes plan " + attentionPathName(bf16->attentionPath(T, probed)) + " (they read the probabilities)");
+    torch::manual_seed(3);
+    auto tokens = torch::randint(0, fp32->config.vocabSize, {2, T}, torch::kLong);
+    auto targets = torch::randint(0, fp32->config.vocabSize, {2 * T}, torch::kLong);
+    ForwardOptions reference;
+    reference.path = AttentionPath::Reference;
+    ModelPass expected = modelPass(fp32, tokens, targets, reference);
+    ModelPass got = modelPass(bf16, tokens, targets, {});
+    double worstGrad = 0;
+    bool all = expected.grads.size() == got.grads.size();
+    for (size_t i = 0; all && i < expected.grads.size(); ++i) {
+      if (expected.grads[i].defined() != got.grads[i].defined()) all = false;
+      if (expected.grads[i].defined() && all)
+        worstGrad = std::max(worstGrad, relativeRms(expected.grads[i], got.grads[i]));
+    }
+    double featRms = relativeRms(expected.features, got.features);
+    double nllRel = std::abs(got.nll.item<double>() - expected.nll.item<double>()) / expected.nll.item<double>();
+    check(all && featRms <= 0.05 && nllRel <= 0.01 && worstGrad <= 0.10,
+          name + ": bf16 through the kernel vs fp32 reference, T=300: features RMS " + fmtDouble(featRms) +
+              " (<= 0.05), NLL " + fmtDouble(nllRel) + " (<= 0.01), worst gradient RMS " + fmtDouble(worstGrad) +
+              " (<= 0.10; every parameter, learned slopes included)");
+  }
+}
+
+#endif  // XTRAP_WITH_CUDA_KERNELS
+
+}  // namespace
+
+int main() {
+#ifndef XTRAP_WITH_CUDA_KERNELS
+  std::puts("skipped: this build has no fused CUDA kernels (a CUDA LibTorch and nvcc are needed)");
+  return 77;
+#else
+  if (!torch::cuda::is_available()) {
+    std::puts("skipped: no CUDA");
+    return 77;
+  }
+  try {
+    kernelMatchesReference();
+    slopeGradientsDeterministic();
+    dropoutMaskConsistent();
+    modelUsesKernel();
+  } catch (const std::exception& e) {
+    std::printf("FAIL  exception: %s\n", e.what());
+    ++failures;
+  }
+  std::printf("fused_attention_checks: %d passed, %d failed\n", passes, failures);
+  return failures == 0 ? 0 : 1;
+#endif
+}
