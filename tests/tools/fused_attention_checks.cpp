@@ -247,7 +247,10 @@ void dropoutMaskConsistent() {
       auto bf16 = torch::TensorOptions(torch::kBFloat16).device(kGpu);
       torch::manual_seed(11);
       auto q = torch::randn({B, H, T, D}, bf16), k = torch::randn_like(q), dO = torch::randn_like(q);
-      auto v = torch::eye(T, D, bf16).expand({B, H, T, D}).contiguous();  // (B, H, T, D): v_j = e_j
+      auto v = torch::eye(T, D, bf16.dtype(torch::kFloat32))
+                   .to(torch::kBFloat16)
+                   .expand({B, H, T, D})
+                   .contiguous();  // (B, H, T, D): v_j = e_j
       torch::manual_seed(42);
       Grads got = kernelPass(*bias, variant.causal, q, k, v, dO, scale, p);
       // Cells a causal mask blocks have P = 0 whether kept or not: count the visible ones only.
