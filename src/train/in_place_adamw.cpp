@@ -6,6 +6,8 @@
 #include <string>
 #include <type_traits>
 
+#include "util/torch_compat.h"
+
 namespace xtrap {
 namespace {
 
@@ -23,6 +25,38 @@ Key stateKey(const torch::Tensor& p) {
     return p.unsafeGetTensorImpl();
   }
 }
+
+// The parameters of one group that one multi-tensor kernel updates (compat::fusedAdamW): on one
+// GPU, float32, dense gradient, moments not sharded. Its temporaries are per block of elements,
+// not per parameter, and it is one launch instead of a handful per slice of every parameter.
+struct FusedGroup {
+  std::vector<torch::Tensor> params, grads, expAvgs, expAvgSqs;
+  std::vector<float> steps;
+
+  bool takes(const torch::Tensor& p, bool sparse, bool sharded) const {
+    if (!compat::kHasFusedAdamW || !p.is_cuda() || sparse || sharded) return false;
+    if (p.scalar_type() != torch::kFloat32 || p.grad().scalar_type() != torch::kFloat32) return false;
+    return params.empty() || p.device() == params.front().device();
+  }
+  void add(const torch::Tensor& p, torch::optim::AdamWParamState& state) {
+    params.push_back(p);
+    grads.push_back(p.grad().contiguous());
+    expAvgs.push_back(state.exp_avg());
+    expAvgSqs.push_back(state.exp_avg_sq());
+    steps.push_back(float(state.step()));  // exact up to 2^24 steps
+  }
+  void run(const torch::optim::AdamWOptions& options) const {
+    if (params.empty()) return;
+    // (n) float32, one copy from pinned memory: a copy from pageable memory would wait for the
+    // backward pass still running on the GPU.
+    auto onDevice = torch::tensor(steps).pin_memory().to(params.front().device(), /*non_blocking=*/true);
+    std::vector<torch::Tensor> stepViews;
+    for (int64_t i = 0; i < onDevice.numel(); ++i) stepViews.push_back(onDevice.select(0, i));
+    auto [beta1, beta2] = options.betas();
+    compat::fusedAdamW(params, grads, expAvgs, expAvgSqs, stepViews, options.lr(), beta1, beta2, options.weight_decay(),
+                       options.eps());
+  }
+};
 
 }  // namespace
 
@@ -72,11 +106,16 @@ torch::Tensor InPlaceAdamW::step(LossClosure closure) {
     auto& options = static_cast<torch::optim::AdamWOptions&>(group.options());
     if (options.amsgrad()) throw std::invalid_argument("InPlaceAdamW: amsgrad is not supported");
     auto [beta1, beta2] = options.betas();
+    FusedGroup fused;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       TORCH_CHECK(p.is_contiguous(), "InPlaceAdamW: parameters must be contiguous");
       auto& state = stateOf(p);
       state.step(state.step() + 1);
+      if (fused.takes(p, p.grad().is_sparse(), sharded(p))) {
+        fused.add(p, state);
+        continue;
+      }
       double biasCorrection1 = 1 - std::pow(beta1, state.step());
       double biasCorrection2 = 1 - std::pow(beta2, state.step());
       double stepSize = options.lr() / biasCorrection1;
@@ -131,6 +170,7 @@ torch::Tensor InPlaceAdamW::step(LossClosure closure) {
         moveParameter(pS, mS, vS);
       });
     }
+    fused.run(options);
   }
   // Every rank's rows into every rank's copy, in place.
   for (auto& p : updatedShards)

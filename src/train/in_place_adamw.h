@@ -8,6 +8,9 @@
 // step. This subclass runs LibTorch's formula, element for element, over slices of 2^20
 // elements; its state (step, exp_avg, exp_avg_sq per parameter) is AdamW's own, so checkpoints
 // save and load as before. AMSGrad is not used by xtrap and is rejected.
+// On a GPU (LibTorch 2.1+) the float32 parameters with a dense gradient and unsharded moments of
+// a group take one multi-tensor kernel instead, PyTorch's AdamW(fused=True) (the same formula,
+// util/torch_compat.h): a handful of launches per slice of every parameter were a step's tail.
 // A sparse gradient (an untied embedding's) is the dense gradient that is zero off its rows: the
 // moments of every row decay and every row moves, as with the dense gradient (not "lazy" Adam,
 // which would update the gradient's rows only); only the gradient's own adds touch rows.

@@ -27,6 +27,25 @@ constexpr bool kHasSdpa =
 #endif
 constexpr bool kHasFusedCpuSdpa = XTRAP_TORCH_AT_LEAST(2, 3);
 
+// One multi-tensor AdamW step of every listed parameter on a GPU: the kernel of PyTorch's
+// AdamW(fused=True), at::_fused_adamw_ (2.1+). Its formula is LibTorch's AdamW::step (decoupled
+// decay p *= 1 - lr wd; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= lr / (1 - b1^t)
+// m / (sqrt(v) / sqrt(1 - b2^t) + eps)), with t read from `steps` (0-dim float32 on the GPU).
+constexpr bool kHasFusedAdamW = XTRAP_TORCH_AT_LEAST(2, 1);
+inline void fusedAdamW(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
+                       const std::vector<at::Tensor>& expAvgs, const std::vector<at::Tensor>& expAvgSqs,
+                       const std::vector<at::Tensor>& steps, double lr, double beta1, double beta2, double weightDecay,
+                       double eps) {
+#if XTRAP_TORCH_AT_LEAST(2, 1)
+  at::_fused_adamw_(params, grads, expAvgs, expAvgSqs, at::TensorList(), steps, lr, beta1, beta2, weightDecay, eps,
+                    /*amsgrad=*/false, /*maximize=*/false);
+#else
+  (void)params, (void)grads, (void)expAvgs, (void)expAvgSqs, (void)steps;
+  (void)lr, (void)beta1, (void)beta2, (void)weightDecay, (void)eps;
+  TORCH_CHECK(false, "fused AdamW needs LibTorch 2.1 or newer");
+#endif
+}
+
 // Autocast for one device type: 1.13 has per-backend functions, 2.4+ takes the device type
 // (the per-backend ones are deprecated there).
 inline bool autocastEnabled(c10::DeviceType type) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "../test_support.h"
+#include "check_report.h"
 #include "model/linear_bias_spec.h"
 #include "model/position/linear_bias.h"
 #include "model/transformer.h"
@@ -33,32 +34,20 @@
 #endif
 
 using namespace xtrap;
+using checks::check;
+using checks::fmtDouble;
+using checks::relativeRms;
 
 namespace {
-
-int failures = 0, passes = 0;
-
-void check(bool ok, const std::string& what) {
-  std::printf("%s  %s\n", ok ? "ok  " : "FAIL", what.c_str());
-  std::fflush(stdout);
-  (ok ? passes : failures) += 1;
-}
-
-std::string fmtDouble(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
 
 #ifdef XTRAP_WITH_CUDA_KERNELS
 
 const torch::Device kGpu(torch::kCUDA);
 
-// max |got - reference| / max(max |reference|, 1e-3), in float64: relative to the largest
-// element, absolute where the reference is (near) zero (T = 1 has no distance to learn from).
+// Differences relative to the largest element, absolute below 1e-3 (T = 1 has no distance to learn
+// from: zero gradients).
 double relativeMaxDiff(const torch::Tensor& reference, const torch::Tensor& got) {
-  auto r = reference.detach().to(torch::kFloat64), g = got.detach().to(torch::kFloat64);
-  return (r - g).abs().max().item<double>() / std::max(r.abs().max().item<double>(), 1e-3);
+  return checks::relativeMaxDiff(reference, got, 1e-3);
 }
 
 // The formula above, differentiable in the slopes and the first-token bias: (H, T, T) float32.
@@ -308,11 +297,6 @@ ModelPass modelPass(Transformer& model, const torch::Tensor& tokens, const torch
   return pass;
 }
 
-double relativeRms(const torch::Tensor& reference, const torch::Tensor& got) {
-  return (reference - got).square().mean().sqrt().item<double>() /
-         std::max(reference.square().mean().sqrt().item<double>(), 1e-12);
-}
-
 // The plan sends the ALiBi family in bf16 on CUDA through the kernel (not probes, not fp32, not the
 // other methods); the model then trains like fp32 within gpu_checks' bf16 tolerances.
 void modelUsesKernel() {
@@ -392,10 +376,8 @@ int main() {
     dropoutMaskConsistent();
     modelUsesKernel();
   } catch (const std::exception& e) {
-    std::printf("FAIL  exception: %s\n", e.what());
-    ++failures;
+    check(false, std::string("exception: ") + e.what());
   }
-  std::printf("fused_attention_checks: %d passed, %d failed\n", passes, failures);
-  return failures == 0 ? 0 : 1;
+  return checks::report("fused_attention_checks");
 #endif
 }

@@ -3,7 +3,9 @@
 // (fp32) on each path CUDA takes, and bf16 on CUDA stays within a stated tolerance of fp32 on the
 // CPU; a run trained on one device evaluates on the other with the same NLL; attention probes
 // (an AttentionObserver, and the probe module's pooled pictures) agree; a torchrun job of one
-// rank on NCCL trains like a single process. Without CUDA it reports itself skipped (exit 77).
+// rank on NCCL trains like a single process; InPlaceAdamW on CUDA (PyTorch's fused multi-tensor
+// kernel where LibTorch has it) takes LibTorch AdamW's steps on the CPU. Without CUDA it reports
+// itself skipped (exit 77).
 // Built everywhere (LibTorch CPU included): it uses no CUDA header, only torch::cuda::* and
 // torch::Device(torch::kCUDA).
 #include <torch/torch.h>
@@ -18,29 +20,22 @@
 #include "../one_rank_job.h"
 #include "../test_support.h"
 #include "attention_dump.h"
+#include "check_report.h"
 #include "data/wikitext.h"
 #include "eval/encoder_score.h"
 #include "eval/perplexity.h"
 #include "run/checkpoint.h"
+#include "train/in_place_adamw.h"
 #include "util/execution_context.h"
+#include "util/torch_compat.h"
 
 using namespace xtrap;
+using checks::check;
+using checks::fmtDouble;
+using checks::relativeMaxDiff;
+using checks::relativeRms;
 
 namespace {
-
-int failures = 0, passes = 0;
-
-void check(bool ok, const std::string& what) {
-  std::printf("%s  %s\n", ok ? "ok  " : "FAIL", what.c_str());
-  std::fflush(stdout);
-  (ok ? passes : failures) += 1;
-}
-
-std::string fmtDouble(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
 
 const ExecutionContext kCpu{torch::kCPU, torch::kFloat32};
 const ExecutionContext kCuda{torch::Device(torch::kCUDA), torch::kFloat32};
@@ -77,15 +72,6 @@ Transformer copyOnto(Transformer& source, const ExecutionContext& ctx) {
   copy->place(ctx);
   copy->train(source->is_training());
   return copy;
-}
-
-double relativeMaxDiff(const torch::Tensor& reference, const torch::Tensor& got) {
-  double scale = reference.abs().max().item<double>();
-  return (reference - got).abs().max().item<double>() / std::max(scale, 1e-12);
-}
-double relativeRms(const torch::Tensor& reference, const torch::Tensor& got) {
-  return (reference - got).square().mean().sqrt().item<double>() /
-         std::max(reference.square().mean().sqrt().item<double>(), 1e-12);
 }
 
 // CUDA vs CPU per method: fp32 on every path CUDA takes, and bf16 CUDA against fp32 CPU.
@@ -246,6 +232,45 @@ void probesAgree() {
   }
 }
 
+// InPlaceAdamW on CUDA against LibTorch's own AdamW on the CPU: two groups (decay on a matrix of
+// more than one 2^20 slice, none on a vector), a parameter without a gradient in one step, five
+// steps; every parameter within float32 rounding of the reference.
+void adamwOnCudaMatchesCpu() {
+  torch::manual_seed(9);
+  auto w0 = torch::randn({1100, 1000}), b0 = torch::randn({7}), u0 = torch::randn({3, 5});
+  auto makeGroups = [](std::vector<torch::Tensor> decayed, std::vector<torch::Tensor> plain) {
+    auto options = torch::optim::AdamWOptions(0.01).betas({0.9, 0.98}).weight_decay(0.1);
+    auto noDecay = options;
+    noDecay.weight_decay(0.0);
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(decayed, std::make_unique<torch::optim::AdamWOptions>(options));
+    groups.emplace_back(plain, std::make_unique<torch::optim::AdamWOptions>(noDecay));
+    return groups;
+  };
+  auto cpu = [](const torch::Tensor& t) { return t.clone().requires_grad_(); };
+  auto gpu = [](const torch::Tensor& t) { return t.to(torch::kCUDA).requires_grad_(); };
+  std::vector<torch::Tensor> ref{cpu(w0), cpu(b0), cpu(u0)}, mine{gpu(w0), gpu(b0), gpu(u0)};
+  torch::optim::AdamW reference(makeGroups({ref[0], ref[2]}, {ref[1]}), torch::optim::AdamWOptions(0.01));
+  InPlaceAdamW fused(makeGroups({mine[0], mine[2]}, {mine[1]}), torch::optim::AdamWOptions(0.01));
+  for (int step = 0; step < 5; ++step) {
+    for (size_t i = 0; i < ref.size(); ++i) {
+      bool skip = step == 2 && i == 2;  // u has no gradient in step 2: its step count falls behind
+      auto g = skip ? torch::Tensor() : torch::randn_like(ref[i]);
+      ref[i].mutable_grad() = g;
+      mine[i].mutable_grad() = skip ? torch::Tensor() : g.to(torch::kCUDA);
+    }
+    reference.step();
+    fused.step();
+  }
+  double worst = 0;
+  for (size_t i = 0; i < ref.size(); ++i)
+    worst = std::max(worst, relativeMaxDiff(ref[i].detach(), toHost(mine[i].detach())));
+  check(worst <= 1e-5, std::string("InPlaceAdamW on CUDA (") +
+                           (compat::kHasFusedAdamW ? "fused multi-tensor kernel" : "slices") +
+                           ") vs LibTorch AdamW on the CPU, 5 steps, 2 groups: worst parameter difference " +
+                           fmtDouble(worst) + " relative to its largest element (tolerance 1e-5)");
+}
+
 // A torchrun job of one rank (this process hosts the store, as the launcher does) trains on
 // NCCL exactly as a single process: an all-reduce over one rank is the identity.
 void ncclOneRankTrainingStep() {
@@ -295,11 +320,10 @@ int main() {
     devicesAgreePerMethod();
     runsMoveBetweenDevices();
     probesAgree();
+    adamwOnCudaMatchesCpu();
     ncclOneRankTrainingStep();
   } catch (const std::exception& e) {
-    std::printf("FAIL  exception: %s\n", e.what());
-    ++failures;
+    check(false, std::string("exception: ") + e.what());
   }
-  std::printf("gpu_checks: %d passed, %d failed\n", passes, failures);
-  return failures == 0 ? 0 : 1;
+  return checks::report("gpu_checks");
 }
