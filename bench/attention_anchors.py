@@ -118,6 +118,12 @@ def run_anchors(args):
     torch.manual_seed(0)
     wanted = set(args.cases.split(",")) if args.cases else None
     rows = []
+    # Each row is written as soon as it is measured: a command cut off at its time limit, or a
+    # fault that ends the process, still leaves every finished row in the CSV.
+    out = open(args.out, "w", newline="")
+    writer = csv.DictWriter(out, fieldnames=COLUMNS)
+    writer.writeheader()
+    out.flush()
 
     def status_of(e):
         text = f"{type(e).__name__}: {e}".splitlines()[0][:160]
@@ -206,9 +212,14 @@ def run_anchors(args):
             except Exception as e:  # noqa: BLE001 (an anchor's failure is a result)
                 row["status"] = status_of(e)
             del state
-            torch.cuda.synchronize()
-            torch.cuda.empty_cache()
+            try:  # an asynchronous fault of the step surfaces here: it is this row's result
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+            except Exception as e:  # noqa: BLE001
+                row.update(ms="", tflops="", peak_mib="", status=status_of(e))
             print(",".join(str(row[c]) for c in COLUMNS), flush=True)
+            writer.writerow(row)
+            out.flush()
             rows.append(row)
 
         q, k, v = (torch.randn(B, H, L, D, device=dev, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
@@ -255,10 +266,7 @@ def run_anchors(args):
         del q, k, v, dout
         torch.cuda.empty_cache()
 
-    with open(args.out, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
+    out.close()
     print(f"wrote {len(rows)} rows to {args.out} (torch {torch.__version__}, {torch.cuda.get_device_name()})")
 
 

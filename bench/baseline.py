@@ -127,25 +127,34 @@ def linear_bias_spec(pos, n_heads, causal):
     return past, future, block_past, block_future, 0.5 if pos == "alibi-offset" else 0.0
 
 
-def linear_bias(spec, slope_past, slope_future, first_token, T, causal):
-    """(H, T, T) float32 additive bias on the slopes' device (linear_bias.cpp): -slope_past (i-j)
-    for j < i, -slope_future (j-i-shift) for j > i, -inf where blocked (and above the diagonal when
-    causal); first_token (H) or None replaces every pair touching position 0. Differentiable in
-    the slopes and first_token."""
+def bias_geometry(spec, T, device):
+    """The slope-free part of linear_bias for one length: (i, j, past, future, blocked) with past
+    and future distances (T, T) and the cells each head blocks (H, T, T), on `device`. Built once
+    per length: making the block flags a device tensor is a host-to-device copy, which waits for
+    the GPU."""
     _, _, block_past, block_future, shift = spec
-    H, device = slope_past.shape[0], slope_past.device
+    H = len(block_past)
     i = torch.arange(T, dtype=torch.float32, device=device).view(T, 1)
     j = torch.arange(T, dtype=torch.float32, device=device).view(1, T)
     d = j - i
-    past, future = (-d).clamp_min(0.0), (d - shift).clamp_min(0.0)
-    bias = -(slope_past.view(H, 1, 1) * past + slope_future.view(H, 1, 1) * future)
     blocked = ((torch.tensor(block_past, device=device).view(H, 1, 1) & (d < 0))
                | (torch.tensor(block_future, device=device).view(H, 1, 1) & (d > 0)))
+    return i, j, (-d).clamp_min(0.0), (d - shift).clamp_min(0.0), blocked
+
+
+def linear_bias(geometry, slope_past, slope_future, first_token, causal):
+    """(H, T, T) float32 additive bias on the slopes' device (linear_bias.cpp): -slope_past (i-j)
+    for j < i, -slope_future (j-i-shift) for j > i, -inf where blocked (and above the diagonal when
+    causal); first_token (H) or None replaces every pair touching position 0. Differentiable in
+    the slopes and first_token. `geometry`: bias_geometry of the spec and length."""
+    i, j, past, future, blocked = geometry
+    H = slope_past.shape[0]
+    bias = -(slope_past.view(H, 1, 1) * past + slope_future.view(H, 1, 1) * future)
     bias = bias.masked_fill(blocked, float("-inf"))
     if first_token is not None:
         bias = torch.where((i == 0) | (j == 0), first_token.view(H, 1, 1).expand_as(bias), bias)
     if causal:
-        bias = bias.masked_fill(d > 0, float("-inf"))
+        bias = bias.masked_fill(j > i, float("-inf"))
     return bias
 
 
@@ -153,7 +162,7 @@ def fixed_bias(pos, n_heads, T, causal):
     """(H|1, T, T) float32 on the CPU: a fixed ALiBi-family bias plus the causal mask, or the mask alone."""
     if pos in LINEAR_BIAS:
         spec = linear_bias_spec(pos, n_heads, causal)
-        return linear_bias(spec, torch.tensor(spec[0]), torch.tensor(spec[1]), None, T, causal)
+        return linear_bias(bias_geometry(spec, T, "cpu"), torch.tensor(spec[0]), torch.tensor(spec[1]), None, causal)
     i = torch.arange(T).view(T, 1)
     j = torch.arange(T).view(1, T)
     return torch.zeros(1, T, T).masked_fill((j > i) & causal, float("-inf"))
@@ -262,8 +271,11 @@ class Transformer(nn.Module):
     def attention_context(self, T, device, dtype):
         a = self.a
         if a.pos in LEARNED_BIAS:  # rebuilt every forward: its gradient reaches the slopes
-            bias = linear_bias(self.spec, torch.sigmoid(self.slope_past_logit), torch.sigmoid(self.slope_future_logit),
-                               self.first_token_bias, T, self.causal)
+            key = ("geometry", T, str(device))
+            if key not in self.cache:
+                self.cache[key] = bias_geometry(self.spec, T, device)
+            bias = linear_bias(self.cache[key], torch.sigmoid(self.slope_past_logit),
+                               torch.sigmoid(self.slope_future_logit), self.first_token_bias, self.causal)
             if self.sdpa:
                 return AttentionContext(True, None, bias.to(dtype), False, None)
             return AttentionContext(False, bias, None, False, None)

@@ -14,6 +14,9 @@ mkdir -p "$OUT"
 BENCH=${BENCH:-build-cuda/bench_attention}
 PYTHON=${PYTHON:-python3}
 REPS=${FUSED_REPS:-20}
+# The wheel's torch brings its own libraries: Python runs without the Debian ones that
+# .gpu-deps/gpu-build.sh put first on LD_LIBRARY_PATH for xtrap (/tmp/deps), as in bench/compare.py.
+PYTHON_LIBS=$(tr ':' '\n' <<<"${LD_LIBRARY_PATH:-}" | grep -v '^/tmp/deps/' | paste -sd:)
 
 start=$SECONDS
 "$BENCH" --fused-csv "$OUT/fused.csv" --fused-reps "$REPS" >"$OUT/fused.log" 2>&1
@@ -21,12 +24,12 @@ fused_rc=$?
 echo "fused kernel: rc=$fused_rc in $((SECONDS - start)) s (fused.csv, fused.log)"
 start=$SECONDS
 # shellcheck disable=SC2086
-"$PYTHON" bench/attention_anchors.py --out "$OUT/anchors.csv" --reps "$REPS" ${ANCHOR_ARGS:-} >"$OUT/anchors.log" 2>&1
+LD_LIBRARY_PATH=$PYTHON_LIBS "$PYTHON" bench/attention_anchors.py --out "$OUT/anchors.csv" --reps "$REPS" ${ANCHOR_ARGS:-} >"$OUT/anchors.log" 2>&1
 anchors_rc=$?
 echo "anchors: rc=$anchors_rc in $((SECONDS - start)) s (anchors.csv, anchors.log)"
 for f in fused anchors; do  # a crashed side still leaves a joinable (header-only) CSV
   [[ -s $OUT/$f.csv ]] || echo "case,B,H,L,D,causal,method,ms,tflops,peak_mib,status" >"$OUT/$f.csv"
 done
-"$PYTHON" bench/attention_anchors.py --join "$OUT/fused.csv" "$OUT/anchors.csv" --md "$OUT/fused_attention.md"
+LD_LIBRARY_PATH=$PYTHON_LIBS "$PYTHON" bench/attention_anchors.py --join "$OUT/fused.csv" "$OUT/anchors.csv" --md "$OUT/fused_attention.md"
 join_rc=$?
 ((fused_rc == 0 && anchors_rc == 0 && join_rc == 0))

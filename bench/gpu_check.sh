@@ -9,26 +9,35 @@
 #            --device cuda: alibi, none, rotary and the alibi-offset + CLAP encoder, bf16, MFU
 #            against a bf16 matmul of the same command; COMPARE_ARGS adds flags to it, e.g.
 #            "--methods alibi,alibi-encoder,alibi-learned,bialibi" for issue 23 item 6)
-#   bench    the attention micro-benchmark
 #   eval     a short L=512 training run of the 6 x 512 model on CUDA, then Lvalid 512..16384
 #   fused    the fused ALiBi-family kernel against SDPA / FlexAttention anchors (issue 23 item 5;
 #            bench/fused_attention.sh: OUTDIR/fused_attention.md). XTRAP_TARGETS=bench_attention
 #            builds only what it needs.
+#   scenarios the GPU studies of issue 22 item 5, in order: SCENARIOS (default "paper-table2-gpu
+#            interp-gpu encoder-variants-gpu"; interp-gpu reuses paper-table2-gpu's runs when both
+#            run in one call), results in OUTDIR/results/<scenario>/ (table, CSV, plot; copy them
+#            into results/), runs in /tmp/xtrap-runs. Not in the default set: one scenario is most
+#            of a call. XTRAP_TARGETS=xtrap builds only what it needs.
+# If the fused kernels or their glue fail to compile, their errors go to build_errors.log and the
+# build is made again without them (-DXTRAP_CUDA_KERNELS=OFF) for the other stages; exit status 1.
 # A device command is limited to 10 minutes and the machine starts bare: one stage or two per call.
-#   bash bench/gpu_check.sh OUTDIR [tests] [compare] [bench] [eval] [fused]
+# Write OUTDIR under the device command's $OUT: what a stage wrote comes back even if the command
+# runs past its limit.
+#   bash bench/gpu_check.sh OUTDIR [tests] [compare] [eval] [fused] [scenarios]
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${1:?usage: bench/gpu_check.sh OUTDIR [tests] [compare] [bench] [eval] [fused]}
+cd "$(dirname "$0")/.." || exit 2
+OUT=${1:?usage: bench/gpu_check.sh OUTDIR [tests] [compare] [eval] [fused] [scenarios]}
 shift
 STAGES=("$@")
-((${#STAGES[@]})) || STAGES=(tests compare bench eval fused)
+((${#STAGES[@]})) || STAGES=(tests compare eval fused)
 for stage in "${STAGES[@]}"; do
-  [[ $stage =~ ^(tests|compare|bench|eval|fused)$ ]] || { echo "bench/gpu_check.sh: unknown stage '$stage'" >&2; exit 2; }
+  [[ $stage =~ ^(tests|compare|eval|fused|scenarios)$ ]] || { echo "bench/gpu_check.sh: unknown stage '$stage'" >&2; exit 2; }
 done
 wants() { [[ " ${STAGES[*]} " == *" $1 "* ]]; }
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 summary() { echo "$*" | tee -a "$OUT/summary.txt"; }
+kernels_failed=0
 : >"$OUT/summary.txt"
 
 if [[ ! -f .gpu-deps/gpu-build.sh ]]; then
@@ -36,10 +45,27 @@ if [[ ! -f .gpu-deps/gpu-build.sh ]]; then
   exit 2
 fi
 start=$SECONDS
+# With the kernels unless XTRAP_CMAKE_ARGS says otherwise (a fallback build below caches them off).
+XTRAP_CMAKE_ARGS="-DXTRAP_CUDA_KERNELS=ON ${XTRAP_CMAKE_ARGS:-}"
 # shellcheck disable=SC1091
-source .gpu-deps/gpu-build.sh >"$OUT/build.log" 2>&1
+source .gpu-deps/gpu-build.sh build-cuda >"$OUT/build.log" 2>&1
 build_rc=$?
 summary "build: rc=$build_rc in $((SECONDS - start)) s (build.log)"
+# gpu-build.sh shows only the build's last lines. When the build fails and the configure step did
+# not, the failing files are rebuilt (ninja -k 0: every error, build_errors.log), then the build is
+# made again without the fused kernels, so the stages that do not need them still run this call.
+if ((build_rc != 0)) && [[ -f build-cuda/build.ninja ]]; then
+  cmake --build build-cuda -j"$(nproc)" -- -k 0 >"$OUT/build_errors.log" 2>&1
+  summary "build errors (first of them; all in build_errors.log):"
+  grep -m 8 -E 'error' "$OUT/build_errors.log" | tee -a "$OUT/summary.txt"
+  start=$SECONDS
+  cmake -S . -B build-cuda -DXTRAP_CUDA_KERNELS=OFF >"$OUT/build_without_kernels.log" 2>&1 &&
+    cmake --build build-cuda -j"$(nproc)" ${XTRAP_TARGETS:+--target $XTRAP_TARGETS} >>"$OUT/build_without_kernels.log" 2>&1
+  build_rc=$?
+  summary "build WITHOUT the fused kernels (-DXTRAP_CUDA_KERNELS=OFF): rc=$build_rc in $((SECONDS - start)) s (build_without_kernels.log); the kernels' tests report skipped, the fused stage is left out"
+  ((build_rc == 0)) && STAGES=("${STAGES[@]/fused/}")
+  kernels_failed=1
+fi
 ((build_rc == 0)) || exit 1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$OUT/device.txt" 2>&1
 summary "device: $(cat "$OUT/device.txt")"
@@ -64,12 +90,6 @@ if wants compare; then
   summary "compare (train tok/s, xtrap vs eager): rc=$? in $((SECONDS - start)) s: $(cat "$OUT/gpu_throughput_summary.txt" 2>/dev/null || echo 'no summary') (gpu_throughput.md, compare.log)"
 fi
 
-if wants bench; then
-  start=$SECONDS
-  build-cuda/bench_attention --benchmark_min_time=0.2 >"$OUT/bench_attention.txt" 2>&1
-  summary "bench_attention: rc=$? in $((SECONDS - start)) s (bench_attention.txt)"
-fi
-
 # Long evaluation on CUDA: a short L=512 training run of the 6 x 512 model, then Lvalid 512..16384.
 if wants eval; then
   RUN=$(mktemp -d)/alibi-512
@@ -87,4 +107,14 @@ if wants fused; then
   bash bench/fused_attention.sh "$OUT" >"$OUT/fused_attention.log" 2>&1
   summary "fused attention vs anchors: rc=$? in $((SECONDS - start)) s: $(tail -1 "$OUT/fused_attention.log") (fused_attention.md)"
 fi
+# The GPU scenarios (issue 22 item 5), one after another; a finished variant is not retrained.
+if wants scenarios; then
+  for name in ${SCENARIOS:-paper-table2-gpu interp-gpu encoder-variants-gpu}; do
+    start=$SECONDS
+    build-cuda/xtrap run "scenarios/$name.toml" --runs /tmp/xtrap-runs --results "$OUT/results" --no-progress \
+      >"$OUT/scenario_$name.log" 2>&1
+    summary "scenario $name: rc=$? in $((SECONDS - start)) s (results/$name/, scenario_$name.log)"
+  done
+fi
 summary "logs in $OUT"
+((kernels_failed == 0)) || { summary "the fused kernels did not build (build_errors.log)"; exit 1; }

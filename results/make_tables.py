@@ -83,8 +83,8 @@ DECODER_METHODS = [("sinusoidal", "sinusoidal"), ("rotary", "rotary"), ("T5", "t
                    ("none (NoPE)", "none")]
 
 
-def paper_table2_nonoverlap():
-    rows = load("paper-table2-mini/results.csv")
+def paper_table2_nonoverlap(folder):
+    rows = load(f"{folder}/results.csv")
     L, ns = l_train(rows), lengths(rows, "nonoverlap")
     header = ["method"] + [f"ppl({label(n, L)})" for n in ns]
     header += [f"{label(ns[-1], L)}/{label(ns[0], L)}", "paper ppl(12512)/ppl(512)"]
@@ -95,8 +95,8 @@ def paper_table2_nonoverlap():
     return table(header, body)
 
 
-def paper_table2_sliding():
-    rows = load("paper-table2-mini/results.csv")
+def paper_table2_sliding(folder):
+    rows = load(f"{folder}/results.csv")
     L, ns = l_train(rows), lengths(rows, "sliding")
     out = ""
     for s in strides(rows, "sliding"):
@@ -191,14 +191,14 @@ def require_same_scored_tokens(rows, csv_path):
                      f"counts {sorted(seen)}")
 
 
-def encoder_rows():
-    rows = with_blocks(load("encoder-variants-mini/results.csv"))
-    require_same_scored_tokens(rows, "encoder-variants-mini/results.csv")
+def encoder_rows(folder):
+    rows = with_blocks(load(f"{folder}/results.csv"))
+    require_same_scored_tokens(rows, f"{folder}/results.csv")
     return rows
 
 
-def encoder_variants():
-    rows = encoder_rows()
+def encoder_variants(folder):
+    rows = encoder_rows(folder)
     L = l_train(rows)
     ns = sorted({int(r["Lvalid"]) for r in rows if r["mode"] == "nonoverlap" and r["block"] == 0})
     header = ["config", f"ppl({label(ns[0], L)})", f"{label(ns[-1], L)}/{label(ns[0], L)}", "seeds",
@@ -214,7 +214,7 @@ def encoder_variants():
 
 def encoder_sliding():
     """Non-overlapping vs sliding windows on the same tokens (the second eval block)."""
-    rows = encoder_rows()
+    rows = encoder_rows("encoder-variants-mini")
     L = l_train(rows)
     ns = sorted({int(r["Lvalid"]) for r in rows if r["mode"] == "sliding"})
     stride = strides(rows, "sliding")
@@ -229,8 +229,8 @@ def encoder_sliding():
     return table(header, body)
 
 
-def interp_cost():
-    rows = load("interp-mini/results.csv")
+def interp_cost(folder):
+    rows = load(f"{folder}/results.csv")
     L, ns = l_train(rows), lengths(rows, "nonoverlap")
     interps = []
     for r in rows:
@@ -314,13 +314,17 @@ TABLES = {
     "methods-mini/sliding": lambda: methods("sliding"),
     "distributed/scaling": lambda: distributed_scaling("distributed_scaling_h100_host.csv"),
     "distributed/scaling-dev": lambda: distributed_scaling("distributed_scaling_dev_quiet.csv"),
-    "paper-table2-mini/nonoverlap": paper_table2_nonoverlap,
-    "paper-table2-mini/sliding": paper_table2_sliding,
+    "paper-table2-mini/nonoverlap": lambda: paper_table2_nonoverlap("paper-table2-mini"),
+    "paper-table2-mini/sliding": lambda: paper_table2_sliding("paper-table2-mini"),
+    "paper-table2-gpu/nonoverlap": lambda: paper_table2_nonoverlap("paper-table2-gpu"),
+    "paper-table2-gpu/sliding": lambda: paper_table2_sliding("paper-table2-gpu"),
     "paper-table2-mini/sinusoidal-steps": paper_table2_sinusoidal_steps,
     "paper-sliding-mini/ratio": paper_sliding,
-    "encoder-variants-mini/ratio": encoder_variants,
+    "encoder-variants-mini/ratio": lambda: encoder_variants("encoder-variants-mini"),
+    "encoder-variants-gpu/ratio": lambda: encoder_variants("encoder-variants-gpu"),
     "encoder-variants-mini/sliding": encoder_sliding,
-    "interp-mini/cost": interp_cost,
+    "interp-mini/cost": lambda: interp_cost("interp-mini"),
+    "interp-gpu/cost": lambda: interp_cost("interp-gpu"),
     "quickstart/eval": quickstart_eval,
 }
 

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "error_of.h"
+#include "eval/evaluate_run.h"
 #include "run/checkpoint.h"
 #include "run/checkpoint_file.h"
 #include "train/trainer.h"
@@ -219,4 +220,27 @@ TEST_CASE("an allocator's out-of-memory error becomes one line naming the remedy
   // Any other error passes unchanged.
   CHECK(advised([] { throw std::runtime_error("disk full"); }) == "disk full");
   CHECK(advised([] { throw c10::Error("shapes differ", ""); }).rfind("shapes differ", 0) == 0);
+}
+
+TEST_CASE("eval's out-of-memory advice names a knob that lowers the memory of the path in use", "[reliability]") {
+  EvalRequest req;  // --query-block 256
+  req.batch = 8;
+  CHECK(outOfMemoryRemedy(req, false, AttentionPath::Block, BiasKind::Linear) == "lower --batch (e.g. --batch 4)");
+  req.batch = 1;
+  // The block path's memory is O(Lvalid x query block), in the compute precision.
+  CHECK(outOfMemoryRemedy(req, false, AttentionPath::Block, BiasKind::Linear) ==
+        "at --batch 1, lower --query-block (now 256) or use --dtype bfloat16");
+  CHECK(outOfMemoryRemedy(req, true, AttentionPath::Block, BiasKind::Table) ==
+        "at --batch 1, lower --query-block (now 256)");
+  req.queryBlock = 0;  // the full Lvalid x Lvalid matrix
+  CHECK(outOfMemoryRemedy(req, true, AttentionPath::Reference, BiasKind::Linear) ==
+        "at --batch 1, set --query-block (e.g. 256)");
+  // SDPA with a bias tensor holds Lvalid x Lvalid; without one, and the fused kernel, O(Lvalid).
+  CHECK(outOfMemoryRemedy(req, true, AttentionPath::Sdpa, BiasKind::Table) ==
+        "at --batch 1, set --query-block (e.g. 256)");
+  CHECK(outOfMemoryRemedy(req, true, AttentionPath::Sdpa, BiasKind::None) ==
+        "at --batch 1 the sdpa attention path already holds O(Lvalid) memory: evaluate a shorter --Lvalid");
+  CHECK(outOfMemoryRemedy(req, true, AttentionPath::FusedLinearBias, BiasKind::Linear) ==
+        "at --batch 1 the fused-linear-bias attention path already holds O(Lvalid) memory: evaluate a shorter "
+        "--Lvalid");
 }

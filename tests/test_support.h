@@ -35,6 +35,20 @@ inline ModelConfig tinyConfig(const std::string& pos, const std::string& arch = 
   return c;
 }
 
+// A model with the same weights as `source`, placed on `ctx` (device and precision), in the
+// same training mode.
+inline Transformer copyOnto(Transformer& source, const ExecutionContext& ctx) {
+  Transformer copy(source->config);
+  {
+    torch::NoGradGuard g;
+    auto from = source->named_parameters();
+    for (auto& p : copy->named_parameters()) p.value().copy_(from[p.key()]);
+  }
+  copy->place(ctx);
+  copy->train(source->is_training());
+  return copy;
+}
+
 inline double maxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
 }

@@ -116,9 +116,8 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
   scoring.prepareLength = prepareLength;
   std::string doing =
       fmt::format("scoring Lvalid {} on {}, {} windows a forward pass,", pass.Lvalid, ctx.deviceName(), req.batch);
-  std::string remedy =
-      req.batch > 1 ? fmt::format("lower --batch (e.g. --batch {})", req.batch / 2)
-                    : fmt::format("at --batch 1, lower --query-block (now {}) or use --dtype bfloat16", req.queryBlock);
+  std::string remedy = outOfMemoryRemedy(
+      req, ctx.lowPrecision(), run.model->attentionPath(pass.Lvalid, {req.queryBlock}), run.model->biasKind());
   ScoreTotals totals = withOutOfMemoryAdvice(doing, remedy, [&] {
     if (m.causal()) {
       ScoreOptions opt;
@@ -175,6 +174,16 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
 }
 
 }  // namespace
+
+std::string outOfMemoryRemedy(const EvalRequest& req, bool lowPrecision, AttentionPath path, BiasKind bias) {
+  if (req.batch > 1) return fmt::format("lower --batch (e.g. --batch {})", req.batch / 2);
+  if (path == AttentionPath::FusedLinearBias || (path == AttentionPath::Sdpa && bias == BiasKind::None))
+    return fmt::format("at --batch 1 the {} attention path already holds O(Lvalid) memory: evaluate a shorter --Lvalid",
+                       attentionPathName(path));
+  std::string block = req.queryBlock > 0 ? fmt::format("lower --query-block (now {})", req.queryBlock)
+                                         : std::string("set --query-block (e.g. 256)");
+  return "at --batch 1, " + block + (lowPrecision ? "" : " or use --dtype bfloat16");
+}
 
 std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLossRow>* positionRows) {
   configureRuntime(req.threads);

@@ -7,6 +7,7 @@
 
 #include "eval/eval_report.h"
 #include "eval/interpolation.h"
+#include "model/attention_plan.h"
 
 namespace xtrap {
 
@@ -39,6 +40,12 @@ struct PositionLossRow {
 };
 
 std::vector<EvalRow> evaluateRuns(const EvalRequest& request, std::vector<PositionLossRow>* positionRows = nullptr);
+
+// What an out-of-memory error of a scoring pass tells the user to change: fewer windows a forward
+// first; at one window the attention's own knobs (query blocks, and bfloat16 where the pass is in
+// float32). Attention whose memory is O(Lvalid) whatever the query block (the fused kernel; SDPA
+// without a bias tensor) leaves a shorter Lvalid.
+std::string outOfMemoryRemedy(const EvalRequest& request, bool lowPrecision, AttentionPath path, BiasKind bias);
 
 void writePositionRows(const std::filesystem::path& file, const std::vector<PositionLossRow>& rows);
 

@@ -127,8 +127,8 @@ AttentionPath TransformerImpl::attentionPath(int64_t T, const ForwardOptions& op
 #ifdef XTRAP_WITH_CUDA_KERNELS
   // The kernel takes bf16 q, k, v: the compute precision autocast gives the projections.
   plan.fusedLinearBias =
-      computeDtype_ == torch::kBFloat16 &&
-      fusedLinearBiasAttentionTakes(config.heads, config.dModel / config.heads, config.attentionDropoutRate());
+      computeDtype_ == torch::kBFloat16 && fusedLinearBiasAttentionTakes(config.heads, config.dModel / config.heads,
+                                                                         config.attentionDropoutRate(), device());
 #endif
   return chooseAttentionPath(plan);
 }

@@ -44,10 +44,18 @@ namespace {
 
 const torch::Device kGpu(torch::kCUDA);
 
-// Differences relative to the largest element, absolute below 1e-3 (T = 1 has no distance to learn
-// from: zero gradients).
+// Differences relative to the largest element, absolute below 1e-3.
 double relativeMaxDiff(const torch::Tensor& reference, const torch::Tensor& got) {
   return checks::relativeMaxDiff(reference, got, 1e-3);
+}
+
+// The same for learned-parameter gradients, absolute below 1e-2: where the reference is zero
+// (T = 1: one pair, (0, 0), whose dS = P (dP - D_0) = dO.v_0 - dO.o_0 is 0 exactly) the kernel's
+// value is the rounding of two float32 dot products of D bf16 products each (dP by the tensor
+// cores, D_0 by the lanes, in different orders): ~1e-5 per sequence, too close to 1e-2 x 1e-3.
+// Gradients of T >= 7 are sums over many pairs, far above 1e-2.
+double relativeParamDiff(const torch::Tensor& reference, const torch::Tensor& got) {
+  return checks::relativeMaxDiff(reference, got, 1e-2);
 }
 
 // The formula above, differentiable in the slopes and the first-token bias: (H, T, T) float32.
@@ -192,7 +200,7 @@ void kernelMatchesReference() {
           bool finite = got.o.isfinite().all().item<bool>();
           for (size_t p = 0; p < ref.params.size(); ++p) {
             finite = finite && got.params[p].isfinite().all().item<bool>();
-            worstParam = std::max(worstParam, relativeMaxDiff(ref.params[p], got.params[p]));
+            worstParam = std::max(worstParam, relativeParamDiff(ref.params[p], got.params[p]));
           }
           check(finite && worst <= kTensorTolerance && worstParam <= kParamTolerance,
                 variant.name + " H=" + std::to_string(H) + " D=" + std::to_string(D) + " T=" + std::to_string(T) + ":" +
@@ -221,6 +229,21 @@ void slopeGradientsDeterministic() {
                       std::to_string(a.params.size()) + " tensors; dq, dk, dv " +
                       (sameQkv ? "bit-identical too" : "not bit-identical, not required") + ")");
     }
+  }
+}
+
+// T = 0 (empty tensors, which may have no storage): empty outputs and zero learned-parameter
+// gradients, not an error.
+void emptySequence() {
+  for (const Variant& variant : variants(8)) {
+    if (variant.name != "bialibi") continue;
+    auto bias = makeBias(variant);
+    auto q = torch::randn({2, 8, 0, 64}, torch::TensorOptions(torch::kBFloat16).device(kGpu));  // (B, H, 0, D)
+    Grads got = kernelPass(*bias, variant.causal, q, q, q, q, 0.125);
+    bool zero = !got.params.empty();
+    for (const auto& g : got.params) zero = zero && g.numel() == 8 && g.eq(0).all().item<bool>();
+    check(got.o.sizes() == q.sizes() && got.dq.sizes() == q.sizes() && zero,
+          "bialibi T=0: empty output and input gradients, zero learned-parameter gradients");
   }
 }
 
@@ -256,7 +279,7 @@ void dropoutMaskConsistent() {
                                relativeMaxDiff(ref.dk, got.dk), relativeMaxDiff(ref.dv, got.dv)});
       double worstParam = 0;
       for (size_t i = 0; i < ref.params.size(); ++i)
-        worstParam = std::max(worstParam, relativeMaxDiff(ref.params[i], got.params[i]));
+        worstParam = std::max(worstParam, relativeParamDiff(ref.params[i], got.params[i]));
       check(worst <= kTensorTolerance && worstParam <= kParamTolerance,
             variant.name + " dropout 0.3: output and gradients against the reference with the forward's mask: " +
                 fmtDouble(worst) + ", learned parameters " + fmtDouble(worstParam) +
@@ -310,15 +333,8 @@ void modelUsesKernel() {
       lb->firstTokenBias().copy_(torch::linspace(-1, 1, 2));
     }
     fp32->place({kGpu, torch::kFloat32});
-    Transformer bf16(fp32->config);
-    {
-      torch::NoGradGuard g;
-      auto from = fp32->named_parameters();
-      for (auto& p : bf16->named_parameters()) p.value().copy_(from[p.key()]);
-    }
-    bf16->place({kGpu, torch::kBFloat16});
     fp32->eval();
-    bf16->eval();
+    Transformer bf16 = test::copyOnto(fp32, {kGpu, torch::kBFloat16});
     ForwardOptions blocked, probed;
     blocked.queryBlock = 256;
     struct NullObserver : AttentionObserver {
@@ -373,6 +389,7 @@ int main() {
   try {
     kernelMatchesReference();
     slopeGradientsDeterministic();
+    emptySequence();
     dropoutMaskConsistent();
     modelUsesKernel();
   } catch (const std::exception& e) {

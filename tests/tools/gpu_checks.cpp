@@ -61,19 +61,6 @@ Pass runPass(Transformer& model, const torch::Tensor& tokens, const torch::Tenso
   return pass;
 }
 
-// A model with the same weights as `source`, placed on `ctx`.
-Transformer copyOnto(Transformer& source, const ExecutionContext& ctx) {
-  Transformer copy(source->config);
-  {
-    torch::NoGradGuard g;
-    auto from = source->named_parameters();
-    for (auto& p : copy->named_parameters()) p.value().copy_(from[p.key()]);
-  }
-  copy->place(ctx);
-  copy->train(source->is_training());
-  return copy;
-}
-
 // CUDA vs CPU per method: fp32 on every path CUDA takes, and bf16 CUDA against fp32 CPU.
 void devicesAgreePerMethod() {
   constexpr int64_t T = 300;  // long enough for the CPU's causal-skip path to split
@@ -94,7 +81,7 @@ void devicesAgreePerMethod() {
     reference.path = AttentionPath::Reference;
     Pass expected = runPass(cpu, tokens, targets, reference);
 
-    Transformer gpu = copyOnto(cpu, kCuda);
+    Transformer gpu = test::copyOnto(cpu, kCuda);
     std::vector<std::pair<std::string, ForwardOptions>> paths{{"planned", ForwardOptions{}}, {"reference", reference}};
     ForwardOptions block;
     block.path = AttentionPath::Block;
@@ -121,7 +108,7 @@ void devicesAgreePerMethod() {
     // bf16 keeps 8 significant bits: each rounding is 2^-9 relative, and two layers of matmuls
     // (float32 softmax and LayerNorm) leave the features within ~1% RMS of fp32. Stated
     // tolerances: features 5% RMS, NLL 1%, gradients 10% RMS of each parameter's gradient.
-    Transformer half = copyOnto(cpu, kCudaBf16);
+    Transformer half = test::copyOnto(cpu, kCudaBf16);
     Pass low = runPass(half, tokens, targets, ForwardOptions{});
     double featRms = relativeRms(expected.features, low.features);
     double nllRel = std::abs(low.nll.item<double>() - expected.nll.item<double>()) / expected.nll.item<double>();

@@ -34,6 +34,7 @@
 #include <cuda_bf16.h>
 #include <mma.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -101,6 +102,12 @@ struct QueryGradSmem {
                           lse = dQ + Ld<D>::accBytes, rowDot = lse + Ld<D>::statBytes,
                           partial = rowDot + Ld<D>::statBytes, bytes = partial + align128(kWarps * 3 * sizeof(double));
 };
+
+// The most shared memory any of the kernels for head dimension D asks for.
+template <int D>
+constexpr size_t largestSmem() {
+  return std::max({ForwardSmem<D>::bytes, KeyGradSmem<D>::bytes, QueryGradSmem<D>::bytes});
+}
 
 // The H100 gives a block up to 227 KiB of shared memory.
 static_assert(ForwardSmem<128>::bytes <= 227 * 1024 && KeyGradSmem<128>::bytes <= 227 * 1024 &&
@@ -629,15 +636,33 @@ const char* linearBiasAttentionCheck(const AttentionShape& s, float dropout) {
   if (s.H > 64) return "fused ALiBi attention: at most 64 heads (the block flags are a 64-bit mask)";
   if (s.D != 64 && s.D != 128) return "fused ALiBi attention: head dimension must be 64 or 128";
   if (!(dropout >= 0.f && dropout < 1.f)) return "fused ALiBi attention: dropout must be in [0, 1)";
+  // The backward's row-statistics kernel has one warp per (b, h, t) row in a 1-D grid.
+  if (int64_t(s.B) * s.H * s.T > int64_t(kWarps) * ((int64_t(1) << 31) - 1))
+    return "fused ALiBi attention: more than 2^33 (batch, head, position) rows";
+  return nullptr;
+}
+
+const char* linearBiasAttentionDeviceCheck(int device, int D) {
+  int major = 0, optin = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+    cudaGetLastError();  // not this process's error to keep
+    return "fused ALiBi attention: cannot query the GPU's compute capability and shared memory";
+  }
+  if (major < 8) return "fused ALiBi attention: needs a GPU of compute capability 8.0 or newer (bf16 tensor cores)";
+  if (D != 64 && D != 128) return "fused ALiBi attention: head dimension must be 64 or 128";
+  if (size_t(optin) < (D == 64 ? largestSmem<64>() : largestSmem<128>()))
+    return D == 64 ? "fused ALiBi attention: this GPU has too little shared memory per block for head dimension 64"
+                   : "fused ALiBi attention: this GPU has too little shared memory per block for head dimension 128";
   return nullptr;
 }
 
 cudaError_t linearBiasAttentionForward(const ForwardArgs& args, cudaStream_t stream) {
   if (linearBiasAttentionCheck(args.shape, args.dropout) != nullptr) return cudaErrorInvalidValue;
+  if (args.shape.T == 0) return cudaSuccess;  // empty tensors may have no storage at all
   if (!readable(args.q) || !readable(args.k) || !readable(args.v) || !readable(args.o) || args.lse == nullptr ||
       args.bias.slopePast == nullptr || args.bias.slopeFuture == nullptr)
     return cudaErrorInvalidValue;
-  if (args.shape.T == 0) return cudaSuccess;
   return args.shape.D == 64 ? forward<64>(args, stream) : forward<128>(args, stream);
 }
 
@@ -647,11 +672,11 @@ size_t linearBiasAttentionBackwardWorkspace(const AttentionShape& shape) {
 
 cudaError_t linearBiasAttentionBackward(const BackwardArgs& args, void* workspace, cudaStream_t stream) {
   if (linearBiasAttentionCheck(args.shape, args.dropout) != nullptr) return cudaErrorInvalidValue;
+  if (args.shape.T == 0) return zeroBiasGrads(args, stream);  // no pair: zero slope gradients
   for (const HeadsView* view : {&args.q, &args.k, &args.v, &args.o, &args.dO, &args.dq, &args.dk, &args.dv})
     if (!readable(*view)) return cudaErrorInvalidValue;
   if (args.lse == nullptr || workspace == nullptr || args.bias.slopePast == nullptr || args.bias.slopeFuture == nullptr)
     return cudaErrorInvalidValue;
-  if (args.shape.T == 0) return zeroBiasGrads(args, stream);
   return args.shape.D == 64 ? backward<64>(args, workspace, stream) : backward<128>(args, workspace, stream);
 }
 

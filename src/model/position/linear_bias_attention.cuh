@@ -76,6 +76,12 @@ struct BackwardArgs {
 // return cudaErrorInvalidValue.
 const char* linearBiasAttentionCheck(const AttentionShape& shape, float dropout);
 
+// Why GPU `device` cannot run the kernels of head dimension D (a one-line reason), or nullptr: they
+// need compute capability 8.0+ (bf16 tensor cores) and their largest tile layout for D in shared
+// memory (D = 128: about 170 KiB a block, more than an A100 gives; D = 64: about 106 KiB, more
+// than sm_86/89 GPUs give).
+const char* linearBiasAttentionDeviceCheck(int device, int D);
+
 cudaError_t linearBiasAttentionForward(const ForwardArgs& args, cudaStream_t stream);
 
 // Device scratch the backward needs, in bytes (row statistics and per-block gradient partials).

@@ -1,5 +1,6 @@
 #include "model/position/linear_bias_attention_cuda.h"
 
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -119,9 +120,12 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
 
 }  // namespace
 
-bool fusedLinearBiasAttentionTakes(int64_t heads, int64_t headDim, double dropout) {
-  if (heads > std::numeric_limits<int>::max() || headDim > std::numeric_limits<int>::max()) return false;
-  return cuda::linearBiasAttentionCheck({1, int(heads), 1, int(headDim)}, float(dropout)) == nullptr;
+bool fusedLinearBiasAttentionTakes(int64_t heads, int64_t headDim, double dropout, torch::Device device) {
+  if (!device.is_cuda() || heads > std::numeric_limits<int>::max() || headDim > std::numeric_limits<int>::max())
+    return false;
+  return cuda::linearBiasAttentionCheck({1, int(heads), 1, int(headDim)}, float(dropout)) == nullptr &&
+         cuda::linearBiasAttentionDeviceCheck(device.has_index() ? device.index() : c10::cuda::current_device(),
+                                              int(headDim)) == nullptr;
 }
 
 std::string fusedLinearBiasAttentionUnsupported(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -136,6 +140,7 @@ std::string fusedLinearBiasAttentionUnsupported(const torch::Tensor& q, const to
   cuda::AttentionShape shape{int(q.size(0)), int(q.size(1)), int(q.size(2)), int(q.size(3))};
   if (q.size(2) > std::numeric_limits<int>::max() / 2) return "fused ALiBi attention: sequence too long";
   const char* reason = cuda::linearBiasAttentionCheck(shape, float(dropout));
+  if (!reason) reason = cuda::linearBiasAttentionDeviceCheck(q.get_device(), shape.D);
   return reason ? reason : "";
 }
 

@@ -10,11 +10,12 @@
 namespace xtrap {
 
 // Whether the fused kernel takes attention of this many heads of this dimension with this
-// dropout (bfloat16 inputs aside): the attention plan's test.
-bool fusedLinearBiasAttentionTakes(int64_t heads, int64_t headDim, double dropout);
+// dropout on `device` (a GPU of compute capability 8.0+ with shared memory enough for its tiles;
+// bfloat16 inputs aside): the attention plan's test.
+bool fusedLinearBiasAttentionTakes(int64_t heads, int64_t headDim, double dropout, torch::Device device);
 
 // Why the fused kernel cannot take these inputs (one line), or "" when it can: q, k, v
-// (B, H, T, D) bfloat16 on one GPU, D 64 or 128, H <= 64, dropout in [0, 1).
+// (B, H, T, D) bfloat16 on one GPU that can run it, D 64 or 128, H <= 64, dropout in [0, 1).
 std::string fusedLinearBiasAttentionUnsupported(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                                 double dropout);
 
