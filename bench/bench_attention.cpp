@@ -7,9 +7,10 @@
 // Items processed are tokens (attention, batching) or rows (head), so the reports read as
 // tokens/s. Sizes are the quickstart model's (d = 128, 8 heads); 2048 tokens per iteration.
 // Threads: --threads is not a Google Benchmark flag; set XTRAP_THREADS (default 2).
-// Where LibTorch has CUDA (XTRAP_WITH_CUDA_KERNELS), `--fused-csv FILE [--fused-reps N]` instead
-// times the fused ALiBi-family kernel (issue 23 item 5) at bench/attention_anchors.py's cases and
-// writes its CSV columns (bench/fused_attention.sh joins the two).
+// Where LibTorch has CUDA (XTRAP_WITH_CUDA_KERNELS), `--fused-csv FILE [--fused-reps N]
+// [--fused-cases A,B]` instead times the fused ALiBi-family kernel (issue 23 item 5) at
+// bench/attention_anchors.py's cases (or the cases named) and writes its CSV columns
+// (bench/fused_attention.sh joins the two; bench/gpu_check.sh's ncu stage profiles one case).
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -25,12 +26,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "model/linear_bias_spec.h"
 #include "model/position/linear_bias.h"
+#include "model/position/linear_bias_attention.cuh"
 #include "model/position/linear_bias_attention_cuda.h"
 #endif
 
@@ -190,9 +193,33 @@ std::vector<FusedRow> fusedRows() {
 }
 
 struct FusedResult {
-  double ms = 0, peakMiB = 0;
+  double ms = 0, forwardMs = 0, peakMiB = 0;
   std::string status = "ok";
 };
+
+// Median milliseconds of `reps` runs of `work` after `warmup`, by CUDA events on the current stream.
+double medianMs(const std::function<void()>& work, int warmup, int reps) {
+  for (int i = 0; i < warmup; ++i) work();
+  torch::cuda::synchronize();
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  std::vector<cudaEvent_t> starts(reps), stops(reps);
+  for (int i = 0; i < reps; ++i) {
+    cudaEventCreate(&starts[i]);
+    cudaEventCreate(&stops[i]);
+    cudaEventRecord(starts[i], stream);
+    work();
+    cudaEventRecord(stops[i], stream);
+  }
+  torch::cuda::synchronize();
+  std::vector<float> ms(reps);
+  for (int i = 0; i < reps; ++i) {
+    cudaEventElapsedTime(&ms[i], starts[i], stops[i]);
+    cudaEventDestroy(starts[i]);
+    cudaEventDestroy(stops[i]);
+  }
+  std::sort(ms.begin(), ms.end());
+  return reps % 2 ? ms[reps / 2] : 0.5 * (ms[reps / 2 - 1] + ms[reps / 2]);
+}
 
 FusedResult timeFused(const FusedRow& r, int warmup, int reps) {
   FusedResult result;
@@ -218,31 +245,19 @@ FusedResult timeFused(const FusedRow& r, int warmup, int reps) {
       auto o = fusedLinearBiasAttention(q, k, v, *bias, r.causal, scale, 0.0);
       torch::autograd::grad({o}, inputs, {dO}, /*retain_graph=*/{}, /*create_graph=*/false, /*allow_unused=*/true);
     };
-    for (int i = 0; i < warmup; ++i) step();
-    torch::cuda::synchronize();
     namespace allocator = c10::cuda::CUDACachingAllocator;
     const auto device = q.device().index();
     allocator::resetPeakStats(device);
-    cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-    std::vector<cudaEvent_t> starts(reps), stops(reps);
-    for (int i = 0; i < reps; ++i) {
-      cudaEventCreate(&starts[i]);
-      cudaEventCreate(&stops[i]);
-      cudaEventRecord(starts[i], stream);
-      step();
-      cudaEventRecord(stops[i], stream);
-    }
-    torch::cuda::synchronize();
-    std::vector<float> ms(reps);
-    for (int i = 0; i < reps; ++i) {
-      cudaEventElapsedTime(&ms[i], starts[i], stops[i]);
-      cudaEventDestroy(starts[i]);
-      cudaEventDestroy(stops[i]);
-    }
-    std::sort(ms.begin(), ms.end());
-    result.ms = reps % 2 ? ms[reps / 2] : 0.5 * (ms[reps / 2 - 1] + ms[reps / 2]);
+    result.ms = medianMs(step, warmup, reps);
     // Index 0: StatType::AGGREGATE (what torch.cuda.max_memory_allocated reads).
     result.peakMiB = double(allocator::getDeviceStats(device).allocated_bytes[0].peak) / (1 << 20);
+    // The forward alone (no graph kept): with the total, the backward's share of the time.
+    result.forwardMs = medianMs(
+        [&] {
+          torch::NoGradGuard noGrad;
+          fusedLinearBiasAttention(q, k, v, *bias, r.causal, scale, 0.0);
+        },
+        warmup, reps);
   } catch (const std::exception& e) {
     std::string what = e.what();
     what = what.substr(0, std::min(what.find('\n'), size_t(160)));
@@ -252,16 +267,45 @@ FusedResult timeFused(const FusedRow& r, int warmup, int reps) {
   return result;
 }
 
-int writeFusedCsv(const std::string& path, int reps) {
+// What the compiler and the occupancy calculator say of each fused kernel on this GPU: the part of
+// a profile that needs no profiler (bench/gpu_check.sh's ncu stage has the rest).
+void printKernelFacts() {
+  for (int D : {64, 128}) {
+    cuda::KernelFacts facts[cuda::kKernelFactsCount];
+    if (cudaError_t e = cuda::linearBiasAttentionKernelFacts(D, facts); e != cudaSuccess) {
+      std::printf("# kernel facts D=%d: %s\n", D, cudaGetErrorString(e));
+      continue;
+    }
+    for (const auto& f : facts)
+      std::printf("# kernel D=%d %-16s registers/thread %3d, shared memory/block %6zu B, resident blocks/SM %d\n", D,
+                  f.name, f.registers, f.sharedBytes, f.blocksPerSm);
+  }
+}
+
+int writeFusedCsv(const std::string& path, int reps, const std::string& cases) {
+  std::string known = ",";
+  for (const FusedRow& r : fusedRows()) known += r.caseName + ",";
+  for (size_t begin = 0; begin < cases.size();) {
+    size_t end = std::min(cases.find(',', begin), cases.size());
+    if (known.find("," + cases.substr(begin, end - begin) + ",") == std::string::npos) {
+      std::fprintf(stderr, "bench_attention: no fused case '%s' (cases: %s)\n",
+                   cases.substr(begin, end - begin).c_str(), known.substr(1, known.size() - 2).c_str());
+      return 2;
+    }
+    begin = end + 1;
+  }
   FILE* out = std::fopen(path.c_str(), "w");
   if (!out) {
     std::fprintf(stderr, "bench_attention: cannot write %s\n", path.c_str());
     return 1;
   }
-  const char* header = "case,B,H,L,D,causal,method,ms,tflops,peak_mib,status\n";
+  printKernelFacts();
+  // attention_anchors.py's columns, then the forward alone (the join reads columns by name).
+  const char* header = "case,B,H,L,D,causal,method,ms,tflops,peak_mib,status,fwd_ms\n";
   std::fputs(header, out);
   std::fputs(header, stdout);
   for (const FusedRow& r : fusedRows()) {
+    if (!cases.empty() && ("," + cases + ",").find("," + r.caseName + ",") == std::string::npos) continue;
     FusedResult t = timeFused(r, 5, reps);
     std::replace(t.status.begin(), t.status.end(), ',', ';');  // one CSV field
     bool half = r.causal || r.pos == PositionMethod::AlibiOneSided;
@@ -271,10 +315,12 @@ int writeFusedCsv(const std::string& path, int reps) {
       std::snprintf(numbers, sizeof numbers, "%.4f,%.2f,%.1f", t.ms, flops / (t.ms * 1e-3) / 1e12, t.peakMiB);
     else
       std::snprintf(numbers, sizeof numbers, ",,");
+    char forward[32] = "";
+    if (t.status == "ok") std::snprintf(forward, sizeof forward, "%.4f", t.forwardMs);
     for (FILE* f : {out, stdout})
-      std::fprintf(f, "%s,%lld,%lld,%lld,%lld,%d,%s,%s,%s\n", r.caseName.c_str(), (long long)r.B,
+      std::fprintf(f, "%s,%lld,%lld,%lld,%lld,%d,%s,%s,%s,%s\n", r.caseName.c_str(), (long long)r.B,
                    (long long)kFusedHeads, (long long)r.L, (long long)kFusedHeadDim, int(r.causal), r.method.c_str(),
-                   numbers, t.status.c_str());
+                   numbers, t.status.c_str(), forward);
     std::fflush(out);
   }
   std::fclose(out);
@@ -289,13 +335,14 @@ int main(int argc, char** argv) {
   const char* threads = std::getenv("XTRAP_THREADS");
   xtrap::configureRuntime(threads ? std::atoll(threads) : 2);
 #ifdef XTRAP_WITH_CUDA_KERNELS
-  std::string fusedCsv;
+  std::string fusedCsv, fusedCases;
   int fusedReps = 20;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--fused-csv") == 0) fusedCsv = argv[i + 1];
     if (std::strcmp(argv[i], "--fused-reps") == 0) fusedReps = std::max(1, std::atoi(argv[i + 1]));
+    if (std::strcmp(argv[i], "--fused-cases") == 0) fusedCases = argv[i + 1];
   }
-  if (!fusedCsv.empty()) return xtrap::writeFusedCsv(fusedCsv, fusedReps);
+  if (!fusedCsv.empty()) return xtrap::writeFusedCsv(fusedCsv, fusedReps, fusedCases);
 #endif
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

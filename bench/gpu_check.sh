@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The GPU machine's check (issue 22): builds xtrap against the CUDA LibTorch of the machine's
 # PyTorch wheel (.gpu-deps/gpu-build.sh, made by ../shared/gpu/prepare.sh on a Debian machine),
-# then runs the stages asked for, and prints a summary. Every log goes into OUTDIR (a few files;
-# tar it to bring it back). Stages (all of them, in this order, when none is named):
+# then runs the stages asked for, and prints a summary. Every log goes into OUTDIR (put it under
+# the device command's $OUT). Stages (tests, compare, eval and fused when none is named; in this order):
 #   tests    the `gpu`-labelled tests (gpu_checks, fused_attention_checks, nccl_world_one), then
-#            the whole suite
+#            the rest of the suite
 #   compare  training throughput of xtrap against PyTorch eager side by side (bench/compare.py
 #            --device cuda: alibi, none, rotary and the alibi-offset + CLAP encoder, bf16, MFU
 #            against a bf16 matmul of the same command; COMPARE_ARGS adds flags to it, e.g.
@@ -13,6 +13,9 @@
 #   fused    the fused ALiBi-family kernel against SDPA / FlexAttention anchors (issue 23 item 5;
 #            bench/fused_attention.sh: OUTDIR/fused_attention.md). XTRAP_TARGETS=bench_attention
 #            builds only what it needs.
+#   ncu      Nsight Compute on the fused kernels at NCU_CASE (default causal-B8-L2048): speed of
+#            light, occupancy, memory and warp-stall sections of one forward and backward
+#            (OUTDIR/ncu.txt), the profile asked for when the kernel misses a target.
 #   scenarios the GPU studies of issue 22 item 5, in order: SCENARIOS (default "paper-table2-gpu
 #            interp-gpu encoder-variants-gpu"; interp-gpu reuses paper-table2-gpu's runs when both
 #            run in one call), results in OUTDIR/results/<scenario>/ (table, CSV, plot; copy them
@@ -23,15 +26,15 @@
 # A device command is limited to 10 minutes and the machine starts bare: one stage or two per call.
 # Write OUTDIR under the device command's $OUT: what a stage wrote comes back even if the command
 # runs past its limit.
-#   bash bench/gpu_check.sh OUTDIR [tests] [compare] [eval] [fused] [scenarios]
+#   bash bench/gpu_check.sh OUTDIR [tests] [compare] [eval] [fused] [ncu] [scenarios]
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-OUT=${1:?usage: bench/gpu_check.sh OUTDIR [tests] [compare] [eval] [fused] [scenarios]}
+OUT=${1:?usage: bench/gpu_check.sh OUTDIR [tests] [compare] [eval] [fused] [ncu] [scenarios]}
 shift
 STAGES=("$@")
 ((${#STAGES[@]})) || STAGES=(tests compare eval fused)
 for stage in "${STAGES[@]}"; do
-  [[ $stage =~ ^(tests|compare|eval|fused|scenarios)$ ]] || { echo "bench/gpu_check.sh: unknown stage '$stage'" >&2; exit 2; }
+  [[ $stage =~ ^(tests|compare|eval|fused|ncu|scenarios)$ ]] || { echo "bench/gpu_check.sh: unknown stage '$stage'" >&2; exit 2; }
 done
 wants() { [[ " ${STAGES[*]} " == *" $1 "* ]]; }
 mkdir -p "$OUT"
@@ -75,8 +78,8 @@ if wants tests; then
   ctest --test-dir build-cuda -L gpu --output-on-failure >"$OUT/ctest_gpu.log" 2>&1
   summary "gpu tests: rc=$? in $((SECONDS - start)) s: $(grep -E 'tests passed|tests failed' "$OUT/ctest_gpu.log" | tail -1) (ctest_gpu.log)"
   start=$SECONDS
-  ctest --test-dir build-cuda -j"$(nproc)" --output-on-failure >"$OUT/ctest_all.log" 2>&1
-  summary "whole suite: rc=$? in $((SECONDS - start)) s: $(grep -E 'tests passed|tests failed' "$OUT/ctest_all.log" | tail -1) (ctest_all.log)"
+  ctest --test-dir build-cuda -j"$(nproc)" -LE gpu --output-on-failure >"$OUT/ctest_all.log" 2>&1
+  summary "rest of the suite (-LE gpu): rc=$? in $((SECONDS - start)) s: $(grep -E 'tests passed|tests failed' "$OUT/ctest_all.log" | tail -1) (ctest_all.log)"
 fi
 
 # Throughput, side by side (issue 22 item 3): xtrap --device cuda --dtype bfloat16 against the eager
@@ -106,6 +109,21 @@ if wants fused; then
   start=$SECONDS
   bash bench/fused_attention.sh "$OUT" >"$OUT/fused_attention.log" 2>&1
   summary "fused attention vs anchors: rc=$? in $((SECONDS - start)) s: $(tail -1 "$OUT/fused_attention.log") (fused_attention.md)"
+fi
+# Nsight Compute on the second forward + backward of one case (the first is a warm-up): one launch
+# each of the forward and the two backward kernels.
+if wants ncu; then
+  start=$SECONDS
+  if command -v ncu >/dev/null; then
+    ncu -k 'regex:forwardKernel|keyGradKernel|queryGradKernel' --launch-skip 3 --launch-count 3 \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
+      --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+      build-cuda/bench_attention --fused-csv "$OUT/ncu_case.csv" --fused-reps 1 \
+      --fused-cases "${NCU_CASE:-causal-B8-L2048}" >"$OUT/ncu.txt" 2>&1
+    summary "ncu (${NCU_CASE:-causal-B8-L2048}): rc=$? in $((SECONDS - start)) s (ncu.txt)"
+  else
+    summary "ncu: not on PATH (nothing profiled)"
+  fi
 fi
 # The GPU scenarios (issue 22 item 5), one after another; a finished variant is not retrained.
 if wants scenarios; then

@@ -620,6 +620,28 @@ cudaError_t backward(const BackwardArgs& args, void* workspace, cudaStream_t str
   return cudaSuccess;
 }
 
+template <typename Kernel>
+cudaError_t factsOf(Kernel kernel, const char* name, size_t dynamicBytes, KernelFacts& facts) {
+  cudaFuncAttributes attributes;
+  if (cudaError_t e = cudaFuncGetAttributes(&attributes, kernel); e != cudaSuccess) return e;
+  if (dynamicBytes > 0)
+    if (cudaError_t e = allowSharedMemory(kernel, dynamicBytes); e != cudaSuccess) return e;
+  int blocks = 0;
+  if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, dynamicBytes);
+      e != cudaSuccess)
+    return e;
+  facts = {name, attributes.numRegs, attributes.sharedSizeBytes + dynamicBytes, blocks};
+  return cudaSuccess;
+}
+
+template <int D>
+cudaError_t kernelFacts(KernelFacts* facts) {
+  if (cudaError_t e = factsOf(forwardKernel<D>, "forward", ForwardSmem<D>::bytes, facts[0]); e != cudaSuccess) return e;
+  if (cudaError_t e = factsOf(rowDotKernel<D>, "rowDot", 0, facts[1]); e != cudaSuccess) return e;
+  if (cudaError_t e = factsOf(keyGradKernel<D>, "keyGrad", KeyGradSmem<D>::bytes, facts[2]); e != cudaSuccess) return e;
+  return factsOf(queryGradKernel<D>, "queryGrad", QueryGradSmem<D>::bytes, facts[3]);
+}
+
 cudaError_t zeroBiasGrads(const BackwardArgs& args, cudaStream_t stream) {
   for (float* g : {args.dSlopePast, args.dSlopeFuture, args.dFirstTokenBias})
     if (g != nullptr)
@@ -664,6 +686,11 @@ cudaError_t linearBiasAttentionForward(const ForwardArgs& args, cudaStream_t str
       args.bias.slopePast == nullptr || args.bias.slopeFuture == nullptr)
     return cudaErrorInvalidValue;
   return args.shape.D == 64 ? forward<64>(args, stream) : forward<128>(args, stream);
+}
+
+cudaError_t linearBiasAttentionKernelFacts(int D, KernelFacts* facts) {
+  if (D != 64 && D != 128) return cudaErrorInvalidValue;
+  return D == 64 ? kernelFacts<64>(facts) : kernelFacts<128>(facts);
 }
 
 size_t linearBiasAttentionBackwardWorkspace(const AttentionShape& shape) {

@@ -82,6 +82,18 @@ const char* linearBiasAttentionCheck(const AttentionShape& shape, float dropout)
 // than sm_86/89 GPUs give).
 const char* linearBiasAttentionDeviceCheck(int device, int D);
 
+// One kernel as compiled for this GPU (a profile's static part): registers per thread, shared
+// memory per block (static and dynamic), and how many of its blocks one SM holds at once.
+struct KernelFacts {
+  const char* name = "";
+  int registers = 0;
+  size_t sharedBytes = 0;
+  int blocksPerSm = 0;
+};
+constexpr int kKernelFactsCount = 4;  // forward, rowDot, keyGrad, queryGrad
+// Fills facts[0..kKernelFactsCount) for head dimension D (64 or 128) on the current device.
+cudaError_t linearBiasAttentionKernelFacts(int D, KernelFacts* facts);
+
 cudaError_t linearBiasAttentionForward(const ForwardArgs& args, cudaStream_t stream);
 
 // Device scratch the backward needs, in bytes (row statistics and per-block gradient partials).
