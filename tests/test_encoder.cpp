@@ -85,6 +85,7 @@ TEST_CASE("every seed configuration and ALiBi variant trains as an MLM encoder a
     req.lvalids = {16, 32, 64};
     req.maxTokens = 4000;
     req.progress = false;
+    req.device = "cpu";
     auto rows = evaluateRuns(req);
     REQUIRE(rows.size() == 3);
     CHECK(rows[0].tokensScored == rows[1].tokensScored);  // same masked tokens at every length

@@ -51,6 +51,7 @@ TrainRequest tinyRequest(const fs::path& data, const fs::path& runDir) {
   req.train.steps = 10;
   req.train.batchSequences = 2;
   req.train.threads = 1;
+  req.train.device = "cpu";
   req.train.evalEvery = 0;
   req.train.evalTokens = 64;
   req.train.checkpointEvery = 2;

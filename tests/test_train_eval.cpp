@@ -36,6 +36,7 @@ EvalRequest quickEval(const RunInfo& run, std::vector<int64_t> lvalids) {
   req.maxTokens = 3000;
   req.progress = false;
   req.threads = 1;
+  req.device = "cpu";  // where trainTiny trained and its numbers were computed
   return req;
 }
 }  // namespace

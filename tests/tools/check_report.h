@@ -36,17 +36,23 @@ inline std::string fmtDouble(double v) {
   return buf;
 }
 
+// RMS and largest magnitude of a tensor, in float64.
+inline double rms(const torch::Tensor& t) {
+  return t.detach().to(torch::kFloat64).square().mean().sqrt().item<double>();
+}
+inline double maxAbs(const torch::Tensor& t) { return t.detach().to(torch::kFloat64).abs().max().item<double>(); }
+
 // max |got - reference| / max(max |reference|, floor), in float64: relative to the largest element,
 // absolute where the reference is (near) zero.
 inline double relativeMaxDiff(const torch::Tensor& reference, const torch::Tensor& got, double floor = 1e-12) {
   auto r = reference.detach().to(torch::kFloat64), g = got.detach().to(torch::kFloat64);
-  return (r - g).abs().max().item<double>() / std::max(r.abs().max().item<double>(), floor);
+  return maxAbs(r - g) / std::max(maxAbs(r), floor);
 }
 
-// RMS of the difference relative to the RMS of the reference, in float64.
-inline double relativeRms(const torch::Tensor& reference, const torch::Tensor& got) {
+// RMS of the difference relative to max(RMS of the reference, floor), in float64.
+inline double relativeRms(const torch::Tensor& reference, const torch::Tensor& got, double floor = 1e-12) {
   auto r = reference.detach().to(torch::kFloat64), g = got.detach().to(torch::kFloat64);
-  return (r - g).square().mean().sqrt().item<double>() / std::max(r.square().mean().sqrt().item<double>(), 1e-12);
+  return rms(r - g) / std::max(rms(r), floor);
 }
 
 }  // namespace checks

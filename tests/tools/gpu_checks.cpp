@@ -87,6 +87,16 @@ void devicesAgreePerMethod() {
     block.path = AttentionPath::Block;
     block.queryBlock = 64;
     paths.push_back({"block 64", block});
+    // A parameter whose gradient is zero in exact arithmetic holds rounding noise only (FIRE's
+    // mlp_out.bias adds one constant to every logit of a head, which softmax ignores: ~1e-10),
+    // which two computations cannot share. Gradients are judged against the model's gradient
+    // scale: differences relative to max(this parameter's largest, 1e-3 of all parameters'
+    // largest) in fp32; RMS relative to max(its RMS, 1e-2 of the largest parameter's RMS) in bf16.
+    double gradMax = 0, gradRms = 0;
+    for (const auto& [param, grad] : expected.grads) {
+      gradMax = std::max(gradMax, checks::maxAbs(grad));
+      gradRms = std::max(gradRms, checks::rms(grad));
+    }
     for (const auto& [pathName, opt] : paths) {
       Pass got = runPass(gpu, tokens, targets, opt);
       double worstGrad = 0;
@@ -96,7 +106,7 @@ void devicesAgreePerMethod() {
           sameSet = false;
           continue;
         }
-        worstGrad = std::max(worstGrad, relativeMaxDiff(grad, got.grads.at(param)));
+        worstGrad = std::max(worstGrad, relativeMaxDiff(grad, got.grads.at(param), 1e-3 * gradMax));
       }
       double feat = relativeMaxDiff(expected.features, got.features);
       // fp32 on both: different kernels and summation orders, ~1e-6 relative; 1e-3 is generous.
@@ -114,7 +124,8 @@ void devicesAgreePerMethod() {
     double nllRel = std::abs(low.nll.item<double>() - expected.nll.item<double>()) / expected.nll.item<double>();
     double worstGradRms = 0;
     for (const auto& [param, grad] : expected.grads)
-      if (low.grads.count(param)) worstGradRms = std::max(worstGradRms, relativeRms(grad, low.grads.at(param)));
+      if (low.grads.count(param))
+        worstGradRms = std::max(worstGradRms, relativeRms(grad, low.grads.at(param), 1e-2 * gradRms));
     check(featRms <= 0.05 && nllRel <= 0.01 && worstGradRms <= 0.10,
           name + ": CUDA bf16 vs CPU fp32: features RMS " + fmtDouble(featRms) + " (<= 0.05), NLL " +
               fmtDouble(nllRel) + " (<= 0.01), worst gradient RMS " + fmtDouble(worstGradRms) + " (<= 0.10)");
