@@ -9,7 +9,8 @@
 #            --device cuda: alibi, none, rotary and the alibi-offset + CLAP encoder, bf16, MFU
 #            against a bf16 matmul of the same command; COMPARE_ARGS adds flags to it, e.g.
 #            "--methods alibi,alibi-encoder,alibi-learned,bialibi" for issue 23 item 6)
-#   eval     a short L=512 training run of the 6 x 512 model on CUDA, then Lvalid 512..16384
+#   eval     a short L=512 training run of the 6 x 512 model on CUDA, then Lvalid 512..16384 in
+#            bfloat16 (the fused kernel) and float32, each row's time and peak GPU memory
 #   fused    the fused ALiBi-family kernel against SDPA / FlexAttention anchors (issue 23 item 5;
 #            bench/fused_attention.sh: OUTDIR/fused_attention.md). XTRAP_TARGETS=bench_attention
 #            builds only what it needs.
@@ -100,9 +101,13 @@ if wants eval; then
   build-cuda/xtrap train --data data/wikitext-2 --pos alibi --L 512 --layers 6 --d-model 512 --heads 8 --ffn 2048 \
     --batch 32 --steps 200 --warmup 20 --device cuda --dtype bfloat16 --no-progress --out "$RUN" >"$OUT/train_long_eval.log" 2>&1
   summary "train (alibi, 6x512, L=512, 200 steps of 32, cuda bf16): rc=$? in $((SECONDS - start)) s: $(tail -1 "$OUT/train_long_eval.log")"
-  start=$SECONDS
-  build-cuda/xtrap eval "$RUN" --Lvalid 512..16384 --device cuda --out "$OUT/long_eval.csv" >"$OUT/long_eval.log" 2>&1
-  summary "eval Lvalid 512..16384 on cuda: rc=$? in $((SECONDS - start)) s (long_eval.log, long_eval.csv)"
+  # bfloat16: the fused kernel (alibi); float32: xtrap's block path. Per row: seconds, peak_mib.
+  for dtype in bfloat16 float32; do
+    start=$SECONDS
+    build-cuda/xtrap eval "$RUN" --Lvalid 512..16384 --device cuda --dtype "$dtype" --no-progress \
+      --out "$OUT/long_eval_$dtype.csv" >"$OUT/long_eval_$dtype.log" 2>&1
+    summary "eval Lvalid 512..16384 on cuda in $dtype: rc=$? in $((SECONDS - start)) s (long_eval_$dtype.log, long_eval_$dtype.csv)"
+  done
 fi
 # The fused ALiBi-family kernel side by side with its PyTorch anchors (issue 23 item 5).
 if wants fused; then

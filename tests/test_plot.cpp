@@ -106,9 +106,14 @@ TEST_CASE("results CSV reads back what eval wrote, old headers too; bad files ar
   fs::create_directories(dir);
   EvalRow r = row("alibi", "alibi", 256, "sliding", 123.4567);
   r.slopes = "0.5 0.25", r.nll = 4.815, r.tokensScored = 999;
-  writeEvalRows(dir / "r.csv", {r});
+  EvalRow gpu = r;
+  gpu.device = "cuda", gpu.peakMemoryMiB = 1536.25;
+  writeEvalRows(dir / "r.csv", {r, gpu});
   auto back = readEvalRows(dir / "r.csv");
-  REQUIRE(back.size() == 1);
+  REQUIRE(back.size() == 2);
+  CHECK(back[0].peakMemoryMiB == -1);                            // not measured: an empty field
+  CHECK(back[1].peakMemoryMiB == Approx(1536.2).margin(0.051));  // written with one decimal
+  CHECK(back[1].device == "cuda");
   CHECK(back[0].run == "alibi");
   CHECK(back[0].slopes == "0.5 0.25");
   CHECK(back[0].Lvalid == 256);
@@ -121,6 +126,7 @@ TEST_CASE("results CSV reads back what eval wrote, old headers too; bad files ar
   auto old = readEvalRows(dir / "old.csv");
   REQUIRE(old.size() == 1);
   CHECK(old[0].ppl == Approx(665.1));
+  CHECK(old[0].peakMemoryMiB == -1);
   writeTextAtomically(dir / "bad.csv", "a,b\n1,2\n");
   CHECK_THROWS_WITH(readEvalRows(dir / "bad.csv"), Catch::Contains("no column 'run'"));
   writeTextAtomically(dir / "short.csv", "run,pos,L_train,Lvalid,mode,interp,ppl\nx,alibi,1,2,nonoverlap,none\n");

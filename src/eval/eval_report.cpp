@@ -13,13 +13,15 @@ namespace xtrap {
 
 std::string formatEvalTable(const std::vector<EvalRow>& rows) {
   std::string out = fmt::format(
-      "{:<28} {:<14} {:>6} {:>7} {:<10} {:>6} {:<11} {:>6} {:>9} {:>8} {:>10} {:>8} {:>9} {:>7}\n", "run", "pos", "L",
-      "Lvalid", "mode", "stride", "interp", "a", "tokens", "nll", "ppl", "sec", "tok/s", "GFLOP/s");
+      "{:<28} {:<14} {:>6} {:>7} {:<10} {:>6} {:<11} {:>6} {:>9} {:>8} {:>10} {:>8} {:>9} {:>7} {:>8}\n", "run", "pos",
+      "L", "Lvalid", "mode", "stride", "interp", "a", "tokens", "nll", "ppl", "sec", "tok/s", "GFLOP/s", "peak MiB");
   for (const auto& r : rows)
     out += fmt::format(
-        "{:<28} {:<14} {:>6} {:>7} {:<10} {:>6} {:<11} {:>6.3g} {:>9} {:>8.4f} {:>10.2f} {:>8.1f} {:>9.0f} {:>7.1f}\n",
+        "{:<28} {:<14} {:>6} {:>7} {:<10} {:>6} {:<11} {:>6.3g} {:>9} {:>8.4f} {:>10.2f} {:>8.1f} {:>9.0f} {:>7.1f} "
+        "{:>8}\n",
         r.run.substr(0, 28), r.pos, r.Ltrain, r.Lvalid, r.mode, r.stride, r.interp, r.scale, r.tokensScored, r.nll,
-        r.ppl, r.seconds, r.tokensPerSecond, r.flopsPerSecond / 1e9);
+        r.ppl, r.seconds, r.tokensPerSecond, r.flopsPerSecond / 1e9,
+        r.peakMemoryMiB >= 0 ? fmt::format("{:.0f}", r.peakMemoryMiB) : std::string("-"));
   return out;
 }
 
@@ -47,19 +49,20 @@ void writeEvalRows(const std::filesystem::path& file, const std::vector<EvalRow>
                       {"flop_per_s", r.flopsPerSecond},
                       {"device", r.device},
                       {"dtype", r.dtype},
-                      {"seed", r.seed}});
+                      {"seed", r.seed},
+                      {"peak_mib", r.peakMemoryMiB}});
     writeTextAtomically(file, list.dump(2) + "\n");
     return;
   }
   if (ext != ".csv") throw std::invalid_argument("--out must end in .csv or .json: " + file.string());
   std::string csv =
       "run,arch,pos,L_train,Lvalid,split,mode,stride,interp,scale,slopes,tokens_scored,nll,ppl,seconds,tokens_per_s,"
-      "flop_per_s,device,dtype,seed\n";
+      "flop_per_s,device,dtype,seed,peak_mib\n";
   for (const auto& r : rows)
-    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},\"{}\",{},{:.6f},{:.4f},{:.3f},{:.1f},{:.4g},{},{},{}\n", r.run,
-                       r.arch, r.pos, r.Ltrain, r.Lvalid, r.split, r.mode, r.stride, r.interp, r.scale, r.slopes,
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},\"{}\",{},{:.6f},{:.4f},{:.3f},{:.1f},{:.4g},{},{},{},{}\n",
+                       r.run, r.arch, r.pos, r.Ltrain, r.Lvalid, r.split, r.mode, r.stride, r.interp, r.scale, r.slopes,
                        r.tokensScored, r.nll, r.ppl, r.seconds, r.tokensPerSecond, r.flopsPerSecond, r.device, r.dtype,
-                       r.seed);
+                       r.seed, r.peakMemoryMiB >= 0 ? fmt::format("{:.1f}", r.peakMemoryMiB) : std::string());
   writeTextAtomically(file, csv);
 }
 
@@ -124,6 +127,7 @@ std::vector<EvalRow> readCsvRows(const std::filesystem::path& file) {
     if (column.count("device")) r.device = text("device");
     if (column.count("dtype")) r.dtype = text("dtype");
     if (column.count("seed")) r.seed = int64_t(number("seed"));
+    if (!text("peak_mib").empty()) r.peakMemoryMiB = number("peak_mib");
     rows.push_back(r);
   }
   return rows;
@@ -154,6 +158,7 @@ std::vector<EvalRow> readJsonRows(const std::filesystem::path& file) {
       r.device = j.value("device", r.device);  // caches written before the columns: cpu, float32
       r.dtype = j.value("dtype", r.dtype);
       r.seed = j.value("seed", r.seed);
+      r.peakMemoryMiB = j.value("peak_mib", r.peakMemoryMiB);
       rows.push_back(r);
     }
   } catch (const nlohmann::json::exception& e) {

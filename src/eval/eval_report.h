@@ -24,6 +24,9 @@ struct EvalRow {
   std::string device = "cpu";
   std::string dtype = "float32";
   int64_t seed = -1;  // the run's training seed (-1: a file written before the column)
+  // The most GPU memory the scoring pass's tensors took (util/execution_context.h), in MiB; -1:
+  // not measured (CPU rows, files written before the column). An empty CSV field.
+  double peakMemoryMiB = -1;
 };
 
 std::string formatEvalTable(const std::vector<EvalRow>& rows);

@@ -105,6 +105,7 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
     if (bar) bar->update(std::min(done, expected));
   };
   WindowShard shard{group.rank(), group.world()};
+  resetPeakMemory(run.model->device());
   auto t0 = std::chrono::steady_clock::now();
   WindowScoring scoring;
   scoring.Lvalid = pass.Lvalid;
@@ -152,6 +153,7 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
   r.nll = totals.meanNll();
   r.ppl = std::exp(r.nll);
   r.seconds = seconds;
+  r.peakMemoryMiB = peakMemoryMiB(run.model->device());  // this rank's
   r.tokensPerSecond = double(totals.tokens) / std::max(seconds, 1e-9);
   r.flopsPerSecond = evalFlops(m, run.stream, pass.Lvalid, stride, totals.tokens) / std::max(seconds, 1e-9);
   r.device = ctx.deviceName();

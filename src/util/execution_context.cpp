@@ -3,6 +3,10 @@
 #include <stdexcept>
 
 #include "util/torch_compat.h"
+#ifdef XTRAP_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
 
 namespace xtrap {
 
@@ -49,6 +53,34 @@ torch::Tensor toHost(const torch::Tensor& t) { return t.detach().to(torch::kCPU)
 std::vector<double> toHostDoubles(const torch::Tensor& t) {
   auto c = toHost(t).to(torch::kFloat64).contiguous();
   return {c.data_ptr<double>(), c.data_ptr<double>() + c.numel()};
+}
+
+#ifdef XTRAP_WITH_CUDA
+namespace {
+c10::DeviceIndex cudaIndex(torch::Device device) {
+  return device.has_index() ? device.index() : c10::cuda::current_device();
+}
+}  // namespace
+#endif
+
+void resetPeakMemory(torch::Device device) {
+#ifdef XTRAP_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(cudaIndex(device));
+#else
+  (void)device;
+#endif
+}
+
+double peakMemoryMiB(torch::Device device) {
+#ifdef XTRAP_WITH_CUDA
+  // allocated_bytes[0]: StatType::AGGREGATE, every pool.
+  if (device.is_cuda())
+    return double(c10::cuda::CUDACachingAllocator::getDeviceStats(cudaIndex(device)).allocated_bytes[0].peak) /
+           (1 << 20);
+#else
+  (void)device;
+#endif
+  return -1;
 }
 
 torch::Tensor cudaGeneratorState(torch::Device device) {

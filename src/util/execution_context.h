@@ -52,6 +52,12 @@ class AutocastScope {
 torch::Tensor toHost(const torch::Tensor& t);
 std::vector<double> toHostDoubles(const torch::Tensor& t);
 
+// The most memory LibTorch's CUDA caching allocator has handed out on `device` since the last
+// reset, in MiB (torch.cuda.max_memory_allocated): a pass's peak, tensors only (not the allocator's
+// cache or the CUDA context). -1 on the CPU, where no allocator keeps such a peak.
+void resetPeakMemory(torch::Device device);
+double peakMemoryMiB(torch::Device device);
+
 // The CUDA generator of `device` (dropout on the GPU draws from it), for checkpoints: its state
 // when `device` is a CUDA device, undefined otherwise; restoring an undefined state does nothing.
 torch::Tensor cudaGeneratorState(torch::Device device);

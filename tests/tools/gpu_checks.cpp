@@ -23,6 +23,7 @@
 #include "check_report.h"
 #include "data/wikitext.h"
 #include "eval/encoder_score.h"
+#include "eval/evaluate_run.h"
 #include "eval/perplexity.h"
 #include "run/checkpoint.h"
 #include "train/in_place_adamw.h"
@@ -167,6 +168,28 @@ void runsMoveBetweenDevices() {
       double relBf16 = std::abs(bf16Nll - cpuNll) / cpuNll;
       check(relBf16 <= 0.01, name + ": valid NLL in bf16 on CUDA " + fmtDouble(bf16Nll) + " (relative " +
                                  fmtDouble(relBf16) + ", tolerance 0.01)");
+    }
+  }
+}
+
+// Evaluation rows on CUDA record the pass's peak GPU memory; the model's parameters live on the GPU
+// throughout, so the peak is at least their size. CPU rows record none (-1).
+void evalRowsRecordPeakMemory() {
+  RunInfo run = test::trainTiny("gpu-peak-memory", test::tinyConfig("alibi"), 5);
+  double parameterMiB = 0;
+  for (const auto& p : Transformer(run.model)->parameters()) parameterMiB += double(p.numel()) * 4 / (1 << 20);
+  for (std::string device : {"cuda", "cpu"}) {
+    EvalRequest req;
+    req.runs = {run.dir};
+    req.lvalids = {64, 256};
+    req.maxTokens = 3000;
+    req.progress = false;
+    req.device = device;
+    for (const EvalRow& r : evaluateRuns(req)) {
+      bool ok = device == "cuda" ? r.peakMemoryMiB >= parameterMiB : r.peakMemoryMiB == -1;
+      check(ok, "eval on " + device + " Lvalid " + std::to_string(r.Lvalid) + ": peak_mib " +
+                    fmtDouble(r.peakMemoryMiB) +
+                    (device == "cuda" ? " (>= the parameters' " + fmtDouble(parameterMiB) + " MiB)" : " (-1: none)"));
     }
   }
 }
@@ -317,6 +340,7 @@ int main() {
   try {
     devicesAgreePerMethod();
     runsMoveBetweenDevices();
+    evalRowsRecordPeakMemory();
     probesAgree();
     adamwOnCudaMatchesCpu();
     ncclOneRankTrainingStep();
