@@ -28,6 +28,8 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -35,6 +37,7 @@
 #include "model/position/linear_bias.h"
 #include "model/position/linear_bias_attention.cuh"
 #include "model/position/linear_bias_attention_cuda.h"
+#include "util/execution_context.h"
 #endif
 
 #include "data/block_sampler.h"
@@ -245,12 +248,9 @@ FusedResult timeFused(const FusedRow& r, int warmup, int reps) {
       auto o = fusedLinearBiasAttention(q, k, v, *bias, r.causal, scale, 0.0);
       torch::autograd::grad({o}, inputs, {dO}, /*retain_graph=*/{}, /*create_graph=*/false, /*allow_unused=*/true);
     };
-    namespace allocator = c10::cuda::CUDACachingAllocator;
-    const auto device = q.device().index();
-    allocator::resetPeakStats(device);
+    resetPeakMemory(q.device());
     result.ms = medianMs(step, warmup, reps);
-    // Index 0: StatType::AGGREGATE (what torch.cuda.max_memory_allocated reads).
-    result.peakMiB = double(allocator::getDeviceStats(device).allocated_bytes[0].peak) / (1 << 20);
+    result.peakMiB = peakMemoryMiB(q.device());
     // The forward alone (no graph kept): with the total, the backward's share of the time.
     result.forwardMs = medianMs(
         [&] {
@@ -282,17 +282,19 @@ void printKernelFacts() {
   }
 }
 
+// `cases`: comma-separated case names, or empty for every case.
 int writeFusedCsv(const std::string& path, int reps, const std::string& cases) {
-  std::string known = ",";
-  for (const FusedRow& r : fusedRows()) known += r.caseName + ",";
-  for (size_t begin = 0; begin < cases.size();) {
-    size_t end = std::min(cases.find(',', begin), cases.size());
-    if (known.find("," + cases.substr(begin, end - begin) + ",") == std::string::npos) {
-      std::fprintf(stderr, "bench_attention: no fused case '%s' (cases: %s)\n",
-                   cases.substr(begin, end - begin).c_str(), known.substr(1, known.size() - 2).c_str());
+  std::set<std::string> known, wanted;
+  for (const FusedRow& r : fusedRows()) known.insert(r.caseName);
+  std::istringstream names(cases);
+  for (std::string name; std::getline(names, name, ',');) {
+    if (!known.count(name)) {
+      std::string all;
+      for (const auto& k : known) all += (all.empty() ? "" : ",") + k;
+      std::fprintf(stderr, "bench_attention: no fused case '%s' (cases: %s)\n", name.c_str(), all.c_str());
       return 2;
     }
-    begin = end + 1;
+    wanted.insert(name);
   }
   FILE* out = std::fopen(path.c_str(), "w");
   if (!out) {
@@ -305,7 +307,7 @@ int writeFusedCsv(const std::string& path, int reps, const std::string& cases) {
   std::fputs(header, out);
   std::fputs(header, stdout);
   for (const FusedRow& r : fusedRows()) {
-    if (!cases.empty() && ("," + cases + ",").find("," + r.caseName + ",") == std::string::npos) continue;
+    if (!wanted.empty() && !wanted.count(r.caseName)) continue;
     FusedResult t = timeFused(r, 5, reps);
     std::replace(t.status.begin(), t.status.end(), ',', ';');  // one CSV field
     bool half = r.causal || r.pos == PositionMethod::AlibiOneSided;
