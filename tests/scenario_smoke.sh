@@ -13,6 +13,11 @@ fail() { echo "FAIL: $*" >&2; for f in "$tmp"/log*; do echo "== $f" >&2; cat "$f
 grep -q 'alibi .* train 40 steps' "$tmp/log0" || fail "dry run does not plan to train alibi"
 grep -q 'total ~' "$tmp/log0" || fail "dry run prints no time estimate"
 [ ! -e "$tmp/runs" ] || fail "dry run created run directories"
+! grep -q 'CPU estimate' "$tmp/log0" || fail "a CPU scenario's estimate is qualified"
+# A GPU scenario's estimate says it is the CPU's.
+"$xtrap" run scenarios/paper-table2-gpu.toml --runs "$tmp/runs" --dry-run > "$tmp/log_gpu"
+grep -q '^total ~.* (CPU estimate: 5 of 5 variant(s) train on cuda, whose time it does not model)$' "$tmp/log_gpu" ||
+  fail "a GPU scenario's dry run does not say its estimate is the CPU's"
 
 "$xtrap" run "${args[@]}" > "$tmp/log1" 2>&1 &
 pid=$!

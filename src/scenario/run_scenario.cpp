@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -205,7 +206,15 @@ void printDryRun(const Scenario& s, const ScenarioRunOptions& o) {
                tokens, e.split, formatDuration(sec));
   }
   if (s.hasProbe) fmt::print("probe: {} variant(s)\n", s.select(s.probe.variants).size());
-  fmt::print("total ~{}\n", formatDuration(total));
+  // The estimates model this project's 2-core CPU machine (scenario/cost_model.h), not a GPU.
+  auto onGpu = std::count_if(s.variants.begin(), s.variants.end(), [](const ScenarioVariant& v) {
+    return v.train.device == "cuda" || (v.train.device == "auto" && torch::cuda::is_available());
+  });
+  fmt::print("total ~{}{}\n", formatDuration(total),
+             onGpu == 0
+                 ? ""
+                 : fmt::format(" (CPU estimate: {} of {} variant(s) train on cuda, whose time it does not model)",
+                               onGpu, s.variants.size()));
 }
 
 // Runs one stage of one variant; returns whether it worked (see runScenario).
