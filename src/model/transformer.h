@@ -47,7 +47,7 @@ struct TransformerImpl : torch::nn::Module {
   torch::Device device() const { return firstNormWeight_.device(); }
   torch::ScalarType computeDtype() const { return computeDtype_; }
   // A batch tensor on the parameters' device (the one place batches move).
-  torch::Tensor input(const torch::Tensor& t) const { return t.to(device()); }
+  torch::Tensor input(const torch::Tensor& t) const { return toDevice(t, device()); }
 
   // (B,T) token ids anywhere -> (B,T,C) features on device(), in the compute precision or float32.
   torch::Tensor features(const torch::Tensor& tokens, const ForwardOptions& opt = {});

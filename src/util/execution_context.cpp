@@ -55,6 +55,14 @@ std::vector<double> toHostDoubles(const torch::Tensor& t) {
   return {c.data_ptr<double>(), c.data_ptr<double>() + c.numel()};
 }
 
+torch::Tensor toDevice(const torch::Tensor& t, torch::Device device) {
+  if (t.device() == device) return t;
+  // The pinned copy outlives the copy: the caching host allocator keeps its block until the copy's
+  // stream passes it.
+  if (t.is_cpu() && device.is_cuda()) return t.pin_memory().to(device, /*non_blocking=*/true);
+  return t.to(device);
+}
+
 #ifdef XTRAP_WITH_CUDA
 namespace {
 c10::DeviceIndex cudaIndex(torch::Device device) {

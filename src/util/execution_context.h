@@ -51,6 +51,10 @@ class AutocastScope {
 // and its values as doubles. Every host read of a tensor that may live on a GPU goes through here.
 torch::Tensor toHost(const torch::Tensor& t);
 std::vector<double> toHostDoubles(const torch::Tensor& t);
+// The other way: a tensor built on the host (a batch, its target rows) onto `device`. A GPU gets it
+// from pinned memory without blocking: a copy from pageable memory first waits for every kernel
+// queued before it, a host synchronisation on every step.
+torch::Tensor toDevice(const torch::Tensor& t, torch::Device device);
 
 // The most memory LibTorch's CUDA caching allocator has handed out on `device` since the last
 // reset, in MiB (torch.cuda.max_memory_allocated): a pass's peak, tensors only (not the allocator's
