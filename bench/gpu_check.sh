@@ -26,9 +26,11 @@
 # fail, the build is made again without them (-DXTRAP_CUDA_KERNELS=OFF) for the other stages; the
 # stages run with what was built (one whose program is missing fails alone); exit status 1.
 # A device command is limited to 10 minutes and the machine starts bare: one stage or two per call.
-# Write OUTDIR under the device command's $OUT: what a stage wrote comes back even if the command
-# runs past its limit.
-#   bash bench/gpu_check.sh OUTDIR [tests] [compare] [eval] [fused] [ncu] [scenarios]
+# It returns at most 8 files from its $OUT, 2 folders deep, and the stages write more (the
+# scenarios' results 3 deep): keep OUTDIR outside $OUT and set ARCHIVE=$OUT/NAME.tar.gz. OUTDIR is
+# packed into ARCHIVE (replaced whole, never half-written) every 30 s and when the script ends, so
+# a command cut off at its limit still returns what its stages wrote up to then.
+#   ARCHIVE=$OUT/c1.tar.gz bash bench/gpu_check.sh /tmp/c1 [tests] [compare] [eval] [fused] [ncu] [scenarios]
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 OUT=${1:?usage: bench/gpu_check.sh OUTDIR [tests] [compare] [eval] [fused] [ncu] [scenarios]}
@@ -44,6 +46,15 @@ OUT=$(cd "$OUT" && pwd)
 summary() { echo "$*" | tee -a "$OUT/summary.txt"; }
 kernels_failed=0
 : >"$OUT/summary.txt"
+if [[ -n ${ARCHIVE:-} ]]; then
+  mkdir -p "$(dirname "$ARCHIVE")"
+  ARCHIVE=$(cd "$(dirname "$ARCHIVE")" && pwd)/$(basename "$ARCHIVE")
+  [[ $ARCHIVE != "$OUT"/* ]] || { echo "bench/gpu_check.sh: ARCHIVE must lie outside OUTDIR" >&2; exit 2; }
+  pack() { tar -czf "$ARCHIVE.part" -C "$(dirname "$OUT")" "$(basename "$OUT")" 2>/dev/null && mv -f "$ARCHIVE.part" "$ARCHIVE"; }
+  (while sleep 30; do pack; done) &
+  packer=$!
+  trap 'kill "$packer" 2>/dev/null; pack' EXIT
+fi
 
 if [[ ! -f .gpu-deps/gpu-build.sh ]]; then
   echo "bench/gpu_check.sh: .gpu-deps/gpu-build.sh is missing (run bash ../shared/gpu/prepare.sh on a Debian machine first)" >&2
@@ -147,6 +158,6 @@ if wants scenarios; then
     summary "scenario $name: rc=$? in $((SECONDS - start)) s (results/$name/, scenario_$name.log)"
   done
 fi
-summary "logs in $OUT"
+summary "logs in $OUT${ARCHIVE:+, packed into $ARCHIVE}"
 ((kernels_failed == 0)) || { summary "the fused kernels did not build (build_errors.log)"; exit 1; }
 ((partial_build == 0)) || { summary "the build failed in part (build_errors.log)"; exit 1; }
