@@ -3,7 +3,6 @@
 #include <map>
 #include <stdexcept>
 
-#include "util/execution_context.h"
 #include "util/interrupt.h"
 
 namespace xtrap {
@@ -58,7 +57,7 @@ ScoreTotals scoreEncoder(Transformer& model, TokenSpan stream, const EncoderScor
       auto flat = masked.positions.accessor<int64_t, 1>();
       for (int64_t i = 0; i < flat.size(0); ++i) positions.push_back(flat[i] % (shift + T));
       auto feats = model->features(masked.inputs, {opt.queryBlock, nullptr});  // (B, shift + T, C)
-      auto scored = feats.reshape({-1, feats.size(2)}).index_select(0, toDevice(masked.positions, feats.device()));
+      auto scored = feats.reshape({-1, feats.size(2)}).index_select(0, model->input(masked.positions));
       totals.add(model->tokenNll(scored, masked.targets), positions, opt.Lvalid);
       if (onProgress) onProgress(totals.tokens);
     }

@@ -77,7 +77,7 @@ ScoreTotals scoreDecoder(Transformer& model, TokenSpan stream, const ScoreOption
       }
       auto x = torch::stack(inputs).to(torch::kLong);  // (B, T)
       auto feats = model->features(x, {opt.queryBlock, nullptr});
-      auto rowsAt = toDevice(torch::cat(rowIndex), feats.device());  // (N) built on the host, follows the features
+      auto rowsAt = model->input(torch::cat(rowIndex));  // (N) built on the host, follows the features
       auto rows = feats.reshape({-1, feats.size(2)}).index_select(0, rowsAt);  // (N, C)
       totals.add(model->tokenNll(rows, torch::cat(targets).to(torch::kLong)), positions, opt.Lvalid);
       if (onProgress) onProgress(totals.tokens);

@@ -207,9 +207,8 @@ void printDryRun(const Scenario& s, const ScenarioRunOptions& o) {
   }
   if (s.hasProbe) fmt::print("probe: {} variant(s)\n", s.select(s.probe.variants).size());
   // The estimates model this project's 2-core CPU machine (scenario/cost_model.h), not a GPU.
-  auto onGpu = std::count_if(s.variants.begin(), s.variants.end(), [](const ScenarioVariant& v) {
-    return v.train.device == "cuda" || (v.train.device == "auto" && torch::cuda::is_available());
-  });
+  auto onGpu = std::count_if(s.variants.begin(), s.variants.end(),
+                             [](const ScenarioVariant& v) { return meansCuda(v.train.device); });
   fmt::print("total ~{}{}\n", formatDuration(total),
              onGpu == 0
                  ? ""

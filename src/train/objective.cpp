@@ -1,7 +1,6 @@
 #include "train/objective.h"
 
 #include "data/masked_batch.h"
-#include "util/execution_context.h"
 
 namespace xtrap {
 
@@ -27,7 +26,7 @@ LossResult trainingLoss(Transformer& model, TokenSpan stream, const std::vector<
   }
   MaskedBatch masked = corruptSelected(windows, starts, selected, maskSeed, mlm);
   auto feats = model->features(masked.inputs);                    // (B, L, C)
-  auto at = toDevice(masked.positions, feats.device());           // built on the host: follows the features
+  auto at = model->input(masked.positions);                       // built on the host: follows the features
   auto rows = feats.reshape({-1, c.dModel}).index_select(0, at);  // only selected rows
   auto nll = model->tokenNll(rows, masked.targets);
   return {nll.mean(), nll.size(0)};

@@ -18,10 +18,9 @@ ExecutionContext makeExecutionContext(const std::string& device, const std::stri
   checkDtypeName(dtype);
   ExecutionContext ctx;
   ctx.dtype = dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
-  bool cuda = torch::cuda::is_available();
-  if (device == "cuda" && !cuda)
+  if (device == "cuda" && !torch::cuda::is_available())
     throw std::invalid_argument("--device cuda: this LibTorch has no CUDA or no GPU is visible (use cpu or auto)");
-  if (device == "cuda" || (device == "auto" && cuda)) {
+  if (meansCuda(device)) {
     int64_t gpus = static_cast<int64_t>(torch::cuda::device_count());
     if (localRank >= gpus)
       throw std::invalid_argument("LOCAL_RANK " + std::to_string(localRank) + " has no GPU (" + std::to_string(gpus) +
@@ -29,6 +28,10 @@ ExecutionContext makeExecutionContext(const std::string& device, const std::stri
     ctx.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(localRank));
   }
   return ctx;
+}
+
+bool meansCuda(const std::string& device) {
+  return device == "cuda" || (device == "auto" && torch::cuda::is_available());
 }
 
 AutocastScope::AutocastScope(torch::Device device, torch::ScalarType dtype) : type_(device.type()) {

@@ -28,6 +28,8 @@ struct ExecutionContext {
 // LibTorch has CUDA and a GPU is visible, else the CPU; under torchrun `localRank` picks cuda:N.
 // A bad name, or cuda where LibTorch has none, is a one-line std::invalid_argument.
 ExecutionContext makeExecutionContext(const std::string& device, const std::string& dtype, int localRank = 0);
+// Whether a --device name (valid) means CUDA here: cuda, or auto where a GPU is visible.
+bool meansCuda(const std::string& device);
 
 // The compute precision of `device`'s type for the scope's lifetime: autocast to `dtype`, or
 // autocast off for float32 (parts that must stay float32 inside a bfloat16 forward). Restores the
