@@ -426,3 +426,40 @@ TEST_CASE("the kernel's tile algorithm equals materialised attention, forward an
       }
   CHECK(skipped > 0);  // causal and one-sided heads skipped whole tiles
 }
+
+TEST_CASE("the row correction gives the bias gradients of the exact softmax row term") {
+  // One row i = 5 of a BiAlibi-like head over T = 9 keys (first-token, past, diagonal and future
+  // cells): P a softmax, dP arbitrary, D' = sum_j P_ij dP_ij + delta (the rounded dO . O the kernel
+  // uses). The gradients from dS' = P (dP - D') plus addRowCorrection must equal those from the
+  // exact dS = P (dP - sum_j P_ij dP_ij).
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  HeadBias hb;
+  hb.slopePast = 0.3f, hb.slopeFuture = 0.7f, hb.futureShift = 0.5f;
+  hb.hasFirstTokenBias = true, hb.firstTokenBias = 1.5f;
+  const int T = 9, i = 5;
+  std::vector<double> prob(T), dP(T);
+  double total = 0, exactRowDot = 0;
+  for (int j = 0; j < T; ++j) total += prob[j] = std::exp(uniform(rng));
+  for (int j = 0; j < T; ++j) {
+    prob[j] /= total, dP[j] = uniform(rng);
+    exactRowDot += prob[j] * dP[j];
+  }
+  const double usedRowDot = exactRowDot + 0.01;
+  tile::BiasGrads<double> exact, used;
+  tile::RowTerm<double> row;
+  for (int j = 0; j < T; ++j) {
+    const tile::BiasCell cell = tile::biasCell(hb, i, j);
+    exact.add(cell, float(prob[j] * (dP[j] - exactRowDot)));
+    used.add(cell, float(prob[j] * (dP[j] - usedRowDot)));
+    row.add(cell, float(prob[j]), float(dP[j]));
+  }
+  tile::addRowCorrection(used, row, float(usedRowDot));
+  // Every term occurs, and the correction removes the 0.01 shift down to float rounding.
+  CHECK(exact.past != 0);
+  CHECK(exact.future != 0);
+  CHECK(exact.first != 0);
+  CHECK(used.past == Approx(exact.past).margin(1e-6));
+  CHECK(used.future == Approx(exact.future).margin(1e-6));
+  CHECK(used.first == Approx(exact.first).margin(1e-6));
+}

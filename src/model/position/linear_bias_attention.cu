@@ -19,8 +19,9 @@
 // deterministic, at the price of recomputing S and dP once more (7 tile products per tile pair
 // instead of 5). The bias gradients dslopePast = sum dS * (-(i - j)), dslopeFuture =
 // sum dS * (-(j - i - shift)), dfirstTokenBias = sum dS over first-token cells are summed per
-// lane in a fixed cell order, then across lanes and warps in a fixed order, written per block to
-// a buffer, and summed over (batch, query tile) in a fixed order by one thread per (head,
+// lane in a fixed cell order, corrected for the rounding of D_i by each row's exact sum of P o dP
+// (tile::RowTerm), then summed across lanes and warps in a fixed order, written per block to a
+// buffer, and summed over (batch, query tile) in a fixed order by one thread per (head,
 // parameter): no float atomics anywhere.
 //
 // Dropout: Philox4x32-10 keyed by the seed, one counter per (batch*H + head, row, 4 keys)
@@ -32,11 +33,13 @@
 // one Philox draw per 4 cells instead of per cell, a single backward pass with ordered dQ
 // accumulation (FlashAttention-2's deterministic mode), and on H100 warpgroup wgmma (FA3).
 #include <cuda_bf16.h>
+#include <cuda_runtime.h>
 #include <mma.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "model/position/linear_bias_attention.cuh"
 #include "model/position/linear_bias_tile.h"
@@ -425,11 +428,13 @@ __device__ void loadRowStats(const BackwardTiles& t, const float* lseAll, const 
 // One warp, its 16 query rows of a (query tile r0, key tile c0) pair, with the pair's Q, dO, K, V,
 // lse and D_i in shared memory: S = Q K^T, then P = exp(scale S + bias - lse) and the dropout mask
 // (in registers, bits 2r + c), then dP~ = dO V^T, then dS = P o (dP - D_i) into this warp's rows
-// of t.dS and, where t.p is not nullptr, P~ into its rows of t.p. With biasGrads, returns the bias
-// gradients of this lane's cells, summed in a fixed cell order (else zeros).
-template <int D>
-__device__ tile::BiasGrads<float> backwardStripe(const BackwardTiles& t, bool biasGrads, const BackwardArgs& args,
-                                                 const Derived& dv, const TileBlock& blk, int r0, int c0) {
+// of t.dS and, where t.p is not nullptr, P~ into its rows of t.p. With kBiasGrads, returns the bias
+// gradients of this lane's cells, summed in a fixed cell order, and adds the cells to rowTerms (one
+// per row r of the stripe; tile::RowTerm); else zeros.
+template <int D, bool kBiasGrads>
+__device__ __forceinline__ tile::BiasGrads<float> backwardStripe(const BackwardTiles& t, const BackwardArgs& args,
+                                                                 const Derived& dv, const TileBlock& blk, int r0,
+                                                                 int c0, tile::RowTerm<float>* rowTerms) {
   float p[kStripe][2];
   uint32_t keepBits = 0;
   tile::BiasGrads<float> grads;
@@ -445,11 +450,17 @@ __device__ tile::BiasGrads<float> backwardStripe(const BackwardTiles& t, bool bi
   __syncwarp();
   forEachLaneCell(blk, r0, c0, [&](const LaneCell& x) {
     const bool keep = (keepBits >> (2 * x.r + x.c)) & 1u;
-    const float prob = p[x.r][x.c];
-    const float dS = tile::scoreGrad(prob, t.s[x.row * Ld<D>::s + x.col], keep, dv.keepScale, t.rowDot[x.row]);
+    const float prob = p[x.r][x.c], dPTilde = t.s[x.row * Ld<D>::s + x.col];
+    const float dS = tile::scoreGrad(prob, dPTilde, keep, dv.keepScale, t.rowDot[x.row]);
     if (t.p != nullptr) t.p[x.row * Ld<D>::p + x.col] = __float2bfloat16(tile::afterDropout(prob, keep, dv.keepScale));
     t.dS[x.row * Ld<D>::p + x.col] = __float2bfloat16(dS);
-    if (biasGrads && x.i < blk.T && x.j < blk.T) grads.add(tile::biasCell(blk.hb, x.i, x.j), dS);
+    if constexpr (kBiasGrads) {
+      if (x.i < blk.T && x.j < blk.T) {
+        const tile::BiasCell cell = tile::biasCell(blk.hb, x.i, x.j);
+        grads.add(cell, dS);
+        rowTerms[x.r].add(cell, prob, tile::afterDropout(dPTilde, keep, dv.keepScale));
+      }
+    }
   });
   return grads;
 }
@@ -479,7 +490,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
 
     // This warp's 16 query rows: P~ and dS.
-    backwardStripe<D>(t, false, args, dv, blk, r0, c0);
+    backwardStripe<D, false>(t, args, dv, blk, r0, c0, nullptr);
     __syncthreads();  // P~ and dS of all 64 query rows are in shared memory
 
     // This warp's 16 keys: dV += P~^T dO, dK += dS^T Q (times scale at the end).
@@ -491,9 +502,11 @@ __global__ void __launch_bounds__(kThreads)
   storeStripe<D>(args.dv, dVs, blk, 1.f);
 }
 
-// grid (ceil(T / kBr), H, B): one block per query tile; dQ summed over every key tile, and this
-// block's share of the bias gradients written to partials[(b * H + h) * qTiles + tile][3].
-template <int D>
+// grid (ceil(T / kBr), H, B): one block per query tile; dQ summed over every key tile, and with
+// kBiasGrads this block's share of the bias gradients written to
+// partials[(b * H + h) * qTiles + tile][3] (a kernel of its own: the row terms' registers would
+// otherwise cost the fixed-slope backward its occupancy).
+template <int D, bool kBiasGrads>
 __global__ void __launch_bounds__(kThreads)
     queryGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll, double* partials) {
   using S = QueryGradSmem<D>;
@@ -503,7 +516,6 @@ __global__ void __launch_bounds__(kThreads)
 
   const TileBlock blk = tileBlock(args.shape, args.bias);  // its tile: query rows [r0, r1)
   const int T = blk.T, r0 = blk.lo, warp = blk.warp, lane = blk.lane, stripe = blk.stripe;
-  const bool biasGrads = partials != nullptr;
 
   loadRows<D>(t.q, args.q, blk, r0);
   loadRows<D>(t.dO, args.dO, blk, r0);
@@ -511,13 +523,14 @@ __global__ void __launch_bounds__(kThreads)
   zeroAccumulator<D>(dQs);
   __syncthreads();
 
-  // This lane's cells, summed in a fixed order: sum dS * dbias/dparameter.
+  // This lane's cells, summed in a fixed order: sum dS * dbias/dparameter, and per row its RowTerm.
   tile::BiasGrads<double> grads;
+  tile::RowTerm<float> rowTerms[kStripe];
   for (int c0 = 0; c0 < T; c0 += kBc) {
     if (!blk.visits(tile::Walk::Keys, c0)) continue;
     loadKeyTile<D>(t.k, t.v, args, blk, c0);
 
-    const tile::BiasGrads<float> tileGrads = backwardStripe<D>(t, biasGrads, args, dv, blk, r0, c0);
+    const tile::BiasGrads<float> tileGrads = backwardStripe<D, kBiasGrads>(t, args, dv, blk, r0, c0, rowTerms);
     grads.past += tileGrads.past, grads.future += tileGrads.future, grads.first += tileGrads.first;
     __syncwarp();
     stripeAccumulate<D, false>(dQs + stripe * Ld<D>::acc, t.dS + stripe * Ld<D>::p, t.k);  // dQ += dS K
@@ -525,7 +538,17 @@ __global__ void __launch_bounds__(kThreads)
   }
   storeStripe<D>(args.dq, dQs, blk, args.scale);
 
-  if (biasGrads) {
+  if constexpr (kBiasGrads) {
+    // Each row's whole RowTerm (summed over its lanes), its correction added once, by lane 0.
+#pragma unroll
+    for (int r = 0; r < kStripe; ++r) {
+      tile::RowTerm<float> row;
+      row.rowDot = warpSum(rowTerms[r].rowDot);
+      row.weight.past = warpSum(rowTerms[r].weight.past);
+      row.weight.future = warpSum(rowTerms[r].weight.future);
+      row.weight.first = warpSum(rowTerms[r].weight.first);
+      if (lane == 0) tile::addRowCorrection(grads, row, t.rowDot[stripe + r]);
+    }
     grads.past = warpSum(grads.past), grads.future = warpSum(grads.future), grads.first = warpSum(grads.first);
     if (lane == 0) {
       warpPartials[warp * 3 + 0] = grads.past;
@@ -570,6 +593,19 @@ Derived derive(const AttentionShape& shape, float dropout) {
   return dv;
 }
 
+// Runs kernel on grid, kThreads threads a block, with smemBytes of dynamic shared memory; launch
+// errors are returned. Through cudaLaunchKernelEx rather than <<<...>>>, which is not C++: this file
+// then also compiles as plain C++, and tests/cuda_emulation runs its kernels on the CPU.
+template <typename... Params, typename... Args>
+cudaError_t launch(void (*kernel)(Params...), dim3 grid, size_t smemBytes, cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = smemBytes;
+  config.stream = stream;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
 template <typename Kernel>
 cudaError_t allowSharedMemory(Kernel kernel, size_t bytes) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
@@ -580,8 +616,7 @@ cudaError_t forward(const ForwardArgs& args, cudaStream_t stream) {
   const Derived dv = derive(args.shape, args.dropout);
   const size_t bytes = ForwardSmem<D>::bytes;
   if (cudaError_t e = allowSharedMemory(forwardKernel<D>, bytes); e != cudaSuccess) return e;
-  forwardKernel<D><<<dim3(dv.qTiles, args.shape.H, args.shape.B), kThreads, bytes, stream>>>(args, dv);
-  return cudaGetLastError();
+  return launch(forwardKernel<D>, dim3(dv.qTiles, args.shape.H, args.shape.B), bytes, stream, args, dv);
 }
 
 // Workspace: rowDot (B, H, T) fp32, then the bias-gradient partials (B, H, qTiles, 3) fp64.
@@ -600,22 +635,28 @@ cudaError_t backward(const BackwardArgs& args, void* workspace, cudaStream_t str
       biasGrads ? reinterpret_cast<double*>(static_cast<unsigned char*>(workspace) + rowDotBytes(s)) : nullptr;
 
   const int64_t rows = int64_t(s.B) * s.H * s.T;
-  rowDotKernel<D><<<unsigned((rows + kWarps - 1) / kWarps), kThreads, 0, stream>>>(args, rowDot);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (cudaError_t e = launch(rowDotKernel<D>, dim3(unsigned((rows + kWarps - 1) / kWarps)), 0, stream, args, rowDot);
+      e != cudaSuccess)
+    return e;
 
   const size_t keyBytes = KeyGradSmem<D>::bytes, queryBytes = QueryGradSmem<D>::bytes;
   if (cudaError_t e = allowSharedMemory(keyGradKernel<D>, keyBytes); e != cudaSuccess) return e;
-  if (cudaError_t e = allowSharedMemory(queryGradKernel<D>, queryBytes); e != cudaSuccess) return e;
-  keyGradKernel<D><<<dim3(ceilDiv(s.T, kBc), s.H, s.B), kThreads, keyBytes, stream>>>(args, dv, rowDot);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  queryGradKernel<D><<<dim3(dv.qTiles, s.H, s.B), kThreads, queryBytes, stream>>>(args, dv, rowDot, partials);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  if (biasGrads) {
-    reduceBiasGradsKernel<<<ceilDiv(s.H * 3, 128), 128, 0, stream>>>(partials, s.B, s.H, dv.qTiles, args.dSlopePast,
-                                                                     args.dSlopeFuture, args.dFirstTokenBias);
-    return cudaGetLastError();
-  }
-  return cudaSuccess;
+  if (cudaError_t e = biasGrads ? allowSharedMemory(queryGradKernel<D, true>, queryBytes)
+                                : allowSharedMemory(queryGradKernel<D, false>, queryBytes);
+      e != cudaSuccess)
+    return e;
+  if (cudaError_t e = launch(keyGradKernel<D>, dim3(ceilDiv(s.T, kBc), s.H, s.B), keyBytes, stream, args, dv, rowDot);
+      e != cudaSuccess)
+    return e;
+  const dim3 queryGrid(dv.qTiles, s.H, s.B);
+  if (cudaError_t e =
+          biasGrads ? launch(queryGradKernel<D, true>, queryGrid, queryBytes, stream, args, dv, rowDot, partials)
+                    : launch(queryGradKernel<D, false>, queryGrid, queryBytes, stream, args, dv, rowDot, partials);
+      e != cudaSuccess)
+    return e;
+  if (!biasGrads) return cudaSuccess;
+  return launch(reduceBiasGradsKernel, dim3(ceilDiv(s.H * 3, kThreads)), 0, stream, partials, s.B, s.H, dv.qTiles,
+                args.dSlopePast, args.dSlopeFuture, args.dFirstTokenBias);
 }
 
 template <typename Kernel>
@@ -637,7 +678,10 @@ cudaError_t kernelFacts(KernelFacts* facts) {
   if (cudaError_t e = factsOf(forwardKernel<D>, "forward", ForwardSmem<D>::bytes, facts[0]); e != cudaSuccess) return e;
   if (cudaError_t e = factsOf(rowDotKernel<D>, "rowDot", 0, facts[1]); e != cudaSuccess) return e;
   if (cudaError_t e = factsOf(keyGradKernel<D>, "keyGrad", KeyGradSmem<D>::bytes, facts[2]); e != cudaSuccess) return e;
-  return factsOf(queryGradKernel<D>, "queryGrad", QueryGradSmem<D>::bytes, facts[3]);
+  if (cudaError_t e = factsOf(queryGradKernel<D, false>, "queryGrad", QueryGradSmem<D>::bytes, facts[3]);
+      e != cudaSuccess)
+    return e;
+  return factsOf(queryGradKernel<D, true>, "queryGrad+bias", QueryGradSmem<D>::bytes, facts[4]);
 }
 
 cudaError_t zeroBiasGrads(const BackwardArgs& args, cudaStream_t stream) {

@@ -90,7 +90,7 @@ struct KernelFacts {
   size_t sharedBytes = 0;
   int blocksPerSm = 0;
 };
-constexpr int kKernelFactsCount = 4;  // forward, rowDot, keyGrad, queryGrad
+constexpr int kKernelFactsCount = 5;  // forward, rowDot, keyGrad, queryGrad without and with bias gradients
 // Fills facts[0..kKernelFactsCount) for head dimension D (64 or 128) on the current device.
 cudaError_t linearBiasAttentionKernelFacts(int D, KernelFacts* facts);
 

@@ -138,6 +138,36 @@ struct BiasGrads {
   }
 };
 
+// The bias gradients' exact softmax row term. dS_ij = P_ij (dP_ij - D_i) with D_i = sum_j P_ij dP_ij,
+// but the backward takes D_i = dO_i . O_i (FlashAttention-2), which the bf16 rounding of P~ in
+// O = P~ V and of O itself moves by ~2^-9 relative. dQ and dK tolerate that; the bias gradients,
+// sums of dS over cells whose row sums cancel, came out 1-2 % off (on the CPU emulation of the
+// kernels, tests/test_linear_bias_attention_emulated.cpp). So the kernel also sums, per row and in
+// fp32 from the cells it visits anyway, rowDot = sum_j P_ij dP_ij and weight = sum_j P_ij c_ij (c the
+// cell's coefficient in each gradient, as in BiasGrads::add). With D'_i the value dS used,
+// dS_ij = dS'_ij + P_ij (D'_i - rowDot_i), so each gradient gains (D'_i - rowDot_i) weight_i
+// (addRowCorrection).
+template <typename F>
+struct RowTerm {
+  F rowDot = 0;
+  BiasGrads<F> weight;
+
+  // dP: the cell's dL/dP, after dropout.
+  XTRAP_HD void add(BiasCell cell, float prob, float dP) {
+    rowDot += prob * dP;
+    weight.add(cell, prob);
+  }
+};
+
+// Corrects grads for one row whose dS used usedRowDot, given the row's whole RowTerm.
+template <typename G, typename F>
+XTRAP_HD void addRowCorrection(BiasGrads<G>& grads, const RowTerm<F>& row, float usedRowDot) {
+  const G delta = G(usedRowDot) - G(row.rowDot);
+  grads.past += delta * G(row.weight.past);
+  grads.future += delta * G(row.weight.future);
+  grads.first += delta * G(row.weight.first);
+}
+
 // ---- Dropout: a counter-based generator, so the backward regenerates the forward's mask ----
 
 // Philox4x32-10 (Salmon et al., SC'11; Random123's constants): 4 random words for a 128-bit

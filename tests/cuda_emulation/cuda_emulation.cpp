@@ -1,0 +1,333 @@
+// The CPU runtime behind cuda_emulation.h: launches, the fiber scheduler of a block, barriers,
+// shuffles and the checks. One block at a time, on the calling thread.
+#include "cuda_emulation.h"
+
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include <csetjmp>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <vector>
+
+uint3 threadIdx, blockIdx;
+dim3 blockDim, gridDim;
+
+namespace cuda_emulation {
+namespace {
+
+constexpr size_t kDefaultDynamicSharedBytes = 48 * 1024;
+constexpr int kMaxThreads = 1024;
+constexpr size_t kStackBytes = 512 * 1024;  // WMMA fragments hold whole matrices here: 1 KiB each
+constexpr size_t kPageBytes = 4096;
+constexpr unsigned char kPoison = 0xFF;  // NaN in every float and bf16 that reads it
+constexpr unsigned char kGuard = 0xA5;
+
+// Where a thread of the running block stands.
+enum class Wait { None, Warp, Block, Done };
+
+// A thread starts on its own stack through setcontext and switches afterwards through
+// _setjmp/_longjmp, which save no signal mask: swapcontext's sigprocmask system call on every
+// switch made the emulated kernels several times slower.
+struct Thread {
+  ucontext_t start;
+  jmp_buf resume;
+  bool started = false;
+  Wait wait = Wait::None;
+  unsigned shuffleParity = 0;  // which of its warp's two exchange rows its next shuffle uses
+};
+
+struct Runtime {
+  unsigned char* shared = nullptr;
+  size_t sharedBytes = 0;
+  Schedule schedule = Schedule::Ascending;
+  std::map<const void*, size_t> maxDynamicShared;  // set by cudaFuncSetAttribute
+  cudaError_t lastError = cudaSuccess;
+  std::string fault;
+
+  // The block being run.
+  int threadCount = 0;
+  std::vector<Thread> threads;
+  std::vector<unsigned char*> stacks;  // each kStackBytes above a guard page
+  jmp_buf scheduler;
+  int current = -1;
+  const std::function<void()>* body = nullptr;
+  // Per warp, two rows of 32 shuffle slots, used alternately: a lane writes row p, waits for its
+  // warp, reads its partner's slot of row p. Row p is written again only two shuffles later,
+  // after a barrier that every lane reaches after its read.
+  std::vector<std::array<std::array<uint64_t, 32>, 2>> exchange;
+};
+
+Runtime& runtime() {
+  static Runtime r;
+  return r;
+}
+
+Thread& currentThread() { return runtime().threads[size_t(runtime().current)]; }
+
+// The scheduler's stack, as AddressSanitizer knows it (learnt on a thread's first entry).
+const void* schedulerStackBottom = nullptr;
+size_t schedulerStackBytes = 0;
+
+// AddressSanitizer follows the switches between stacks when told (its fiber API): before a switch
+// the stack being entered, after it the stack left. Nothing without it.
+void enteringStack(const void* bottom, size_t bytes) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_start_switch_fiber(nullptr, bottom, bytes);
+#else
+  (void)bottom, (void)bytes;
+#endif
+}
+void enteredStack(const void** leftBottom, size_t* leftBytes) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_finish_switch_fiber(nullptr, leftBottom, leftBytes);
+#else
+  (void)leftBottom, (void)leftBytes;
+#endif
+}
+// A thread entered from the scheduler.
+void enteredThread() { enteredStack(&schedulerStackBottom, &schedulerStackBytes); }
+
+void backToScheduler() {
+  enteringStack(schedulerStackBottom, schedulerStackBytes);
+  _longjmp(runtime().scheduler, 1);
+}
+
+void waitAt(Wait wait) {
+  Thread& t = currentThread();
+  t.wait = wait;
+  if (_setjmp(t.resume) == 0) backToScheduler();
+  enteredThread();
+}
+
+[[noreturn]] void threadMain() {
+  enteredThread();
+  Runtime& r = runtime();
+  (*r.body)();
+  r.threads[size_t(r.current)].wait = Wait::Done;
+  backToScheduler();
+  __builtin_unreachable();
+}
+
+unsigned char* stackOf(Runtime& r, int thread) {
+  while (r.stacks.size() <= size_t(thread)) {
+    void* memory = mmap(nullptr, kStackBytes + kPageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory == MAP_FAILED) {
+      std::fprintf(stderr, "cuda_emulation: cannot map a thread's stack\n");
+      std::abort();
+    }
+    mprotect(memory, kPageBytes, PROT_NONE);  // an overflowing thread faults instead of corrupting
+    r.stacks.push_back(static_cast<unsigned char*>(memory) + kPageBytes);
+  }
+  return r.stacks[size_t(thread)];
+}
+
+// The threads of warp w once its last running lane waits: all waiting at the warp collective ->
+// all run on. Lanes that exited cannot take part in a full-mask collective.
+void releaseWarp(Runtime& r, int w) {
+  const int first = w * 32, last = std::min(first + 32, r.threadCount);
+  int waiting = 0, done = 0;
+  for (int t = first; t < last; ++t) {
+    const Wait wait = r.threads[size_t(t)].wait;
+    if (wait == Wait::None || wait == Wait::Block) return;
+    waiting += wait == Wait::Warp, done += wait == Wait::Done;
+  }
+  if (waiting == 0) return;
+  if (done > 0) fault("a warp collective (__syncwarp, __shfl_xor_sync) with lanes that have exited");
+  for (int t = first; t < last; ++t)
+    if (r.threads[size_t(t)].wait == Wait::Warp) r.threads[size_t(t)].wait = Wait::None;
+}
+
+// Runs thread t until it waits or ends. Its own frame, so that the scheduler's locals are never
+// live across the _setjmp.
+void resume(Runtime& r, int t) {
+  Thread& thread = r.threads[size_t(t)];
+  r.current = t;
+  threadIdx = {unsigned(t), 0, 0};
+  if (_setjmp(r.scheduler) == 0) {
+    enteringStack(stackOf(r, t), kStackBytes);
+    if (!thread.started) {
+      thread.started = true;
+      setcontext(&thread.start);
+    }
+    _longjmp(thread.resume, 1);
+  }
+  enteredStack(nullptr, nullptr);
+}
+
+// Runs the block's threads to their end; false on a deadlock.
+bool runBlock(Runtime& r) {
+  for (int t = 0; t < r.threadCount; ++t) {
+    Thread& thread = r.threads[size_t(t)];
+    getcontext(&thread.start);
+    thread.start.uc_stack.ss_sp = stackOf(r, t);
+    thread.start.uc_stack.ss_size = kStackBytes;
+    thread.start.uc_link = nullptr;  // threadMain never returns
+    makecontext(&thread.start, threadMain, 0);
+    thread.started = false;
+    thread.wait = Wait::None;
+    thread.shuffleParity = 0;
+  }
+  const bool ascending = r.schedule == Schedule::Ascending;
+  for (;;) {
+    int next = -1;
+    for (int k = 0; k < r.threadCount && next < 0; ++k) {
+      const int t = ascending ? k : r.threadCount - 1 - k;
+      if (r.threads[size_t(t)].wait == Wait::None) next = t;
+    }
+    if (next >= 0) {
+      resume(r, next);
+      releaseWarp(r, next / 32);
+      continue;
+    }
+    bool allDone = true, allAtBarrier = true;
+    for (const Thread& t : r.threads) {
+      allDone = allDone && t.wait == Wait::Done;
+      allAtBarrier = allAtBarrier && (t.wait == Wait::Block || t.wait == Wait::Done);
+    }
+    if (allDone) return true;
+    if (!allAtBarrier) {
+      fault("deadlock: the threads of a block wait at different barriers (__syncthreads, __syncwarp, shuffles)");
+      return false;
+    }
+    for (Thread& t : r.threads)  // threads that exited count as arrived, as on sm_70 and later
+      if (t.wait == Wait::Block) t.wait = Wait::None;
+  }
+}
+
+template <typename T>
+T shuffleXor(unsigned mask, T value, int laneMask, int width) {
+  static_assert(sizeof(T) <= sizeof(uint64_t), "a shuffle slot holds 8 bytes");
+  if (mask != 0xffffffffu || width != 32) fault("cuda_emulation runs full-warp shuffles only");
+  Runtime& r = runtime();
+  const int t = r.current, warp = t / 32, lane = t % 32;
+  const unsigned parity = currentThread().shuffleParity;
+  std::memcpy(&r.exchange[size_t(warp)][parity][size_t(lane)], &value, sizeof value);
+  waitAt(Wait::Warp);
+  T out;
+  std::memcpy(&out, &r.exchange[size_t(warp)][parity][size_t(lane ^ (laneMask & 31))], sizeof out);
+  currentThread().shuffleParity = parity ^ 1u;
+  return out;
+}
+
+cudaError_t fail(cudaError_t error, const std::string& why) {
+  Runtime& r = runtime();
+  r.fault = why;
+  r.lastError = error;
+  return error;
+}
+
+}  // namespace
+
+void setSchedule(Schedule schedule) { runtime().schedule = schedule; }
+
+const std::string& lastFault() { return runtime().fault; }
+
+bool useSharedMemory(unsigned char* base, size_t bytes) {
+  runtime().shared = base;
+  runtime().sharedBytes = bytes;
+  return true;
+}
+
+void fault(const std::string& message) {
+  std::string& first = runtime().fault;
+  if (first.empty()) first = message;
+}
+
+int lane() { return runtime().current % 32; }
+
+void checkMatrixPointer(const void* pointer, unsigned ldm, size_t elementBytes) {
+  if (reinterpret_cast<uintptr_t>(pointer) % 32 != 0) fault("a WMMA load or store pointer is not 256-bit aligned");
+  if (ldm * elementBytes % 16 != 0) fault("a WMMA ldm is not a multiple of 16 bytes");
+}
+
+cudaError_t setMaxDynamicShared(const void* kernel, int bytes) {
+  if (bytes < 0 || size_t(bytes) > kMaxDynamicSharedBytes) return cudaErrorInvalidValue;
+  runtime().maxDynamicShared[kernel] = size_t(bytes);
+  return cudaSuccess;
+}
+
+cudaError_t launch(const void* kernel, const cudaLaunchConfig_t& config, const std::function<void()>& body) {
+  Runtime& r = runtime();
+  r.fault.clear();
+  const dim3 grid = config.gridDim, block = config.blockDim;
+  if (block.y != 1 || block.z != 1 || block.x == 0 || block.x > unsigned(kMaxThreads) || block.x % 32 != 0)
+    return fail(cudaErrorInvalidConfiguration, "cuda_emulation runs 1-D blocks of whole warps (up to 1024 threads)");
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535)
+    return fail(cudaErrorInvalidConfiguration, "grid dimensions outside CUDA's limits");
+  const size_t bytes = config.dynamicSmemBytes;
+  const auto allowed = r.maxDynamicShared.find(kernel);
+  if (bytes > std::max(kDefaultDynamicSharedBytes, allowed == r.maxDynamicShared.end() ? 0 : allowed->second))
+    return fail(cudaErrorInvalidValue,
+                "dynamic shared memory above 48 KiB without cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+  if (bytes > 0 && (r.shared == nullptr || r.sharedBytes < bytes + kSharedGuardBytes))
+    return fail(cudaErrorInvalidValue, "the kernel file's shared memory is not registered (useSharedMemory)");
+
+  r.threadCount = int(block.x);
+  r.threads.assign(size_t(r.threadCount), Thread{});
+  r.exchange.assign(size_t(r.threadCount / 32), {});
+  r.body = &body;
+  gridDim = grid;
+  blockDim = block;
+  for (unsigned z = 0; z < grid.z; ++z)
+    for (unsigned y = 0; y < grid.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) {
+        blockIdx = {x, y, z};
+        if (r.shared != nullptr) {
+          std::memset(r.shared, kPoison, bytes);
+          std::memset(r.shared + bytes, kGuard, kSharedGuardBytes);
+        }
+        const bool finished = runBlock(r);
+        if (r.shared != nullptr && std::any_of(r.shared + bytes, r.shared + bytes + kSharedGuardBytes,
+                                               [](unsigned char c) { return c != kGuard; }))
+          fault("a thread wrote past the launch's dynamic shared memory");
+        if (!finished || !r.fault.empty()) return fail(cudaErrorLaunchFailure, r.fault);
+      }
+  return cudaSuccess;
+}
+
+}  // namespace cuda_emulation
+
+void __syncthreads() { cuda_emulation::waitAt(cuda_emulation::Wait::Block); }
+
+void __syncwarp(unsigned mask) {
+  if (mask != 0xffffffffu) cuda_emulation::fault("cuda_emulation runs full-warp __syncwarp only");
+  cuda_emulation::waitAt(cuda_emulation::Wait::Warp);
+}
+
+float __shfl_xor_sync(unsigned mask, float value, int laneMask, int width) {
+  return cuda_emulation::shuffleXor(mask, value, laneMask, width);
+}
+double __shfl_xor_sync(unsigned mask, double value, int laneMask, int width) {
+  return cuda_emulation::shuffleXor(mask, value, laneMask, width);
+}
+
+cudaError_t cudaGetLastError() {
+  auto& r = cuda_emulation::runtime();
+  const cudaError_t e = r.lastError;
+  r.lastError = cudaSuccess;
+  return e;
+}
+
+cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStream_t) {
+  std::memset(pointer, value, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device) {
+  if (device != 0) return cudaErrorInvalidValue;
+  if (attribute == cudaDevAttrComputeCapabilityMajor)
+    *value = 9;
+  else if (attribute == cudaDevAttrMaxSharedMemoryPerBlockOptin)
+    *value = int(cuda_emulation::kMaxDynamicSharedBytes);
+  else
+    return cudaErrorInvalidValue;
+  return cudaSuccess;
+}

@@ -1,0 +1,333 @@
+// The fused ALiBi-family attention kernels (linear_bias_attention.cu) run on the CPU through
+// tests/cuda_emulation, where there is no GPU: the kernels' own code, tile loops, barriers and
+// WMMA tiling, not a model of them. Checked against a double-precision reference that materialises
+// the bias from the formula of linear_bias_spec.h, written out again below:
+//   j < i: -slopePast[h] (i - j), or -inf if head h blocks the past;
+//   j > i: -slopeFuture[h] (j - i - shift), or -inf if head h blocks the future (every head when causal);
+//   j = i: 0; with a first-token bias, every pair touching position 0 gets firstTokenBias[h] instead.
+// For every variant, D in {64, 128}, T across tile boundaries (1, 7, 64, 65, 130): the output,
+// log-sum-exp, dq, dk, dv, and the slope and first-token-bias gradients; dropout's mask the same in
+// the backward as in the forward. Every case runs under both of the emulation's extreme schedules
+// and must give bit-identical results: a difference is a missing barrier (a race on the GPU).
+// What this cannot show (speed, the GPU's memory model, __expf's rounding) is the gpu-labelled
+// fused_attention_checks' job on the GPU machine.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_emulation.h"
+#include "model/position/linear_bias_attention.cuh"
+#include "model/position/linear_bias_tile.h"
+
+using xtrap::cuda::AttentionShape;
+using xtrap::cuda::HeadsView;
+using bf16 = __nv_bfloat16;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// One ALiBi-family variant over H = 2 heads. Slopes far above ALiBi's 2^-8h/H so that the bias
+// shapes every row of these short sequences.
+struct Variant {
+  std::string name;
+  bool causal = false;
+  std::vector<float> past, future, firstToken;  // firstToken empty: none
+  uint64_t blockPast = 0, blockFuture = 0;
+  float shift = 0.f;
+};
+
+std::vector<Variant> variants() {
+  return {
+      {"causal", true, {0.5f, 0.0625f}, {0.5f, 0.0625f}, {}, 0, 0, 0.f},
+      {"symmetric", false, {0.5f, 0.125f}, {0.5f, 0.125f}, {}, 0, 0, 0.f},
+      {"offset", false, {0.5f, 0.125f}, {0.5f, 0.125f}, {}, 0, 0, 0.5f},
+      {"one-sided", false, {0.5f, 0.25f}, {0.5f, 0.25f}, {}, 0b10, 0b01, 0.f},  // head 0 past only, head 1 future only
+      {"learned", false, {0.3f, 0.05f}, {0.7f, 0.02f}, {}, 0, 0, 0.f},
+      {"bialibi", false, {0.3f, 0.05f}, {0.7f, 0.02f}, {1.5f, -0.75f}, 0, 0, 0.f},
+  };
+}
+
+double referenceBias(const Variant& v, int h, int i, int j) {
+  if (!v.firstToken.empty() && (i == 0 || j == 0)) return v.firstToken[size_t(h)];
+  if (j < i) return (v.blockPast >> h) & 1u ? -kInf : -double(v.past[size_t(h)]) * (i - j);
+  if (j > i)
+    return v.causal || ((v.blockFuture >> h) & 1u) ? -kInf : -double(v.future[size_t(h)]) * (j - i - double(v.shift));
+  return 0.0;
+}
+
+// Device memory stand-in: 128-byte aligned, with a guard after the end that must stay untouched.
+template <typename T>
+class Buffer {
+ public:
+  explicit Buffer(size_t n) : n_(n), memory_(static_cast<T*>(std::aligned_alloc(128, bytes())), std::free) {
+    std::memset(memory_.get(), kGuard, bytes());
+  }
+  T* data() { return memory_.get(); }
+  const T* data() const { return memory_.get(); }
+  T& operator[](size_t i) { return memory_.get()[i]; }
+  const T& operator[](size_t i) const { return memory_.get()[i]; }
+  bool guardIntact() const {
+    const auto* guard = reinterpret_cast<const unsigned char*>(memory_.get() + n_);
+    for (size_t b = 0; b < kGuardBytes; ++b)
+      if (guard[b] != kGuard) return false;
+    return true;
+  }
+
+ private:
+  static constexpr unsigned char kGuard = 0x5A;
+  static constexpr size_t kGuardBytes = 256;
+  size_t bytes() const { return (n_ * sizeof(T) + kGuardBytes + 127) / 128 * 128; }
+  size_t n_;
+  std::unique_ptr<T, decltype(&std::free)> memory_;
+};
+
+struct Problem {
+  AttentionShape shape;
+  Variant variant;
+  float dropout = 0.f;
+  uint64_t seed = 0x1234'5678'9abcULL;
+};
+
+// What the kernels return, in the order the reference is compared.
+struct Result {
+  std::vector<double> o, lse, dq, dk, dv, dPast, dFuture, dFirst;
+  bool operator==(const Result& other) const {
+    return o == other.o && lse == other.lse && dq == other.dq && dk == other.dk && dv == other.dv &&
+           dPast == other.dPast && dFuture == other.dFuture && dFirst == other.dFirst;
+  }
+};
+
+// Inputs in bf16: q, k, v as the glue passes them, views into one fused (B, T, 3, H, D) projection;
+// dO contiguous (B, H, T, D).
+struct Inputs {
+  std::vector<bf16> qkv, dO;
+};
+
+Inputs makeInputs(const AttentionShape& s, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+  Inputs in;
+  in.qkv.resize(size_t(s.B) * s.T * 3 * s.H * s.D);
+  for (bf16& x : in.qkv) x = __float2bfloat16(2.f * uniform(gen));  // peaky enough to test the softmax
+  in.dO.resize(size_t(s.B) * s.H * s.T * s.D);
+  for (bf16& x : in.dO) x = __float2bfloat16(uniform(gen));
+  return in;
+}
+
+// Element (b, h, t, d) of q (part 0), k (1) or v (2) in the fused layout, and of a (B, H, T, D) tensor.
+size_t fusedIndex(const AttentionShape& s, int part, int b, int h, int t, int d) {
+  return ((size_t(b) * s.T + t) * 3 + part) * s.H * s.D + size_t(h) * s.D + d;
+}
+size_t headsIndex(const AttentionShape& s, int b, int h, int t, int d) {
+  return ((size_t(b) * s.H + h) * s.T + t) * s.D + d;
+}
+
+// Forward and backward in double from the same bf16 inputs, by the textbook formulas.
+Result reference(const Problem& p, const Inputs& in) {
+  const AttentionShape& s = p.shape;
+  const Variant& v = p.variant;
+  const double scale = 1.0 / std::sqrt(double(s.D));
+  const uint32_t threshold = xtrap::tile::dropoutThreshold(p.dropout);
+  const double keepScale = 1.0 / (1.0 - p.dropout);
+  const size_t n = size_t(s.B) * s.H * s.T * s.D;
+  Result r;
+  r.o.assign(n, 0.0), r.dq.assign(n, 0.0), r.dk.assign(n, 0.0), r.dv.assign(n, 0.0);
+  r.lse.assign(size_t(s.B) * s.H * s.T, 0.0);
+  r.dPast.assign(size_t(s.H), 0.0), r.dFuture.assign(size_t(s.H), 0.0);
+  r.dFirst.assign(v.firstToken.empty() ? 0 : size_t(s.H), 0.0);
+  auto at = [&](int part, int b, int h, int t, int d) {
+    return double(__bfloat162float(in.qkv[fusedIndex(s, part, b, h, t, d)]));
+  };
+  auto dOut = [&](int b, int h, int t, int d) { return double(__bfloat162float(in.dO[headsIndex(s, b, h, t, d)])); };
+  std::vector<double> prob(size_t(s.T)), mask(size_t(s.T)), dP(size_t(s.T));
+  for (int b = 0; b < s.B; ++b)
+    for (int h = 0; h < s.H; ++h) {
+      const uint32_t batchHead = uint32_t(b * s.H + h);
+      for (int i = 0; i < s.T; ++i) {
+        double rowMax = -kInf;
+        for (int j = 0; j < s.T; ++j) {
+          double dot = 0;
+          for (int d = 0; d < s.D; ++d) dot += at(0, b, h, i, d) * at(1, b, h, j, d);
+          prob[size_t(j)] = scale * dot + referenceBias(v, h, i, j);
+          rowMax = std::max(rowMax, prob[size_t(j)]);
+        }
+        double sum = 0;
+        for (int j = 0; j < s.T; ++j) sum += std::exp(prob[size_t(j)] - rowMax);
+        r.lse[size_t(batchHead) * s.T + i] = rowMax + std::log(sum);
+        for (int j = 0; j < s.T; ++j) {
+          prob[size_t(j)] = std::exp(prob[size_t(j)] - rowMax) / sum;
+          mask[size_t(j)] = xtrap::tile::dropoutKeep(p.seed, batchHead, i, j, threshold) ? keepScale : 0.0;
+        }
+        // O_i = sum_j P_ij mask_ij v_j; dP_ij = mask_ij dO_i . v_j; D_i = sum_j P_ij dP_ij.
+        double rowDot = 0;
+        for (int j = 0; j < s.T; ++j) {
+          double dot = 0;
+          for (int d = 0; d < s.D; ++d) dot += dOut(b, h, i, d) * at(2, b, h, j, d);
+          dP[size_t(j)] = mask[size_t(j)] * dot;
+          rowDot += prob[size_t(j)] * dP[size_t(j)];
+          for (int d = 0; d < s.D; ++d) {
+            r.o[headsIndex(s, b, h, i, d)] += prob[size_t(j)] * mask[size_t(j)] * at(2, b, h, j, d);
+            r.dv[headsIndex(s, b, h, j, d)] += prob[size_t(j)] * mask[size_t(j)] * dOut(b, h, i, d);
+          }
+        }
+        for (int j = 0; j < s.T; ++j) {
+          const double dS = prob[size_t(j)] * (dP[size_t(j)] - rowDot);  // dL/dlogit = dL/dbias
+          for (int d = 0; d < s.D; ++d) {
+            r.dq[headsIndex(s, b, h, i, d)] += scale * dS * at(1, b, h, j, d);
+            r.dk[headsIndex(s, b, h, j, d)] += scale * dS * at(0, b, h, i, d);
+          }
+          if (!v.firstToken.empty() && (i == 0 || j == 0))
+            r.dFirst[size_t(h)] += dS;
+          else if (j < i)
+            r.dPast[size_t(h)] -= dS * (i - j);
+          else if (j > i)
+            r.dFuture[size_t(h)] -= dS * (j - i - double(v.shift));
+        }
+      }
+    }
+  return r;
+}
+
+template <typename T>
+std::vector<double> toDoubles(const Buffer<T>& buffer, size_t n) {
+  std::vector<double> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = double(cuda_emulation::toFloat(buffer[i]));
+  return out;
+}
+
+// The kernels' forward and backward through their C++ API; FAILs on a launch error or fault.
+Result runKernels(const Problem& p, const Inputs& in) {
+  const AttentionShape& s = p.shape;
+  const size_t n = size_t(s.B) * s.H * s.T * s.D, rows = size_t(s.B) * s.H * s.T;
+  const bool learned = p.variant.name == "learned" || p.variant.name == "bialibi";
+  Buffer<bf16> qkv(in.qkv.size()), dO(n), o(n), dq(n), dk(n), dv(n);
+  Buffer<float> lse(rows), past(size_t(s.H)), future(size_t(s.H)), first(size_t(s.H));
+  Buffer<float> dPast(size_t(s.H)), dFuture(size_t(s.H)), dFirst(size_t(s.H));
+  std::copy(in.qkv.begin(), in.qkv.end(), qkv.data());
+  std::copy(in.dO.begin(), in.dO.end(), dO.data());
+  for (int h = 0; h < s.H; ++h) {
+    past[size_t(h)] = p.variant.past[size_t(h)], future[size_t(h)] = p.variant.future[size_t(h)];
+    if (!p.variant.firstToken.empty()) first[size_t(h)] = p.variant.firstToken[size_t(h)];
+  }
+  const int64_t fusedRow = int64_t(3) * s.H * s.D;
+  auto fusedView = [&](int part) {
+    return HeadsView{qkv.data() + part * s.H * s.D, int64_t(s.T) * fusedRow, s.D, fusedRow};
+  };
+  auto headsView = [&](Buffer<bf16>& x) {
+    return HeadsView{x.data(), int64_t(s.H) * s.T * s.D, int64_t(s.T) * s.D, s.D};
+  };
+
+  xtrap::cuda::LinearBiasArgs bias;
+  bias.slopePast = past.data(), bias.slopeFuture = future.data();
+  bias.firstTokenBias = p.variant.firstToken.empty() ? nullptr : first.data();
+  bias.blockPast = p.variant.blockPast, bias.blockFuture = p.variant.blockFuture;
+  bias.futureShift = p.variant.shift, bias.causal = p.variant.causal;
+  const float scale = float(1.0 / std::sqrt(double(s.D)));
+
+  xtrap::cuda::ForwardArgs fa;
+  fa.shape = s, fa.q = fusedView(0), fa.k = fusedView(1), fa.v = fusedView(2), fa.o = headsView(o);
+  fa.lse = lse.data(), fa.bias = bias, fa.scale = scale, fa.dropout = p.dropout, fa.seed = p.seed;
+  cudaError_t e = xtrap::cuda::linearBiasAttentionForward(fa, nullptr);
+  INFO("forward: " << cuda_emulation::lastFault());
+  REQUIRE(e == cudaSuccess);
+
+  Buffer<unsigned char> workspace(xtrap::cuda::linearBiasAttentionBackwardWorkspace(s));
+  xtrap::cuda::BackwardArgs ba;
+  ba.shape = s, ba.q = fa.q, ba.k = fa.k, ba.v = fa.v, ba.o = fa.o, ba.dO = headsView(dO), ba.lse = lse.data();
+  ba.dq = headsView(dq), ba.dk = headsView(dk), ba.dv = headsView(dv);
+  // Fixed-slope variants ask for no bias gradients (the model's frozen slopes).
+  ba.dSlopePast = learned ? dPast.data() : nullptr, ba.dSlopeFuture = learned ? dFuture.data() : nullptr;
+  ba.dFirstTokenBias = p.variant.firstToken.empty() ? nullptr : dFirst.data();
+  ba.bias = bias, ba.scale = scale, ba.dropout = p.dropout, ba.seed = p.seed;
+  e = xtrap::cuda::linearBiasAttentionBackward(ba, workspace.data(), nullptr);
+  INFO("backward: " << cuda_emulation::lastFault());
+  REQUIRE(e == cudaSuccess);
+
+  for (bool intact :
+       {qkv.guardIntact(), dO.guardIntact(), o.guardIntact(), dq.guardIntact(), dk.guardIntact(), dv.guardIntact(),
+        lse.guardIntact(), dPast.guardIntact(), dFuture.guardIntact(), dFirst.guardIntact(), workspace.guardIntact()})
+    REQUIRE(intact);  // no write past the end of a buffer
+  Result r;
+  r.o = toDoubles(o, n), r.lse = toDoubles(lse, rows), r.dq = toDoubles(dq, n), r.dk = toDoubles(dk, n);
+  r.dv = toDoubles(dv, n);
+  if (learned) r.dPast = toDoubles(dPast, size_t(s.H)), r.dFuture = toDoubles(dFuture, size_t(s.H));
+  if (!p.variant.firstToken.empty()) r.dFirst = toDoubles(dFirst, size_t(s.H));
+  return r;
+}
+
+// max |got - reference| / max(max |reference|, floor), the GPU test's measure.
+double relativeMaxDiff(const std::vector<double>& reference, const std::vector<double>& got, double floor) {
+  REQUIRE(reference.size() == got.size());
+  double worst = 0, largest = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return kInf;
+    worst = std::max(worst, std::abs(got[i] - reference[i]));
+    largest = std::max(largest, std::abs(reference[i]));
+  }
+  return worst / std::max(largest, floor);
+}
+
+// The GPU test's tolerances: bf16 keeps 8 significant bits; the kernels round P and dS to bf16 for
+// their matmuls and round their outputs once (2e-2 of the largest element, absolute below 1e-3);
+// the bias gradients sum fp32 dS in fp64 (1e-2 of the largest head's, absolute below 1e-2). The
+// log-sum-exp is fp32 throughout: 1e-4.
+void compare(const Problem& p, const Inputs& in, const Result& got) {
+  const Result want = reference(p, in);
+  CHECK(relativeMaxDiff(want.o, got.o, 1e-3) <= 2e-2);
+  CHECK(relativeMaxDiff(want.lse, got.lse, 1.0) <= 1e-4);
+  CHECK(relativeMaxDiff(want.dq, got.dq, 1e-3) <= 2e-2);
+  CHECK(relativeMaxDiff(want.dk, got.dk, 1e-3) <= 2e-2);
+  CHECK(relativeMaxDiff(want.dv, got.dv, 1e-3) <= 2e-2);
+  if (!got.dPast.empty()) {
+    CHECK(relativeMaxDiff(want.dPast, got.dPast, 1e-2) <= 1e-2);
+    CHECK(relativeMaxDiff(want.dFuture, got.dFuture, 1e-2) <= 1e-2);
+  }
+  if (!got.dFirst.empty()) CHECK(relativeMaxDiff(want.dFirst, got.dFirst, 1e-2) <= 1e-2);
+}
+
+// Runs p under both schedules, requires bit-identical results, and compares with the reference.
+void check(const Problem& p) {
+  const AttentionShape& s = p.shape;
+  INFO(p.variant.name << " B=" << s.B << " H=" << s.H << " T=" << s.T << " D=" << s.D << " dropout=" << p.dropout);
+  const Inputs in = makeInputs(s, p.seed);
+  cuda_emulation::setSchedule(cuda_emulation::Schedule::Ascending);
+  const Result ascending = runKernels(p, in);
+  cuda_emulation::setSchedule(cuda_emulation::Schedule::Descending);
+  const Result descending = runKernels(p, in);
+  cuda_emulation::setSchedule(cuda_emulation::Schedule::Ascending);
+  CHECK(ascending == descending);  // else a thread reads what another writes without a barrier
+  compare(p, in, ascending);
+}
+
+}  // namespace
+
+TEST_CASE("fused ALiBi attention kernels (CPU emulation): every variant, tail tiles, D 64", "[cuda_emulation]") {
+  for (const Variant& v : variants())
+    for (int T : {1, 7, 64, 65, 130}) check({{2, 2, T, 64}, v, 0.f, 0x1234'5678'9abcULL + uint64_t(T)});
+}
+
+TEST_CASE("fused ALiBi attention kernels (CPU emulation): every variant, D 128", "[cuda_emulation]") {
+  for (const Variant& v : variants()) check({{1, 2, 70, 128}, v, 0.f, 0x2468'ace0ULL});
+}
+
+TEST_CASE("fused ALiBi attention kernels (CPU emulation): dropout's mask is the same in the backward",
+          "[cuda_emulation]") {
+  const std::vector<Variant> all = variants();
+  for (const Variant& v : {all[0], all[5]}) check({{2, 2, 100, 64}, v, 0.25f, 0x9e37'79b9ULL});
+}
+
+TEST_CASE("fused ALiBi attention kernels (CPU emulation): launch checks", "[cuda_emulation]") {
+  CHECK(xtrap::cuda::linearBiasAttentionCheck({1, 2, 8, 96}, 0.f) != nullptr);
+  CHECK(xtrap::cuda::linearBiasAttentionCheck({1, 65, 8, 64}, 0.f) != nullptr);
+  CHECK(xtrap::cuda::linearBiasAttentionCheck({1, 2, 8, 64}, 1.f) != nullptr);
+  CHECK(xtrap::cuda::linearBiasAttentionDeviceCheck(0, 128) == nullptr);  // the emulated H100 fits D=128
+  xtrap::cuda::ForwardArgs misaligned;
+  misaligned.shape = {1, 1, 8, 64};
+  CHECK(xtrap::cuda::linearBiasAttentionForward(misaligned, nullptr) == cudaErrorInvalidValue);
+}
