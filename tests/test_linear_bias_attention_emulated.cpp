@@ -6,8 +6,9 @@
 //   j > i: -slopeFuture[h] (j - i - shift), or -inf if head h blocks the future (every head when causal);
 //   j = i: 0; with a first-token bias, every pair touching position 0 gets firstTokenBias[h] instead.
 // For every variant, D in {64, 128}, T across tile boundaries (1, 7, 64, 65, 130): the output,
-// log-sum-exp, dq, dk, dv, and the slope and first-token-bias gradients; dropout's mask the same in
-// the backward as in the forward. Every case runs under both of the emulation's extreme schedules
+// log-sum-exp, dq, dk, dv, and the slope and first-token-bias gradients (of every variant at D 128,
+// the fixed-slope ones as if learned: both backward instances run); dropout's mask the same in the
+// backward as in the forward. Every case runs under both of the emulation's extreme schedules
 // and must give bit-identical results: a difference is a missing barrier (a race on the GPU).
 // What this cannot show (speed, the GPU's memory model, __expf's rounding) is the gpu-labelled
 // fused_attention_checks' job on the GPU machine.
@@ -101,7 +102,11 @@ struct Problem {
   Variant variant;
   float dropout = 0.f;
   uint64_t seed = 0x1234'5678'9abcULL;
+  bool slopeGradients = false;  // ask for dslopePast and dslopeFuture (the first-token bias's always)
 };
+
+// The variants whose slopes the model learns; the others' are buffers, with no gradient asked.
+bool learnsSlopes(const Variant& v) { return v.name == "learned" || v.name == "bialibi"; }
 
 // What the kernels return, in the order the reference is compared.
 struct Result {
@@ -214,7 +219,6 @@ std::vector<double> toDoubles(const Buffer<T>& buffer, size_t n) {
 Result runKernels(const Problem& p, const Inputs& in) {
   const AttentionShape& s = p.shape;
   const size_t n = size_t(s.B) * s.H * s.T * s.D, rows = size_t(s.B) * s.H * s.T;
-  const bool learned = p.variant.name == "learned" || p.variant.name == "bialibi";
   Buffer<bf16> qkv(in.qkv.size()), dO(n), o(n), dq(n), dk(n), dv(n);
   Buffer<float> lse(rows), past(size_t(s.H)), future(size_t(s.H)), first(size_t(s.H));
   Buffer<float> dPast(size_t(s.H)), dFuture(size_t(s.H)), dFirst(size_t(s.H));
@@ -250,8 +254,8 @@ Result runKernels(const Problem& p, const Inputs& in) {
   xtrap::cuda::BackwardArgs ba;
   ba.shape = s, ba.q = fa.q, ba.k = fa.k, ba.v = fa.v, ba.o = fa.o, ba.dO = headsView(dO), ba.lse = lse.data();
   ba.dq = headsView(dq), ba.dk = headsView(dk), ba.dv = headsView(dv);
-  // Fixed-slope variants ask for no bias gradients (the model's frozen slopes).
-  ba.dSlopePast = learned ? dPast.data() : nullptr, ba.dSlopeFuture = learned ? dFuture.data() : nullptr;
+  ba.dSlopePast = p.slopeGradients ? dPast.data() : nullptr;
+  ba.dSlopeFuture = p.slopeGradients ? dFuture.data() : nullptr;
   ba.dFirstTokenBias = p.variant.firstToken.empty() ? nullptr : dFirst.data();
   ba.bias = bias, ba.scale = scale, ba.dropout = p.dropout, ba.seed = p.seed;
   e = xtrap::cuda::linearBiasAttentionBackward(ba, workspace.data(), nullptr);
@@ -265,7 +269,7 @@ Result runKernels(const Problem& p, const Inputs& in) {
   Result r;
   r.o = toDoubles(o, n), r.lse = toDoubles(lse, rows), r.dq = toDoubles(dq, n), r.dk = toDoubles(dk, n);
   r.dv = toDoubles(dv, n);
-  if (learned) r.dPast = toDoubles(dPast, size_t(s.H)), r.dFuture = toDoubles(dFuture, size_t(s.H));
+  if (p.slopeGradients) r.dPast = toDoubles(dPast, size_t(s.H)), r.dFuture = toDoubles(dFuture, size_t(s.H));
   if (!p.variant.firstToken.empty()) r.dFirst = toDoubles(dFirst, size_t(s.H));
   return r;
 }
@@ -318,17 +322,21 @@ void check(const Problem& p) {
 
 TEST_CASE("fused ALiBi attention kernels (CPU emulation): every variant, tail tiles, D 64", "[cuda_emulation]") {
   for (const Variant& v : variants(2))
-    for (int T : {1, 7, 64, 65, 130}) check({{2, 2, T, 64}, v, 0.f, 0x1234'5678'9abcULL + uint64_t(T)});
+    for (int T : {1, 7, 64, 65, 130})
+      check({{2, 2, T, 64}, v, 0.f, 0x1234'5678'9abcULL + uint64_t(T), learnsSlopes(v)});
 }
 
-TEST_CASE("fused ALiBi attention kernels (CPU emulation): every variant, D 128", "[cuda_emulation]") {
-  for (const Variant& v : variants(2)) check({{1, 2, 70, 128}, v, 0.f, 0x2468'ace0ULL});
+// Here every variant asks for slope gradients too (the fixed-slope ones as if learned): the kernel's
+// path with bias gradients on causal, shifted and one-sided (blocked) cells.
+TEST_CASE("fused ALiBi attention kernels (CPU emulation): every variant with slope gradients, D 128",
+          "[cuda_emulation]") {
+  for (const Variant& v : variants(2)) check({{1, 2, 70, 128}, v, 0.f, 0x2468'ace0ULL, true});
 }
 
 TEST_CASE("fused ALiBi attention kernels (CPU emulation): dropout's mask is the same in the backward",
           "[cuda_emulation]") {
   const std::vector<Variant> all = variants(2);
-  for (const Variant& v : {all[0], all[5]}) check({{2, 2, 100, 64}, v, 0.25f, 0x9e37'79b9ULL});
+  for (const Variant& v : {all[0], all[5]}) check({{2, 2, 100, 64}, v, 0.25f, 0x9e37'79b9ULL, learnsSlopes(v)});
 }
 
 TEST_CASE("fused ALiBi attention kernels (CPU emulation): launch checks", "[cuda_emulation]") {
