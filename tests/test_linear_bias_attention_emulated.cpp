@@ -318,7 +318,69 @@ void check(const Problem& p) {
   compare(p, in, ascending);
 }
 
+// Toy kernels for the emulation's own checks. Thread t writes slot t of `shared` (global memory
+// stands in: the threads of a block interleave only where they wait), then reads slot t + 1.
+template <bool kBarrier>
+__global__ void neighbourKernel(float* shared, float* out) {
+  const int t = int(threadIdx.x), n = int(blockDim.x);
+  shared[t] = float(t + 1);
+  if (kBarrier) __syncthreads();
+  out[t] = shared[(t + 1) % n];
+}
+
+// Half a warp at __syncwarp, the other half at __syncthreads: neither barrier can complete.
+__global__ void divergentBarrierKernel() {
+  if (threadIdx.x % 32 < 16)
+    __syncwarp();
+  else
+    __syncthreads();
+}
+
+__global__ void misalignedFragmentKernel(const float* data) {
+  nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> f;
+  nvcuda::wmma::load_matrix_sync(f, data + 1, 16, nvcuda::wmma::mem_row_major);
+}
+
+cudaLaunchConfig_t oneBlock(unsigned threads) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(1);
+  config.blockDim = dim3(threads);
+  return config;
+}
+
+// out of neighbourKernel<kBarrier> over 64 threads under a schedule.
+template <bool kBarrier>
+std::vector<float> neighbours(cuda_emulation::Schedule schedule) {
+  std::vector<float> shared(64, 0.f), out(64, -1.f);
+  const cudaLaunchConfig_t config = oneBlock(64);
+  cuda_emulation::setSchedule(schedule);
+  const cudaError_t e = cudaLaunchKernelEx(&config, neighbourKernel<kBarrier>, shared.data(), out.data());
+  cuda_emulation::setSchedule(cuda_emulation::Schedule::Ascending);
+  REQUIRE(e == cudaSuccess);
+  return out;
+}
+
 }  // namespace
+
+// What the kernel tests below rely on: a missing barrier changes the result between the two
+// schedules, and a barrier nobody can pass or a misaligned WMMA pointer fails the launch.
+TEST_CASE("the CUDA emulation finds missing barriers, deadlocks and misaligned fragments", "[cuda_emulation]") {
+  using cuda_emulation::Schedule;
+  std::vector<float> expected(64);
+  for (int t = 0; t < 64; ++t) expected[size_t(t)] = float((t + 1) % 64 + 1);
+  CHECK(neighbours<true>(Schedule::Ascending) == expected);
+  CHECK(neighbours<true>(Schedule::Descending) == expected);
+  CHECK(neighbours<false>(Schedule::Ascending) != neighbours<false>(Schedule::Descending));
+
+  const cudaLaunchConfig_t config = oneBlock(64);
+  CHECK(cudaLaunchKernelEx(&config, divergentBarrierKernel) == cudaErrorLaunchFailure);
+  CHECK(cuda_emulation::lastFault().find("deadlock") != std::string::npos);
+  alignas(32) float data[17 * 16] = {};
+  const cudaLaunchConfig_t warp = oneBlock(32);
+  CHECK(cudaLaunchKernelEx(&warp, misalignedFragmentKernel, data) == cudaErrorLaunchFailure);
+  CHECK(cuda_emulation::lastFault().find("256-bit aligned") != std::string::npos);
+  cudaGetLastError();  // the launches' errors are this test's, not the next one's
+}
 
 TEST_CASE("fused ALiBi attention kernels (CPU emulation): every variant, tail tiles, D 64", "[cuda_emulation]") {
   for (const Variant& v : variants(2))
