@@ -124,10 +124,6 @@ struct Derived {
 
 // ---- small device helpers ----
 
-__device__ __forceinline__ float warpMax(float x) {
-  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
 __device__ __forceinline__ float warpSum(float x) {
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
   return x;
@@ -222,7 +218,7 @@ __device__ void loadKeyTile(bf16* ks, bf16* vs, const Args& args, const TileBloc
   __syncthreads();
 }
 
-// One lane's cells of its warp's 16 rows of a (query tile r0, key tile c0) pair: tile rows
+// The backward's cells: one lane's of its warp's 16 rows of a (query tile r0, key tile c0) pair: tile rows
 // stripe + r (r < 16) and tile columns lane + 32 c (c < 2), so the 32 lanes of a warp hold the 64
 // columns of each of its rows between them. Query i = r0 + row, key j = c0 + col.
 struct LaneCell {
@@ -310,6 +306,32 @@ __device__ void storeStripe(const HeadsView& view, const float* acc, const TileB
 
 // ---- forward ----
 
+// Which cells of its warp's 16 rows a lane of forwardKernel's softmax owns: row `row` of the tile
+// (stripe + lane % 16) and half `half` (lane / 16) of its 64 key columns, or of its D accumulator
+// columns. A row's max and sum then take one shuffle with lane ^ 16 instead of a warp reduction
+// per row. The lane walks its columns rotated by `skew`: a row of S (68 floats) or of the O
+// accumulator (D + 4) starts 4 banks after the previous one, so rows r and r + 8, and the two
+// halves, would start in the same bank; with the skew the 32 lanes' reads fall in 32 banks.
+struct HalfRow {
+  int row, half, skew;
+
+  // The c-th (c < 32) key column of this lane's half.
+  __device__ int column(int c) const { return half * 32 + ((c + skew) & 31); }
+};
+
+__device__ HalfRow halfRow(const TileBlock& blk) {
+  const int r = blk.lane & 15, half = blk.lane >> 4;
+  return {blk.stripe + r, half, (r >> 3) + 2 * half};
+}
+
+// This lane's half of its row of the (64, D) fp32 accumulator tile, times factor.
+template <int D>
+__device__ __forceinline__ void scaleHalfRow(float* acc, const HalfRow& mine, float factor) {
+  float* row = acc + mine.row * Ld<D>::acc + mine.half * (D / 2);
+#pragma unroll
+  for (int d = 0; d < D / 2; ++d) row[(d & ~31) | ((d + mine.skew) & 31)] *= factor;
+}
+
 // grid (ceil(T / kBr), H, B). Writes O (B, H, T, D) and lse (B, H, T).
 template <int D>
 __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args, const Derived dv) {
@@ -318,16 +340,17 @@ __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args
   float *ss = smemAt<float>(S::s), *os = smemAt<float>(S::o);
 
   const TileBlock blk = tileBlock(args.shape, args.bias);  // its tile: query rows [r0, r1)
-  const int T = blk.T, r0 = blk.lo, lane = blk.lane, stripe = blk.stripe;
+  const int T = blk.T, r0 = blk.lo, stripe = blk.stripe;
 
   loadRows<D>(qs, args.q, blk, r0);
   zeroAccumulator<D>(os);
   __syncthreads();
 
-  // Every lane holds the running max and sum of its warp's 16 rows.
-  float rowMax[kStripe], rowSum[kStripe];
-#pragma unroll
-  for (int r = 0; r < kStripe; ++r) rowMax[r] = -INFINITY, rowSum[r] = 0.f;
+  // This lane's half of one row (HalfRow): the running max and sum of that row, the same in both
+  // of its lanes.
+  const HalfRow mine = halfRow(blk);
+  const int i = r0 + mine.row;
+  float rowMax = -INFINITY, rowSum = 0.f;
 
   for (int c0 = 0; c0 < T; c0 += kBc) {
     if (!blk.visits(tile::Walk::Keys, c0)) continue;
@@ -335,49 +358,42 @@ __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args
 
     stripeTimesTransposed<D>(ss + stripe * Ld<D>::s, qs + stripe * Ld<D>::rows, ks);  // (16, kBc)
     __syncwarp();
-    // Row by row (the online softmax reduces over the warp): this lane's cells, as in LaneCell.
+    float s[32];
 #pragma unroll
-    for (int r = 0; r < kStripe; ++r) {
-      const int row = stripe + r, i = r0 + row;
-      float s[2];
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const int col = lane + 32 * c, j = c0 + col;
-        s[c] = tile::logit(blk.hb, ss[row * Ld<D>::s + col], args.scale, i, j, T);
-      }
-      const float newMax = fmaxf(rowMax[r], warpMax(fmaxf(s[0], s[1])));
-      // A row with no finite logit yet (padding rows past T) adds nothing and rescales nothing.
-      const bool empty = newMax == -INFINITY;
-      const float alpha = empty ? 1.f : __expf(rowMax[r] - newMax);
-      float p[2];
-#pragma unroll
-      for (int c = 0; c < 2; ++c) p[c] = empty ? 0.f : __expf(s[c] - newMax);
-      rowSum[r] = rowSum[r] * alpha + warpSum(p[0] + p[1]);  // the sum before dropout
-      rowMax[r] = newMax;
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const int col = lane + 32 * c;
-        const bool keep = tile::dropoutKeep(args.seed, blk.batchHead, i, c0 + col, dv.threshold);
-        ps[row * Ld<D>::p + col] = __float2bfloat16(tile::afterDropout(p[c], keep, dv.keepScale));
-      }
-      for (int d = lane; d < D; d += 32) os[row * Ld<D>::acc + d] *= alpha;
+    for (int c = 0; c < 32; ++c) {
+      const int col = mine.column(c);
+      s[c] = tile::logit(blk.hb, ss[mine.row * Ld<D>::s + col], args.scale, i, c0 + col, T);
     }
+    float tileMax = -INFINITY;
+#pragma unroll
+    for (int c = 0; c < 32; ++c) tileMax = fmaxf(tileMax, s[c]);
+    const float newMax = fmaxf(rowMax, fmaxf(tileMax, __shfl_xor_sync(0xffffffffu, tileMax, 16)));
+    // A row with no finite logit yet (padding rows past T) adds nothing and rescales nothing.
+    const bool empty = newMax == -INFINITY;
+    const float alpha = empty ? 1.f : __expf(rowMax - newMax);
+    float tileSum = 0.f;
+#pragma unroll
+    for (int c = 0; c < 32; ++c) {
+      const int col = mine.column(c);
+      const float p = empty ? 0.f : __expf(s[c] - newMax);
+      tileSum += p;
+      const bool keep = tile::dropoutKeep(args.seed, blk.batchHead, i, c0 + col, dv.threshold);
+      ps[mine.row * Ld<D>::p + col] = __float2bfloat16(tile::afterDropout(p, keep, dv.keepScale));
+    }
+    rowSum = rowSum * alpha + (tileSum + __shfl_xor_sync(0xffffffffu, tileSum, 16));  // the sum before dropout
+    rowMax = newMax;
+    scaleHalfRow<D>(os, mine, alpha);
     __syncwarp();
     stripeAccumulate<D, false>(os + stripe * Ld<D>::acc, ps + stripe * Ld<D>::p, vs);  // O += P~ V
     __syncwarp();
   }
 
-  bf16* o = blk.rows(args.o);
-  float* lse = blk.stats(args.lse);
-#pragma unroll
-  for (int r = 0; r < kStripe; ++r) {
-    const int row = stripe + r, i = r0 + row;
-    if (i >= T) break;
-    const bool empty = !(rowSum[r] > 0.f);  // cannot happen for i < T: the diagonal is never blocked
-    const float inverse = empty ? 0.f : 1.f / rowSum[r];
-    for (int d = lane; d < D; d += 32) o[i * args.o.st + d] = __float2bfloat16(os[row * Ld<D>::acc + d] * inverse);
-    if (lane == 0) lse[i] = empty ? INFINITY : rowMax[r] + logf(rowSum[r]);
-  }
+  // O = accumulator / l in place, then written row by row (coalesced), rows past T left out.
+  const bool empty = !(rowSum > 0.f);  // cannot happen for i < T: the diagonal is never blocked
+  scaleHalfRow<D>(os, mine, empty ? 0.f : 1.f / rowSum);
+  if (mine.half == 0 && i < T) blk.stats(args.lse)[i] = empty ? INFINITY : rowMax + logf(rowSum);
+  __syncwarp();
+  storeStripe<D>(args.o, os, blk, 1.f);
 }
 
 // ---- backward ----
