@@ -463,3 +463,15 @@ TEST_CASE("the row correction gives the bias gradients of the exact softmax row 
   CHECK(used.future == Approx(exact.future).margin(1e-6));
   CHECK(used.first == Approx(exact.first).margin(1e-6));
 }
+
+TEST_CASE("dropoutKeepBits is dropoutKeep of 32 consecutive keys") {
+  for (uint32_t threshold : {0u, tile::dropoutThreshold(0.1), tile::dropoutThreshold(0.5)})
+    for (int i : {0, 5, 4098})
+      for (int j0 : {0, 32, 4064}) {
+        const uint32_t bits = tile::dropoutKeepBits(0x5eedULL, 7, i, j0, threshold);
+        for (int k = 0; k < 32; ++k) {
+          INFO("threshold " << threshold << " i " << i << " key " << j0 + k);
+          CHECK(((bits >> k) & 1u) == uint32_t(tile::dropoutKeep(0x5eedULL, 7, i, j0 + k, threshold)));
+        }
+      }
+}

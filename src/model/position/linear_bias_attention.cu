@@ -218,25 +218,33 @@ __device__ void loadKeyTile(bf16* ks, bf16* vs, const Args& args, const TileBloc
   __syncthreads();
 }
 
-// The backward's cells: one lane's of its warp's 16 rows of a (query tile r0, key tile c0) pair: tile rows
-// stripe + r (r < 16) and tile columns lane + 32 c (c < 2), so the 32 lanes of a warp hold the 64
-// columns of each of its rows between them. Query i = r0 + row, key j = c0 + col.
-struct LaneCell {
-  int r, c, row, col, i, j;
+// Which cells of its warp's 16 rows a lane owns, wherever the kernels work cell by cell (the
+// forward's softmax, the backward's P and dS): row `row` of the tile (stripe + lane % 16) and half
+// `half` (lane / 16) of its 64 key columns, or of its D accumulator columns. A row's max, sum or
+// any per-row total then takes one shuffle with lane ^ 16 instead of a warp reduction per row,
+// and the lane's 32 keys share 8 dropout draws (tile::dropoutKeepBits). The lane walks its columns rotated by `skew`: a
+// row of S (68 floats) or of the O accumulator (D + 4) starts 4 banks after the previous one, so rows r and r + 8, and
+// the two halves, would start in the same bank; with the skew the 32 lanes' reads fall in 32 banks.
+struct HalfRow {
+  int row, half, skew;
+
+  // The c-th (c < 32) key column of this lane's half.
+  __device__ int column(int c) const { return half * 32 + ((c + skew) & 31); }
+  // Bit k of dropoutKeepBits for this lane's keys: its c-th column's.
+  __device__ bool kept(uint32_t keepBits, int c) const { return (keepBits >> ((c + skew) & 31)) & 1u; }
 };
 
-// Calls body(LaneCell) for each of this lane's cells, in a fixed order (fully unrolled, so
-// per-cell register arrays indexed by r and c stay in registers).
-template <typename Body>
-__device__ __forceinline__ void forEachLaneCell(const TileBlock& blk, int r0, int c0, Body body) {
+__device__ HalfRow halfRow(const TileBlock& blk) {
+  const int r = blk.lane & 15, half = blk.lane >> 4;
+  return {blk.stripe + r, half, (r >> 3) + 2 * half};
+}
+
+// This lane's half of its row of the (64, D) fp32 accumulator tile, times factor.
+template <int D>
+__device__ __forceinline__ void scaleHalfRow(float* acc, const HalfRow& mine, float factor) {
+  float* row = acc + mine.row * Ld<D>::acc + mine.half * (D / 2);
 #pragma unroll
-  for (int r = 0; r < kStripe; ++r) {
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const int row = blk.stripe + r, col = blk.lane + 32 * c;
-      body(LaneCell{r, c, row, col, r0 + row, c0 + col});
-    }
-  }
+  for (int d = 0; d < D / 2; ++d) row[(d & ~31) | ((d + mine.skew) & 31)] *= factor;
 }
 
 // One warp: out (16, kBc) fp32 = a (16, D) x b (kBc, D)^T, both bf16 in shared memory.
@@ -306,32 +314,6 @@ __device__ void storeStripe(const HeadsView& view, const float* acc, const TileB
 
 // ---- forward ----
 
-// Which cells of its warp's 16 rows a lane of forwardKernel's softmax owns: row `row` of the tile
-// (stripe + lane % 16) and half `half` (lane / 16) of its 64 key columns, or of its D accumulator
-// columns. A row's max and sum then take one shuffle with lane ^ 16 instead of a warp reduction
-// per row. The lane walks its columns rotated by `skew`: a row of S (68 floats) or of the O
-// accumulator (D + 4) starts 4 banks after the previous one, so rows r and r + 8, and the two
-// halves, would start in the same bank; with the skew the 32 lanes' reads fall in 32 banks.
-struct HalfRow {
-  int row, half, skew;
-
-  // The c-th (c < 32) key column of this lane's half.
-  __device__ int column(int c) const { return half * 32 + ((c + skew) & 31); }
-};
-
-__device__ HalfRow halfRow(const TileBlock& blk) {
-  const int r = blk.lane & 15, half = blk.lane >> 4;
-  return {blk.stripe + r, half, (r >> 3) + 2 * half};
-}
-
-// This lane's half of its row of the (64, D) fp32 accumulator tile, times factor.
-template <int D>
-__device__ __forceinline__ void scaleHalfRow(float* acc, const HalfRow& mine, float factor) {
-  float* row = acc + mine.row * Ld<D>::acc + mine.half * (D / 2);
-#pragma unroll
-  for (int d = 0; d < D / 2; ++d) row[(d & ~31) | ((d + mine.skew) & 31)] *= factor;
-}
-
 // grid (ceil(T / kBr), H, B). Writes O (B, H, T, D) and lse (B, H, T).
 template <int D>
 __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args, const Derived dv) {
@@ -371,14 +353,14 @@ __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args
     // A row with no finite logit yet (padding rows past T) adds nothing and rescales nothing.
     const bool empty = newMax == -INFINITY;
     const float alpha = empty ? 1.f : __expf(rowMax - newMax);
+    const uint32_t keepBits = tile::dropoutKeepBits(args.seed, blk.batchHead, i, c0 + 32 * mine.half, dv.threshold);
     float tileSum = 0.f;
 #pragma unroll
     for (int c = 0; c < 32; ++c) {
-      const int col = mine.column(c);
       const float p = empty ? 0.f : __expf(s[c] - newMax);
       tileSum += p;
-      const bool keep = tile::dropoutKeep(args.seed, blk.batchHead, i, c0 + col, dv.threshold);
-      ps[mine.row * Ld<D>::p + col] = __float2bfloat16(tile::afterDropout(p, keep, dv.keepScale));
+      ps[mine.row * Ld<D>::p + mine.column(c)] =
+          __float2bfloat16(tile::afterDropout(p, mine.kept(keepBits, c), dv.keepScale));
     }
     rowSum = rowSum * alpha + (tileSum + __shfl_xor_sync(0xffffffffu, tileSum, 16));  // the sum before dropout
     rowMax = newMax;
@@ -442,42 +424,48 @@ __device__ void loadRowStats(const BackwardTiles& t, const float* lseAll, const 
 }
 
 // One warp, its 16 query rows of a (query tile r0, key tile c0) pair, with the pair's Q, dO, K, V,
-// lse and D_i in shared memory: S = Q K^T, then P = exp(scale S + bias - lse) and the dropout mask
-// (in registers, bits 2r + c), then dP~ = dO V^T, then dS = P o (dP - D_i) into this warp's rows
-// of t.dS and, where t.p is not nullptr, P~ into its rows of t.p. With kBiasGrads, returns the bias
-// gradients of this lane's cells, summed in a fixed cell order, and adds the cells to rowTerms (one
-// per row r of the stripe; tile::RowTerm); else zeros.
+// lse and D_i in shared memory: S = Q K^T, then P = exp(scale S + bias - lse) of this lane's cells
+// (HalfRow) and their dropout mask, in registers, then dP~ = dO V^T, then dS = P o (dP - D_i) into
+// this warp's rows of t.dS and, where t.p is not nullptr, P~ into its rows of t.p. With
+// kBiasGrads, returns the bias gradients of this lane's cells, summed in a fixed cell order, and
+// adds the cells to rowTerm (this lane's half of its row's tile::RowTerm); else zeros.
 template <int D, bool kBiasGrads>
 __device__ __forceinline__ tile::BiasGrads<float> backwardStripe(const BackwardTiles& t, const BackwardArgs& args,
                                                                  const Derived& dv, const TileBlock& blk, int r0,
-                                                                 int c0, tile::RowTerm<float>* rowTerms) {
-  float p[kStripe][2];
-  uint32_t keepBits = 0;
+                                                                 int c0, tile::RowTerm<float>& rowTerm) {
+  const HalfRow mine = halfRow(blk);
+  const int i = r0 + mine.row;
+  const float lse = t.lse[mine.row], rowDot = t.rowDot[mine.row];
+  float p[32];
   tile::BiasGrads<float> grads;
   stripeTimesTransposed<D>(t.s + blk.stripe * Ld<D>::s, t.q + blk.stripe * Ld<D>::rows, t.k);
   __syncwarp();
-  forEachLaneCell(blk, r0, c0, [&](const LaneCell& x) {
-    const float s = tile::logit(blk.hb, t.s[x.row * Ld<D>::s + x.col], args.scale, x.i, x.j, blk.T);
-    p[x.r][x.c] = __expf(s - t.lse[x.row]);  // exactly 0 where s = -inf or the row is padding (lse = +inf)
-    if (tile::dropoutKeep(args.seed, blk.batchHead, x.i, x.j, dv.threshold)) keepBits |= 1u << (2 * x.r + x.c);
-  });
+#pragma unroll
+  for (int c = 0; c < 32; ++c) {
+    const int col = mine.column(c);
+    const float s = tile::logit(blk.hb, t.s[mine.row * Ld<D>::s + col], args.scale, i, c0 + col, blk.T);
+    p[c] = __expf(s - lse);  // exactly 0 where s = -inf or the row is padding (lse = +inf)
+  }
+  const uint32_t keepBits = tile::dropoutKeepBits(args.seed, blk.batchHead, i, c0 + 32 * mine.half, dv.threshold);
   __syncwarp();
   stripeTimesTransposed<D>(t.s + blk.stripe * Ld<D>::s, t.dO + blk.stripe * Ld<D>::rows, t.v);  // dP~ = dO V^T
   __syncwarp();
-  forEachLaneCell(blk, r0, c0, [&](const LaneCell& x) {
-    const bool keep = (keepBits >> (2 * x.r + x.c)) & 1u;
-    const float prob = p[x.r][x.c], dPTilde = t.s[x.row * Ld<D>::s + x.col];
-    const float dS = tile::scoreGrad(prob, dPTilde, keep, dv.keepScale, t.rowDot[x.row]);
-    if (t.p != nullptr) t.p[x.row * Ld<D>::p + x.col] = __float2bfloat16(tile::afterDropout(prob, keep, dv.keepScale));
-    t.dS[x.row * Ld<D>::p + x.col] = __float2bfloat16(dS);
+#pragma unroll
+  for (int c = 0; c < 32; ++c) {
+    const int col = mine.column(c), j = c0 + col;
+    const bool keep = mine.kept(keepBits, c);
+    const float dPTilde = t.s[mine.row * Ld<D>::s + col];
+    const float dS = tile::scoreGrad(p[c], dPTilde, keep, dv.keepScale, rowDot);
+    if (t.p != nullptr) t.p[mine.row * Ld<D>::p + col] = __float2bfloat16(tile::afterDropout(p[c], keep, dv.keepScale));
+    t.dS[mine.row * Ld<D>::p + col] = __float2bfloat16(dS);
     if constexpr (kBiasGrads) {
-      if (x.i < blk.T && x.j < blk.T) {
-        const tile::BiasCell cell = tile::biasCell(blk.hb, x.i, x.j);
+      if (i < blk.T && j < blk.T) {
+        const tile::BiasCell cell = tile::biasCell(blk.hb, i, j);
         grads.add(cell, dS);
-        rowTerms[x.r].add(cell, prob, tile::afterDropout(dPTilde, keep, dv.keepScale));
+        rowTerm.add(cell, p[c], tile::afterDropout(dPTilde, keep, dv.keepScale));
       }
     }
-  });
+  }
   return grads;
 }
 
@@ -506,7 +494,8 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
 
     // This warp's 16 query rows: P~ and dS.
-    backwardStripe<D, false>(t, args, dv, blk, r0, c0, nullptr);
+    tile::RowTerm<float> unused;
+    backwardStripe<D, false>(t, args, dv, blk, r0, c0, unused);
     __syncthreads();  // P~ and dS of all 64 query rows are in shared memory
 
     // This warp's 16 keys: dV += P~^T dO, dK += dS^T Q (times scale at the end).
@@ -539,14 +528,15 @@ __global__ void __launch_bounds__(kThreads)
   zeroAccumulator<D>(dQs);
   __syncthreads();
 
-  // This lane's cells, summed in a fixed order: sum dS * dbias/dparameter, and per row its RowTerm.
+  // This lane's cells, summed in a fixed order: sum dS * dbias/dparameter, and its half of its row's
+  // RowTerm.
   tile::BiasGrads<double> grads;
-  tile::RowTerm<float> rowTerms[kStripe];
+  tile::RowTerm<float> rowTerm;
   for (int c0 = 0; c0 < T; c0 += kBc) {
     if (!blk.visits(tile::Walk::Keys, c0)) continue;
     loadKeyTile<D>(t.k, t.v, args, blk, c0);
 
-    const tile::BiasGrads<float> tileGrads = backwardStripe<D, kBiasGrads>(t, args, dv, blk, r0, c0, rowTerms);
+    const tile::BiasGrads<float> tileGrads = backwardStripe<D, kBiasGrads>(t, args, dv, blk, r0, c0, rowTerm);
     grads.past += tileGrads.past, grads.future += tileGrads.future, grads.first += tileGrads.first;
     __syncwarp();
     stripeAccumulate<D, false>(dQs + stripe * Ld<D>::acc, t.dS + stripe * Ld<D>::p, t.k);  // dQ += dS K
@@ -555,16 +545,15 @@ __global__ void __launch_bounds__(kThreads)
   storeStripe<D>(args.dq, dQs, blk, args.scale);
 
   if constexpr (kBiasGrads) {
-    // Each row's whole RowTerm (summed over its lanes), its correction added once, by lane 0.
-#pragma unroll
-    for (int r = 0; r < kStripe; ++r) {
-      tile::RowTerm<float> row;
-      row.rowDot = warpSum(rowTerms[r].rowDot);
-      row.weight.past = warpSum(rowTerms[r].weight.past);
-      row.weight.future = warpSum(rowTerms[r].weight.future);
-      row.weight.first = warpSum(rowTerms[r].weight.first);
-      if (lane == 0) tile::addRowCorrection(grads, row, t.rowDot[stripe + r]);
-    }
+    // Each row's whole RowTerm (its two lanes' halves), its correction added once, by the lane of
+    // the first half.
+    const HalfRow mine = halfRow(blk);
+    tile::RowTerm<float> row;
+    row.rowDot = rowTerm.rowDot + __shfl_xor_sync(0xffffffffu, rowTerm.rowDot, 16);
+    row.weight.past = rowTerm.weight.past + __shfl_xor_sync(0xffffffffu, rowTerm.weight.past, 16);
+    row.weight.future = rowTerm.weight.future + __shfl_xor_sync(0xffffffffu, rowTerm.weight.future, 16);
+    row.weight.first = rowTerm.weight.first + __shfl_xor_sync(0xffffffffu, rowTerm.weight.first, 16);
+    if (mine.half == 0) tile::addRowCorrection(grads, row, t.rowDot[mine.row]);
     grads.past = warpSum(grads.past), grads.future = warpSum(grads.future), grads.first = warpSum(grads.first);
     if (lane == 0) {
       warpPartials[warp * 3 + 0] = grads.past;

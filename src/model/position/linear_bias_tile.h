@@ -199,17 +199,40 @@ inline uint32_t dropoutThreshold(double p) {
   return t <= 0 ? 0u : (t >= 16777216.0 ? 16777216u : uint32_t(t));
 }
 
-// Whether dropout keeps the probability of (batch*H + head, i, j) for this seed: one Philox draw
-// covers 4 consecutive keys of a row. threshold 0 keeps everything without drawing.
+// The Philox draw of dropout's counter (group, i, batch*H + head) for this seed: 4 words, for the
+// keys 4 group .. 4 group + 3 of row i.
+XTRAP_HD void dropoutDraw(uint64_t seed, uint32_t batchHead, int i, int group, uint32_t out[4]) {
+  const uint32_t counter[4] = {uint32_t(group), uint32_t(i), batchHead, 0u};
+  const uint32_t key[2] = {uint32_t(seed), uint32_t(seed >> 32)};
+  philox4x32(counter, key, out);
+}
+
+// Whether one word of a draw keeps its probability: its top 24 bits, uniform, not below threshold.
+XTRAP_HD bool keeps(uint32_t word, uint32_t threshold) { return (word >> 8) >= threshold; }
+
+// Whether dropout keeps the probability of (batch*H + head, i, j) for this seed: word j % 4 of
+// the draw of key group j / 4. threshold 0 keeps everything without drawing.
 XTRAP_HD bool dropoutKeep(uint64_t seed, uint32_t batchHead, int i, int j, uint32_t threshold) {
   if (threshold == 0) return true;
-  const uint32_t counter[4] = {uint32_t(j) >> 2, uint32_t(i), batchHead, 0u};
-  const uint32_t key[2] = {uint32_t(seed), uint32_t(seed >> 32)};
   uint32_t r[4];
-  philox4x32(counter, key, r);
+  dropoutDraw(seed, batchHead, i, int(uint32_t(j) >> 2), r);
   // A select rather than r[j & 3]: a dynamic index would put r in the GPU's local memory.
   const uint32_t word = (j & 2) ? ((j & 1) ? r[3] : r[2]) : ((j & 1) ? r[1] : r[0]);
-  return (word >> 8) >= threshold;
+  return keeps(word, threshold);
+}
+
+// dropoutKeep of the 32 keys j0 .. j0 + 31 of row i (j0 a multiple of 4) as bits, bit k for key
+// j0 + k: 8 draws, where 32 calls of dropoutKeep would draw each of them 4 times.
+XTRAP_HD uint32_t dropoutKeepBits(uint64_t seed, uint32_t batchHead, int i, int j0, uint32_t threshold) {
+  if (threshold == 0) return 0xffffffffu;
+  uint32_t bits = 0;
+  for (int g = 0; g < 8; ++g) {
+    uint32_t r[4];
+    dropoutDraw(seed, batchHead, i, (j0 >> 2) + g, r);
+    for (int e = 0; e < 4; ++e)
+      if (keeps(r[e], threshold)) bits |= 1u << (4 * g + e);
+  }
+  return bits;
 }
 
 }  // namespace xtrap::tile
