@@ -502,7 +502,9 @@ __global__ void __launch_bounds__(kThreads)
     stripeAccumulate<D, true>(dVs + stripe * Ld<D>::acc, t.p + stripe, t.dO);
     stripeAccumulate<D, true>(dKs + stripe * Ld<D>::acc, t.dS + stripe, t.q);
   }
-  __syncthreads();  // the accumulators were zeroed by all threads (a tile could be skipped entirely)
+  // The accumulators were zeroed by all threads, and each lane's WMMA stores of its warp's rows
+  // must be complete before storeStripe reads them across lanes.
+  __syncthreads();
   storeStripe<D>(args.dk, dKs, blk, args.scale);
   storeStripe<D>(args.dv, dVs, blk, 1.f);
 }
