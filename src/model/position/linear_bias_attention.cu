@@ -25,13 +25,14 @@
 // parameter): no float atomics anywhere.
 //
 // Dropout: Philox4x32-10 keyed by the seed, one counter per (batch*H + head, row, 4 keys)
-// (linear_bias_tile.h), so the backward regenerates the forward's mask cell by cell.
+// (linear_bias_tile.h), so the backward regenerates the forward's mask cell by cell; a lane draws
+// each of its 4-key groups once (tile::dropoutKeepBits).
 //
 // What would make it faster (correctness and clarity first here): keep S and O in registers with
 // mma.sync fragments of known layout instead of staging through shared memory (FlashAttention-2),
 // cp.async / TMA double-buffering of the K and V tiles, exp2 with log2(e) folded into the scale,
-// one Philox draw per 4 cells instead of per cell, a single backward pass with ordered dQ
-// accumulation (FlashAttention-2's deterministic mode), and on H100 warpgroup wgmma (FA3).
+// a single backward pass with ordered dQ accumulation (FlashAttention-2's deterministic mode), and on H100 warpgroup
+// wgmma (FA3).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <mma.h>
@@ -222,9 +223,10 @@ __device__ void loadKeyTile(bf16* ks, bf16* vs, const Args& args, const TileBloc
 // forward's softmax, the backward's P and dS): row `row` of the tile (stripe + lane % 16) and half
 // `half` (lane / 16) of its 64 key columns, or of its D accumulator columns. A row's max, sum or
 // any per-row total then takes one shuffle with lane ^ 16 instead of a warp reduction per row,
-// and the lane's 32 keys share 8 dropout draws (tile::dropoutKeepBits). The lane walks its columns rotated by `skew`: a
-// row of S (68 floats) or of the O accumulator (D + 4) starts 4 banks after the previous one, so rows r and r + 8, and
-// the two halves, would start in the same bank; with the skew the 32 lanes' reads fall in 32 banks.
+// and the lane's 32 keys share 8 dropout draws (tile::dropoutKeepBits). The lane walks its
+// columns rotated by `skew`: a row of S (68 floats) or of the O accumulator (D + 4) starts 4
+// banks after the previous one, so rows r and r + 8, and the two halves, would start in the same
+// bank; with the skew the 32 lanes' reads fall in 32 banks.
 struct HalfRow {
   int row, half, skew;
 
@@ -511,8 +513,8 @@ __global__ void __launch_bounds__(kThreads)
 
 // grid (ceil(T / kBr), H, B): one block per query tile; dQ summed over every key tile, and with
 // kBiasGrads this block's share of the bias gradients written to
-// partials[(b * H + h) * qTiles + tile][3] (a kernel of its own: the row terms' registers would
-// otherwise cost the fixed-slope backward its occupancy).
+// partials[(b * H + h) * qTiles + tile][3]. kBiasGrads is a template parameter so that the
+// fixed-slope backward compiles without the per-cell bias bookkeeping.
 template <int D, bool kBiasGrads>
 __global__ void __launch_bounds__(kThreads)
     queryGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll, double* partials) {
