@@ -1,6 +1,6 @@
 // The fused ALiBi-family attention kernels (linear_bias_attention.cu) run on the CPU through
 // tests/cuda_emulation, where there is no GPU: the kernels' own code, tile loops, barriers and
-// WMMA tiling, not a model of them. Checked against a double-precision reference that materialises
+// mma.sync fragments, not a model of them. Checked against a double-precision reference that materialises
 // the bias from the formula of linear_bias_spec.h, written out again below:
 //   j < i: -slopePast[h] (i - j), or -inf if head h blocks the past;
 //   j > i: -slopeFuture[h] (j - i - shift), or -inf if head h blocks the future (every head when causal);
@@ -24,6 +24,7 @@
 #include "cuda_emulation.h"
 #include "model/position/linear_bias_attention.cuh"
 #include "model/position/linear_bias_tile.h"
+#include "model/position/warp_mma.cuh"
 
 using xtrap::cuda::AttentionShape;
 using xtrap::cuda::HeadsView;
@@ -208,10 +209,13 @@ Result reference(const Problem& p, const Inputs& in) {
   return r;
 }
 
+float toFloat(float x) { return x; }
+float toFloat(bf16 x) { return __bfloat162float(x); }
+
 template <typename T>
 std::vector<double> toDoubles(const Buffer<T>& buffer, size_t n) {
   std::vector<double> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = double(cuda_emulation::toFloat(buffer[i]));
+  for (size_t i = 0; i < n; ++i) out[i] = double(toFloat(buffer[i]));
   return out;
 }
 
@@ -336,9 +340,36 @@ __global__ void divergentBarrierKernel() {
     __syncthreads();
 }
 
-__global__ void misalignedFragmentKernel(const float* data) {
-  nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> f;
-  nvcuda::wmma::load_matrix_sync(f, data + 1, 16, nvcuda::wmma::mem_row_major);
+// One warp: ab = a b and abT = a b^T of two row-major bf16 16 x 16 matrices, copied into shared
+// memory and multiplied through ldmatrix (.trans for b, plain for b^T) and mma.sync, the outputs
+// written from warp_mma.cuh's documented C layout.
+__global__ void productKernel(const bf16* a, const bf16* b, float* ab, float* abT) {
+  constexpr int kRow = 24;  // elements: 48-byte rows, 16-byte aligned
+  bf16* as = reinterpret_cast<bf16*>(cuda_emulation::sharedMemory());
+  bf16* bs = as + 16 * kRow;
+  const int lane = int(threadIdx.x), r = lane & 7, m = lane >> 3, g = lane >> 2, t = lane & 3;
+  for (int x = lane; x < 256; x += 32) as[x / 16 * kRow + x % 16] = a[x], bs[x / 16 * kRow + x % 16] = b[x];
+  __syncwarp();
+  uint32_t fa[4], fb[4], fbT[4];
+  xtrap::cuda::mma::loadMatrices(fa, as + (r + 8 * (m & 1)) * kRow + 8 * (m >> 1));
+  xtrap::cuda::mma::loadMatricesTransposed(fb, bs + (r + 8 * (m & 1)) * kRow + 8 * (m >> 1));
+  xtrap::cuda::mma::loadMatrices(fbT, bs + (r + 8 * (m >> 1)) * kRow + 8 * (m & 1));
+  float accB[2][4] = {}, accBT[2][4] = {};
+  for (int n = 0; n < 2; ++n) {
+    xtrap::cuda::mma::multiplyAdd(accB[n], fa, fb[2 * n], fb[2 * n + 1]);
+    xtrap::cuda::mma::multiplyAdd(accBT[n], fa, fbT[2 * n], fbT[2 * n + 1]);
+  }
+  for (int n = 0; n < 2; ++n)
+    for (int e = 0; e < 4; ++e) {
+      const int at = (g + 8 * (e >> 1)) * 16 + 8 * n + 2 * t + (e & 1);
+      ab[at] = accB[n][e];
+      abT[at] = accBT[n][e];
+    }
+}
+
+__global__ void misalignedRowKernel() {
+  uint32_t r[4];
+  xtrap::cuda::mma::loadMatrices(r, reinterpret_cast<bf16*>(cuda_emulation::sharedMemory()) + 1);
 }
 
 cudaLaunchConfig_t oneBlock(unsigned threads) {
@@ -363,8 +394,9 @@ std::vector<float> neighbours(cuda_emulation::Schedule schedule) {
 }  // namespace
 
 // What the kernel tests below rely on: a missing barrier changes the result between the two
-// schedules, and a barrier nobody can pass or a misaligned WMMA pointer fails the launch.
-TEST_CASE("the CUDA emulation finds missing barriers, deadlocks and misaligned fragments", "[cuda_emulation]") {
+// schedules, a barrier nobody can pass or a misaligned ldmatrix row fails the launch, and the
+// emulated ldmatrix and mma.sync multiply matrices.
+TEST_CASE("the CUDA emulation finds missing barriers, deadlocks and misaligned rows", "[cuda_emulation]") {
   using cuda_emulation::Schedule;
   std::vector<float> expected(64);
   for (int t = 0; t < 64; ++t) expected[size_t(t)] = float((t + 1) % 64 + 1);
@@ -375,11 +407,33 @@ TEST_CASE("the CUDA emulation finds missing barriers, deadlocks and misaligned f
   const cudaLaunchConfig_t config = oneBlock(64);
   CHECK(cudaLaunchKernelEx(&config, divergentBarrierKernel) == cudaErrorLaunchFailure);
   CHECK(cuda_emulation::lastFault().find("deadlock") != std::string::npos);
-  alignas(32) float data[17 * 16] = {};
-  const cudaLaunchConfig_t warp = oneBlock(32);
-  CHECK(cudaLaunchKernelEx(&warp, misalignedFragmentKernel, data) == cudaErrorLaunchFailure);
-  CHECK(cuda_emulation::lastFault().find("256-bit aligned") != std::string::npos);
+  cudaLaunchConfig_t warp = oneBlock(32);
+  warp.dynamicSmemBytes = 1024;
+  CHECK(cudaLaunchKernelEx(&warp, misalignedRowKernel) == cudaErrorLaunchFailure);
+  CHECK(cuda_emulation::lastFault().find("16-byte aligned") != std::string::npos);
   cudaGetLastError();  // the launches' errors are this test's, not the next one's
+}
+
+TEST_CASE("the emulated ldmatrix and mma.sync multiply two matrices", "[cuda_emulation]") {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+  std::vector<bf16> a(256), b(256);
+  for (size_t x = 0; x < 256; ++x) a[x] = __float2bfloat16(uniform(rng)), b[x] = __float2bfloat16(uniform(rng));
+  std::vector<float> ab(256, NAN), abT(256, NAN);
+  cudaLaunchConfig_t warp = oneBlock(32);
+  warp.dynamicSmemBytes = 2 * 16 * 24 * sizeof(bf16);
+  REQUIRE(cudaLaunchKernelEx(&warp, productKernel, a.data(), b.data(), ab.data(), abT.data()) == cudaSuccess);
+  auto at = [](const std::vector<bf16>& x, int row, int col) {
+    return double(__bfloat162float(x[size_t(row * 16 + col)]));
+  };
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) {
+      double product = 0, productT = 0;
+      for (int k = 0; k < 16; ++k) product += at(a, i, k) * at(b, k, j), productT += at(a, i, k) * at(b, j, k);
+      INFO("element (" << i << ", " << j << ")");
+      CHECK(ab[size_t(i * 16 + j)] == Approx(product).margin(1e-5));
+      CHECK(abT[size_t(i * 16 + j)] == Approx(productT).margin(1e-5));
+    }
 }
 
 TEST_CASE("fused ALiBi attention kernels (CPU emulation): every variant, tail tiles, D 64", "[cuda_emulation]") {

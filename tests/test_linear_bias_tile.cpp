@@ -464,14 +464,29 @@ TEST_CASE("the row correction gives the bias gradients of the exact softmax row 
   CHECK(used.first == Approx(exact.first).margin(1e-6));
 }
 
-TEST_CASE("dropoutKeepBits is dropoutKeep of 32 consecutive keys") {
+TEST_CASE("dropout groups: every key in one group, and dropoutKeepGroup is dropoutKeep of its 4 keys") {
+  // Group 4 m + u holds keys 16 m + 2 u + {0, 1, 8, 9} as words 0..3 (written out, not derived).
+  std::vector<int> seen(64, 0);
+  for (int m = 0; m < 4; ++m)
+    for (int u = 0; u < 4; ++u) {
+      const int keys[4] = {16 * m + 2 * u, 16 * m + 2 * u + 1, 16 * m + 2 * u + 8, 16 * m + 2 * u + 9};
+      for (int w = 0; w < 4; ++w) {
+        CHECK(tile::dropoutGroup(keys[w]) == 4 * m + u);
+        CHECK(tile::dropoutWord(keys[w]) == w);
+        ++seen[size_t(keys[w])];
+      }
+    }
+  CHECK(std::count(seen.begin(), seen.end(), 1) == 64);
   for (uint32_t threshold : {0u, tile::dropoutThreshold(0.1), tile::dropoutThreshold(0.5)})
     for (int i : {0, 5, 4098})
-      for (int j0 : {0, 32, 4064}) {
-        const uint32_t bits = tile::dropoutKeepBits(0x5eedULL, 7, i, j0, threshold);
-        for (int k = 0; k < 32; ++k) {
-          INFO("threshold " << threshold << " i " << i << " key " << j0 + k);
-          CHECK(((bits >> k) & 1u) == uint32_t(tile::dropoutKeep(0x5eedULL, 7, i, j0 + k, threshold)));
+      for (int j0 : {0, 16, 4080}) {
+        for (int u = 0; u < 4; ++u) {
+          const int group = tile::dropoutGroup(j0) + u;
+          const uint32_t bits = tile::dropoutKeepGroup(0x5eedULL, 7, i, group, threshold);
+          for (int j : {j0 + 2 * u, j0 + 2 * u + 1, j0 + 2 * u + 8, j0 + 2 * u + 9}) {
+            INFO("threshold " << threshold << " i " << i << " key " << j);
+            CHECK(((bits >> tile::dropoutWord(j)) & 1u) == uint32_t(tile::dropoutKeep(0x5eedULL, 7, i, j, threshold)));
+          }
         }
       }
 }

@@ -25,10 +25,11 @@ namespace {
 
 constexpr size_t kDefaultDynamicSharedBytes = 48 * 1024;
 constexpr int kMaxThreads = 1024;
-constexpr size_t kStackBytes = 512 * 1024;  // WMMA fragments hold whole matrices here: 1 KiB each
+constexpr size_t kStackBytes = 256 * 1024;  // a thread's locals: the kernels' register tiles, 1-2 KiB
 constexpr size_t kPageBytes = 4096;
 constexpr unsigned char kPoison = 0xFF;  // NaN in every float and bf16 that reads it
 constexpr unsigned char kGuard = 0xA5;
+constexpr size_t kSlotBytes = 32;  // a lane's share of a warp collective: mma's 6 registers fit
 
 // Where a thread of the running block stands.
 enum class Wait { None, Warp, Block, Done };
@@ -41,7 +42,7 @@ struct Thread {
   jmp_buf resume;
   bool started = false;
   Wait wait = Wait::None;
-  unsigned shuffleParity = 0;  // which of its warp's two exchange rows its next shuffle uses
+  unsigned exchangeParity = 0;  // which of its warp's two exchange rows its next collective uses
 };
 
 struct Runtime {
@@ -59,10 +60,11 @@ struct Runtime {
   jmp_buf scheduler;
   int current = -1;
   const std::function<void()>* body = nullptr;
-  // Per warp, two rows of 32 shuffle slots, used alternately: a lane writes row p, waits for its
-  // warp, reads its partner's slot of row p. Row p is written again only two shuffles later,
-  // after a barrier that every lane reaches after its read.
-  std::vector<std::array<std::array<uint64_t, 32>, 2>> exchange;
+  size_t launchSharedBytes = 0;  // the running launch's dynamic shared memory
+  // Per warp, two rows of 32 slots for its collectives (shuffles, mma, ldmatrix), used
+  // alternately: a lane writes its slot of row p, waits for its warp, reads the row. Row p is
+  // written again only two collectives later, after a wait that every lane reaches after its read.
+  std::vector<std::array<std::array<std::array<unsigned char, kSlotBytes>, 32>, 2>> exchange;
 };
 
 Runtime& runtime() {
@@ -173,7 +175,7 @@ bool runBlock(Runtime& r) {
     makecontext(&thread.start, threadMain, 0);
     thread.started = false;
     thread.wait = Wait::None;
-    thread.shuffleParity = 0;
+    thread.exchangeParity = 0;
   }
   const bool ascending = r.schedule == Schedule::Ascending;
   for (;;) {
@@ -202,20 +204,32 @@ bool runBlock(Runtime& r) {
   }
 }
 
-template <typename T>
-T shuffleXor(unsigned mask, T value, int laneMask, int width) {
-  static_assert(sizeof(T) <= sizeof(uint64_t), "a shuffle slot holds 8 bytes");
-  if (mask != 0xffffffffu || width != 32) fault("cuda_emulation runs full-warp shuffles only");
+// Puts this lane's `bytes` into its slot of its warp's exchange row, waits for the whole warp, and
+// returns the row: slot l holds lane l's bytes.
+const std::array<std::array<unsigned char, kSlotBytes>, 32>& exchangeWithWarp(const void* mine, size_t bytes) {
   Runtime& r = runtime();
   const int t = r.current, warp = t / 32, lane = t % 32;
-  const unsigned parity = currentThread().shuffleParity;
-  std::memcpy(&r.exchange[size_t(warp)][parity][size_t(lane)], &value, sizeof value);
+  Thread& self = currentThread();
+  const unsigned parity = self.exchangeParity;
+  self.exchangeParity = parity ^ 1u;
+  auto& row = r.exchange[size_t(warp)][parity];
+  std::memcpy(row[size_t(lane)].data(), mine, bytes);
   waitAt(Wait::Warp);
+  return row;
+}
+
+template <typename T>
+T shuffleXor(unsigned mask, T value, int laneMask, int width) {
+  static_assert(sizeof(T) <= kSlotBytes, "a shuffle slot holds kSlotBytes");
+  if (mask != 0xffffffffu || width != 32) fault("cuda_emulation runs full-warp shuffles only");
+  const auto& row = exchangeWithWarp(&value, sizeof value);
   T out;
-  std::memcpy(&out, &r.exchange[size_t(warp)][parity][size_t(lane ^ (laneMask & 31))], sizeof out);
-  currentThread().shuffleParity = parity ^ 1u;
+  std::memcpy(&out, row[size_t((lane() ^ laneMask) & 31)].data(), sizeof out);
   return out;
 }
+
+float bf16Bits(uint32_t bits) { return __bfloat162float(__nv_bfloat16{uint16_t(bits)}); }
+uint32_t bitsOf(const __nv_bfloat16* element) { return element->bits; }
 
 cudaError_t fail(cudaError_t error, const std::string& why) {
   Runtime& r = runtime();
@@ -236,6 +250,8 @@ bool useSharedMemory(unsigned char* base, size_t bytes) {
   return true;
 }
 
+unsigned char* sharedMemory() { return runtime().shared; }
+
 void fault(const std::string& message) {
   std::string& first = runtime().fault;
   if (first.empty()) first = message;
@@ -243,9 +259,61 @@ void fault(const std::string& message) {
 
 int lane() { return runtime().current % 32; }
 
-void checkMatrixPointer(const void* pointer, unsigned ldm, size_t elementBytes) {
-  if (reinterpret_cast<uintptr_t>(pointer) % 32 != 0) fault("a WMMA load or store pointer is not 256-bit aligned");
-  if (ldm * elementBytes % 16 != 0) fault("a WMMA ldm is not a multiple of 16 bytes");
+void multiplyAddM16N8K16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  struct Operands {
+    uint32_t a[4], b[2];
+  };
+  const Operands mine = {{a[0], a[1], a[2], a[3]}, {b0, b1}};
+  const auto& row = exchangeWithWarp(&mine, sizeof mine);
+  // The whole A (16 x 16) and B (16 x 8) from every lane's registers, as warp_mma.cuh lays them out.
+  float A[16][16], B[16][8];
+  for (int l = 0; l < 32; ++l) {
+    Operands o;
+    std::memcpy(&o, row[size_t(l)].data(), sizeof o);
+    const int g = l / 4, t = l % 4;
+    for (int half = 0; half < 2; ++half) {
+      const int shift = 16 * half;  // the lower element in the lower 16 bits
+      A[g][2 * t + half] = bf16Bits(o.a[0] >> shift);
+      A[g + 8][2 * t + half] = bf16Bits(o.a[1] >> shift);
+      A[g][2 * t + 8 + half] = bf16Bits(o.a[2] >> shift);
+      A[g + 8][2 * t + 8 + half] = bf16Bits(o.a[3] >> shift);
+      B[2 * t + half][g] = bf16Bits(o.b[0] >> shift);
+      B[2 * t + 8 + half][g] = bf16Bits(o.b[1] >> shift);
+    }
+  }
+  const int g = lane() / 4, t = lane() % 4;
+  for (int e = 0; e < 4; ++e) {
+    const int i = g + 8 * (e / 2), j = 2 * t + e % 2;
+    float sum = d[e];
+    for (int k = 0; k < 16; ++k) sum += A[i][k] * B[k][j];
+    d[e] = sum;
+  }
+}
+
+void loadMatrices(uint32_t (&r)[4], const __nv_bfloat16* rowAddress, bool transposed) {
+  Runtime& rt = runtime();
+  const auto address = reinterpret_cast<uintptr_t>(rowAddress), shared = reinterpret_cast<uintptr_t>(rt.shared);
+  if (address % 16 != 0) fault("an ldmatrix row address is not 16-byte aligned");
+  if (rt.shared == nullptr || address < shared || address + 16 > shared + rt.launchSharedBytes)
+    fault("an ldmatrix row address is not in the launch's dynamic shared memory");
+  const auto& row = exchangeWithWarp(&rowAddress, sizeof rowAddress);
+  if (!rt.fault.empty()) {  // a bad address of any lane: read nothing
+    r[0] = r[1] = r[2] = r[3] = 0;
+    __syncwarp();
+    return;
+  }
+  // Element (y, x) of matrix m: lane 8m + y gave the address of its row y.
+  auto element = [&](int m, int y, int x) {
+    const __nv_bfloat16* p;
+    std::memcpy(&p, row[size_t(8 * m + y)].data(), sizeof p);
+    return bitsOf(p + x);
+  };
+  const int g = lane() / 4, t = lane() % 4;
+  for (int m = 0; m < 4; ++m)
+    r[m] = transposed ? element(m, 2 * t, g) | (element(m, 2 * t + 1, g) << 16)
+                      : element(m, g, 2 * t) | (element(m, g, 2 * t + 1) << 16);
+  // The warp reads at once on the GPU: no lane of it goes on (and writes) before all have read.
+  __syncwarp();
 }
 
 cudaError_t setMaxDynamicShared(const void* kernel, int bytes) {
@@ -273,6 +341,7 @@ cudaError_t launch(const void* kernel, const cudaLaunchConfig_t& config, const s
   r.threadCount = int(block.x);
   r.threads.assign(size_t(r.threadCount), Thread{});
   r.exchange.assign(size_t(r.threadCount / 32), {});
+  r.launchSharedBytes = bytes;
   r.body = &body;
   gridDim = grid;
   blockDim = block;

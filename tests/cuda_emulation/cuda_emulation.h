@@ -1,13 +1,14 @@
 #pragma once
 // Runs a CUDA kernel file on the CPU, to test a kernel's logic where there is no GPU (CI, the CPU
-// machines): enough of the CUDA runtime, the device intrinsics, bf16 and WMMA for
+// machines): enough of the CUDA runtime, the device intrinsics, bf16 and warp_mma.cuh for
 // src/model/position/linear_bias_attention.cu to compile as plain C++ (through the headers in
 // include/, which stand in for the toolkit's) and run. Written here because no Debian package runs
 // CUDA C++ without a GPU (GPGPU-Sim and HIP-CPU are not packaged).
 //
 // What it models, and what it checks:
 // - Blocks run one after the other. The threads of a block are fibers (ucontext) on one OS thread,
-//   switched only where a thread waits: __syncthreads, __syncwarp and __shfl_xor_sync.
+//   switched only where a thread waits: __syncthreads, __syncwarp and the warp collectives
+//   (__shfl_xor_sync, mma.sync, ldmatrix).
 // - The schedule is extreme on purpose. Ascending: the lowest runnable thread runs until it waits,
 //   so warp 0 runs until it waits at a block barrier before warp 1 starts, and within a warp lane 0
 //   runs to its warp collective before lane 1. Descending: the highest first. A race-free kernel
@@ -15,16 +16,16 @@
 //   without a barrier between reads it unwritten under one of them.
 // - Shared memory is poisoned with 0xFF bytes (NaN as float and as bf16) before every block, and a
 //   guard past the launch's dynamic size is checked after it.
-// - WMMA: every lane holds the whole 16x16 fragment (the real distribution over lanes is
-//   unspecified); load_matrix_sync reads all of it, mma_sync computes it in fp32, store_matrix_sync
-//   writes the lane's 1/32 of the elements, so a lane that reads another lane's stored elements
-//   without a __syncwarp reads them unwritten. Pointers must be 256-bit aligned and ldm a multiple
-//   of 16 bytes, as the CUDA programming guide requires.
+// - mma.sync m16n8k16 and ldmatrix .x4 (include/model/position/warp_mma.cuh): each lane holds only
+//   its registers, laid out as the PTX ISA documents; the warp exchanges them at the collective,
+//   and each lane computes its own 4 outputs (fp32, summed in k order) or reads its own elements.
+//   ldmatrix row addresses must be 16-byte aligned and inside the launch's dynamic shared memory;
+//   the lanes of a warp all read before any of them goes on, as on the GPU.
 // - Launches: 1-D blocks of whole warps; dynamic shared memory above 48 KiB needs
 //   cudaFuncSetAttribute(MaxDynamicSharedMemorySize), at most 227 KiB (the H100's); grid limits.
 // - Faults (the launch then returns cudaErrorLaunchFailure, and lastFault() says what): a deadlock
 //   (threads waiting at different barriers), a warp collective with lanes that have exited, a
-//   partial warp mask, a misaligned WMMA pointer, a write past the dynamic shared memory.
+//   partial warp mask, a bad ldmatrix address, a write past the dynamic shared memory.
 // Not modelled: timing, occupancy, registers, global-memory bounds, the memory model across blocks
 // (blocks never run at once here), fast-math differences (__expf is expf).
 #include <cmath>
@@ -132,17 +133,17 @@ constexpr size_t kMaxDynamicSharedBytes = 227 * 1024;
 constexpr size_t kSharedGuardBytes = 4096;
 constexpr size_t kSharedMemoryBytes = kMaxDynamicSharedBytes + kSharedGuardBytes;
 bool useSharedMemory(unsigned char* base, size_t bytes);
+// That memory (for the emulation's own test kernels, which have no kernel file).
+unsigned char* sharedMemory();
 
 cudaError_t setMaxDynamicShared(const void* kernel, int bytes);
 cudaError_t launch(const void* kernel, const cudaLaunchConfig_t& config, const std::function<void()>& body);
 void fault(const std::string& message);
 // This thread's lane in its warp (threadIdx.x % 32).
 int lane();
-// A WMMA load or store of 16x16 elements of elementBytes at pointer with row stride ldm.
-void checkMatrixPointer(const void* pointer, unsigned ldm, size_t elementBytes);
-
-inline float toFloat(float x) { return x; }
-inline float toFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
+// The warp collectives behind include/model/position/warp_mma.cuh.
+void multiplyAddM16N8K16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
+void loadMatrices(uint32_t (&r)[4], const __nv_bfloat16* row, bool transposed);
 
 }  // namespace cuda_emulation
 
@@ -167,71 +168,3 @@ cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* config, void (*kernel)(
   std::tuple<std::decay_t<ExpTypes>...> params(std::forward<ActTypes>(args)...);
   return cuda_emulation::launch(reinterpret_cast<const void*>(kernel), *config, [&] { std::apply(kernel, params); });
 }
-
-// ---- WMMA (mma.h) ----
-namespace nvcuda::wmma {
-
-struct matrix_a {};
-struct matrix_b {};
-struct accumulator {};
-struct row_major {};
-struct col_major {};
-enum layout_t { mem_row_major, mem_col_major };
-
-// The whole matrix: (M, K) for matrix_a, (K, N) for matrix_b, (M, N) for the accumulator.
-template <typename Use, int M, int N, int K, typename T, typename Layout = void>
-struct fragment {
-  static constexpr int rows = std::is_same<Use, matrix_b>::value ? K : M;
-  static constexpr int cols = std::is_same<Use, matrix_a>::value ? K : N;
-  float element[rows][cols];
-};
-
-template <typename Use, int M, int N, int K, typename T, typename Layout>
-void load_matrix_sync(fragment<Use, M, N, K, T, Layout>& f, const T* pointer, unsigned ldm) {
-  static_assert(!std::is_same<Use, accumulator>::value, "an accumulator load takes a layout_t");
-  cuda_emulation::checkMatrixPointer(pointer, ldm, sizeof(T));
-  constexpr bool rowMajor = std::is_same<Layout, row_major>::value;
-  for (int r = 0; r < f.rows; ++r)
-    for (int c = 0; c < f.cols; ++c)
-      f.element[r][c] = cuda_emulation::toFloat(rowMajor ? pointer[r * ldm + c] : pointer[c * ldm + r]);
-}
-
-template <int M, int N, int K>
-void load_matrix_sync(fragment<accumulator, M, N, K, float>& f, const float* pointer, unsigned ldm, layout_t layout) {
-  cuda_emulation::checkMatrixPointer(pointer, ldm, sizeof(float));
-  for (int r = 0; r < M; ++r)
-    for (int c = 0; c < N; ++c) f.element[r][c] = layout == mem_row_major ? pointer[r * ldm + c] : pointer[c * ldm + r];
-}
-
-// This lane's share: the elements r * N + c that are lane modulo 32.
-template <int M, int N, int K>
-void store_matrix_sync(float* pointer, const fragment<accumulator, M, N, K, float>& f, unsigned ldm, layout_t layout) {
-  cuda_emulation::checkMatrixPointer(pointer, ldm, sizeof(float));
-  const int lane = cuda_emulation::lane();
-  for (int e = lane; e < M * N; e += 32) {
-    const int r = e / N, c = e % N;
-    (layout == mem_row_major ? pointer[r * ldm + c] : pointer[c * ldm + r]) = f.element[r][c];
-  }
-}
-
-template <typename Use, int M, int N, int K, typename T, typename Layout>
-void fill_fragment(fragment<Use, M, N, K, T, Layout>& f, float value) {
-  for (auto& row : f.element)
-    for (float& x : row) x = value;
-}
-
-// d = a b + c, products of bf16 exact in fp32, summed in fp32 in k order.
-template <int M, int N, int K, typename T, typename LayoutA, typename LayoutB>
-void mma_sync(fragment<accumulator, M, N, K, float>& d, const fragment<matrix_a, M, N, K, T, LayoutA>& a,
-              const fragment<matrix_b, M, N, K, T, LayoutB>& b, const fragment<accumulator, M, N, K, float>& c) {
-  float out[M][N];
-  for (int r = 0; r < M; ++r)
-    for (int n = 0; n < N; ++n) {
-      float sum = c.element[r][n];
-      for (int k = 0; k < K; ++k) sum += a.element[r][k] * b.element[k][n];
-      out[r][n] = sum;
-    }
-  std::memcpy(d.element, out, sizeof out);
-}
-
-}  // namespace nvcuda::wmma

@@ -1,20 +1,29 @@
 // Fused attention for the ALiBi family (linear_bias_attention.cuh): forward and backward.
 //
 // B = batch, H = heads, T = sequence length, D = head dimension (64 or 128).
-// A query tile is kBr = 64 rows, a key tile kBc = 64 columns; a thread block has 4 warps.
+// A query tile is kBr = 64 rows, a key tile kBc = 64 columns; a thread block has 4 warps, each
+// owning 16 rows of the block's tile (query rows; keys in keyGrad).
+//
+// The tile products are mma.sync m16n8k16 (bf16 -> fp32) on fragments whose register layout is
+// documented (warp_mma.cuh), read from shared memory with ldmatrix, so a warp's scores, their
+// probabilities and its accumulators stay in registers, and each lane knows the (i, j) of each
+// of its cells: the bias is computed there, per cell, from the head's spec (linear_bias_tile.h).
+// A score of row i of a warp's 16 lies in the 4 lanes of one group (warp_mma.cuh's g): a row's
+// max or sum takes 2 shuffles. Only Q, K, V (dO) tiles are in shared memory.
 //
 // Forward, one block per (query tile, head, batch), FlashAttention-2's loop: for every key tile
-// that is not fully blocked, S = scale * Q K^T (WMMA bf16 -> fp32, staged in shared memory), the
-// bias of each cell computed from the head's spec (linear_bias_tile.h), online softmax with the
-// running row max m and sum l in fp32, O = O * exp(m_old - m_new) + P V. At the end
-// O /= l and the row's log-sum-exp m + log l is saved: it is all the backward needs of the softmax.
+// that is not fully blocked, S = scale * Q K^T + bias in registers, online softmax with the
+// running row max m and sum l in fp32, O = O * exp(m_old - m_new) + P~ V with P~ (bf16, after
+// dropout) reused in registers as the A operand. At the end O /= l and the row's log-sum-exp
+// m + log l is saved: it is all the backward needs of the softmax.
 //
 // Backward, FlashAttention-2's equations with P recomputed from the saved log-sum-exp:
 //   P = exp(S + bias - lse), D_i = rowsum(dO o O), dP = dO V^T (masked by the same dropout),
 //   dS = P o (dP - D_i), dV = P~^T dO, dK = scale dS^T Q, dQ = scale dS K, dBias = dS.
-// Three kernels: rowDot (D_i), keyGrad (one block per key tile: dK, dV summed over query tiles in
-// shared memory) and queryGrad (one block per query tile: dQ summed over key tiles, and the bias
-// gradients). dQ gets its own pass instead of FlashAttention-2's fp32 atomicAdd into a dQ
+// Three kernels: rowDot (D_i), keyGrad (one block per key tile: dK, dV in registers over every
+// query tile, its warps computing S^T = K Q^T, so that P~^T and dS^T are A operands in
+// registers) and queryGrad (one block per query tile: dQ in registers over every key tile, and
+// the bias gradients). dQ gets its own pass instead of FlashAttention-2's fp32 atomicAdd into a dQ
 // accumulator: every output is summed by one block in a fixed order, so the backward is
 // deterministic, at the price of recomputing S and dP once more (7 tile products per tile pair
 // instead of 5). The bias gradients dslopePast = sum dS * (-(i - j)), dslopeFuture =
@@ -24,86 +33,68 @@
 // buffer, and summed over (batch, query tile) in a fixed order by one thread per (head,
 // parameter): no float atomics anywhere.
 //
-// Dropout: Philox4x32-10 keyed by the seed, one counter per (batch*H + head, row, 4 keys)
-// (linear_bias_tile.h), so the backward regenerates the forward's mask cell by cell; a lane draws
-// each of its 4-key groups once (tile::dropoutKeepBits).
+// Dropout: Philox4x32-10 keyed by the seed, one draw per (batch*H + head, row, group of 4 keys)
+// (linear_bias_tile.h), so the backward regenerates the forward's mask cell by cell. A group is
+// the 4 keys one lane holds in two adjacent fragments: the forward and queryGrad draw once per 4
+// cells, keyGrad (transposed) once per 2.
 //
-// What would make it faster (correctness and clarity first here): keep S and O in registers with
-// mma.sync fragments of known layout instead of staging through shared memory (FlashAttention-2),
-// cp.async / TMA double-buffering of the K and V tiles, exp2 with log2(e) folded into the scale,
-// a single backward pass with ordered dQ accumulation (FlashAttention-2's deterministic mode), and on H100 warpgroup
-// wgmma (FA3).
+// What would make it faster (correctness and clarity first here): cp.async / TMA double-buffering
+// of the K and V tiles, exp2 with log2(e) folded into the scale, a single backward pass with
+// ordered dQ accumulation (FlashAttention-2's deterministic mode), and on H100 warpgroup wgmma
+// (FA3).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-#include <mma.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 #include <utility>
 
 #include "model/position/linear_bias_attention.cuh"
 #include "model/position/linear_bias_tile.h"
+#include "model/position/warp_mma.cuh"
 
 namespace xtrap::cuda {
 namespace {
 
 using bf16 = __nv_bfloat16;
-namespace wmma = nvcuda::wmma;
 
 constexpr int kBr = 64;    // query rows per tile
 constexpr int kBc = 64;    // key columns per tile
-constexpr int kWarps = 4;  // each warp owns 16 query rows, or 16 keys in keyGrad's products
+constexpr int kWarps = 4;  // each warp owns 16 rows of its block's tile
 constexpr int kThreads = 32 * kWarps;
-constexpr int kStripe = kBr / kWarps;  // 16: one WMMA fragment's height
-constexpr int kPadHalf = 8;            // bf16 row padding (against bank conflicts; rows stay 16-byte aligned)
-constexpr int kPadFloat = 4;           // fp32 row padding
-static_assert(kBr == kBc, "keyGrad's key stripes reuse kStripe");
+constexpr int kStripe = kBr / kWarps;  // 16: the rows of one mma fragment
+constexpr int kPadHalf = 8;            // bf16 row padding: ldmatrix's 8 rows fall in 32 different banks
+static_assert(kBr == kBc, "keyGrad's key tiles use the query tiles' grid and stripes");
 
 constexpr size_t align128(size_t n) { return (n + 127) / 128 * 128; }
 constexpr int ceilDiv(int a, int b) { return (a + b - 1) / b; }
 
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
-using FragAT = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::col_major>;  // A read transposed
-using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
-using FragBT = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;  // B read transposed
-using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
-
-// Shared-memory row lengths (elements) of the tiles.
+// Shared-memory tiles: (64, D) bf16, rows of D + 8 elements (16-byte aligned), and (64) fp32 row
+// statistics.
 template <int D>
 struct Ld {
-  static constexpr int rows = D + kPadHalf;  // Q, K, V, dO tiles: bf16 (64, D)
-  static constexpr int s = kBc + kPadFloat;  // S / dP tile: fp32 (64, 64)
-  static constexpr int p = kBc + kPadHalf;   // P / dS tile: bf16 (64, 64)
-  static constexpr int acc = D + kPadFloat;  // O / dQ / dK / dV accumulators: fp32 (64, D)
+  static constexpr int rows = D + kPadHalf;
   static constexpr size_t rowsBytes = align128(size_t(kBr) * rows * sizeof(bf16));
-  static constexpr size_t sBytes = align128(size_t(kBr) * s * sizeof(float));
-  static constexpr size_t pBytes = align128(size_t(kBr) * p * sizeof(bf16));
-  static constexpr size_t accBytes = align128(size_t(kBr) * acc * sizeof(float));
   static constexpr size_t statBytes = align128(kBr * sizeof(float));
 };
 
-// Forward: Q, K, V | S | P | O.  D=64: 70 KiB, D=128: 110 KiB (two blocks per H100 SM).
+// Forward: Q, K, V.  D=64: 27 KiB, D=128: 51 KiB.
 template <int D>
 struct ForwardSmem {
-  static constexpr size_t q = 0, k = q + Ld<D>::rowsBytes, v = k + Ld<D>::rowsBytes, s = v + Ld<D>::rowsBytes,
-                          p = s + Ld<D>::sBytes, o = p + Ld<D>::pBytes, bytes = o + Ld<D>::accBytes;
+  static constexpr size_t q = 0, k = q + Ld<D>::rowsBytes, v = k + Ld<D>::rowsBytes, bytes = v + Ld<D>::rowsBytes;
 };
-// keyGrad: K, V, Q, dO | S/dP | P~, dS | dK, dV | lse, D_i.  D=64: 106 KiB, D=128: 170 KiB (the H100
-// allows 227 KiB per block, the A100 163 KiB: there D=128 backward fails at launch).
+// keyGrad: K, V, Q, dO | lse, D_i.  D=64: 37 KiB, D=128: 69 KiB.
 template <int D>
 struct KeyGradSmem {
   static constexpr size_t k = 0, v = k + Ld<D>::rowsBytes, q = v + Ld<D>::rowsBytes, dO = q + Ld<D>::rowsBytes,
-                          s = dO + Ld<D>::rowsBytes, p = s + Ld<D>::sBytes, dS = p + Ld<D>::pBytes,
-                          dK = dS + Ld<D>::pBytes, dV = dK + Ld<D>::accBytes, lse = dV + Ld<D>::accBytes,
-                          rowDot = lse + Ld<D>::statBytes, bytes = rowDot + Ld<D>::statBytes;
+                          lse = dO + Ld<D>::rowsBytes, rowDot = lse + Ld<D>::statBytes,
+                          bytes = rowDot + Ld<D>::statBytes;
 };
-// queryGrad: Q, dO, K, V | S/dP | dS | dQ | lse, D_i | warp partials.  D=64: 80 KiB, D=128: 128 KiB.
+// queryGrad: Q, dO, K, V | lse, D_i | warp partials.  D=64: 37 KiB, D=128: 69 KiB.
 template <int D>
 struct QueryGradSmem {
   static constexpr size_t q = 0, dO = q + Ld<D>::rowsBytes, k = dO + Ld<D>::rowsBytes, v = k + Ld<D>::rowsBytes,
-                          s = v + Ld<D>::rowsBytes, dS = s + Ld<D>::sBytes, dQ = dS + Ld<D>::pBytes,
-                          lse = dQ + Ld<D>::accBytes, rowDot = lse + Ld<D>::statBytes,
+                          lse = v + Ld<D>::rowsBytes, rowDot = lse + Ld<D>::statBytes,
                           partial = rowDot + Ld<D>::statBytes, bytes = partial + align128(kWarps * 3 * sizeof(double));
 };
 
@@ -113,8 +104,8 @@ constexpr size_t largestSmem() {
   return std::max({ForwardSmem<D>::bytes, KeyGradSmem<D>::bytes, QueryGradSmem<D>::bytes});
 }
 
-// The H100 gives a block up to 227 KiB of shared memory.
-static_assert(largestSmem<128>() <= 227 * 1024, "a tile layout outgrew the H100's shared memory");
+// An sm_86/89 GPU gives a block up to 99 KiB of shared memory (the A100 163, the H100 227).
+static_assert(largestSmem<128>() <= 99 * 1024, "a tile layout outgrew the shared memory of sm_86 GPUs");
 
 // What every kernel gets besides the caller's arguments.
 struct Derived {
@@ -132,6 +123,15 @@ __device__ __forceinline__ float warpSum(float x) {
 __device__ __forceinline__ double warpSum(double x) {
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
   return x;
+}
+// Over the 4 lanes of a group (warp_mma.cuh's g), which hold the cells of the same two rows.
+__device__ __forceinline__ float groupSum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+__device__ __forceinline__ float groupMax(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
 }
 
 // The buffer at byte `offset` of the block's dynamic shared memory (the layouts above).
@@ -158,17 +158,88 @@ __device__ __forceinline__ tile::HeadBias headBias(const LinearBiasArgs& a, int 
   return hb;
 }
 
+// ---- warp tile products (warp_mma.cuh) ----
+
+// Where this lane's elements of a warp's (16, N) fp32 fragments lie: element e of the 8-column
+// fragment n is at row(e) of the warp's 16 rows and column(n, e) of the N.
+struct FragmentLane {
+  int g, t;  // lane / 4, lane % 4
+  __device__ int row(int e) const { return g + 8 * (e >> 1); }
+  __device__ int column(int n, int e) const { return 8 * n + 2 * t + (e & 1); }
+};
+
+__device__ FragmentLane fragmentLane(int lane) { return {lane >> 2, lane & 3}; }
+
+// acc (16, N) += a (16, K) x b (N, K)^T: a and b bf16 tiles in shared memory with rows of
+// Ld::rows elements (a: the warp's 16 rows). S = Q K^T, dP~ = dO V^T, S^T = K Q^T, dP~^T = V dO^T.
+template <int K, int N, int Row>
+__device__ __forceinline__ void multiplyTransposed(float (&acc)[N / 8][4], const bf16* a, const bf16* b, int lane) {
+  const int r = lane & 7, m = lane >> 3;  // this lane gives the address of row r of matrix m
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) {
+    uint32_t fa[4];  // matrices: rows 0-7 | 8-15 by columns kk*16 + 0-7 | 8-15
+    mma::loadMatrices(fa, a + (r + 8 * (m & 1)) * Row + kk * 16 + 8 * (m >> 1));
+#pragma unroll
+    for (int n = 0; n < N / 8; n += 2) {
+      uint32_t fb[4];  // rows of b 8n + 0-7 | 8n + 8-15 by columns kk*16 + 0-7 | 8-15: b^T's fragments n, n+1
+      mma::loadMatrices(fb, b + (8 * n + r + 8 * (m >> 1)) * Row + kk * 16 + 8 * (m & 1));
+      mma::multiplyAdd(acc[n], fa, fb[0], fb[1]);
+      mma::multiplyAdd(acc[n + 1], fa, fb[2], fb[3]);
+    }
+  }
+}
+
+// acc (16, N) += a (16, K) x b (K, N): a in registers (toA), b a bf16 tile in shared memory with
+// rows of Ld::rows elements. O += P~ V, dQ += dS K, dV += P~^T dO, dK += dS^T Q.
+template <int K, int N, int Row>
+__device__ __forceinline__ void multiply(float (&acc)[N / 8][4], const uint32_t (&a)[K / 16][4], const bf16* b,
+                                         int lane) {
+  const int r = lane & 7, m = lane >> 3;
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) {
+#pragma unroll
+    for (int n = 0; n < N / 8; n += 2) {
+      uint32_t fb[4];  // transposed: rows of b kk*16 + 0-7 | 8-15 by columns 8n + 0-7 | 8n + 8-15
+      mma::loadMatricesTransposed(fb, b + (kk * 16 + r + 8 * (m & 1)) * Row + 8 * n + 8 * (m >> 1));
+      mma::multiplyAdd(acc[n], a[kk], fb[0], fb[1]);
+      mma::multiplyAdd(acc[n + 1], a[kk], fb[2], fb[3]);
+    }
+  }
+}
+
+// A (16, K) fp32 product as the bf16 A operand of the next one: fragments 2kk and 2kk + 1 of x
+// are A's columns kk*16 .. kk*16 + 15, and the C and A layouts put the same (row, column) in the
+// same lane (FlashAttention-2's register reuse).
+template <int K>
+__device__ __forceinline__ void toA(uint32_t (&a)[K / 16][4], const float (&x)[K / 8][4]) {
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) {
+    a[kk][0] = mma::packBf16(x[2 * kk][0], x[2 * kk][1]);
+    a[kk][1] = mma::packBf16(x[2 * kk][2], x[2 * kk][3]);
+    a[kk][2] = mma::packBf16(x[2 * kk + 1][0], x[2 * kk + 1][1]);
+    a[kk][3] = mma::packBf16(x[2 * kk + 1][2], x[2 * kk + 1][3]);
+  }
+}
+
+// The elements of row r (0: g, 1: g + 8) of x times factor.
+template <int N>
+__device__ __forceinline__ void scaleRow(float (&x)[N / 8][4], int r, float factor) {
+#pragma unroll
+  for (int n = 0; n < N / 8; ++n) x[n][2 * r] *= factor, x[n][2 * r + 1] *= factor;
+}
+
 // ---- what the three tile kernels share ----
 
 // Where a block of forwardKernel, keyGradKernel or queryGradKernel works. Their grids are
 // (ceil(T / 64), H, B): the block owns the tile [lo, hi) of [0, T) (query rows; keys in keyGrad),
 // shorter than 64 in the tail tile, of head h in batch b; its warp owns the 16 rows
-// [lo + stripe, lo + stripe + 16) of that tile.
+// [lo + stripe, lo + stripe + 16) of that tile, and the lane two of them (FragmentLane).
 struct TileBlock {
   int T, b, h;
   uint32_t batchHead;  // b * H + h: the dropout counter's head, and the head's row of (B, H, T) statistics
   int lo, hi;
   int warp, lane, stripe;
+  FragmentLane fl;
   tile::HeadBias hb;
 
   // This head's (T, D) slice of a (B, H, T, D) view.
@@ -183,6 +254,8 @@ struct TileBlock {
   __device__ bool visits(tile::Walk walk, int t0) const {
     return tile::visitsTile(hb, walk, lo, hi, t0, walk == tile::Walk::Keys ? kBc : kBr, T);
   }
+  // The position of this lane's row r (0, 1) in [0, T): a query (a key in keyGrad).
+  __device__ int position(int r) const { return lo + stripe + fl.row(2 * r); }
 };
 
 __device__ TileBlock tileBlock(const AttentionShape& shape, const LinearBiasArgs& bias) {
@@ -191,6 +264,7 @@ __device__ TileBlock tileBlock(const AttentionShape& shape, const LinearBiasArgs
   blk.batchHead = uint32_t(blk.b * shape.H + blk.h);
   blk.lo = blockIdx.x * kBr, blk.hi = min(shape.T, blk.lo + kBr);  // kBr == kBc: keyGrad's key tiles too
   blk.warp = threadIdx.x / 32, blk.lane = threadIdx.x % 32, blk.stripe = blk.warp * kStripe;
+  blk.fl = fragmentLane(blk.lane);
   blk.hb = headBias(bias, blk.h);
   return blk;
 }
@@ -219,98 +293,30 @@ __device__ void loadKeyTile(bf16* ks, bf16* vs, const Args& args, const TileBloc
   __syncthreads();
 }
 
-// Which cells of its warp's 16 rows a lane owns, wherever the kernels work cell by cell (the
-// forward's softmax, the backward's P and dS): row `row` of the tile (stripe + lane % 16) and half
-// `half` (lane / 16) of its 64 key columns, or of its D accumulator columns. A row's max, sum or
-// any per-row total then takes one shuffle with lane ^ 16 instead of a warp reduction per row,
-// and the lane's 32 keys share 8 dropout draws (tile::dropoutKeepBits). The lane walks its
-// columns rotated by `skew`: a row of S (68 floats) or of the O accumulator (D + 4) starts 4
-// banks after the previous one, so rows r and r + 8, and the two halves, would start in the same
-// bank; with the skew the 32 lanes' reads fall in 32 banks.
-struct HalfRow {
-  int row, half, skew;
-
-  // The c-th (c < 32) key column of this lane's half.
-  __device__ int column(int c) const { return half * 32 + ((c + skew) & 31); }
-  // Bit k of dropoutKeepBits for this lane's keys: its c-th column's.
-  __device__ bool kept(uint32_t keepBits, int c) const { return (keepBits >> ((c + skew) & 31)) & 1u; }
-};
-
-__device__ HalfRow halfRow(const TileBlock& blk) {
-  const int r = blk.lane & 15, half = blk.lane >> 4;
-  return {blk.stripe + r, half, (r >> 3) + 2 * half};
-}
-
-// This lane's half of its row of the (64, D) fp32 accumulator tile, times factor.
+// This warp's 16 rows of a (16, D) fp32 accumulator, times factor, as bf16 rows of this head's
+// slice of `view` (rows past T left out). Staged through `stage`, the warp's own 16 rows of a
+// shared tile that no other warp reads, then written 16 bytes at a time.
 template <int D>
-__device__ __forceinline__ void scaleHalfRow(float* acc, const HalfRow& mine, float factor) {
-  float* row = acc + mine.row * Ld<D>::acc + mine.half * (D / 2);
+__device__ void storeStripe(const HeadsView& view, float (&acc)[D / 8][4], float factor, bf16* stage,
+                            const TileBlock& blk) {
+  const FragmentLane& fl = blk.fl;
+  // The stage's rows were last read by this warp's ldmatrix, which all 32 lanes execute together:
+  // this barrier states that order rather than relying on it (the emulated test cannot tell).
+  __syncwarp();
 #pragma unroll
-  for (int d = 0; d < D / 2; ++d) row[(d & ~31) | ((d + mine.skew) & 31)] *= factor;
-}
-
-// One warp: out (16, kBc) fp32 = a (16, D) x b (kBc, D)^T, both bf16 in shared memory.
-// S = Q K^T and dP = dO V^T.
-template <int D>
-__device__ void stripeTimesTransposed(float* out, const bf16* a, const bf16* b) {
-  FragC acc[kBc / 16];
+  for (int n = 0; n < D / 8; ++n)
 #pragma unroll
-  for (int n = 0; n < kBc / 16; ++n) wmma::fill_fragment(acc[n], 0.f);
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    FragA fa;
-    wmma::load_matrix_sync(fa, a + kk * 16, Ld<D>::rows);
-#pragma unroll
-    for (int n = 0; n < kBc / 16; ++n) {
-      FragBT fb;  // b^T as a column-major (D, kBc) matrix
-      wmma::load_matrix_sync(fb, b + n * 16 * Ld<D>::rows + kk * 16, Ld<D>::rows);
-      wmma::mma_sync(acc[n], fa, fb, acc[n]);
-    }
-  }
-#pragma unroll
-  for (int n = 0; n < kBc / 16; ++n) wmma::store_matrix_sync(out + n * 16, acc[n], Ld<D>::s, wmma::mem_row_major);
-}
-
-// One warp: out (16, D) fp32 += a (16, 64) x b (64, D), a bf16 with row length Ld::p, b bf16 rows.
-// kTransposedA: a is read as the transpose of a (64, 16) column block (P~^T dO, dS^T Q).
-// O += P V, dQ += dS K, dV += P~^T dO, dK += dS^T Q.
-template <int D, bool kTransposedA>
-__device__ void stripeAccumulate(float* out, const bf16* a, const bf16* b) {
-  using FragAny = typename std::conditional<kTransposedA, FragAT, FragA>::type;
-  FragAny fa[kBc / 16];
-#pragma unroll
-  for (int kk = 0; kk < kBc / 16; ++kk)
-    wmma::load_matrix_sync(fa[kk], a + (kTransposedA ? kk * 16 * Ld<D>::p : kk * 16), Ld<D>::p);
-#pragma unroll
-  for (int n = 0; n < D / 16; ++n) {
-    FragC acc;
-    wmma::load_matrix_sync(acc, out + n * 16, Ld<D>::acc, wmma::mem_row_major);
-#pragma unroll
-    for (int kk = 0; kk < kBc / 16; ++kk) {
-      FragB fb;
-      wmma::load_matrix_sync(fb, b + kk * 16 * Ld<D>::rows + n * 16, Ld<D>::rows);
-      wmma::mma_sync(acc, fa[kk], fb, acc);
-    }
-    wmma::store_matrix_sync(out + n * 16, acc, Ld<D>::acc, wmma::mem_row_major);
-  }
-}
-
-template <int D>
-__device__ void zeroAccumulator(float* acc) {
-  for (int x = threadIdx.x; x < kBr * Ld<D>::acc; x += kThreads) acc[x] = 0.f;
-}
-
-// This warp's rows [stripe, stripe + 16) of the accumulator tile of the block's own rows, times
-// `factor`, into this head's (T, D) bf16 slice of `view`, rows past T left out. Each warp writes
-// the rows its own WMMA stores wrote, so a __syncwarp before is enough.
-template <int D>
-__device__ void storeStripe(const HeadsView& view, const float* acc, const TileBlock& blk, float factor) {
+    for (int r = 0; r < 2; ++r)
+      *reinterpret_cast<uint32_t*>(stage + fl.row(2 * r) * Ld<D>::rows + fl.column(n, 0)) =
+          mma::packBf16(acc[n][2 * r] * factor, acc[n][2 * r + 1] * factor);
+  __syncwarp();
+  constexpr int kPieces = D / 8;
   bf16* rows = blk.rows(view);
-  for (int r = 0; r < kStripe; ++r) {
-    int row = blk.stripe + r;
-    if (blk.lo + row >= blk.T) break;
-    for (int d = blk.lane; d < D; d += 32)
-      rows[(blk.lo + row) * view.st + d] = __float2bfloat16(acc[row * Ld<D>::acc + d] * factor);
+  for (int x = blk.lane; x < kStripe * kPieces; x += 32) {
+    const int r = x / kPieces, col = (x % kPieces) * 8, position = blk.lo + blk.stripe + r;
+    if (position < blk.T)
+      *reinterpret_cast<uint4*>(rows + position * view.st + col) =
+          *reinterpret_cast<const uint4*>(stage + r * Ld<D>::rows + col);
   }
 }
 
@@ -320,64 +326,73 @@ __device__ void storeStripe(const HeadsView& view, const float* acc, const TileB
 template <int D>
 __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args, const Derived dv) {
   using S = ForwardSmem<D>;
-  bf16 *qs = smemAt<bf16>(S::q), *ks = smemAt<bf16>(S::k), *vs = smemAt<bf16>(S::v), *ps = smemAt<bf16>(S::p);
-  float *ss = smemAt<float>(S::s), *os = smemAt<float>(S::o);
+  bf16 *qs = smemAt<bf16>(S::q), *ks = smemAt<bf16>(S::k), *vs = smemAt<bf16>(S::v);
+  constexpr int Row = Ld<D>::rows;
 
   const TileBlock blk = tileBlock(args.shape, args.bias);  // its tile: query rows [r0, r1)
-  const int T = blk.T, r0 = blk.lo, stripe = blk.stripe;
+  const FragmentLane& fl = blk.fl;
+  const int T = blk.T, r0 = blk.lo;
+  bf16* qStripe = qs + blk.stripe * Row;
 
   loadRows<D>(qs, args.q, blk, r0);
-  zeroAccumulator<D>(os);
-  __syncthreads();
 
-  // This lane's half of one row (HalfRow): the running max and sum of that row, the same in both
-  // of its lanes.
-  const HalfRow mine = halfRow(blk);
-  const int i = r0 + mine.row;
-  float rowMax = -INFINITY, rowSum = 0.f;
+  // This lane's two rows: their running max (the same in the row's 4 lanes) and this lane's
+  // share of their running sum and of their O.
+  const int i[2] = {blk.position(0), blk.position(1)};
+  float rowMax[2] = {-INFINITY, -INFINITY}, rowSum[2] = {0.f, 0.f};
+  float o[D / 8][4] = {};  // (16, D)
 
   for (int c0 = 0; c0 < T; c0 += kBc) {
     if (!blk.visits(tile::Walk::Keys, c0)) continue;
-    loadKeyTile<D>(ks, vs, args, blk, c0);
+    loadKeyTile<D>(ks, vs, args, blk, c0);  // its first barrier also orders the Q tile's loads
 
-    stripeTimesTransposed<D>(ss + stripe * Ld<D>::s, qs + stripe * Ld<D>::rows, ks);  // (16, kBc)
-    __syncwarp();
-    float s[32];
+    float s[kBc / 8][4] = {};  // (16, kBc): S, then the logits, then P~
+    multiplyTransposed<D, kBc, Row>(s, qStripe, ks, blk.lane);
 #pragma unroll
-    for (int c = 0; c < 32; ++c) {
-      const int col = mine.column(c);
-      s[c] = tile::logit(blk.hb, ss[mine.row * Ld<D>::s + col], args.scale, i, c0 + col, T);
+    for (int r = 0; r < 2; ++r) {
+      float tileMax = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < kBc / 8; ++n)
+#pragma unroll
+        for (int e = 2 * r; e < 2 * r + 2; ++e) {
+          s[n][e] = tile::logit(blk.hb, s[n][e], args.scale, i[r], c0 + fl.column(n, e), T);
+          tileMax = fmaxf(tileMax, s[n][e]);
+        }
+      const float newMax = fmaxf(rowMax[r], groupMax(tileMax));
+      // A row with no finite logit yet (padding rows past T) adds nothing and rescales nothing.
+      const bool empty = newMax == -INFINITY;
+      const float alpha = empty ? 1.f : __expf(rowMax[r] - newMax);
+      float tileSum = 0.f;
+#pragma unroll
+      for (int m = 0; m < kBc / 16; ++m) {  // fragments 2m, 2m + 1: one dropout group per lane
+        const uint32_t keep = tile::dropoutKeepGroup(args.seed, blk.batchHead, i[r],
+                                                     tile::dropoutGroup(c0 + 16 * m) + fl.t, dv.threshold);
+#pragma unroll
+        for (int word = 0; word < 4; ++word) {
+          float& x = s[2 * m + (word >> 1)][2 * r + (word & 1)];
+          const float p = empty ? 0.f : __expf(x - newMax);
+          tileSum += p;  // the sum before dropout
+          x = tile::afterDropout(p, (keep >> word) & 1u, dv.keepScale);
+        }
+      }
+      rowSum[r] = rowSum[r] * alpha + tileSum;
+      rowMax[r] = newMax;
+      scaleRow<D>(o, r, alpha);
     }
-    float tileMax = -INFINITY;
-#pragma unroll
-    for (int c = 0; c < 32; ++c) tileMax = fmaxf(tileMax, s[c]);
-    const float newMax = fmaxf(rowMax, fmaxf(tileMax, __shfl_xor_sync(0xffffffffu, tileMax, 16)));
-    // A row with no finite logit yet (padding rows past T) adds nothing and rescales nothing.
-    const bool empty = newMax == -INFINITY;
-    const float alpha = empty ? 1.f : __expf(rowMax - newMax);
-    const uint32_t keepBits = tile::dropoutKeepBits(args.seed, blk.batchHead, i, c0 + 32 * mine.half, dv.threshold);
-    float tileSum = 0.f;
-#pragma unroll
-    for (int c = 0; c < 32; ++c) {
-      const float p = empty ? 0.f : __expf(s[c] - newMax);
-      tileSum += p;
-      ps[mine.row * Ld<D>::p + mine.column(c)] =
-          __float2bfloat16(tile::afterDropout(p, mine.kept(keepBits, c), dv.keepScale));
-    }
-    rowSum = rowSum * alpha + (tileSum + __shfl_xor_sync(0xffffffffu, tileSum, 16));  // the sum before dropout
-    rowMax = newMax;
-    scaleHalfRow<D>(os, mine, alpha);
-    __syncwarp();
-    stripeAccumulate<D, false>(os + stripe * Ld<D>::acc, ps + stripe * Ld<D>::p, vs);  // O += P~ V
-    __syncwarp();
+    uint32_t p[kBc / 16][4];
+    toA<kBc>(p, s);
+    multiply<kBc, D, Row>(o, p, vs, blk.lane);  // O += P~ V
   }
 
-  // O = accumulator / l in place, then written row by row (coalesced), rows past T left out.
-  const bool empty = !(rowSum > 0.f);  // cannot happen for i < T: the diagonal is never blocked
-  scaleHalfRow<D>(os, mine, empty ? 0.f : 1.f / rowSum);
-  if (mine.half == 0 && i < T) blk.stats(args.lse)[i] = empty ? INFINITY : rowMax + logf(rowSum);
-  __syncwarp();
-  storeStripe<D>(args.o, os, blk, 1.f);
+  // O = accumulator / l, the row's sum being its 4 lanes' shares, and the log-sum-exp.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float l = groupSum(rowSum[r]);
+    const bool empty = !(l > 0.f);  // cannot happen for i < T: the diagonal is never blocked
+    scaleRow<D>(o, r, empty ? 0.f : 1.f / l);
+    if (fl.t == 0 && i[r] < T) blk.stats(args.lse)[i[r]] = empty ? INFINITY : rowMax[r] + logf(l);
+  }
+  storeStripe<D>(args.o, o, 1.f, qStripe, blk);
 }
 
 // ---- backward ----
@@ -397,118 +412,79 @@ __global__ void __launch_bounds__(kThreads) rowDotKernel(const BackwardArgs args
   if (lane == 0) rowDot[rowIndex] = acc;
 }
 
-// The shared-memory tiles of a (query tile, key tile) pair in keyGradKernel and queryGradKernel.
-struct BackwardTiles {
-  bf16 *q, *dO, *k, *v;  // (64, D) bf16, row length Ld::rows
-  float* s;              // (64, 64) fp32, Ld::s: S = Q K^T, then dP~ = dO V^T
-  bf16 *p, *dS;          // (64, 64) bf16, Ld::p: P~ (keyGrad; nullptr in queryGrad) and dS
-  float *lse, *rowDot;   // (64): the query tile's log-sum-exp and D_i
-};
-
-// The tiles at the offsets of layout S (KeyGradSmem, QueryGradSmem), P~ at `p`.
-template <typename S>
-__device__ BackwardTiles backwardTiles(bf16* p) {
-  return {smemAt<bf16>(S::q),  smemAt<bf16>(S::dO),   smemAt<bf16>(S::k),
-          smemAt<bf16>(S::v),  smemAt<float>(S::s),   p,
-          smemAt<bf16>(S::dS), smemAt<float>(S::lse), smemAt<float>(S::rowDot)};
-}
-
 // Loads the lse and D_i of query rows [r0, r0 + kBr) (+inf and 0 past T: their P is then 0).
-__device__ void loadRowStats(const BackwardTiles& t, const float* lseAll, const float* rowDotAll, const TileBlock& blk,
-                             int r0) {
+__device__ void loadRowStats(float* lseTile, float* rowDotTile, const float* lseAll, const float* rowDotAll,
+                             const TileBlock& blk, int r0) {
   const float* lse = blk.stats(lseAll);
   const float* rowDot = blk.stats(rowDotAll);
   for (int x = threadIdx.x; x < kBr; x += kThreads) {
     const int i = r0 + x;
-    t.lse[x] = i < blk.T ? lse[i] : INFINITY;
-    t.rowDot[x] = i < blk.T ? rowDot[i] : 0.f;
+    lseTile[x] = i < blk.T ? lse[i] : INFINITY;
+    rowDotTile[x] = i < blk.T ? rowDot[i] : 0.f;
   }
 }
 
-// One warp, its 16 query rows of a (query tile r0, key tile c0) pair, with the pair's Q, dO, K, V,
-// lse and D_i in shared memory: S = Q K^T, then P = exp(scale S + bias - lse) of this lane's cells
-// (HalfRow) and their dropout mask, in registers, then dP~ = dO V^T, then dS = P o (dP - D_i) into
-// this warp's rows of t.dS and, where t.p is not nullptr, P~ into its rows of t.p. With
-// kBiasGrads, returns the bias gradients of this lane's cells, summed in a fixed cell order, and
-// adds the cells to rowTerm (this lane's half of its row's tile::RowTerm); else zeros.
-template <int D, bool kBiasGrads>
-__device__ __forceinline__ tile::BiasGrads<float> backwardStripe(const BackwardTiles& t, const BackwardArgs& args,
-                                                                 const Derived& dv, const TileBlock& blk, int r0,
-                                                                 int c0, tile::RowTerm<float>& rowTerm) {
-  const HalfRow mine = halfRow(blk);
-  const int i = r0 + mine.row;
-  const float lse = t.lse[mine.row], rowDot = t.rowDot[mine.row];
-  float p[32];
-  tile::BiasGrads<float> grads;
-  stripeTimesTransposed<D>(t.s + blk.stripe * Ld<D>::s, t.q + blk.stripe * Ld<D>::rows, t.k);
-  __syncwarp();
-#pragma unroll
-  for (int c = 0; c < 32; ++c) {
-    const int col = mine.column(c);
-    const float s = tile::logit(blk.hb, t.s[mine.row * Ld<D>::s + col], args.scale, i, c0 + col, blk.T);
-    p[c] = __expf(s - lse);  // exactly 0 where s = -inf or the row is padding (lse = +inf)
-  }
-  const uint32_t keepBits = tile::dropoutKeepBits(args.seed, blk.batchHead, i, c0 + 32 * mine.half, dv.threshold);
-  __syncwarp();
-  stripeTimesTransposed<D>(t.s + blk.stripe * Ld<D>::s, t.dO + blk.stripe * Ld<D>::rows, t.v);  // dP~ = dO V^T
-  __syncwarp();
-#pragma unroll
-  for (int c = 0; c < 32; ++c) {
-    const int col = mine.column(c), j = c0 + col;
-    const bool keep = mine.kept(keepBits, c);
-    const float dPTilde = t.s[mine.row * Ld<D>::s + col];
-    const float dS = tile::scoreGrad(p[c], dPTilde, keep, dv.keepScale, rowDot);
-    if (t.p != nullptr) t.p[mine.row * Ld<D>::p + col] = __float2bfloat16(tile::afterDropout(p[c], keep, dv.keepScale));
-    t.dS[mine.row * Ld<D>::p + col] = __float2bfloat16(dS);
-    if constexpr (kBiasGrads) {
-      if (i < blk.T && j < blk.T) {
-        const tile::BiasCell cell = tile::biasCell(blk.hb, i, j);
-        grads.add(cell, dS);
-        rowTerm.add(cell, p[c], tile::afterDropout(dPTilde, keep, dv.keepScale));
-      }
-    }
-  }
-  return grads;
-}
-
-// grid (ceil(T / kBc), H, B): one block per key tile; dK, dV summed over every query tile.
+// grid (ceil(T / kBc), H, B): one block per key tile; dK, dV summed over every query tile. Its
+// warps work transposed: S^T = K Q^T with the warp's 16 keys as rows, so that P~^T and dS^T are
+// the A operands of dV += P~^T dO and dK += dS^T Q.
 template <int D>
 __global__ void __launch_bounds__(kThreads)
     keyGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll) {
   using S = KeyGradSmem<D>;
-  const BackwardTiles t = backwardTiles<S>(smemAt<bf16>(S::p));
-  float *dKs = smemAt<float>(S::dK), *dVs = smemAt<float>(S::dV);
+  bf16 *ks = smemAt<bf16>(S::k), *vs = smemAt<bf16>(S::v), *qs = smemAt<bf16>(S::q), *dOs = smemAt<bf16>(S::dO);
+  float *lses = smemAt<float>(S::lse), *rowDots = smemAt<float>(S::rowDot);
+  constexpr int Row = Ld<D>::rows;
 
   const TileBlock blk = tileBlock(args.shape, args.bias);  // its tile: keys [c0, c1)
-  const int T = blk.T, c0 = blk.lo, stripe = blk.stripe;
+  const FragmentLane& fl = blk.fl;
+  const int T = blk.T, c0 = blk.lo;
+  bf16 *kStripe = ks + blk.stripe * Row, *vStripe = vs + blk.stripe * Row;
 
-  loadRows<D>(t.k, args.k, blk, c0);
-  loadRows<D>(t.v, args.v, blk, c0);
-  zeroAccumulator<D>(dKs);
-  zeroAccumulator<D>(dVs);
+  loadRows<D>(ks, args.k, blk, c0);
+  loadRows<D>(vs, args.v, blk, c0);
+
+  // This lane's two keys (rows of S^T) and their dropout group: keys j and j + 8 of one query are
+  // words w and w + 2 of one draw (tile::dropoutGroup).
+  const int j[2] = {blk.position(0), blk.position(1)};
+  const int group = tile::dropoutGroup(j[0]), word = tile::dropoutWord(j[0]);
+  float dK[D / 8][4] = {}, dV[D / 8][4] = {};  // (16, D)
 
   for (int r0 = 0; r0 < T; r0 += kBr) {
     if (!blk.visits(tile::Walk::Queries, r0)) continue;
-    __syncthreads();  // every warp is done with the previous Q, dO, P~, dS
-    loadRows<D>(t.q, args.q, blk, r0);
-    loadRows<D>(t.dO, args.dO, blk, r0);
-    loadRowStats(t, args.lse, rowDotAll, blk, r0);
+    __syncthreads();  // every warp is done with the previous Q, dO and row statistics
+    loadRows<D>(qs, args.q, blk, r0);
+    loadRows<D>(dOs, args.dO, blk, r0);
+    loadRowStats(lses, rowDots, args.lse, rowDotAll, blk, r0);
     __syncthreads();
 
-    // This warp's 16 query rows: P~ and dS.
-    tile::RowTerm<float> unused;
-    backwardStripe<D, false>(t, args, dv, blk, r0, c0, unused);
-    __syncthreads();  // P~ and dS of all 64 query rows are in shared memory
-
-    // This warp's 16 keys: dV += P~^T dO, dK += dS^T Q (times scale at the end).
-    stripeAccumulate<D, true>(dVs + stripe * Ld<D>::acc, t.p + stripe, t.dO);
-    stripeAccumulate<D, true>(dKs + stripe * Ld<D>::acc, t.dS + stripe, t.q);
+    float pT[kBr / 8][4] = {}, dST[kBr / 8][4] = {};  // (16 keys, kBr queries): S^T, dP~^T, then P~^T, dS^T
+    multiplyTransposed<D, kBr, Row>(pT, kStripe, qs, blk.lane);
+    multiplyTransposed<D, kBr, Row>(dST, vStripe, dOs, blk.lane);
+#pragma unroll
+    for (int n = 0; n < kBr / 8; ++n)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {  // query column fl.column(n, c) of both rows
+        const int q = fl.column(n, c), i = r0 + q;
+        const float lse = lses[q], rowDot = rowDots[q];
+        const uint32_t keep = tile::dropoutKeepGroup(args.seed, blk.batchHead, i, group, dv.threshold);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int e = 2 * r + c;
+          const bool kept = (keep >> (word + 2 * r)) & 1u;
+          // exactly 0 where the logit is -inf or the query is padding (lse = +inf)
+          const float prob = __expf(tile::logit(blk.hb, pT[n][e], args.scale, i, j[r], T) - lse);
+          dST[n][e] = tile::scoreGrad(prob, dST[n][e], kept, dv.keepScale, rowDot);
+          pT[n][e] = tile::afterDropout(prob, kept, dv.keepScale);
+        }
+      }
+    uint32_t a[kBr / 16][4];
+    toA<kBr>(a, pT);
+    multiply<kBr, D, Row>(dV, a, dOs, blk.lane);  // dV += P~^T dO
+    toA<kBr>(a, dST);
+    multiply<kBr, D, Row>(dK, a, qs, blk.lane);  // dK += dS^T Q
   }
-  // The accumulators were zeroed by all threads, and each lane's WMMA stores of its warp's rows
-  // must be complete before storeStripe reads them across lanes.
-  __syncthreads();
-  storeStripe<D>(args.dk, dKs, blk, args.scale);
-  storeStripe<D>(args.dv, dVs, blk, 1.f);
+  storeStripe<D>(args.dk, dK, args.scale, kStripe, blk);
+  storeStripe<D>(args.dv, dV, 1.f, vStripe, blk);
 }
 
 // grid (ceil(T / kBr), H, B): one block per query tile; dQ summed over every key tile, and with
@@ -519,50 +495,84 @@ template <int D, bool kBiasGrads>
 __global__ void __launch_bounds__(kThreads)
     queryGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll, double* partials) {
   using S = QueryGradSmem<D>;
-  const BackwardTiles t = backwardTiles<S>(nullptr);  // dQ needs no P~
-  float* dQs = smemAt<float>(S::dQ);
+  bf16 *qs = smemAt<bf16>(S::q), *dOs = smemAt<bf16>(S::dO), *ks = smemAt<bf16>(S::k), *vs = smemAt<bf16>(S::v);
+  float *lses = smemAt<float>(S::lse), *rowDots = smemAt<float>(S::rowDot);
   double* warpPartials = smemAt<double>(S::partial);  // (kWarps, 3)
+  constexpr int Row = Ld<D>::rows;
 
   const TileBlock blk = tileBlock(args.shape, args.bias);  // its tile: query rows [r0, r1)
-  const int T = blk.T, r0 = blk.lo, warp = blk.warp, lane = blk.lane, stripe = blk.stripe;
+  const FragmentLane& fl = blk.fl;
+  const int T = blk.T, r0 = blk.lo;
+  bf16 *qStripe = qs + blk.stripe * Row, *dOStripe = dOs + blk.stripe * Row;
 
-  loadRows<D>(t.q, args.q, blk, r0);
-  loadRows<D>(t.dO, args.dO, blk, r0);
-  loadRowStats(t, args.lse, rowDotAll, blk, r0);
-  zeroAccumulator<D>(dQs);
+  loadRows<D>(qs, args.q, blk, r0);
+  loadRows<D>(dOs, args.dO, blk, r0);
+  loadRowStats(lses, rowDots, args.lse, rowDotAll, blk, r0);
   __syncthreads();
 
-  // This lane's cells, summed in a fixed order: sum dS * dbias/dparameter, and its half of its row's
-  // RowTerm.
+  const int i[2] = {blk.position(0), blk.position(1)};
+  float lse[2], rowDot[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) lse[r] = lses[i[r] - r0], rowDot[r] = rowDots[i[r] - r0];
+  float dQ[D / 8][4] = {};  // (16, D)
+  // This lane's cells, summed in a fixed order: sum dS * dbias/dparameter, and its share of its two
+  // rows' RowTerms.
   tile::BiasGrads<double> grads;
-  tile::RowTerm<float> rowTerm;
+  tile::RowTerm<float> rowTerm[2];
   for (int c0 = 0; c0 < T; c0 += kBc) {
     if (!blk.visits(tile::Walk::Keys, c0)) continue;
-    loadKeyTile<D>(t.k, t.v, args, blk, c0);
+    loadKeyTile<D>(ks, vs, args, blk, c0);
 
-    const tile::BiasGrads<float> tileGrads = backwardStripe<D, kBiasGrads>(t, args, dv, blk, r0, c0, rowTerm);
+    float dS[kBc / 8][4] = {}, dP[kBc / 8][4] = {};  // (16, kBc): S, then dS; dP~
+    multiplyTransposed<D, kBc, Row>(dS, qStripe, ks, blk.lane);
+    multiplyTransposed<D, kBc, Row>(dP, dOStripe, vs, blk.lane);
+    tile::BiasGrads<float> tileGrads;
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int m = 0; m < kBc / 16; ++m) {  // fragments 2m, 2m + 1: one dropout group per lane
+        const uint32_t keep = tile::dropoutKeepGroup(args.seed, blk.batchHead, i[r],
+                                                     tile::dropoutGroup(c0 + 16 * m) + fl.t, dv.threshold);
+#pragma unroll
+        for (int word = 0; word < 4; ++word) {
+          const int n = 2 * m + (word >> 1), e = 2 * r + (word & 1), j = c0 + fl.column(n, e);
+          const bool kept = (keep >> word) & 1u;
+          // exactly 0 where the logit is -inf or the row is padding (lse = +inf)
+          const float prob = __expf(tile::logit(blk.hb, dS[n][e], args.scale, i[r], j, T) - lse[r]);
+          dS[n][e] = tile::scoreGrad(prob, dP[n][e], kept, dv.keepScale, rowDot[r]);
+          if constexpr (kBiasGrads) {
+            if (i[r] < T && j < T) {
+              const tile::BiasCell cell = tile::biasCell(blk.hb, i[r], j);
+              tileGrads.add(cell, dS[n][e]);
+              rowTerm[r].add(cell, prob, tile::afterDropout(dP[n][e], kept, dv.keepScale));
+            }
+          }
+        }
+      }
     grads.past += tileGrads.past, grads.future += tileGrads.future, grads.first += tileGrads.first;
-    __syncwarp();
-    stripeAccumulate<D, false>(dQs + stripe * Ld<D>::acc, t.dS + stripe * Ld<D>::p, t.k);  // dQ += dS K
-    __syncwarp();
+    uint32_t a[kBc / 16][4];
+    toA<kBc>(a, dS);
+    multiply<kBc, D, Row>(dQ, a, ks, blk.lane);  // dQ += dS K
   }
-  storeStripe<D>(args.dq, dQs, blk, args.scale);
+  storeStripe<D>(args.dq, dQ, args.scale, qStripe, blk);
 
   if constexpr (kBiasGrads) {
-    // Each row's whole RowTerm (its two lanes' halves), its correction added once, by the lane of
-    // the first half.
-    const HalfRow mine = halfRow(blk);
-    tile::RowTerm<float> row;
-    row.rowDot = rowTerm.rowDot + __shfl_xor_sync(0xffffffffu, rowTerm.rowDot, 16);
-    row.weight.past = rowTerm.weight.past + __shfl_xor_sync(0xffffffffu, rowTerm.weight.past, 16);
-    row.weight.future = rowTerm.weight.future + __shfl_xor_sync(0xffffffffu, rowTerm.weight.future, 16);
-    row.weight.first = rowTerm.weight.first + __shfl_xor_sync(0xffffffffu, rowTerm.weight.first, 16);
-    if (mine.half == 0) tile::addRowCorrection(grads, row, t.rowDot[mine.row]);
+    // Each row's whole RowTerm (its 4 lanes' shares), its correction added once, by the group's
+    // first lane.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      tile::RowTerm<float> row;
+      row.rowDot = groupSum(rowTerm[r].rowDot);
+      row.weight.past = groupSum(rowTerm[r].weight.past);
+      row.weight.future = groupSum(rowTerm[r].weight.future);
+      row.weight.first = groupSum(rowTerm[r].weight.first);
+      if (fl.t == 0) tile::addRowCorrection(grads, row, rowDot[r]);
+    }
     grads.past = warpSum(grads.past), grads.future = warpSum(grads.future), grads.first = warpSum(grads.first);
-    if (lane == 0) {
-      warpPartials[warp * 3 + 0] = grads.past;
-      warpPartials[warp * 3 + 1] = grads.future;
-      warpPartials[warp * 3 + 2] = grads.first;
+    if (blk.lane == 0) {
+      warpPartials[blk.warp * 3 + 0] = grads.past;
+      warpPartials[blk.warp * 3 + 1] = grads.future;
+      warpPartials[blk.warp * 3 + 2] = grads.first;
     }
     __syncthreads();
     if (threadIdx.x < 3) {

@@ -77,9 +77,9 @@ struct BackwardArgs {
 const char* linearBiasAttentionCheck(const AttentionShape& shape, float dropout);
 
 // Why GPU `device` cannot run the kernels of head dimension D (a one-line reason), or nullptr: they
-// need compute capability 8.0+ (bf16 tensor cores) and their largest tile layout for D in shared
-// memory (D = 128: about 170 KiB a block, more than an A100 gives; D = 64: about 106 KiB, more
-// than sm_86/89 GPUs give).
+// need compute capability 8.0+ (bf16 tensor cores: mma.sync and ldmatrix) and their largest tile
+// layout for D in shared memory (D = 128: about 69 KiB a block, D = 64: about 37 KiB; every GPU
+// of compute capability 8.0+ gives a block at least 99 KiB).
 const char* linearBiasAttentionDeviceCheck(int device, int D);
 
 // One kernel as compiled for this GPU (a profile's static part): registers per thread, shared

@@ -199,8 +199,15 @@ inline uint32_t dropoutThreshold(double p) {
   return t <= 0 ? 0u : (t >= 16777216.0 ? 16777216u : uint32_t(t));
 }
 
-// The Philox draw of dropout's counter (group, i, batch*H + head) for this seed: 4 words, for the
-// keys 4 group .. 4 group + 3 of row i.
+// Dropout makes one Philox draw (4 words) per (batch*H + head, row i, key group). The 4 keys of
+// group 4 m + u (u < 4) are j = 16 m + 2 u + {0, 1, 8, 9}, words 0 to 3: the keys that one lane
+// holds in two adjacent 8-key fragments of the kernels' registers (warp_mma.cuh's C layout), so
+// the forward and dQ use every word of a draw, and dK/dV (keys j and j + 8 of one query in one
+// lane) two of them.
+XTRAP_HD int dropoutGroup(int j) { return (j >> 4) * 4 + ((j >> 1) & 3); }
+XTRAP_HD int dropoutWord(int j) { return (j & 1) | ((j >> 2) & 2); }
+
+// The Philox draw of dropout's counter (group, i, batch*H + head) for this seed.
 XTRAP_HD void dropoutDraw(uint64_t seed, uint32_t batchHead, int i, int group, uint32_t out[4]) {
   const uint32_t counter[4] = {uint32_t(group), uint32_t(i), batchHead, 0u};
   const uint32_t key[2] = {uint32_t(seed), uint32_t(seed >> 32)};
@@ -210,29 +217,24 @@ XTRAP_HD void dropoutDraw(uint64_t seed, uint32_t batchHead, int i, int group, u
 // Whether one word of a draw keeps its probability: its top 24 bits, uniform, not below threshold.
 XTRAP_HD bool keeps(uint32_t word, uint32_t threshold) { return (word >> 8) >= threshold; }
 
-// Whether dropout keeps the probability of (batch*H + head, i, j) for this seed: word j % 4 of
-// the draw of key group j / 4. threshold 0 keeps everything without drawing.
+// Whether dropout keeps the probability of (batch*H + head, i, j) for this seed. threshold 0
+// keeps everything without drawing.
 XTRAP_HD bool dropoutKeep(uint64_t seed, uint32_t batchHead, int i, int j, uint32_t threshold) {
   if (threshold == 0) return true;
   uint32_t r[4];
-  dropoutDraw(seed, batchHead, i, int(uint32_t(j) >> 2), r);
-  // A select rather than r[j & 3]: a dynamic index would put r in the GPU's local memory.
-  const uint32_t word = (j & 2) ? ((j & 1) ? r[3] : r[2]) : ((j & 1) ? r[1] : r[0]);
-  return keeps(word, threshold);
+  dropoutDraw(seed, batchHead, i, dropoutGroup(j), r);
+  // A select rather than r[word]: a dynamic index would put r in the GPU's local memory.
+  const int word = dropoutWord(j);
+  return keeps((word & 2) ? ((word & 1) ? r[3] : r[2]) : ((word & 1) ? r[1] : r[0]), threshold);
 }
 
-// dropoutKeep of the 32 keys j0 .. j0 + 31 of row i (j0 a multiple of 4) as bits, bit k for key
-// j0 + k: 8 draws, where 32 calls of dropoutKeep would draw each of them 4 times.
-XTRAP_HD uint32_t dropoutKeepBits(uint64_t seed, uint32_t batchHead, int i, int j0, uint32_t threshold) {
-  if (threshold == 0) return 0xffffffffu;
-  uint32_t bits = 0;
-  for (int g = 0; g < 8; ++g) {
-    uint32_t r[4];
-    dropoutDraw(seed, batchHead, i, (j0 >> 2) + g, r);
-    for (int e = 0; e < 4; ++e)
-      if (keeps(r[e], threshold)) bits |= 1u << (4 * g + e);
-  }
-  return bits;
+// dropoutKeep of the 4 keys of one group of row i as bits, bit w for the key of word w: one draw.
+XTRAP_HD uint32_t dropoutKeepGroup(uint64_t seed, uint32_t batchHead, int i, int group, uint32_t threshold) {
+  if (threshold == 0) return 0xfu;
+  uint32_t r[4];
+  dropoutDraw(seed, batchHead, i, group, r);
+  return uint32_t(keeps(r[0], threshold)) | uint32_t(keeps(r[1], threshold)) << 1 |
+         uint32_t(keeps(r[2], threshold)) << 2 | uint32_t(keeps(r[3], threshold)) << 3;
 }
 
 }  // namespace xtrap::tile
