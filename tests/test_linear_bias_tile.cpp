@@ -3,7 +3,8 @@
 // - the per-cell bias against LinearBiasSpec::bias for every variant, and its gradient terms
 //   against finite differences of LinearBiasSpec::bias;
 // - the tile classification (blocked / unblocked / mixed) and the tiles a block's loop visits,
-//   walking keys or queries, against brute force over each tile's cells, tail tiles included;
+//   walking keys or queries, against brute force over each tile's cells, tail tiles included, and
+//   the linear tiles (one open Past or Future term) against brute force and the spec's bias;
 // - Philox4x32-10 against Random123's known answers, and the dropout mask's rate;
 // - the kernel's tile algorithm (skip blocked tiles, online softmax, saved log-sum-exp, the
 //   FlashAttention-2 backward with dropout, bias gradients from dS) written out in plain loops with
@@ -181,6 +182,42 @@ TEST_CASE("tile classification and the tiles a block visits against brute force,
   CHECK(seen[int(TileClass::Blocked)] > 0);
   CHECK(seen[int(TileClass::Unblocked)] > 0);
   CHECK(seen[int(TileClass::Mixed)] > 0);
+}
+
+TEST_CASE("linear tiles: exactly the tiles of one open Past or Future term, their bias slope (j - i) + offset") {
+  int linear = 0, general = 0;
+  for (const auto& [name, spec] : allSpecs())
+    for (int64_t h = 0; h < spec.heads(); ++h) {
+      HeadBias hb = headBiasOf(spec, h);
+      for (int T : {7, 64, 100, 200})
+        for (int size : {4, 64})
+          for (int r0 = 0; r0 < T; r0 += size)
+            for (int c0 = 0; c0 < T; c0 += size) {
+              // Brute force: every cell inside the sequence, and all Past, or all Future.
+              bool past = true, future = true;
+              for (int i = r0; i < r0 + size; ++i)
+                for (int j = c0; j < c0 + size; ++j) {
+                  const BiasTerm term = i < T && j < T ? tile::biasCell(hb, i, j).term : BiasTerm::Blocked;
+                  past = past && term == BiasTerm::Past;
+                  future = future && term == BiasTerm::Future;
+                }
+              const tile::LinearTile lt = tile::linearTile(hb, r0, c0, size, T);
+              INFO(name << " head " << h << " T " << T << " tile (" << r0 << ", " << c0 << ") of " << size);
+              REQUIRE(lt.linear == (past || future));
+              (lt.linear ? linear : general) += 1;
+              if (!lt.linear) continue;
+              double worst = 0;
+              for (int i = r0; i < r0 + size; ++i)
+                for (int j = c0; j < c0 + size; ++j) {
+                  const double expected = spec.bias(h, i, j, firstTokenBiasOf(h));
+                  const double got = double(lt.slope) * (j - i) + double(lt.offset);
+                  worst = std::max(worst, std::abs(got - expected) / std::max(1.0, std::abs(expected)));
+                }
+              CHECK(worst < 1e-6);
+            }
+    }
+  CHECK(linear > 0);
+  CHECK(general > 0);
 }
 
 TEST_CASE("Philox4x32-10 gives Random123's known answers") {

@@ -256,6 +256,10 @@ struct TileBlock {
   }
   // The position of this lane's row r (0, 1) in [0, T): a query (a key in keyGrad).
   __device__ int position(int r) const { return lo + stripe + fl.row(2 * r); }
+  // tile::linearTile of the pair with the tile of the other axis that starts at t0.
+  __device__ tile::LinearTile linearTile(tile::Walk walk, int t0) const {
+    return walk == tile::Walk::Keys ? tile::linearTile(hb, lo, t0, kBr, T) : tile::linearTile(hb, t0, lo, kBr, T);
+  }
 };
 
 __device__ TileBlock tileBlock(const AttentionShape& shape, const LinearBiasArgs& bias) {
@@ -291,6 +295,40 @@ __device__ void loadKeyTile(bf16* ks, bf16* vs, const Args& args, const TileBloc
   loadRows<D>(ks, args.k, blk, c0);
   loadRows<D>(vs, args.v, blk, c0);
   __syncthreads();
+}
+
+// The logits of this lane's cells of its warp's (16, 64) tile from their dot products, in place: rows
+// at positions rows[0] and rows[1] (FragmentLane), columns at t0 + column(n, e). Queries by keys, or
+// with kTransposed keys by queries (keyGrad's S^T). On a linear tile (tile::linearTile: most pairs
+// of a long sequence) two FMAs per cell, with j - i exact in fp32 (positions below 2^24).
+template <bool kTransposed>
+__device__ __forceinline__ void toLogits(float (&s)[kBc / 8][4], const TileBlock& blk, float scale,
+                                         const int (&rows)[2], int t0) {
+  static_assert(kBr == kBc, "one tile width for both walks");
+  const tile::LinearTile lt = blk.linearTile(kTransposed ? tile::Walk::Queries : tile::Walk::Keys, t0);
+  constexpr float kSign = kTransposed ? -1.f : 1.f;  // j - i = kSign (column - row)
+  if (lt.linear) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float first = float(t0 + 2 * blk.fl.t - rows[r]);  // column - row of the row's first cell here
+#pragma unroll
+      for (int n = 0; n < kBc / 8; ++n)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          float& x = s[n][2 * r + c];
+          x = fmaf(x, scale, fmaf(lt.slope, kSign * (first + float(8 * n + c)), lt.offset));
+        }
+    }
+    return;
+  }
+#pragma unroll
+  for (int n = 0; n < kBc / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = rows[e >> 1], column = t0 + blk.fl.column(n, e);
+      s[n][e] = kTransposed ? tile::logit(blk.hb, s[n][e], scale, column, row, blk.T)
+                            : tile::logit(blk.hb, s[n][e], scale, row, column, blk.T);
+    }
 }
 
 // This warp's 16 rows of a (16, D) fp32 accumulator, times factor, as bf16 rows of this head's
@@ -348,16 +386,12 @@ __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args
 
     float s[kBc / 8][4] = {};  // (16, kBc): S, then the logits, then P~
     multiplyTransposed<D, kBc, Row>(s, qStripe, ks, blk.lane);
+    toLogits<false>(s, blk, args.scale, i, c0);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float tileMax = -INFINITY;
 #pragma unroll
-      for (int n = 0; n < kBc / 8; ++n)
-#pragma unroll
-        for (int e = 2 * r; e < 2 * r + 2; ++e) {
-          s[n][e] = tile::logit(blk.hb, s[n][e], args.scale, i[r], c0 + fl.column(n, e), T);
-          tileMax = fmaxf(tileMax, s[n][e]);
-        }
+      for (int n = 0; n < kBc / 8; ++n) tileMax = fmaxf(tileMax, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
       const float newMax = fmaxf(rowMax[r], groupMax(tileMax));
       // A row with no finite logit yet (padding rows past T) adds nothing and rescales nothing.
       const bool empty = newMax == -INFINITY;
@@ -457,8 +491,9 @@ __global__ void __launch_bounds__(kThreads)
     loadRowStats(lses, rowDots, args.lse, rowDotAll, blk, r0);
     __syncthreads();
 
-    float pT[kBr / 8][4] = {}, dST[kBr / 8][4] = {};  // (16 keys, kBr queries): S^T, dP~^T, then P~^T, dS^T
+    float pT[kBr / 8][4] = {}, dST[kBr / 8][4] = {};  // (16 keys, kBr queries): logits^T, dP~^T, then P~^T, dS^T
     multiplyTransposed<D, kBr, Row>(pT, kStripe, qs, blk.lane);
+    toLogits<true>(pT, blk, args.scale, j, r0);
     multiplyTransposed<D, kBr, Row>(dST, vStripe, dOs, blk.lane);
 #pragma unroll
     for (int n = 0; n < kBr / 8; ++n)
@@ -471,8 +506,7 @@ __global__ void __launch_bounds__(kThreads)
         for (int r = 0; r < 2; ++r) {
           const int e = 2 * r + c;
           const bool kept = (keep >> (word + 2 * r)) & 1u;
-          // exactly 0 where the logit is -inf or the query is padding (lse = +inf)
-          const float prob = __expf(tile::logit(blk.hb, pT[n][e], args.scale, i, j[r], T) - lse);
+          const float prob = __expf(pT[n][e] - lse);  // 0 where the logit is -inf or the query padding (lse +inf)
           dST[n][e] = tile::scoreGrad(prob, dST[n][e], kept, dv.keepScale, rowDot);
           pT[n][e] = tile::afterDropout(prob, kept, dv.keepScale);
         }
@@ -523,8 +557,9 @@ __global__ void __launch_bounds__(kThreads)
     if (!blk.visits(tile::Walk::Keys, c0)) continue;
     loadKeyTile<D>(ks, vs, args, blk, c0);
 
-    float dS[kBc / 8][4] = {}, dP[kBc / 8][4] = {};  // (16, kBc): S, then dS; dP~
+    float dS[kBc / 8][4] = {}, dP[kBc / 8][4] = {};  // (16, kBc): S, then the logits, then dS; dP~
     multiplyTransposed<D, kBc, Row>(dS, qStripe, ks, blk.lane);
+    toLogits<false>(dS, blk, args.scale, i, c0);
     multiplyTransposed<D, kBc, Row>(dP, dOStripe, vs, blk.lane);
     tile::BiasGrads<float> tileGrads;
 #pragma unroll
@@ -537,8 +572,7 @@ __global__ void __launch_bounds__(kThreads)
         for (int word = 0; word < 4; ++word) {
           const int n = 2 * m + (word >> 1), e = 2 * r + (word & 1), j = c0 + fl.column(n, e);
           const bool kept = (keep >> word) & 1u;
-          // exactly 0 where the logit is -inf or the row is padding (lse = +inf)
-          const float prob = __expf(tile::logit(blk.hb, dS[n][e], args.scale, i[r], j, T) - lse[r]);
+          const float prob = __expf(dS[n][e] - lse[r]);  // 0 where the logit is -inf or the row padding (lse +inf)
           dS[n][e] = tile::scoreGrad(prob, dP[n][e], kept, dv.keepScale, rowDot[r]);
           if constexpr (kBiasGrads) {
             if (i[r] < T && j < T) {

@@ -111,6 +111,32 @@ XTRAP_HD bool visitsTile(const HeadBias& hb, Walk walk, int own0, int own1, int 
   return c != TileClass::Blocked;
 }
 
+// A tile pair whose every cell takes the same term of the bias, Past or Future: no diagonal,
+// first-token, blocked or padding cell. Its bias is linear in j - i, slope (j - i) + offset (Past:
+// slope = slopePast, offset = 0; Future: slope = -slopeFuture, offset = slopeFuture futureShift),
+// which the kernels compute in two FMAs per cell instead of biasCell's branches. Every pair off the
+// diagonal band of a sequence is such, unless its head blocks that side.
+struct LinearTile {
+  bool linear = false;
+  float slope = 0.f, offset = 0.f;
+};
+
+// The tile of query rows [r0, r0 + size) and key columns [c0, c0 + size) of a sequence of T.
+XTRAP_HD LinearTile linearTile(const HeadBias& hb, int r0, int c0, int size, int T) {
+  LinearTile lt;
+  const int r1 = r0 + size, c1 = c0 + size;
+  if (r1 > T || c1 > T || (hb.hasFirstTokenBias && (r0 == 0 || c0 == 0))) return lt;
+  if (c1 <= r0 && !hb.blockPast) {  // every j < i
+    lt.linear = true;
+    lt.slope = hb.slopePast;
+  } else if (c0 >= r1 && !hb.blockFuture) {  // every j > i
+    lt.linear = true;
+    lt.slope = -hb.slopeFuture;
+    lt.offset = hb.slopeFuture * hb.futureShift;
+  }
+  return lt;
+}
+
 // ---- Per cell: dropout, and the backward's gradients ----
 
 // A value through dropout: scaled by keepScale = 1 / (1 - p) where kept, 0 where dropped. P~ from
