@@ -331,6 +331,13 @@ __device__ __forceinline__ void toLogits(float (&s)[kBc / 8][4], const TileBlock
     }
 }
 
+// Dropout's keep bits of this lane's 4 keys of row i in fragments 2m and 2m + 1 of a (16, kBc) tile
+// of keys from c0, one group (tile::dropoutGroup): bit w for element [2m + w / 2][2r + w % 2].
+__device__ __forceinline__ uint32_t groupKeep(uint64_t seed, const Derived& dv, const TileBlock& blk, int i, int c0,
+                                              int m) {
+  return tile::dropoutKeepGroup(seed, blk.batchHead, i, tile::dropoutGroup(c0 + 16 * m) + blk.fl.t, dv.threshold);
+}
+
 // This warp's 16 rows of a (16, D) fp32 accumulator, times factor, as bf16 rows of this head's
 // slice of `view` (rows past T left out). Staged through `stage`, the warp's own 16 rows of a
 // shared tile that no other warp reads, then written 16 bytes at a time.
@@ -399,8 +406,7 @@ __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args
       float tileSum = 0.f;
 #pragma unroll
       for (int m = 0; m < kBc / 16; ++m) {  // fragments 2m, 2m + 1: one dropout group per lane
-        const uint32_t keep = tile::dropoutKeepGroup(args.seed, blk.batchHead, i[r],
-                                                     tile::dropoutGroup(c0 + 16 * m) + fl.t, dv.threshold);
+        const uint32_t keep = groupKeep(args.seed, dv, blk, i[r], c0, m);
 #pragma unroll
         for (int word = 0; word < 4; ++word) {
           float& x = s[2 * m + (word >> 1)][2 * r + (word & 1)];
@@ -566,8 +572,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < 2; ++r)
 #pragma unroll
       for (int m = 0; m < kBc / 16; ++m) {  // fragments 2m, 2m + 1: one dropout group per lane
-        const uint32_t keep = tile::dropoutKeepGroup(args.seed, blk.batchHead, i[r],
-                                                     tile::dropoutGroup(c0 + 16 * m) + fl.t, dv.threshold);
+        const uint32_t keep = groupKeep(args.seed, dv, blk, i[r], c0, m);
 #pragma unroll
         for (int word = 0; word < 4; ++word) {
           const int n = 2 * m + (word >> 1), e = 2 * r + (word & 1), j = c0 + fl.column(n, e);
