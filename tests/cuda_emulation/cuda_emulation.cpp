@@ -14,6 +14,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <map>
 #include <vector>
 
@@ -31,6 +32,18 @@ constexpr unsigned char kPoison = 0xFF;  // NaN in every float and bf16 that rea
 constexpr unsigned char kGuard = 0xA5;
 constexpr size_t kSlotBytes = 32;  // a lane's share of a warp collective: mma's 6 registers fit
 
+// An asynchronous copy (cp.async): size bytes, the last zfill of them zeros.
+struct AsyncCopy {
+  unsigned char* dst;
+  const unsigned char* src;
+  size_t size, zfill;
+};
+
+void land(const AsyncCopy& c) {
+  std::memcpy(c.dst, c.src, c.size - c.zfill);
+  std::memset(c.dst + c.size - c.zfill, 0, c.zfill);
+}
+
 // Where a thread of the running block stands.
 enum class Wait { None, Warp, Block, Done };
 
@@ -43,6 +56,8 @@ struct Thread {
   bool started = false;
   Wait wait = Wait::None;
   unsigned exchangeParity = 0;  // which of its warp's two exchange rows its next collective uses
+  std::vector<AsyncCopy> openBatch;             // queued since its last __pipeline_commit
+  std::deque<std::vector<AsyncCopy>> batches;  // committed, not yet waited for (oldest first)
 };
 
 struct Runtime {
@@ -176,6 +191,8 @@ bool runBlock(Runtime& r) {
     thread.started = false;
     thread.wait = Wait::None;
     thread.exchangeParity = 0;
+    thread.openBatch.clear();
+    thread.batches.clear();  // copies never waited for are dropped with their block
   }
   const bool ascending = r.schedule == Schedule::Ascending;
   for (;;) {
@@ -376,6 +393,40 @@ float __shfl_xor_sync(unsigned mask, float value, int laneMask, int width) {
 }
 double __shfl_xor_sync(unsigned mask, double value, int laneMask, int width) {
   return cuda_emulation::shuffleXor(mask, value, laneMask, width);
+}
+
+void __pipeline_memcpy_async(void* dst, const void* src, size_t sizeAndAlign, size_t zfill) {
+  using cuda_emulation::fault;
+  auto& r = cuda_emulation::runtime();
+  const auto to = reinterpret_cast<uintptr_t>(dst), from = reinterpret_cast<uintptr_t>(src),
+             shared = reinterpret_cast<uintptr_t>(r.shared);
+  if ((sizeAndAlign != 4 && sizeAndAlign != 8 && sizeAndAlign != 16) || zfill > sizeAndAlign)
+    return fault("an asynchronous copy of other than 4, 8 or 16 bytes");
+  if (to % sizeAndAlign != 0 || from % sizeAndAlign != 0)
+    return fault("an asynchronous copy's pointers are not aligned to its size");
+  if (r.shared == nullptr || to < shared || to + sizeAndAlign > shared + r.launchSharedBytes)
+    return fault("an asynchronous copy's destination is not in the launch's dynamic shared memory");
+  const cuda_emulation::AsyncCopy copy{static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src),
+                                       sizeAndAlign, zfill};
+  // A copy lands at any time between its issue and the wait: at the wait under the ascending
+  // schedule (a read before the wait sees old contents), at once under the descending one (a
+  // write into a buffer other warps still read, without a barrier between, changes what they read).
+  if (r.schedule == cuda_emulation::Schedule::Descending)
+    cuda_emulation::land(copy);
+  else
+    cuda_emulation::currentThread().openBatch.push_back(copy);
+}
+
+void __pipeline_commit() {
+  auto& thread = cuda_emulation::currentThread();
+  thread.batches.push_back(std::move(thread.openBatch));
+  thread.openBatch.clear();
+}
+
+void __pipeline_wait_prior(size_t prior) {
+  auto& batches = cuda_emulation::currentThread().batches;
+  for (; batches.size() > prior; batches.pop_front())
+    for (const cuda_emulation::AsyncCopy& copy : batches.front()) cuda_emulation::land(copy);
 }
 
 cudaError_t cudaGetLastError() {

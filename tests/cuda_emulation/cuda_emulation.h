@@ -21,11 +21,18 @@
 //   and each lane computes its own 4 outputs (fp32, summed in k order) or reads its own elements.
 //   ldmatrix row addresses must be 16-byte aligned and inside the launch's dynamic shared memory;
 //   the lanes of a warp all read before any of them goes on, as on the GPU.
+// - Asynchronous copies (cuda_pipeline_primitives.h: cp.async) land at either end of what CUDA
+//   allows: under the ascending schedule only when the thread waits for their batch
+//   (__pipeline_wait_prior), so a read of the destination before that wait, or by another thread
+//   before a barrier after it, sees the old contents; under the descending one at once, so a copy
+//   into a buffer that other warps still read changes what they read. Sizes 4, 8, 16 bytes, both
+//   pointers aligned to the size, the destination inside the launch's dynamic shared memory.
 // - Launches: 1-D blocks of whole warps; dynamic shared memory above 48 KiB needs
 //   cudaFuncSetAttribute(MaxDynamicSharedMemorySize), at most 227 KiB (the H100's); grid limits.
 // - Faults (the launch then returns cudaErrorLaunchFailure, and lastFault() says what): a deadlock
 //   (threads waiting at different barriers), a warp collective with lanes that have exited, a
-//   partial warp mask, a bad ldmatrix address, a write past the dynamic shared memory.
+//   partial warp mask, a bad ldmatrix address or asynchronous copy, a write past the dynamic shared
+//   memory.
 // Not modelled: timing, occupancy, registers, global-memory bounds, the memory model across blocks
 // (blocks never run at once here), fast-math differences (__expf is expf).
 #include <cmath>
@@ -85,6 +92,9 @@ inline float __bfloat162float(__nv_bfloat16 h) {
 inline float __expf(float x) { return std::exp(x); }
 inline int min(int a, int b) { return a < b ? a : b; }
 void __syncthreads();
+void __pipeline_memcpy_async(void* dst, const void* src, size_t sizeAndAlign, size_t zfill = 0);
+void __pipeline_commit();
+void __pipeline_wait_prior(size_t prior);
 void __syncwarp(unsigned mask = 0xffffffffu);
 float __shfl_xor_sync(unsigned mask, float value, int laneMask, int width = 32);
 double __shfl_xor_sync(unsigned mask, double value, int laneMask, int width = 32);

@@ -9,7 +9,9 @@
 // probabilities and its accumulators stay in registers, and each lane knows the (i, j) of each
 // of its cells: the bias is computed there, per cell, from the head's spec (linear_bias_tile.h).
 // A score of row i of a warp's 16 lies in the 4 lanes of one group (warp_mma.cuh's g): a row's
-// max or sum takes 2 shuffles. Only Q, K, V (dO) tiles are in shared memory.
+// max or sum takes 2 shuffles. Only Q, K, V (dO) tiles are in shared memory. The tile walked over
+// (K and V; Q, dO and their row statistics in keyGrad) is double-buffered: cp.async copies of the
+// next visited tile are in flight while the current one is computed (pipelinedWalk).
 //
 // Forward, one block per (query tile, head, batch), FlashAttention-2's loop: for every key tile
 // that is not fully blocked, S = scale * Q K^T + bias in registers, online softmax with the
@@ -38,11 +40,11 @@
 // the 4 keys one lane holds in two adjacent fragments: the forward and queryGrad draw once per 4
 // cells, keyGrad (transposed) once per 2.
 //
-// What would make it faster (correctness and clarity first here): cp.async / TMA double-buffering
-// of the K and V tiles, exp2 with log2(e) folded into the scale, a single backward pass with
-// ordered dQ accumulation (FlashAttention-2's deterministic mode), and on H100 warpgroup wgmma
-// (FA3).
+// What would make it faster (correctness and clarity first here): exp2 with log2(e) folded into
+// the scale, a single backward pass with ordered dQ accumulation (FlashAttention-2's deterministic
+// mode), and on H100 TMA loads and warpgroup wgmma (FA3).
 #include <cuda_bf16.h>
+#include <cuda_pipeline_primitives.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -70,32 +72,34 @@ constexpr size_t align128(size_t n) { return (n + 127) / 128 * 128; }
 constexpr int ceilDiv(int a, int b) { return (a + b - 1) / b; }
 
 // Shared-memory tiles: (64, D) bf16, rows of D + 8 elements (16-byte aligned), and (64) fp32 row
-// statistics.
+// statistics. A double-buffered tile is two of them, one after the other (`tile` and `stat` apart).
 template <int D>
 struct Ld {
   static constexpr int rows = D + kPadHalf;
   static constexpr size_t rowsBytes = align128(size_t(kBr) * rows * sizeof(bf16));
   static constexpr size_t statBytes = align128(kBr * sizeof(float));
+  static constexpr int tile = int(rowsBytes / sizeof(bf16)), stat = int(statBytes / sizeof(float));
 };
 
-// Forward: Q, K, V.  D=64: 27 KiB, D=128: 51 KiB.
+// Forward: Q | K, V x 2.  D=64: 46 KiB, D=128: 85 KiB.
 template <int D>
 struct ForwardSmem {
-  static constexpr size_t q = 0, k = q + Ld<D>::rowsBytes, v = k + Ld<D>::rowsBytes, bytes = v + Ld<D>::rowsBytes;
+  static constexpr size_t q = 0, k = q + Ld<D>::rowsBytes, v = k + 2 * Ld<D>::rowsBytes,
+                          bytes = v + 2 * Ld<D>::rowsBytes;
 };
-// keyGrad: K, V, Q, dO | lse, D_i.  D=64: 37 KiB, D=128: 69 KiB.
+// keyGrad: K, V | Q, dO, lse, D_i x 2.  D=64: 55 KiB, D=128: 103 KiB.
 template <int D>
 struct KeyGradSmem {
-  static constexpr size_t k = 0, v = k + Ld<D>::rowsBytes, q = v + Ld<D>::rowsBytes, dO = q + Ld<D>::rowsBytes,
-                          lse = dO + Ld<D>::rowsBytes, rowDot = lse + Ld<D>::statBytes,
-                          bytes = rowDot + Ld<D>::statBytes;
+  static constexpr size_t k = 0, v = k + Ld<D>::rowsBytes, q = v + Ld<D>::rowsBytes, dO = q + 2 * Ld<D>::rowsBytes,
+                          lse = dO + 2 * Ld<D>::rowsBytes, rowDot = lse + 2 * Ld<D>::statBytes,
+                          bytes = rowDot + 2 * Ld<D>::statBytes;
 };
-// queryGrad: Q, dO, K, V | lse, D_i | warp partials.  D=64: 37 KiB, D=128: 69 KiB.
+// queryGrad: Q, dO, lse, D_i | K, V x 2 | warp partials.  D=64: 55 KiB, D=128: 103 KiB.
 template <int D>
 struct QueryGradSmem {
-  static constexpr size_t q = 0, dO = q + Ld<D>::rowsBytes, k = dO + Ld<D>::rowsBytes, v = k + Ld<D>::rowsBytes,
-                          lse = v + Ld<D>::rowsBytes, rowDot = lse + Ld<D>::statBytes,
-                          partial = rowDot + Ld<D>::statBytes, bytes = partial + align128(kWarps * 3 * sizeof(double));
+  static constexpr size_t q = 0, dO = q + Ld<D>::rowsBytes, lse = dO + Ld<D>::rowsBytes,
+                          rowDot = lse + Ld<D>::statBytes, k = rowDot + Ld<D>::statBytes, v = k + 2 * Ld<D>::rowsBytes,
+                          partial = v + 2 * Ld<D>::rowsBytes, bytes = partial + align128(kWarps * 3 * sizeof(double));
 };
 
 // The most shared memory any of the kernels for head dimension D asks for.
@@ -104,8 +108,10 @@ constexpr size_t largestSmem() {
   return std::max({ForwardSmem<D>::bytes, KeyGradSmem<D>::bytes, QueryGradSmem<D>::bytes});
 }
 
-// An sm_86/89 GPU gives a block up to 99 KiB of shared memory (the A100 163, the H100 227).
-static_assert(largestSmem<128>() <= 99 * 1024, "a tile layout outgrew the shared memory of sm_86 GPUs");
+// The A100 gives a block up to 163 KiB of shared memory (the H100 227, sm_86/89 GPUs 99: there only
+// D = 64 runs, linearBiasAttentionDeviceCheck).
+static_assert(largestSmem<128>() <= 163 * 1024, "a tile layout outgrew the A100's shared memory");
+static_assert(largestSmem<64>() <= 99 * 1024, "a tile layout outgrew the shared memory of sm_86 GPUs");
 
 // What every kernel gets besides the caller's arguments.
 struct Derived {
@@ -256,6 +262,11 @@ struct TileBlock {
   }
   // The position of this lane's row r (0, 1) in [0, T): a query (a key in keyGrad).
   __device__ int position(int r) const { return lo + stripe + fl.row(2 * r); }
+  // The first tile of the other axis at or after t0 that the block visits, or T if none.
+  __device__ int nextVisit(tile::Walk walk, int t0) const {
+    while (t0 < T && !visits(walk, t0)) t0 += kBr;
+    return t0;
+  }
   // tile::linearTile of the pair with the tile of the other axis that starts at t0.
   __device__ tile::LinearTile linearTile(tile::Walk walk, int t0) const {
     return walk == tile::Walk::Keys ? tile::linearTile(hb, lo, t0, kBr, T) : tile::linearTile(hb, t0, lo, kBr, T);
@@ -274,27 +285,52 @@ __device__ TileBlock tileBlock(const AttentionShape& shape, const LinearBiasArgs
 }
 
 // Rows [row0, row0 + kBr) of this head's (T, D) slice of `view` into a shared tile, zeros past T
-// (tail tiles). 16-byte loads; every thread of the block takes part.
+// (tail tiles): this thread's share of 16-byte asynchronous copies (cp.async), which land when the
+// thread waits for them (__pipeline_wait_prior) and are every thread's after a barrier after that.
 template <int D>
-__device__ void loadRows(bf16* tile, const HeadsView& view, const TileBlock& blk, int row0) {
+__device__ void copyRows(bf16* tile, const HeadsView& view, const TileBlock& blk, int row0) {
   constexpr int kPieces = D / 8;
   const bf16* rows = blk.rows(view);
   for (int x = threadIdx.x; x < kBr * kPieces; x += kThreads) {
-    int r = x / kPieces, col = (x % kPieces) * 8;
-    uint4 piece = make_uint4(0u, 0u, 0u, 0u);
-    if (row0 + r < blk.T) piece = *reinterpret_cast<const uint4*>(rows + (row0 + r) * view.st + col);
-    *reinterpret_cast<uint4*>(tile + r * Ld<D>::rows + col) = piece;
+    const int r = x / kPieces, col = (x % kPieces) * 8;
+    const bool inside = row0 + r < blk.T;
+    __pipeline_memcpy_async(tile + r * Ld<D>::rows + col, rows + (inside ? row0 + r : 0) * view.st + col, 16,
+                            inside ? 0 : 16);
   }
 }
 
-// One step of the key-tile loop of forwardKernel and queryGradKernel: K and V rows [c0, c0 + kBc)
-// into shared memory.
-template <int D, typename Args>
-__device__ void loadKeyTile(bf16* ks, bf16* vs, const Args& args, const TileBlock& blk, int c0) {
-  __syncthreads();  // every warp is done with the previous K and V
-  loadRows<D>(ks, args.k, blk, c0);
-  loadRows<D>(vs, args.v, blk, c0);
-  __syncthreads();
+// The lse and D_i of query rows [r0, r0 + kBr) into shared memory as copyRows does, zeros past T
+// (the logits of padding rows are -inf, so their P is 0 whatever their lse).
+__device__ void copyRowStats(float* lseTile, float* rowDotTile, const float* lseAll, const float* rowDotAll,
+                             const TileBlock& blk, int r0) {
+  const float *lse = blk.stats(lseAll), *rowDot = blk.stats(rowDotAll);
+  for (int x = threadIdx.x; x < kBr; x += kThreads) {
+    const bool inside = r0 + x < blk.T;
+    const int i = inside ? r0 + x : 0;
+    __pipeline_memcpy_async(lseTile + x, lse + i, 4, inside ? 0 : 4);
+    __pipeline_memcpy_async(rowDotTile + x, rowDot + i, 4, inside ? 0 : 4);
+  }
+}
+
+// The block's walk over the tiles of the other axis it visits (tile::Walk), double-buffered:
+// load(t0, buffer) queues the copies of the tile at t0 into buffer 0 or 1, work(t0, buffer)
+// computes on it, while the next tile's copies are in flight. Copies queued before the walk (the
+// block's own tile) land with the first tile's.
+template <typename Load, typename Work>
+__device__ __forceinline__ void pipelinedWalk(const TileBlock& blk, tile::Walk walk, Load load, Work work) {
+  int t0 = blk.nextVisit(walk, 0);  // there is one: the diagonal's cells are never blocked
+  load(t0, 0);
+  __pipeline_commit();
+  for (int buffer = 0; t0 < blk.T; buffer ^= 1) {
+    const int next = blk.nextVisit(walk, t0 + kBr);
+    if (next < blk.T) load(next, buffer ^ 1);
+    __pipeline_commit();
+    __pipeline_wait_prior(1);  // this thread's copies of tile t0 have landed
+    __syncthreads();           // and every thread's
+    work(t0, buffer);
+    __syncthreads();  // every warp is done with `buffer` before the next step refills it
+    t0 = next;
+  }
 }
 
 // The logits of this lane's cells of its warp's (16, 64) tile from their dot products, in place: rows
@@ -379,7 +415,7 @@ __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args
   const int T = blk.T, r0 = blk.lo;
   bf16* qStripe = qs + blk.stripe * Row;
 
-  loadRows<D>(qs, args.q, blk, r0);
+  copyRows<D>(qs, args.q, blk, r0);
 
   // This lane's two rows: their running max (the same in the row's 4 lanes) and this lane's
   // share of their running sum and of their O.
@@ -387,12 +423,14 @@ __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args
   float rowMax[2] = {-INFINITY, -INFINITY}, rowSum[2] = {0.f, 0.f};
   float o[D / 8][4] = {};  // (16, D)
 
-  for (int c0 = 0; c0 < T; c0 += kBc) {
-    if (!blk.visits(tile::Walk::Keys, c0)) continue;
-    loadKeyTile<D>(ks, vs, args, blk, c0);  // its first barrier also orders the Q tile's loads
-
+  auto load = [&](int c0, int buffer) {
+    copyRows<D>(ks + buffer * Ld<D>::tile, args.k, blk, c0);
+    copyRows<D>(vs + buffer * Ld<D>::tile, args.v, blk, c0);
+  };
+  pipelinedWalk(blk, tile::Walk::Keys, load, [&](int c0, int buffer) {
+    const bf16 *k = ks + buffer * Ld<D>::tile, *v = vs + buffer * Ld<D>::tile;
     float s[kBc / 8][4] = {};  // (16, kBc): S, then the logits, then P~
-    multiplyTransposed<D, kBc, Row>(s, qStripe, ks, blk.lane);
+    multiplyTransposed<D, kBc, Row>(s, qStripe, k, blk.lane);
     toLogits<false>(s, blk, args.scale, i, c0);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -421,8 +459,8 @@ __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args
     }
     uint32_t p[kBc / 16][4];
     toA<kBc>(p, s);
-    multiply<kBc, D, Row>(o, p, vs, blk.lane);  // O += P~ V
-  }
+    multiply<kBc, D, Row>(o, p, v, blk.lane);  // O += P~ V
+  });
 
   // O = accumulator / l, the row's sum being its 4 lanes' shares, and the log-sum-exp.
 #pragma unroll
@@ -452,18 +490,6 @@ __global__ void __launch_bounds__(kThreads) rowDotKernel(const BackwardArgs args
   if (lane == 0) rowDot[rowIndex] = acc;
 }
 
-// Loads the lse and D_i of query rows [r0, r0 + kBr) (+inf and 0 past T: their P is then 0).
-__device__ void loadRowStats(float* lseTile, float* rowDotTile, const float* lseAll, const float* rowDotAll,
-                             const TileBlock& blk, int r0) {
-  const float* lse = blk.stats(lseAll);
-  const float* rowDot = blk.stats(rowDotAll);
-  for (int x = threadIdx.x; x < kBr; x += kThreads) {
-    const int i = r0 + x;
-    lseTile[x] = i < blk.T ? lse[i] : INFINITY;
-    rowDotTile[x] = i < blk.T ? rowDot[i] : 0.f;
-  }
-}
-
 // grid (ceil(T / kBc), H, B): one block per key tile; dK, dV summed over every query tile. Its
 // warps work transposed: S^T = K Q^T with the warp's 16 keys as rows, so that P~^T and dS^T are
 // the A operands of dV += P~^T dO and dK += dS^T Q.
@@ -477,11 +503,11 @@ __global__ void __launch_bounds__(kThreads)
 
   const TileBlock blk = tileBlock(args.shape, args.bias);  // its tile: keys [c0, c1)
   const FragmentLane& fl = blk.fl;
-  const int T = blk.T, c0 = blk.lo;
+  const int c0 = blk.lo;
   bf16 *kStripe = ks + blk.stripe * Row, *vStripe = vs + blk.stripe * Row;
 
-  loadRows<D>(ks, args.k, blk, c0);
-  loadRows<D>(vs, args.v, blk, c0);
+  copyRows<D>(ks, args.k, blk, c0);
+  copyRows<D>(vs, args.v, blk, c0);
 
   // This lane's two keys (rows of S^T) and their dropout group: keys j and j + 8 of one query are
   // words w and w + 2 of one draw (tile::dropoutGroup).
@@ -489,40 +515,40 @@ __global__ void __launch_bounds__(kThreads)
   const int group = tile::dropoutGroup(j[0]), word = tile::dropoutWord(j[0]);
   float dK[D / 8][4] = {}, dV[D / 8][4] = {};  // (16, D)
 
-  for (int r0 = 0; r0 < T; r0 += kBr) {
-    if (!blk.visits(tile::Walk::Queries, r0)) continue;
-    __syncthreads();  // every warp is done with the previous Q, dO and row statistics
-    loadRows<D>(qs, args.q, blk, r0);
-    loadRows<D>(dOs, args.dO, blk, r0);
-    loadRowStats(lses, rowDots, args.lse, rowDotAll, blk, r0);
-    __syncthreads();
-
+  auto load = [&](int r0, int buffer) {
+    copyRows<D>(qs + buffer * Ld<D>::tile, args.q, blk, r0);
+    copyRows<D>(dOs + buffer * Ld<D>::tile, args.dO, blk, r0);
+    copyRowStats(lses + buffer * Ld<D>::stat, rowDots + buffer * Ld<D>::stat, args.lse, rowDotAll, blk, r0);
+  };
+  pipelinedWalk(blk, tile::Walk::Queries, load, [&](int r0, int buffer) {
+    const bf16 *q = qs + buffer * Ld<D>::tile, *dO = dOs + buffer * Ld<D>::tile;
+    const float *lseOf = lses + buffer * Ld<D>::stat, *rowDotOf = rowDots + buffer * Ld<D>::stat;
     float pT[kBr / 8][4] = {}, dST[kBr / 8][4] = {};  // (16 keys, kBr queries): logits^T, dP~^T, then P~^T, dS^T
-    multiplyTransposed<D, kBr, Row>(pT, kStripe, qs, blk.lane);
+    multiplyTransposed<D, kBr, Row>(pT, kStripe, q, blk.lane);
     toLogits<true>(pT, blk, args.scale, j, r0);
-    multiplyTransposed<D, kBr, Row>(dST, vStripe, dOs, blk.lane);
+    multiplyTransposed<D, kBr, Row>(dST, vStripe, dO, blk.lane);
 #pragma unroll
     for (int n = 0; n < kBr / 8; ++n)
 #pragma unroll
       for (int c = 0; c < 2; ++c) {  // query column fl.column(n, c) of both rows
         const int q = fl.column(n, c), i = r0 + q;
-        const float lse = lses[q], rowDot = rowDots[q];
+        const float lse = lseOf[q], rowDot = rowDotOf[q];
         const uint32_t keep = tile::dropoutKeepGroup(args.seed, blk.batchHead, i, group, dv.threshold);
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const int e = 2 * r + c;
           const bool kept = (keep >> (word + 2 * r)) & 1u;
-          const float prob = __expf(pT[n][e] - lse);  // 0 where the logit is -inf or the query padding (lse +inf)
+          const float prob = __expf(pT[n][e] - lse);  // 0 where the logit is -inf (padding queries too)
           dST[n][e] = tile::scoreGrad(prob, dST[n][e], kept, dv.keepScale, rowDot);
           pT[n][e] = tile::afterDropout(prob, kept, dv.keepScale);
         }
       }
     uint32_t a[kBr / 16][4];
     toA<kBr>(a, pT);
-    multiply<kBr, D, Row>(dV, a, dOs, blk.lane);  // dV += P~^T dO
+    multiply<kBr, D, Row>(dV, a, dO, blk.lane);  // dV += P~^T dO
     toA<kBr>(a, dST);
-    multiply<kBr, D, Row>(dK, a, qs, blk.lane);  // dK += dS^T Q
-  }
+    multiply<kBr, D, Row>(dK, a, q, blk.lane);  // dK += dS^T Q
+  });
   storeStripe<D>(args.dk, dK, args.scale, kStripe, blk);
   storeStripe<D>(args.dv, dV, 1.f, vStripe, blk);
 }
@@ -545,28 +571,27 @@ __global__ void __launch_bounds__(kThreads)
   const int T = blk.T, r0 = blk.lo;
   bf16 *qStripe = qs + blk.stripe * Row, *dOStripe = dOs + blk.stripe * Row;
 
-  loadRows<D>(qs, args.q, blk, r0);
-  loadRows<D>(dOs, args.dO, blk, r0);
-  loadRowStats(lses, rowDots, args.lse, rowDotAll, blk, r0);
-  __syncthreads();
+  copyRows<D>(qs, args.q, blk, r0);
+  copyRows<D>(dOs, args.dO, blk, r0);
+  copyRowStats(lses, rowDots, args.lse, rowDotAll, blk, r0);
 
   const int i[2] = {blk.position(0), blk.position(1)};
-  float lse[2], rowDot[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) lse[r] = lses[i[r] - r0], rowDot[r] = rowDots[i[r] - r0];
   float dQ[D / 8][4] = {};  // (16, D)
   // This lane's cells, summed in a fixed order: sum dS * dbias/dparameter, and its share of its two
   // rows' RowTerms.
   tile::BiasGrads<double> grads;
   tile::RowTerm<float> rowTerm[2];
-  for (int c0 = 0; c0 < T; c0 += kBc) {
-    if (!blk.visits(tile::Walk::Keys, c0)) continue;
-    loadKeyTile<D>(ks, vs, args, blk, c0);
-
+  auto load = [&](int c0, int buffer) {
+    copyRows<D>(ks + buffer * Ld<D>::tile, args.k, blk, c0);
+    copyRows<D>(vs + buffer * Ld<D>::tile, args.v, blk, c0);
+  };
+  pipelinedWalk(blk, tile::Walk::Keys, load, [&](int c0, int buffer) {
+    const bf16 *k = ks + buffer * Ld<D>::tile, *v = vs + buffer * Ld<D>::tile;
+    const float lse[2] = {lses[i[0] - r0], lses[i[1] - r0]}, rowDot[2] = {rowDots[i[0] - r0], rowDots[i[1] - r0]};
     float dS[kBc / 8][4] = {}, dP[kBc / 8][4] = {};  // (16, kBc): S, then the logits, then dS; dP~
-    multiplyTransposed<D, kBc, Row>(dS, qStripe, ks, blk.lane);
+    multiplyTransposed<D, kBc, Row>(dS, qStripe, k, blk.lane);
     toLogits<false>(dS, blk, args.scale, i, c0);
-    multiplyTransposed<D, kBc, Row>(dP, dOStripe, vs, blk.lane);
+    multiplyTransposed<D, kBc, Row>(dP, dOStripe, v, blk.lane);
     tile::BiasGrads<float> tileGrads;
 #pragma unroll
     for (int r = 0; r < 2; ++r)
@@ -577,7 +602,7 @@ __global__ void __launch_bounds__(kThreads)
         for (int word = 0; word < 4; ++word) {
           const int n = 2 * m + (word >> 1), e = 2 * r + (word & 1), j = c0 + fl.column(n, e);
           const bool kept = (keep >> word) & 1u;
-          const float prob = __expf(dS[n][e] - lse[r]);  // 0 where the logit is -inf or the row padding (lse +inf)
+          const float prob = __expf(dS[n][e] - lse[r]);  // 0 where the logit is -inf (padding rows too)
           dS[n][e] = tile::scoreGrad(prob, dP[n][e], kept, dv.keepScale, rowDot[r]);
           if constexpr (kBiasGrads) {
             if (i[r] < T && j < T) {
@@ -591,8 +616,8 @@ __global__ void __launch_bounds__(kThreads)
     grads.past += tileGrads.past, grads.future += tileGrads.future, grads.first += tileGrads.first;
     uint32_t a[kBc / 16][4];
     toA<kBc>(a, dS);
-    multiply<kBc, D, Row>(dQ, a, ks, blk.lane);  // dQ += dS K
-  }
+    multiply<kBc, D, Row>(dQ, a, k, blk.lane);  // dQ += dS K
+  });
   storeStripe<D>(args.dq, dQ, args.scale, qStripe, blk);
 
   if constexpr (kBiasGrads) {
@@ -605,7 +630,7 @@ __global__ void __launch_bounds__(kThreads)
       row.weight.past = groupSum(rowTerm[r].weight.past);
       row.weight.future = groupSum(rowTerm[r].weight.future);
       row.weight.first = groupSum(rowTerm[r].weight.first);
-      if (fl.t == 0) tile::addRowCorrection(grads, row, rowDot[r]);
+      if (fl.t == 0) tile::addRowCorrection(grads, row, rowDots[i[r] - r0]);
     }
     grads.past = warpSum(grads.past), grads.future = warpSum(grads.future), grads.first = warpSum(grads.first);
     if (blk.lane == 0) {

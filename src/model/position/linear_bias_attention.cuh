@@ -77,9 +77,9 @@ struct BackwardArgs {
 const char* linearBiasAttentionCheck(const AttentionShape& shape, float dropout);
 
 // Why GPU `device` cannot run the kernels of head dimension D (a one-line reason), or nullptr: they
-// need compute capability 8.0+ (bf16 tensor cores: mma.sync and ldmatrix) and their largest tile
-// layout for D in shared memory (D = 128: about 69 KiB a block, D = 64: about 37 KiB; every GPU
-// of compute capability 8.0+ gives a block at least 99 KiB).
+// need compute capability 8.0+ (bf16 tensor cores: mma.sync, ldmatrix, cp.async) and their largest
+// tile layout for D in shared memory (D = 128: about 103 KiB a block, which the A100 and H100 give
+// and sm_86/89 GPUs do not; D = 64: about 55 KiB).
 const char* linearBiasAttentionDeviceCheck(int device, int D);
 
 // One kernel as compiled for this GPU (a profile's static part): registers per thread, shared
