@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cuda_emulation.h"
+#include "cuda_pipeline_primitives.h"
 #include "model/position/linear_bias_attention.cuh"
 #include "model/position/linear_bias_tile.h"
 #include "model/position/warp_mma.cuh"
@@ -367,6 +368,18 @@ __global__ void productKernel(const bf16* a, const bf16* b, float* ab, float* ab
     }
 }
 
+// Thread 0 copies a float into shared memory asynchronously and reads it before and after waiting.
+__global__ void unwaitedCopyKernel(const float* in, float* out) {
+  if (threadIdx.x != 0) return;
+  float* shared = reinterpret_cast<float*>(cuda_emulation::sharedMemory());
+  shared[0] = -1.f;
+  __pipeline_memcpy_async(shared, in, sizeof(float));
+  __pipeline_commit();
+  out[0] = shared[0];  // without waiting: either value is possible
+  __pipeline_wait_prior(0);
+  out[1] = shared[0];
+}
+
 __global__ void misalignedRowKernel() {
   uint32_t r[4];
   xtrap::cuda::mma::loadMatrices(r, reinterpret_cast<bf16*>(cuda_emulation::sharedMemory()) + 1);
@@ -393,10 +406,10 @@ std::vector<float> neighbours(cuda_emulation::Schedule schedule) {
 
 }  // namespace
 
-// What the kernel tests below rely on: a missing barrier changes the result between the two
-// schedules, a barrier nobody can pass or a misaligned ldmatrix row fails the launch, and the
-// emulated ldmatrix and mma.sync multiply matrices.
-TEST_CASE("the CUDA emulation finds missing barriers, deadlocks and misaligned rows", "[cuda_emulation]") {
+// What the kernel tests below rely on: a missing barrier or wait for an asynchronous copy changes
+// the result between the two schedules, a barrier nobody can pass or a misaligned ldmatrix row
+// fails the launch, and the emulated ldmatrix and mma.sync multiply matrices.
+TEST_CASE("the CUDA emulation finds missing barriers and waits, deadlocks and misaligned rows", "[cuda_emulation]") {
   using cuda_emulation::Schedule;
   std::vector<float> expected(64);
   for (int t = 0; t < 64; ++t) expected[size_t(t)] = float((t + 1) % 64 + 1);
@@ -412,6 +425,17 @@ TEST_CASE("the CUDA emulation finds missing barriers, deadlocks and misaligned r
   CHECK(cudaLaunchKernelEx(&warp, misalignedRowKernel) == cudaErrorLaunchFailure);
   CHECK(cuda_emulation::lastFault().find("16-byte aligned") != std::string::npos);
   cudaGetLastError();  // the launches' errors are this test's, not the next one's
+
+  // An asynchronous copy read before its wait: the old value under one schedule, the new under the other.
+  const float in = 7.f;
+  std::vector<float> out[2] = {{0.f, 0.f}, {0.f, 0.f}};
+  for (Schedule schedule : {Schedule::Ascending, Schedule::Descending}) {
+    cuda_emulation::setSchedule(schedule);
+    REQUIRE(cudaLaunchKernelEx(&warp, unwaitedCopyKernel, &in, out[int(schedule)].data()) == cudaSuccess);
+  }
+  cuda_emulation::setSchedule(Schedule::Ascending);
+  CHECK(out[int(Schedule::Ascending)] == std::vector<float>{-1.f, 7.f});
+  CHECK(out[int(Schedule::Descending)] == std::vector<float>{7.f, 7.f});
 }
 
 TEST_CASE("the emulated ldmatrix and mma.sync multiply two matrices", "[cuda_emulation]") {

@@ -55,8 +55,8 @@ struct Thread {
   jmp_buf resume;
   bool started = false;
   Wait wait = Wait::None;
-  unsigned exchangeParity = 0;  // which of its warp's two exchange rows its next collective uses
-  std::vector<AsyncCopy> openBatch;             // queued since its last __pipeline_commit
+  unsigned exchangeParity = 0;                 // which of its warp's two exchange rows its next collective uses
+  std::vector<AsyncCopy> openBatch;            // queued since its last __pipeline_commit
   std::deque<std::vector<AsyncCopy>> batches;  // committed, not yet waited for (oldest first)
 };
 
