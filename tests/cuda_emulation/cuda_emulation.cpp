@@ -245,6 +245,13 @@ T shuffleXor(unsigned mask, T value, int laneMask, int width) {
   return out;
 }
 
+// Whether [pointer, pointer + bytes) lies in the running launch's dynamic shared memory.
+bool inLaunchShared(const void* pointer, size_t bytes) {
+  const Runtime& r = runtime();
+  const auto address = reinterpret_cast<uintptr_t>(pointer), shared = reinterpret_cast<uintptr_t>(r.shared);
+  return r.shared != nullptr && address >= shared && address + bytes <= shared + r.launchSharedBytes;
+}
+
 float bf16Bits(uint32_t bits) { return __bfloat162float(__nv_bfloat16{uint16_t(bits)}); }
 uint32_t bitsOf(const __nv_bfloat16* element) { return element->bits; }
 
@@ -308,13 +315,10 @@ void multiplyAddM16N8K16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uin
 }
 
 void loadMatrices(uint32_t (&r)[4], const __nv_bfloat16* rowAddress, bool transposed) {
-  Runtime& rt = runtime();
-  const auto address = reinterpret_cast<uintptr_t>(rowAddress), shared = reinterpret_cast<uintptr_t>(rt.shared);
-  if (address % 16 != 0) fault("an ldmatrix row address is not 16-byte aligned");
-  if (rt.shared == nullptr || address < shared || address + 16 > shared + rt.launchSharedBytes)
-    fault("an ldmatrix row address is not in the launch's dynamic shared memory");
+  if (reinterpret_cast<uintptr_t>(rowAddress) % 16 != 0) fault("an ldmatrix row address is not 16-byte aligned");
+  if (!inLaunchShared(rowAddress, 16)) fault("an ldmatrix row address is not in the launch's dynamic shared memory");
   const auto& row = exchangeWithWarp(&rowAddress, sizeof rowAddress);
-  if (!rt.fault.empty()) {  // a bad address of any lane: read nothing
+  if (!runtime().fault.empty()) {  // a bad address of any lane: read nothing
     r[0] = r[1] = r[2] = r[3] = 0;
     __syncwarp();
     return;
@@ -398,13 +402,12 @@ double __shfl_xor_sync(unsigned mask, double value, int laneMask, int width) {
 void __pipeline_memcpy_async(void* dst, const void* src, size_t sizeAndAlign, size_t zfill) {
   using cuda_emulation::fault;
   auto& r = cuda_emulation::runtime();
-  const auto to = reinterpret_cast<uintptr_t>(dst), from = reinterpret_cast<uintptr_t>(src),
-             shared = reinterpret_cast<uintptr_t>(r.shared);
+  const auto to = reinterpret_cast<uintptr_t>(dst), from = reinterpret_cast<uintptr_t>(src);
   if ((sizeAndAlign != 4 && sizeAndAlign != 8 && sizeAndAlign != 16) || zfill > sizeAndAlign)
     return fault("an asynchronous copy of other than 4, 8 or 16 bytes");
   if (to % sizeAndAlign != 0 || from % sizeAndAlign != 0)
     return fault("an asynchronous copy's pointers are not aligned to its size");
-  if (r.shared == nullptr || to < shared || to + sizeAndAlign > shared + r.launchSharedBytes)
+  if (!cuda_emulation::inLaunchShared(dst, sizeAndAlign))
     return fault("an asynchronous copy's destination is not in the launch's dynamic shared memory");
   const cuda_emulation::AsyncCopy copy{static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src),
                                        sizeAndAlign, zfill};
