@@ -122,11 +122,8 @@ struct Derived {
 
 // ---- small device helpers ----
 
-__device__ __forceinline__ float warpSum(float x) {
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
-__device__ __forceinline__ double warpSum(double x) {
+template <typename F>  // float or double
+__device__ __forceinline__ F warpSum(F x) {
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
   return x;
 }
@@ -378,7 +375,7 @@ __device__ __forceinline__ uint32_t groupKeep(uint64_t seed, const Derived& dv, 
 // slice of `view` (rows past T left out). Staged through `stage`, the warp's own 16 rows of a
 // shared tile that no other warp reads, then written 16 bytes at a time.
 template <int D>
-__device__ void storeStripe(const HeadsView& view, float (&acc)[D / 8][4], float factor, bf16* stage,
+__device__ void storeStripe(const HeadsView& view, const float (&acc)[D / 8][4], float factor, bf16* stage,
                             const TileBlock& blk) {
   const FragmentLane& fl = blk.fl;
   // The stage's rows were last read by this warp's ldmatrix, which all 32 lanes execute together:
