@@ -337,7 +337,6 @@ __device__ __forceinline__ void pipelinedWalk(const TileBlock& blk, tile::Walk w
 template <bool kTransposed>
 __device__ __forceinline__ void toLogits(float (&s)[kBc / 8][4], const TileBlock& blk, float scale,
                                          const int (&rows)[2], int t0) {
-  static_assert(kBr == kBc, "one tile width for both walks");
   const tile::LinearTile lt = blk.linearTile(kTransposed ? tile::Walk::Queries : tile::Walk::Keys, t0);
   constexpr float kSign = kTransposed ? -1.f : 1.f;  // j - i = kSign (column - row)
   if (lt.linear) {
