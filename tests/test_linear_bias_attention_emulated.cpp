@@ -7,10 +7,11 @@
 //   j = i: 0; with a first-token bias, every pair touching position 0 gets firstTokenBias[h] instead.
 // For every variant, D in {64, 128}, T across tile boundaries (1, 7, 64, 65, 130): the output,
 // log-sum-exp, dq, dk, dv, and the slope and first-token-bias gradients (of every variant at D 128,
-// the fixed-slope ones as if learned: both backward instances run); dropout's mask the same in the
-// backward as in the forward. Every case runs under both of the emulation's extreme schedules
+// the fixed-slope ones as if learned); dropout's mask the same in the backward as in the forward.
+// Every kernel instance runs: D 64 and 128, with and without dropout, with and without bias
+// gradients. Every case runs under both of the emulation's extreme schedules
 // and must give bit-identical results: a difference is a missing barrier (a race on the GPU).
-// What this cannot show (speed, the GPU's memory model, __expf's rounding) is the gpu-labelled
+// What this cannot show (speed, the GPU's memory model, ex2.approx's rounding) is the gpu-labelled
 // fused_attention_checks' job on the GPU machine.
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -467,16 +468,20 @@ TEST_CASE("fused ALiBi attention kernels (CPU emulation): every variant, tail ti
 }
 
 // Here every variant asks for slope gradients too (the fixed-slope ones as if learned): the kernel's
-// path with bias gradients on causal, shifted and one-sided (blocked) cells.
+// path with bias gradients on causal, shifted and one-sided (blocked) cells. And one without.
 TEST_CASE("fused ALiBi attention kernels (CPU emulation): every variant with slope gradients, D 128",
           "[cuda_emulation]") {
   for (const Variant& v : variants(2)) check({{1, 2, 70, 128}, v, 0.f, 0x2468'ace0ULL, true});
+  check({{1, 2, 70, 128}, variants(2)[1], 0.f, 0x2468'ace0ULL, false});
 }
 
 TEST_CASE("fused ALiBi attention kernels (CPU emulation): dropout's mask is the same in the backward",
           "[cuda_emulation]") {
   const std::vector<Variant> all = variants(2);
-  for (const Variant& v : {all[0], all[5]}) check({{2, 2, 100, 64}, v, 0.25f, 0x9e37'79b9ULL, learnsSlopes(v)});
+  for (const Variant& v : {all[0], all[5]}) {
+    check({{2, 2, 100, 64}, v, 0.25f, 0x9e37'79b9ULL, learnsSlopes(v)});
+    check({{1, 2, 70, 128}, v, 0.25f, 0x9e37'79b9ULL, learnsSlopes(v)});
+  }
 }
 
 TEST_CASE("fused ALiBi attention kernels (CPU emulation): launch checks", "[cuda_emulation]") {

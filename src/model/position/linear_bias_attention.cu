@@ -40,9 +40,14 @@
 // the 4 keys one lane holds in two adjacent fragments: the forward and queryGrad draw once per 4
 // cells, keyGrad (transposed) once per 2.
 //
-// What would make it faster (correctness and clarity first here): exp2 with log2(e) folded into
-// the scale, a single backward pass with ordered dQ accumulation (FlashAttention-2's deterministic
-// mode), and on H100 TMA loads and warpgroup wgmma (FA3).
+// Per cell, the kernels work in base 2 (log2(e) folded into the scale and the bias, as
+// FlashAttention-2 does): each exponential is one ex2 instruction. Each kernel is instantiated with
+// and without dropout, so evaluation and dropout-free training carry no per-cell dropout work.
+//
+// What would make it faster (correctness and clarity first here): a single backward pass with
+// ordered dQ accumulation (FlashAttention-2's deterministic mode), 32 rows per warp (B fragments
+// read once for two A fragments: half the shared-memory reads per product), and on H100 TMA loads
+// and warpgroup wgmma (FA3).
 #include <cuda_bf16.h>
 #include <cuda_pipeline_primitives.h>
 #include <cuda_runtime.h>
@@ -119,6 +124,25 @@ struct Derived {
   float keepScale = 1.f;   // 1 / (1 - p)
   int qTiles = 0;          // ceil(T / kBr)
 };
+
+// Dropout as one kernel instance applies it. The kernels are instantiated with and without it
+// (kDropout: threshold > 0); without it (evaluation, training with p = 0) every cell is kept
+// with scale 1, constants the compiler folds: no draw, test or multiply per cell is left.
+template <bool kDropout>
+__device__ __forceinline__ float keepScale(const Derived& dv) {
+  return kDropout ? dv.keepScale : 1.f;
+}
+// tile::dropoutKeepGroup: bit w keeps word w of the group.
+template <bool kDropout>
+__device__ __forceinline__ uint32_t keepGroup(uint64_t seed, const Derived& dv, uint32_t batchHead, int i, int group) {
+  return kDropout ? tile::dropoutKeepGroup(seed, batchHead, i, group, dv.threshold) : 0xfu;
+}
+
+// The kernels hold logits in base 2, log2(e) (scale q.k + bias), so that every exponential is
+// one exp2f: a single ex2.approx.ftz instruction (CMakeLists compiles this file with -ftz=true),
+// where __expf is a multiply by log2(e) and an ex2.approx whose denormal handling adds more.
+// The saved log-sum-exp stays in natural log (the API's).
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 
 // ---- small device helpers ----
 
@@ -330,16 +354,19 @@ __device__ __forceinline__ void pipelinedWalk(const TileBlock& blk, tile::Walk w
   }
 }
 
-// The logits of this lane's cells of its warp's (16, 64) tile from their dot products, in place: rows
-// at positions rows[0] and rows[1] (FragmentLane), columns at t0 + column(n, e). Queries by keys, or
-// with kTransposed keys by queries (keyGrad's S^T). On a linear tile (tile::linearTile: most pairs
-// of a long sequence) two FMAs per cell, with j - i exact in fp32 (positions below 2^24).
+// The base-2 logits (kLog2e) of this lane's cells of its warp's (16, 64) tile from their dot
+// products, in place: rows at positions rows[0] and rows[1] (FragmentLane), columns at
+// t0 + column(n, e). Queries by keys, or with kTransposed keys by queries (keyGrad's S^T). On a
+// linear tile (tile::linearTile: most pairs of a long sequence) two FMAs per cell, with j - i
+// exact in fp32 (positions below 2^24).
 template <bool kTransposed>
 __device__ __forceinline__ void toLogits(float (&s)[kBc / 8][4], const TileBlock& blk, float scale,
                                          const int (&rows)[2], int t0) {
   const tile::LinearTile lt = blk.linearTile(kTransposed ? tile::Walk::Queries : tile::Walk::Keys, t0);
-  constexpr float kSign = kTransposed ? -1.f : 1.f;  // j - i = kSign (column - row)
   if (lt.linear) {
+    // bias = slope (j - i) + offset with j - i = kSign (column - row), all in base 2.
+    const float scale2 = scale * kLog2e, slope2 = (kTransposed ? -kLog2e : kLog2e) * lt.slope,
+                offset2 = kLog2e * lt.offset;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float first = float(t0 + 2 * blk.fl.t - rows[r]);  // column - row of the row's first cell here
@@ -348,7 +375,7 @@ __device__ __forceinline__ void toLogits(float (&s)[kBc / 8][4], const TileBlock
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
           float& x = s[n][2 * r + c];
-          x = fmaf(x, scale, fmaf(lt.slope, kSign * (first + float(8 * n + c)), lt.offset));
+          x = fmaf(x, scale2, fmaf(slope2, first + float(8 * n + c), offset2));
         }
     }
     return;
@@ -358,16 +385,17 @@ __device__ __forceinline__ void toLogits(float (&s)[kBc / 8][4], const TileBlock
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int row = rows[e >> 1], column = t0 + blk.fl.column(n, e);
-      s[n][e] = kTransposed ? tile::logit(blk.hb, s[n][e], scale, column, row, blk.T)
-                            : tile::logit(blk.hb, s[n][e], scale, row, column, blk.T);
+      s[n][e] = kLog2e * (kTransposed ? tile::logit(blk.hb, s[n][e], scale, column, row, blk.T)
+                                      : tile::logit(blk.hb, s[n][e], scale, row, column, blk.T));
     }
 }
 
 // Dropout's keep bits of this lane's 4 keys of row i in fragments 2m and 2m + 1 of a (16, kBc) tile
 // of keys from c0, one group (tile::dropoutGroup): bit w for element [2m + w / 2][2r + w % 2].
+template <bool kDropout>
 __device__ __forceinline__ uint32_t groupKeep(uint64_t seed, const Derived& dv, const TileBlock& blk, int i, int c0,
                                               int m) {
-  return tile::dropoutKeepGroup(seed, blk.batchHead, i, tile::dropoutGroup(c0 + 16 * m) + blk.fl.t, dv.threshold);
+  return keepGroup<kDropout>(seed, dv, blk.batchHead, i, tile::dropoutGroup(c0 + 16 * m) + blk.fl.t);
 }
 
 // This warp's 16 rows of a (16, D) fp32 accumulator, times factor, as bf16 rows of this head's
@@ -400,7 +428,7 @@ __device__ void storeStripe(const HeadsView& view, const float (&acc)[D / 8][4],
 // ---- forward ----
 
 // grid (ceil(T / kBr), H, B). Writes O (B, H, T, D) and lse (B, H, T).
-template <int D>
+template <int D, bool kDropout>
 __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args, const Derived dv) {
   using S = ForwardSmem<D>;
   bf16 *qs = smemAt<bf16>(S::q), *ks = smemAt<bf16>(S::k), *vs = smemAt<bf16>(S::v);
@@ -413,8 +441,8 @@ __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args
 
   copyRows<D>(qs, args.q, blk, r0);
 
-  // This lane's two rows: their running max (the same in the row's 4 lanes) and this lane's
-  // share of their running sum and of their O.
+  // This lane's two rows: their running max (base 2, the same in the row's 4 lanes) and this
+  // lane's share of their running sum and of their O.
   const int i[2] = {blk.position(0), blk.position(1)};
   float rowMax[2] = {-INFINITY, -INFINITY}, rowSum[2] = {0.f, 0.f};
   float o[D / 8][4] = {};  // (16, D)
@@ -425,7 +453,7 @@ __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args
   };
   pipelinedWalk(blk, tile::Walk::Keys, load, [&](int c0, int buffer) {
     const bf16 *k = ks + buffer * Ld<D>::tile, *v = vs + buffer * Ld<D>::tile;
-    float s[kBc / 8][4] = {};  // (16, kBc): S, then the logits, then P~
+    float s[kBc / 8][4] = {};  // (16, kBc): S, then the base-2 logits, then P~
     multiplyTransposed<D, kBc, Row>(s, qStripe, k, blk.lane);
     toLogits<false>(s, blk, args.scale, i, c0);
 #pragma unroll
@@ -434,19 +462,20 @@ __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args
 #pragma unroll
       for (int n = 0; n < kBc / 8; ++n) tileMax = fmaxf(tileMax, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
       const float newMax = fmaxf(rowMax[r], groupMax(tileMax));
-      // A row with no finite logit yet (padding rows past T) adds nothing and rescales nothing.
-      const bool empty = newMax == -INFINITY;
-      const float alpha = empty ? 1.f : __expf(rowMax[r] - newMax);
+      // A row with no finite logit yet (padding rows past T) subtracts 0 instead of -inf: its P
+      // and its rescaling factor are exp2(-inf) = 0, and its sum and O stay 0.
+      const float base = newMax == -INFINITY ? 0.f : newMax;
+      const float alpha = exp2f(rowMax[r] - base);
       float tileSum = 0.f;
 #pragma unroll
       for (int m = 0; m < kBc / 16; ++m) {  // fragments 2m, 2m + 1: one dropout group per lane
-        const uint32_t keep = groupKeep(args.seed, dv, blk, i[r], c0, m);
+        const uint32_t keep = groupKeep<kDropout>(args.seed, dv, blk, i[r], c0, m);
 #pragma unroll
         for (int word = 0; word < 4; ++word) {
           float& x = s[2 * m + (word >> 1)][2 * r + (word & 1)];
-          const float p = empty ? 0.f : __expf(x - newMax);
+          const float p = exp2f(x - base);
           tileSum += p;  // the sum before dropout
-          x = tile::afterDropout(p, (keep >> word) & 1u, dv.keepScale);
+          x = tile::afterDropout(p, (keep >> word) & 1u, keepScale<kDropout>(dv));
         }
       }
       rowSum[r] = rowSum[r] * alpha + tileSum;
@@ -464,7 +493,7 @@ __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args
     const float l = groupSum(rowSum[r]);
     const bool empty = !(l > 0.f);  // cannot happen for i < T: the diagonal is never blocked
     scaleRow<D>(o, r, empty ? 0.f : 1.f / l);
-    if (fl.t == 0 && i[r] < T) blk.stats(args.lse)[i[r]] = empty ? INFINITY : rowMax[r] + logf(l);
+    if (fl.t == 0 && i[r] < T) blk.stats(args.lse)[i[r]] = empty ? INFINITY : fmaf(rowMax[r], kLn2, logf(l));
   }
   storeStripe<D>(args.o, o, 1.f, qStripe, blk);
 }
@@ -489,7 +518,7 @@ __global__ void __launch_bounds__(kThreads) rowDotKernel(const BackwardArgs args
 // grid (ceil(T / kBc), H, B): one block per key tile; dK, dV summed over every query tile. Its
 // warps work transposed: S^T = K Q^T with the warp's 16 keys as rows, so that P~^T and dS^T are
 // the A operands of dV += P~^T dO and dK += dS^T Q.
-template <int D>
+template <int D, bool kDropout>
 __global__ void __launch_bounds__(kThreads)
     keyGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll) {
   using S = KeyGradSmem<D>;
@@ -519,7 +548,7 @@ __global__ void __launch_bounds__(kThreads)
   pipelinedWalk(blk, tile::Walk::Queries, load, [&](int r0, int buffer) {
     const bf16 *q = qs + buffer * Ld<D>::tile, *dO = dOs + buffer * Ld<D>::tile;
     const float *lseOf = lses + buffer * Ld<D>::stat, *rowDotOf = rowDots + buffer * Ld<D>::stat;
-    float pT[kBr / 8][4] = {}, dST[kBr / 8][4] = {};  // (16 keys, kBr queries): logits^T, dP~^T, then P~^T, dS^T
+    float pT[kBr / 8][4] = {}, dST[kBr / 8][4] = {};  // (16 keys, kBr queries): base-2 logits^T, dP~^T, then P~^T, dS^T
     multiplyTransposed<D, kBr, Row>(pT, kStripe, q, blk.lane);
     toLogits<true>(pT, blk, args.scale, j, r0);
     multiplyTransposed<D, kBr, Row>(dST, vStripe, dO, blk.lane);
@@ -528,15 +557,15 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int c = 0; c < 2; ++c) {  // query column fl.column(n, c) of both rows
         const int q = fl.column(n, c), i = r0 + q;
-        const float lse = lseOf[q], rowDot = rowDotOf[q];
-        const uint32_t keep = tile::dropoutKeepGroup(args.seed, blk.batchHead, i, group, dv.threshold);
+        const float lse2 = kLog2e * lseOf[q], rowDot = rowDotOf[q];
+        const uint32_t keep = keepGroup<kDropout>(args.seed, dv, blk.batchHead, i, group);
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const int e = 2 * r + c;
           const bool kept = (keep >> (word + 2 * r)) & 1u;
-          const float prob = __expf(pT[n][e] - lse);  // 0 where the logit is -inf (padding queries too)
-          dST[n][e] = tile::scoreGrad(prob, dST[n][e], kept, dv.keepScale, rowDot);
-          pT[n][e] = tile::afterDropout(prob, kept, dv.keepScale);
+          const float prob = exp2f(pT[n][e] - lse2);  // 0 where the logit is -inf (padding queries too)
+          dST[n][e] = tile::scoreGrad(prob, dST[n][e], kept, keepScale<kDropout>(dv), rowDot);
+          pT[n][e] = tile::afterDropout(prob, kept, keepScale<kDropout>(dv));
         }
       }
     uint32_t a[kBr / 16][4];
@@ -553,7 +582,7 @@ __global__ void __launch_bounds__(kThreads)
 // kBiasGrads this block's share of the bias gradients written to
 // partials[(b * H + h) * qTiles + tile][3]. kBiasGrads is a template parameter so that the
 // fixed-slope backward compiles without the per-cell bias bookkeeping.
-template <int D, bool kBiasGrads>
+template <int D, bool kBiasGrads, bool kDropout>
 __global__ void __launch_bounds__(kThreads)
     queryGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll, double* partials) {
   using S = QueryGradSmem<D>;
@@ -583,8 +612,9 @@ __global__ void __launch_bounds__(kThreads)
   };
   pipelinedWalk(blk, tile::Walk::Keys, load, [&](int c0, int buffer) {
     const bf16 *k = ks + buffer * Ld<D>::tile, *v = vs + buffer * Ld<D>::tile;
-    const float lse[2] = {lses[i[0] - r0], lses[i[1] - r0]}, rowDot[2] = {rowDots[i[0] - r0], rowDots[i[1] - r0]};
-    float dS[kBc / 8][4] = {}, dP[kBc / 8][4] = {};  // (16, kBc): S, then the logits, then dS; dP~
+    const float lse2[2] = {kLog2e * lses[i[0] - r0], kLog2e * lses[i[1] - r0]};
+    const float rowDot[2] = {rowDots[i[0] - r0], rowDots[i[1] - r0]};
+    float dS[kBc / 8][4] = {}, dP[kBc / 8][4] = {};  // (16, kBc): S, then the base-2 logits, then dS; dP~
     multiplyTransposed<D, kBc, Row>(dS, qStripe, k, blk.lane);
     toLogits<false>(dS, blk, args.scale, i, c0);
     multiplyTransposed<D, kBc, Row>(dP, dOStripe, v, blk.lane);
@@ -593,18 +623,18 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < 2; ++r)
 #pragma unroll
       for (int m = 0; m < kBc / 16; ++m) {  // fragments 2m, 2m + 1: one dropout group per lane
-        const uint32_t keep = groupKeep(args.seed, dv, blk, i[r], c0, m);
+        const uint32_t keep = groupKeep<kDropout>(args.seed, dv, blk, i[r], c0, m);
 #pragma unroll
         for (int word = 0; word < 4; ++word) {
           const int n = 2 * m + (word >> 1), e = 2 * r + (word & 1), j = c0 + fl.column(n, e);
           const bool kept = (keep >> word) & 1u;
-          const float prob = __expf(dS[n][e] - lse[r]);  // 0 where the logit is -inf (padding rows too)
-          dS[n][e] = tile::scoreGrad(prob, dP[n][e], kept, dv.keepScale, rowDot[r]);
+          const float prob = exp2f(dS[n][e] - lse2[r]);  // 0 where the logit is -inf (padding rows too)
+          dS[n][e] = tile::scoreGrad(prob, dP[n][e], kept, keepScale<kDropout>(dv), rowDot[r]);
           if constexpr (kBiasGrads) {
             if (i[r] < T && j < T) {
               const tile::BiasCell cell = tile::biasCell(blk.hb, i[r], j);
               tileGrads.add(cell, dS[n][e]);
-              rowTerm[r].add(cell, prob, tile::afterDropout(dP[n][e], kept, dv.keepScale));
+              rowTerm[r].add(cell, prob, tile::afterDropout(dP[n][e], kept, keepScale<kDropout>(dv)));
             }
           }
         }
@@ -693,9 +723,10 @@ cudaError_t allowSharedMemory(Kernel kernel, size_t bytes) {
 template <int D>
 cudaError_t forward(const ForwardArgs& args, cudaStream_t stream) {
   const Derived dv = derive(args.shape, args.dropout);
+  const auto kernel = dv.threshold > 0 ? forwardKernel<D, true> : forwardKernel<D, false>;
   const size_t bytes = ForwardSmem<D>::bytes;
-  if (cudaError_t e = allowSharedMemory(forwardKernel<D>, bytes); e != cudaSuccess) return e;
-  return launch(forwardKernel<D>, dim3(dv.qTiles, args.shape.H, args.shape.B), bytes, stream, args, dv);
+  if (cudaError_t e = allowSharedMemory(kernel, bytes); e != cudaSuccess) return e;
+  return launch(kernel, dim3(dv.qTiles, args.shape.H, args.shape.B), bytes, stream, args, dv);
 }
 
 // Workspace: rowDot (B, H, T) fp32, then the bias-gradient partials (B, H, qTiles, 3) fp64.
@@ -718,19 +749,17 @@ cudaError_t backward(const BackwardArgs& args, void* workspace, cudaStream_t str
       e != cudaSuccess)
     return e;
 
+  const bool dropout = dv.threshold > 0;
+  const auto keyGrad = dropout ? keyGradKernel<D, true> : keyGradKernel<D, false>;
+  const auto queryGrad = biasGrads ? (dropout ? queryGradKernel<D, true, true> : queryGradKernel<D, true, false>)
+                                   : (dropout ? queryGradKernel<D, false, true> : queryGradKernel<D, false, false>);
   const size_t keyBytes = KeyGradSmem<D>::bytes, queryBytes = QueryGradSmem<D>::bytes;
-  if (cudaError_t e = allowSharedMemory(keyGradKernel<D>, keyBytes); e != cudaSuccess) return e;
-  if (cudaError_t e = biasGrads ? allowSharedMemory(queryGradKernel<D, true>, queryBytes)
-                                : allowSharedMemory(queryGradKernel<D, false>, queryBytes);
+  if (cudaError_t e = allowSharedMemory(keyGrad, keyBytes); e != cudaSuccess) return e;
+  if (cudaError_t e = allowSharedMemory(queryGrad, queryBytes); e != cudaSuccess) return e;
+  if (cudaError_t e = launch(keyGrad, dim3(ceilDiv(s.T, kBc), s.H, s.B), keyBytes, stream, args, dv, rowDot);
       e != cudaSuccess)
     return e;
-  if (cudaError_t e = launch(keyGradKernel<D>, dim3(ceilDiv(s.T, kBc), s.H, s.B), keyBytes, stream, args, dv, rowDot);
-      e != cudaSuccess)
-    return e;
-  const dim3 queryGrid(dv.qTiles, s.H, s.B);
-  if (cudaError_t e =
-          biasGrads ? launch(queryGradKernel<D, true>, queryGrid, queryBytes, stream, args, dv, rowDot, partials)
-                    : launch(queryGradKernel<D, false>, queryGrid, queryBytes, stream, args, dv, rowDot, partials);
+  if (cudaError_t e = launch(queryGrad, dim3(dv.qTiles, s.H, s.B), queryBytes, stream, args, dv, rowDot, partials);
       e != cudaSuccess)
     return e;
   if (!biasGrads) return cudaSuccess;
@@ -754,13 +783,15 @@ cudaError_t factsOf(Kernel kernel, const char* name, size_t dynamicBytes, Kernel
 
 template <int D>
 cudaError_t kernelFacts(KernelFacts* facts) {
-  if (cudaError_t e = factsOf(forwardKernel<D>, "forward", ForwardSmem<D>::bytes, facts[0]); e != cudaSuccess) return e;
+  if (cudaError_t e = factsOf(forwardKernel<D, false>, "forward", ForwardSmem<D>::bytes, facts[0]); e != cudaSuccess)
+    return e;
   if (cudaError_t e = factsOf(rowDotKernel<D>, "rowDot", 0, facts[1]); e != cudaSuccess) return e;
-  if (cudaError_t e = factsOf(keyGradKernel<D>, "keyGrad", KeyGradSmem<D>::bytes, facts[2]); e != cudaSuccess) return e;
-  if (cudaError_t e = factsOf(queryGradKernel<D, false>, "queryGrad", QueryGradSmem<D>::bytes, facts[3]);
+  if (cudaError_t e = factsOf(keyGradKernel<D, false>, "keyGrad", KeyGradSmem<D>::bytes, facts[2]); e != cudaSuccess)
+    return e;
+  if (cudaError_t e = factsOf(queryGradKernel<D, false, false>, "queryGrad", QueryGradSmem<D>::bytes, facts[3]);
       e != cudaSuccess)
     return e;
-  return factsOf(queryGradKernel<D, true>, "queryGrad+bias", QueryGradSmem<D>::bytes, facts[4]);
+  return factsOf(queryGradKernel<D, true, false>, "queryGrad+bias", QueryGradSmem<D>::bytes, facts[4]);
 }
 
 cudaError_t zeroBiasGrads(const BackwardArgs& args, cudaStream_t stream) {

@@ -91,7 +91,8 @@ struct KernelFacts {
   int blocksPerSm = 0;
 };
 constexpr int kKernelFactsCount = 5;  // forward, rowDot, keyGrad, queryGrad without and with bias gradients
-// Fills facts[0..kKernelFactsCount) for head dimension D (64 or 128) on the current device.
+// Fills facts[0..kKernelFactsCount) for head dimension D (64 or 128) on the current device: the
+// instances without dropout, which the benchmark and evaluation run.
 cudaError_t linearBiasAttentionKernelFacts(int D, KernelFacts* facts);
 
 cudaError_t linearBiasAttentionForward(const ForwardArgs& args, cudaStream_t stream);
