@@ -293,9 +293,11 @@ double relativeMaxDiff(const std::vector<double>& reference, const std::vector<d
 }
 
 // The GPU test's tolerances: bf16 keeps 8 significant bits; the kernels round P and dS to bf16 for
-// their matmuls and round their outputs once (2e-2 of the largest element, absolute below 1e-3);
-// the bias gradients sum fp32 dS in fp64 (1e-2 of the largest head's, absolute below 1e-2). The
-// log-sum-exp is fp32 throughout: 1e-4.
+// their matmuls and round their outputs once (2e-2 of the largest element, absolute below 1e-3).
+// The log-sum-exp is fp32 throughout: 1e-4. The bias gradients are fp32 dS summed in fp64 and
+// corrected for the rounding of D_i (tile::RowTerm): here they come within 4e-6 of the largest
+// head's (absolute below 1e-2), so they are held to 1e-4, which a wrong sign in the correction's
+// weights (1e-3 off) fails; the GPU test keeps the issue's 1e-2.
 void compare(const Problem& p, const Inputs& in, const Result& got) {
   const Result want = reference(p, in);
   CHECK(relativeMaxDiff(want.o, got.o, 1e-3) <= 2e-2);
@@ -304,10 +306,10 @@ void compare(const Problem& p, const Inputs& in, const Result& got) {
   CHECK(relativeMaxDiff(want.dk, got.dk, 1e-3) <= 2e-2);
   CHECK(relativeMaxDiff(want.dv, got.dv, 1e-3) <= 2e-2);
   if (!got.dPast.empty()) {
-    CHECK(relativeMaxDiff(want.dPast, got.dPast, 1e-2) <= 1e-2);
-    CHECK(relativeMaxDiff(want.dFuture, got.dFuture, 1e-2) <= 1e-2);
+    CHECK(relativeMaxDiff(want.dPast, got.dPast, 1e-2) <= 1e-4);
+    CHECK(relativeMaxDiff(want.dFuture, got.dFuture, 1e-2) <= 1e-4);
   }
-  if (!got.dFirst.empty()) CHECK(relativeMaxDiff(want.dFirst, got.dFirst, 1e-2) <= 1e-2);
+  if (!got.dFirst.empty()) CHECK(relativeMaxDiff(want.dFirst, got.dFirst, 1e-2) <= 1e-4);
 }
 
 // Runs p under both schedules, requires bit-identical results, and compares with the reference.
@@ -473,6 +475,14 @@ TEST_CASE("fused ALiBi attention kernels (CPU emulation): every variant with slo
           "[cuda_emulation]") {
   for (const Variant& v : variants(2)) check({{1, 2, 70, 128}, v, 0.f, 0x2468'ace0ULL, true});
   check({{1, 2, 70, 128}, variants(2)[1], 0.f, 0x2468'ace0ULL, false});
+}
+
+// T 200 has pairs of whole tiles off the diagonal away from row and column 0 (64-127 by 128-191
+// and back): linear tiles (tile::linearTile) for every variant, bialibi's too, whose logits and
+// bias gradients take the kernels' linear path.
+TEST_CASE("fused ALiBi attention kernels (CPU emulation): every variant with slope gradients on linear tiles, D 64",
+          "[cuda_emulation]") {
+  for (const Variant& v : variants(2)) check({{1, 2, 200, 64}, v, 0.f, 0x1357'9bdfULL, true});
 }
 
 TEST_CASE("fused ALiBi attention kernels (CPU emulation): dropout's mask is the same in the backward",

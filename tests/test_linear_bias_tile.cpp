@@ -184,7 +184,9 @@ TEST_CASE("tile classification and the tiles a block visits against brute force,
   CHECK(seen[int(TileClass::Mixed)] > 0);
 }
 
-TEST_CASE("linear tiles: exactly the tiles of one open Past or Future term, their bias slope (j - i) + offset") {
+TEST_CASE(
+    "linear tiles: exactly the tiles of one open Past or Future term, their bias slope (j - i) + offset, their "
+    "distance distanceSign (j - i) - distanceShift") {
   int linear = 0, general = 0;
   for (const auto& [name, spec] : allSpecs())
     for (int64_t h = 0; h < spec.heads(); ++h) {
@@ -206,14 +208,25 @@ TEST_CASE("linear tiles: exactly the tiles of one open Past or Future term, thei
               REQUIRE(lt.linear == (past || future));
               (lt.linear ? linear : general) += 1;
               if (!lt.linear) continue;
-              double worst = 0;
+              CHECK(lt.term == (past ? BiasTerm::Past : BiasTerm::Future));
+              double worst = 0, worstDistance = 0;
+              bool sameAsCell = true;
               for (int i = r0; i < r0 + size; ++i)
                 for (int j = c0; j < c0 + size; ++j) {
                   const double expected = spec.bias(h, i, j, firstTokenBiasOf(h));
                   const double got = double(lt.slope) * (j - i) + double(lt.offset);
                   worst = std::max(worst, std::abs(got - expected) / std::max(1.0, std::abs(expected)));
+                  // The distance of the spec's formula, i - j for Past and j - i - shift for Future, and
+                  // exactly biasCell's (in float, as the kernels compute both).
+                  const double distance = past ? i - j : j - i - double(spec.futureShift);
+                  const float gotDistance = std::fma(lt.distanceSign, float(j - i), -lt.distanceShift);
+                  worstDistance = std::max(
+                      worstDistance, std::abs(double(gotDistance) - distance) / std::max(1.0, std::abs(distance)));
+                  sameAsCell = sameAsCell && gotDistance == tile::biasCell(hb, i, j).distance;
                 }
               CHECK(worst < 1e-6);
+              CHECK(worstDistance < 1e-6);
+              CHECK(sameAsCell);
             }
     }
   CHECK(linear > 0);

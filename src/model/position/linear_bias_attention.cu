@@ -356,13 +356,12 @@ __device__ __forceinline__ void pipelinedWalk(const TileBlock& blk, tile::Walk w
 
 // The base-2 logits (kLog2e) of this lane's cells of its warp's (16, 64) tile from their dot
 // products, in place: rows at positions rows[0] and rows[1] (FragmentLane), columns at
-// t0 + column(n, e). Queries by keys, or with kTransposed keys by queries (keyGrad's S^T). On a
-// linear tile (tile::linearTile: most pairs of a long sequence) two FMAs per cell, with j - i
-// exact in fp32 (positions below 2^24).
+// t0 + column(n, e). Queries by keys, or with kTransposed keys by queries (keyGrad's S^T). lt is
+// the pair's blk.linearTile: on a linear tile (most pairs of a long sequence) two FMAs per cell,
+// with j - i exact in fp32 (positions below 2^24).
 template <bool kTransposed>
-__device__ __forceinline__ void toLogits(float (&s)[kBc / 8][4], const TileBlock& blk, float scale,
-                                         const int (&rows)[2], int t0) {
-  const tile::LinearTile lt = blk.linearTile(kTransposed ? tile::Walk::Queries : tile::Walk::Keys, t0);
+__device__ __forceinline__ void toLogits(float (&s)[kBc / 8][4], const TileBlock& blk, const tile::LinearTile& lt,
+                                         float scale, const int (&rows)[2], int t0) {
   if (lt.linear) {
     // bias = slope (j - i) + offset with j - i = kSign (column - row), all in base 2.
     const float scale2 = scale * kLog2e, slope2 = (kTransposed ? -kLog2e : kLog2e) * lt.slope,
@@ -455,7 +454,7 @@ __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args
     const bf16 *k = ks + buffer * Ld<D>::tile, *v = vs + buffer * Ld<D>::tile;
     float s[kBc / 8][4] = {};  // (16, kBc): S, then the base-2 logits, then P~
     multiplyTransposed<D, kBc, Row>(s, qStripe, k, blk.lane);
-    toLogits<false>(s, blk, args.scale, i, c0);
+    toLogits<false>(s, blk, blk.linearTile(tile::Walk::Keys, c0), args.scale, i, c0);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float tileMax = -INFINITY;
@@ -550,7 +549,7 @@ __global__ void __launch_bounds__(kThreads)
     const float *lseOf = lses + buffer * Ld<D>::stat, *rowDotOf = rowDots + buffer * Ld<D>::stat;
     float pT[kBr / 8][4] = {}, dST[kBr / 8][4] = {};  // (16 keys, kBr queries): base-2 logits^T, dP~^T, then P~^T, dS^T
     multiplyTransposed<D, kBr, Row>(pT, kStripe, q, blk.lane);
-    toLogits<true>(pT, blk, args.scale, j, r0);
+    toLogits<true>(pT, blk, blk.linearTile(tile::Walk::Queries, r0), args.scale, j, r0);
     multiplyTransposed<D, kBr, Row>(dST, vStripe, dO, blk.lane);
 #pragma unroll
     for (int n = 0; n < kBr / 8; ++n)
@@ -615,31 +614,62 @@ __global__ void __launch_bounds__(kThreads)
     const float lse2[2] = {kLog2e * lses[i[0] - r0], kLog2e * lses[i[1] - r0]};
     const float rowDot[2] = {rowDots[i[0] - r0], rowDots[i[1] - r0]};
     float dS[kBc / 8][4] = {}, dP[kBc / 8][4] = {};  // (16, kBc): S, then the base-2 logits, then dS; dP~
+    const tile::LinearTile lt = blk.linearTile(tile::Walk::Keys, c0);
     multiplyTransposed<D, kBc, Row>(dS, qStripe, k, blk.lane);
-    toLogits<false>(dS, blk, args.scale, i, c0);
+    toLogits<false>(dS, blk, lt, args.scale, i, c0);
     multiplyTransposed<D, kBc, Row>(dP, dOStripe, v, blk.lane);
-    tile::BiasGrads<float> tileGrads;
+    // dS of every cell, and with kBiasGrads each cell's share of the bias gradients through
+    // addCell(r, n, e, P, dS, dP after dropout) of the cell s[n][e] of row r.
+    auto forEachCell = [&](auto addCell) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r)
+      for (int r = 0; r < 2; ++r)
 #pragma unroll
-      for (int m = 0; m < kBc / 16; ++m) {  // fragments 2m, 2m + 1: one dropout group per lane
-        const uint32_t keep = groupKeep<kDropout>(args.seed, dv, blk, i[r], c0, m);
+        for (int m = 0; m < kBc / 16; ++m) {  // fragments 2m, 2m + 1: one dropout group per lane
+          const uint32_t keep = groupKeep<kDropout>(args.seed, dv, blk, i[r], c0, m);
 #pragma unroll
-        for (int word = 0; word < 4; ++word) {
-          const int n = 2 * m + (word >> 1), e = 2 * r + (word & 1), j = c0 + fl.column(n, e);
-          const bool kept = (keep >> word) & 1u;
-          const float prob = exp2f(dS[n][e] - lse2[r]);  // 0 where the logit is -inf (padding rows too)
-          dS[n][e] = tile::scoreGrad(prob, dP[n][e], kept, keepScale<kDropout>(dv), rowDot[r]);
-          if constexpr (kBiasGrads) {
-            if (i[r] < T && j < T) {
-              const tile::BiasCell cell = tile::biasCell(blk.hb, i[r], j);
-              tileGrads.add(cell, dS[n][e]);
-              rowTerm[r].add(cell, prob, tile::afterDropout(dP[n][e], kept, keepScale<kDropout>(dv)));
-            }
+          for (int word = 0; word < 4; ++word) {
+            const int n = 2 * m + (word >> 1), e = 2 * r + (word & 1);
+            const bool kept = (keep >> word) & 1u;
+            const float prob = exp2f(dS[n][e] - lse2[r]);  // 0 where the logit is -inf (padding rows too)
+            dS[n][e] = tile::scoreGrad(prob, dP[n][e], kept, keepScale<kDropout>(dv), rowDot[r]);
+            if constexpr (kBiasGrads)
+              addCell(r, n, e, prob, dS[n][e], tile::afterDropout(dP[n][e], kept, keepScale<kDropout>(dv)));
           }
         }
+    };
+    if constexpr (!kBiasGrads) {
+      forEachCell([](int, int, int, float, float, float) {});
+    } else if (lt.linear) {
+      // Every cell is of one term, lt.term, its distance lt.distanceSign (j - i) - lt.distanceShift:
+      // three FMAs per cell instead of biasCell's branches. One sum per lane for the tile's
+      // gradient and per row for the RowTerm's weight, added to that term's below.
+      float termGrad = 0.f, termWeight[2] = {0.f, 0.f};
+      const float firstDelta[2] = {float(c0 + 2 * fl.t - i[0]), float(c0 + 2 * fl.t - i[1])};  // j - i of column 0
+      forEachCell([&](int r, int n, int e, float prob, float cellGrad, float cellDP) {
+        const float distance = fmaf(lt.distanceSign, firstDelta[r] + float(8 * n + (e & 1)), -lt.distanceShift);
+        termGrad -= cellGrad * distance;
+        rowTerm[r].rowDot += prob * cellDP;
+        termWeight[r] -= prob * distance;
+      });
+      if (lt.term == tile::BiasTerm::Past) {
+        grads.past += termGrad;
+        rowTerm[0].weight.past += termWeight[0], rowTerm[1].weight.past += termWeight[1];
+      } else {
+        grads.future += termGrad;
+        rowTerm[0].weight.future += termWeight[0], rowTerm[1].weight.future += termWeight[1];
       }
-    grads.past += tileGrads.past, grads.future += tileGrads.future, grads.first += tileGrads.first;
+    } else {
+      tile::BiasGrads<float> tileGrads;
+      forEachCell([&](int r, int n, int e, float prob, float cellGrad, float cellDP) {
+        const int j = c0 + fl.column(n, e);
+        if (i[r] < T && j < T) {
+          const tile::BiasCell cell = tile::biasCell(blk.hb, i[r], j);
+          tileGrads.add(cell, cellGrad);
+          rowTerm[r].add(cell, prob, cellDP);
+        }
+      });
+      grads.past += tileGrads.past, grads.future += tileGrads.future, grads.first += tileGrads.first;
+    }
     uint32_t a[kBc / 16][4];
     toA<kBc>(a, dS);
     multiply<kBc, D, Row>(dQ, a, k, blk.lane);  // dQ += dS K

@@ -114,11 +114,15 @@ XTRAP_HD bool visitsTile(const HeadBias& hb, Walk walk, int own0, int own1, int 
 // A tile pair whose every cell takes the same term of the bias, Past or Future: no diagonal,
 // first-token, blocked or padding cell. Its bias is linear in j - i, slope (j - i) + offset (Past:
 // slope = slopePast, offset = 0; Future: slope = -slopeFuture, offset = slopeFuture futureShift),
-// which the kernels compute in two FMAs per cell instead of biasCell's branches. Every pair off the
-// diagonal band of a sequence is such, unless its head blocks that side.
+// which the kernels compute in two FMAs per cell instead of biasCell's branches, and so is the
+// distance biasCell gives each cell: distanceSign (j - i) - distanceShift (Past: -1, 0; Future:
+// 1, futureShift), the bias gradients' coefficient. Every pair off the diagonal band of a sequence
+// is such, unless its head blocks that side.
 struct LinearTile {
   bool linear = false;
+  BiasTerm term = BiasTerm::Diagonal;  // where linear: Past or Future
   float slope = 0.f, offset = 0.f;
+  float distanceSign = 0.f, distanceShift = 0.f;
 };
 
 // The tile of query rows [r0, r0 + size) and key columns [c0, c0 + size) of a sequence of T.
@@ -128,11 +132,16 @@ XTRAP_HD LinearTile linearTile(const HeadBias& hb, int r0, int c0, int size, int
   if (r1 > T || c1 > T || (hb.hasFirstTokenBias && (r0 == 0 || c0 == 0))) return lt;
   if (c1 <= r0 && !hb.blockPast) {  // every j < i
     lt.linear = true;
+    lt.term = BiasTerm::Past;
     lt.slope = hb.slopePast;
+    lt.distanceSign = -1.f;
   } else if (c0 >= r1 && !hb.blockFuture) {  // every j > i
     lt.linear = true;
+    lt.term = BiasTerm::Future;
     lt.slope = -hb.slopeFuture;
     lt.offset = hb.slopeFuture * hb.futureShift;
+    lt.distanceSign = 1.f;
+    lt.distanceShift = hb.futureShift;
   }
   return lt;
 }
