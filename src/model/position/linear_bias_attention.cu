@@ -30,7 +30,8 @@
 // deterministic, at the price of recomputing S and dP once more (7 tile products per tile pair
 // instead of 5). The bias gradients dslopePast = sum dS * (-(i - j)), dslopeFuture =
 // sum dS * (-(j - i - shift)), dfirstTokenBias = sum dS over first-token cells are summed per
-// lane in a fixed cell order, corrected for the rounding of D_i by each row's exact sum of P o dP
+// lane in a fixed cell order (on a linear tile from its one term, without biasCell's branches),
+// corrected for the rounding of D_i by each row's exact sum of P o dP
 // (tile::RowTerm), then summed across lanes and warps in a fixed order, written per block to a
 // buffer, and summed over (batch, query tile) in a fixed order by one thread per (head,
 // parameter): no float atomics anywhere.
