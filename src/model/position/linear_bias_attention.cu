@@ -284,6 +284,11 @@ struct TileBlock {
   }
   // The position of this lane's row r (0, 1) in [0, T): a query (a key in keyGrad).
   __device__ int position(int r) const { return lo + stripe + fl.row(2 * r); }
+  // Column minus row of this lane's cell c (0, 1) of fragment n in the row at `position`, the
+  // columns starting at t0: j - i (i - j in keyGrad's transposed tiles), exact in fp32 (below 2^24).
+  __device__ float columnMinusRow(int t0, int position, int n, int c) const {
+    return float(t0 + 2 * fl.t - position) + float(8 * n + c);
+  }
   // The first tile of the other axis at or after t0 that the block visits, or T if none.
   __device__ int nextVisit(tile::Walk walk, int t0) const {
     while (t0 < T && !visits(walk, t0)) t0 += kBr;
@@ -368,16 +373,14 @@ __device__ __forceinline__ void toLogits(float (&s)[kBc / 8][4], const TileBlock
     const float scale2 = scale * kLog2e, slope2 = (kTransposed ? -kLog2e : kLog2e) * lt.slope,
                 offset2 = kLog2e * lt.offset;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float first = float(t0 + 2 * blk.fl.t - rows[r]);  // column - row of the row's first cell here
+    for (int r = 0; r < 2; ++r)
 #pragma unroll
       for (int n = 0; n < kBc / 8; ++n)
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
           float& x = s[n][2 * r + c];
-          x = fmaf(x, scale2, fmaf(slope2, first + float(8 * n + c), offset2));
+          x = fmaf(x, scale2, fmaf(slope2, blk.columnMinusRow(t0, rows[r], n, c), offset2));
         }
-    }
     return;
   }
 #pragma unroll
@@ -645,9 +648,8 @@ __global__ void __launch_bounds__(kThreads)
       // three FMAs per cell instead of biasCell's branches. One sum per lane for the tile's
       // gradient and per row for the RowTerm's weight, added to that term's below.
       float termGrad = 0.f, termWeight[2] = {0.f, 0.f};
-      const float firstDelta[2] = {float(c0 + 2 * fl.t - i[0]), float(c0 + 2 * fl.t - i[1])};  // j - i of column 0
       forEachCell([&](int r, int n, int e, float prob, float cellGrad, float cellDP) {
-        const float distance = fmaf(lt.distanceSign, firstDelta[r] + float(8 * n + (e & 1)), -lt.distanceShift);
+        const float distance = fmaf(lt.distanceSign, blk.columnMinusRow(c0, i[r], n, e & 1), -lt.distanceShift);
         termGrad -= cellGrad * distance;
         rowTerm[r].rowDot += prob * cellDP;
         termWeight[r] -= prob * distance;
