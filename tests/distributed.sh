@@ -11,6 +11,8 @@
 #  3. xtrap eval with 2 ranks scores every token once: same token counts and perplexity as 1 rank.
 #  4. xtrap run with 2 ranks: rank 0 alone writes the results, whose numbers equal a 1-rank run's.
 # usage: distributed.sh XTRAP COMPARE_CHECKPOINTS
+# A build whose LibTorch ships no Gloo headers (a pip wheel's) has no CPU process groups.
+[[ -z ${XTRAP_NO_GLOO:-} ]] || { echo "skipped: no CPU process groups in this build (its LibTorch ships no Gloo headers)"; exit 77; }
 source "$(dirname "$0")/reliability_lib.sh" "$@"
 make_corpus "$WORK/data" 3000 4000 11
 

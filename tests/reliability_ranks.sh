@@ -4,6 +4,8 @@
 # listener, or by another xtrap job's store) fails with one line naming the port or obeys SIGTERM
 # while it waits, and never joins the other job.
 # usage: reliability_ranks.sh XTRAP [unused]
+# A build whose LibTorch ships no Gloo headers (a pip wheel's) has no CPU process groups.
+[[ -z ${XTRAP_NO_GLOO:-} ]] || { echo "skipped: no CPU process groups in this build (its LibTorch ships no Gloo headers)"; exit 77; }
 source "$(dirname "$0")/reliability_lib.sh" "$@"
 make_corpus "$WORK/data" 3000 400 12
 LONG=(--data "$WORK/data" "${TINY[@]}" --steps 100000 --log-every 1 --eval-every 0 --eval-tokens 64

@@ -12,10 +12,12 @@
 #include <exception>
 #include <stdexcept>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "util/interrupt.h"
+#ifdef XTRAP_WITH_GLOO
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
 #ifdef XTRAP_WITH_NCCL
 #include <c10/cuda/CUDAFunctions.h>
 
@@ -159,6 +161,7 @@ void DistGroup::join(const std::string& prefix) {
     throw std::runtime_error("this LibTorch has no NCCL: distributed CUDA runs are not available");
 #endif
   } else {
+#ifdef XTRAP_WITH_GLOO
     auto options = c10d::ProcessGroupGloo::Options::create(kTimeout);
     const char* iface = std::getenv("GLOO_SOCKET_IFNAME");
     if (iface != nullptr && *iface != '\0')
@@ -168,6 +171,11 @@ void DistGroup::join(const std::string& prefix) {
     else
       options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
     group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env_.rank, env_.world, options);
+#else
+    throw std::runtime_error(
+        "this xtrap was built against a LibTorch without Gloo's headers (a pip wheel's): distributed "
+        "CPU runs are not available; run on CUDA (NCCL) or build against a LibTorch with them");
+#endif
   }
 }
 
