@@ -62,7 +62,8 @@ if [[ ! -f .gpu-deps/gpu-build.sh ]]; then
 fi
 start=$SECONDS
 # With the kernels unless XTRAP_CMAKE_ARGS says otherwise (a fallback build below caches them off).
-XTRAP_CMAKE_ARGS="-DXTRAP_CUDA_KERNELS=ON ${XTRAP_CMAKE_ARGS:-}"
+# The Python-driven tests run in the wheel's Python, which has torch and h5py.
+XTRAP_CMAKE_ARGS="-DXTRAP_CUDA_KERNELS=ON -DXTRAP_TEST_PYTHON=$(command -v python3) ${XTRAP_CMAKE_ARGS:-}"
 # shellcheck disable=SC1091
 source .gpu-deps/gpu-build.sh build-cuda >"$OUT/build.log" 2>&1
 build_rc=$?

@@ -1,5 +1,10 @@
 // The CPU runtime behind cuda_emulation.h: launches, the fiber scheduler of a block, barriers,
 // shuffles and the checks. One block at a time, on the calling thread.
+//
+// _longjmp between fiber stacks is what _FORTIFY_SOURCE's __longjmp_chk rejects ("longjmp causes
+// uninitialized stack frame"), and compilers such as Ubuntu's define it by default; before any
+// include, so that <csetjmp> declares the unchecked _longjmp.
+#undef _FORTIFY_SOURCE
 #include "cuda_emulation.h"
 
 #include <sys/mman.h>
