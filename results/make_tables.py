@@ -12,6 +12,8 @@ Rows or cells missing from a CSV print as "-", so a re-run scenario with other l
 gives a table (the longest and shortest Lvalid are read from the CSV, not assumed).
 """
 import csv
+import gzip
+import io
 import json
 import os
 import re
@@ -276,6 +278,44 @@ def distributed_scaling(csv_path):
                    f"{median(v) / base:.2f}x"] for n, v in sorted(by_ranks.items())])
 
 
+def gpu_long_eval():
+    """xtrap eval of one L=512 model on CUDA at every Lvalid, bfloat16 (the fused kernel) beside float32."""
+    runs = {d: {int(r["Lvalid"]): r for r in load(f"gpu/long_eval_{d}.csv")} for d in ("bfloat16", "float32")}
+    ns = sorted(set(runs["bfloat16"]) | set(runs["float32"]))
+
+    def cell(dtype, n, key, fmt):
+        r = runs[dtype].get(n)
+        return fmt.format(float(r[key])) if r else "-"
+
+    return table(["Lvalid", "tokens scored", "ppl bf16", "ppl fp32", "seconds bf16", "seconds fp32",
+                  "peak MiB bf16", "peak MiB fp32"],
+                 [[str(n), (runs["bfloat16"].get(n) or runs["float32"][n])["tokens_scored"],
+                   cell("bfloat16", n, "ppl", "{:.2f}"), cell("float32", n, "ppl", "{:.2f}"),
+                   cell("bfloat16", n, "seconds", "{:.3f}"), cell("float32", n, "seconds", "{:.3f}"),
+                   cell("bfloat16", n, "peak_mib", "{:.0f}"), cell("float32", n, "peak_mib", "{:.0f}")] for n in ns])
+
+
+def gpu_train_kernels(top=14):
+    """Share of GPU time per kernel in an ncu trace of xtrap train (gpu__time_duration per launch)."""
+    with gzip.open(os.path.join(RESULTS, "gpu/ncu_train_default.csv.gz"), "rt") as f:
+        lines = [line for line in f if line.startswith('"')]  # ncu's CSV, without the program's own output
+    times, counts = {}, {}
+    for r in csv.DictReader(io.StringIO("".join(lines))):
+        # The name without its arguments, namespaces that say nothing, and long template tails.
+        name = re.sub(r"\(.*|void |at::native::|at::|<unnamed>::|xtrap::", "", r["Kernel Name"])[:90]
+        times[name] = times.get(name, 0.0) + float(r["Metric Value"].replace(",", ""))
+        counts[name] = counts.get(name, 0) + 1
+    total = sum(times.values())
+    ranked = sorted(times, key=times.get, reverse=True)
+    body = [[f"`{n}`", str(counts[n]), f"{100 * times[n] / total:.1f}%"] for n in ranked[:top]]
+    rest = sum(times[n] for n in ranked[top:])
+    body.append([f"{len(ranked) - top} other kernels", str(sum(counts[n] for n in ranked[top:])),
+                 f"{100 * rest / total:.1f}%"])
+    return table(["kernel", "launches", "share of GPU time"], body) + (
+        f"\n{sum(counts.values())} launches, {total / 1e6:.1f} ms under ncu (its clock control makes every kernel slower "
+        f"than in a plain run; the shares are what this table is for).\n")
+
+
 # methods-mini: every method, and rotary under each inference-time stretch (label, run, interp).
 METHODS_ROWS = [("none (NoPE)", "none", "none"), ("sinusoidal", "sinusoidal", "none"), ("rotary", "rotary", "none"),
                 ("rotary + linear (PI)", "rotary", "linear"), ("rotary + ntk", "rotary", "ntk"),
@@ -326,6 +366,8 @@ TABLES = {
     "interp-mini/cost": lambda: interp_cost("interp-mini"),
     "interp-gpu/cost": lambda: interp_cost("interp-gpu"),
     "quickstart/eval": quickstart_eval,
+    "gpu/long-eval": gpu_long_eval,
+    "gpu/train-kernels": gpu_train_kernels,
 }
 
 

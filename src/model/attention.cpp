@@ -117,8 +117,12 @@ AttentionImpl::AttentionImpl(int64_t dModel, int64_t heads, double dropout, int6
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionContext& ctx) {
   int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = heads, D = C / H;
-  auto qkvHeads = qkv(x).view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4});  // (3, B, H, T, D)
-  auto q = qkvHeads[0], k = qkvHeads[1], v = qkvHeads[2];                 // (B, H, T, D)
+  // torch::linear (at::linear), not Linear::forward, whose C++ version adds a 3-D input's bias in a
+  // separate pass over the output; at::linear folds it into the GEMM (cuBLASLt's bias epilogue on
+  // CUDA), as PyTorch's nn.Linear does. unbind, not three selects: its backward is one stack, where
+  // each select's is a zero-filled (3, B, H, T, D) gradient and two sums of them.
+  auto qkvHeads = torch::linear(x, qkv->weight, qkv->bias).view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4}).unbind(0);
+  auto q = qkvHeads[0], k = qkvHeads[1], v = qkvHeads[2];  // (B, H, T, D)
   if (ctx.rotary) {
     q = ctx.rotary->apply(q);
     k = ctx.rotary->apply(k);
@@ -151,7 +155,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionCont
       break;
   }
   y = y.transpose(1, 2).reshape({B, T, C});
-  return out(y);
+  return torch::linear(y, out->weight, out->bias);
 }
 
 }  // namespace xtrap

@@ -28,9 +28,11 @@ TransformerBlockImpl::TransformerBlockImpl(const ModelConfig& c, int64_t index)
 torch::Tensor TransformerBlockImpl::forward(torch::Tensor x, const AttentionContext& ctx) {
   bool train = is_training();
   x = x + fastDropout(attn(ln1(x), ctx), dropout, train);
-  auto hidden = fc1(ln2(x));  // (B, T, ffn)
+  // torch::linear folds the bias into the GEMM (see Attention::forward).
+  auto hidden = torch::linear(ln2(x), fc1->weight, fc1->bias);  // (B, T, ffn)
   hidden = relu ? torch::relu(hidden) : torch::gelu(hidden);
-  x = x + fastDropout(fc2(fastDropout(hidden, activationDropout, train)), dropout, train);
+  x = x +
+      fastDropout(torch::linear(fastDropout(hidden, activationDropout, train), fc2->weight, fc2->bias), dropout, train);
   return x;
 }
 
