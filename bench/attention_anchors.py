@@ -2,7 +2,8 @@
 
 Mode 1 (the GPU machine's python3, PyTorch 2.x with CUDA): time forward + backward, bf16, H=16,
 D=64, q/k/v requiring grad and a random upstream gradient (torch.autograd.grad, so nothing
-accumulates), CUDA events around every rep, the median of --reps after --warmup, at the cases
+accumulates), CUDA events around every rep, the median of --reps after --warmup (fewer where a
+method's reps take longer than --method-seconds: Flex's learned slopes), at the cases
   causal-B8-L2048, causal-B2-L8192, causal-B1-L16384           causal ALiBi (decoders)
   encoder-{symmetric,offset,onesided,bialibi}-B8-L2048         bidirectional encoder variants
 of these methods:
@@ -43,6 +44,7 @@ import csv
 import math
 import statistics
 import sys
+import time
 
 COLUMNS = ["case", "B", "H", "L", "D", "causal", "method", "ms", "tflops", "peak_mib", "status"]
 HEADS, HEAD_DIM = 16, 64
@@ -194,18 +196,28 @@ def run_anchors(args):
             try:
                 state = make_step()
                 step = state[0]
-                for _ in range(args.warmup):
+                # A slow method (Flex's learned slopes: seconds a rep at 8k) gets fewer reps: warmup
+                # and timed reps each stop once they have taken --method-seconds, after 1 and 3 reps.
+                begun = time.monotonic()
+                for i in range(args.warmup):
                     step()
-                torch.cuda.synchronize()
+                    torch.cuda.synchronize()
+                    if time.monotonic() - begun > args.method_seconds:
+                        break
                 torch.cuda.reset_peak_memory_stats()
                 events = []
-                for _ in range(args.reps):
+                begun = time.monotonic()
+                for i in range(args.reps):
                     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                     start.record()
                     step()
                     stop.record()
                     events.append((start, stop))
+                    if i >= 2 and time.monotonic() - begun > args.method_seconds:
+                        break
                 torch.cuda.synchronize()
+                if len(events) < args.reps:
+                    print(f"# {name} {method}: {len(events)} reps (--method-seconds {args.method_seconds})", flush=True)
                 ms = statistics.median(s.elapsed_time(e) for s, e in events)
                 row.update(ms=f"{ms:.4f}", tflops=f"{flops / (ms * 1e-3) / 1e12:.2f}",
                            peak_mib=f"{torch.cuda.max_memory_allocated() / 2**20:.1f}")
@@ -372,6 +384,8 @@ def main(argv=None):
     ap.add_argument("--out", help="CSV of the anchors' rows (mode 1)")
     ap.add_argument("--reps", type=int, default=20, help="timed reps per method (median)")
     ap.add_argument("--warmup", type=int, default=5, help="untimed reps first (compiles Flex)")
+    ap.add_argument("--method-seconds", type=float, default=8.0,
+                    help="a method's warmup, and its timed reps, stop after this long (at least 1 and 3 reps)")
     ap.add_argument("--cases", default="", help="comma-separated case names (default: all)")
     ap.add_argument("--join", nargs=2, metavar=("FUSED_CSV", "ANCHORS_CSV"), help="mode 2: join two CSVs")
     ap.add_argument("--md", help="Markdown output of --join")

@@ -21,14 +21,17 @@ the pair swapping every rep, --reps times; before each rep a square matmul in --
 Model FLOPs are xtrap's count (src/model/flops.cpp; train.jsonl's flop_per_s / tok_per_s), the
 same for both. Writes OUT/<gpu|cpu>_throughput.{md,csv,json} and _runs.csv (one row per run);
 --profile short|all then profiles the methods where xtrap is below eager (or all): torch.profiler
-over a few eager steps, and nsys over xtrap where nsys is on PATH. On the GPU machine:
+over a few eager steps, and nsys over xtrap where nsys is on PATH, else Nsight Compute's per-kernel
+times of --profile-steps xtrap steps (ncu_xtrap). On the GPU machine:
   python3 bench/compare.py --device cuda --out-dir OUTDIR --profile short
 (--python: the interpreter with CUDA torch, default python3 for cuda, /usr/bin/python3 for cpu.)
 """
 import argparse
 import csv
+import io
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -82,15 +85,19 @@ def model_flags(m):
             "--ffn", str(m["ffn"])]
 
 
+def xtrap_train_cmd(a, m, pos, arch, run, steps, extra=()):
+    """The `xtrap train` command of the comparison: `steps` steps into the run directory `run`."""
+    return [a.xtrap, "train", "--out", run, "--arch", arch, "--pos", pos, *model_flags(m), "--L", str(a.L),
+            "--batch", str(a.batch), "--adaptive-softmax", a.adaptive, "--threads", str(a.threads),
+            "--steps", str(steps), "--warmup", "1", "--log-every", "1", "--eval-every", "0",
+            "--eval-tokens", "1024", "--checkpoint-every", "1000000", "--data", a.data, "--no-progress", *extra]
+
+
 def xtrap_train(a, m, pos, arch, workdir, steps, warmup, extra=(), prefix=(), env=None):
     """Tokens/s and model FLOP/s over the timed steps of an `xtrap train` run. extra: more flags
     (--head, --device, --dtype, ...); prefix: a command to run it under (nsys)."""
     run = os.path.join(workdir, f"run-{time.monotonic_ns()}")
-    sh([*prefix, a.xtrap, "train", "--out", run, "--arch", arch, "--pos", pos, *model_flags(m), "--L", str(a.L),
-        "--batch", str(a.batch), "--adaptive-softmax", a.adaptive, "--threads", str(a.threads),
-        "--steps", str(warmup + steps), "--warmup", "1", "--log-every", "1", "--eval-every", "0",
-        "--eval-tokens", "1024", "--checkpoint-every", "1000000", "--data", a.data, "--no-progress", *extra],
-       env=env, timeout=a.timeout)
+    sh([*prefix, *xtrap_train_cmd(a, m, pos, arch, run, warmup + steps, extra)], env=env, timeout=a.timeout)
     lines = [json.loads(l) for l in open(os.path.join(run, "train.jsonl")) if '"elapsed_s"' in l]
     first, last = lines[warmup - 1], lines[-1]
     seconds = last["elapsed_s"] - first["elapsed_s"]
@@ -209,6 +216,67 @@ def nsys_xtrap(a, m, label, arch, pos, head, work, warmup):
         return None, "nsys: " + failure(e)
 
 
+def kernel_name(name):
+    """A kernel's name without its arguments, namespaces that say nothing, and long template tails."""
+    return re.sub(r"\(.*|void |at::native::|at::|<unnamed>::|xtrap::", "", name)[:90]
+
+
+def ncu_kernel_times(path):
+    """{kernel: [launches, ns]} from an ncu --csv log of gpu__time_duration.sum, one row per launch."""
+    with open(path) as f:
+        lines = [line for line in f if line.startswith('"')]  # ncu's CSV, without its own messages
+    times = {}
+    for r in csv.DictReader(io.StringIO("".join(lines))):
+        if r.get("Metric Name") != "gpu__time_duration.sum":
+            continue
+        t = times.setdefault(kernel_name(r["Kernel Name"]), [0, 0.0])
+        t[0] += 1
+        t[1] += float(r["Metric Value"].replace(",", ""))
+    return times
+
+
+def ncu_xtrap(a, m, label, arch, pos, head, work, warmup):
+    """Where nsys is missing (the GPU machine): Nsight Compute times every kernel launch of two xtrap
+    train runs, warmup + --profile-steps steps and warmup steps (gpu__time_duration.sum; the GPU at its
+    usual clocks, --clock-control none). Their difference is exactly the kernels of --profile-steps
+    training steps, whatever start-up, the end-of-run validation and the checkpoint launch. Writes
+    each kernel's launches and GPU time per step, largest first."""
+    ncu = shutil.which("ncu")
+    if not ncu:
+        return None, "neither nsys nor ncu on PATH: no xtrap profile"
+    k = a.profile_steps
+    try:
+        runs = []
+        for steps in (warmup + k, warmup):
+            log = os.path.join(work, f"ncu_{slug(label)}_{steps}.csv")
+            run = os.path.join(work, f"run-{time.monotonic_ns()}")
+            sh([ncu, "--csv", "--log-file", log, "--metrics", "gpu__time_duration.sum", "--clock-control", "none",
+                *xtrap_train_cmd(a, m, pos, arch, run, steps, xtrap_method_flags(a, head))],
+               env={**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "passive")},
+               timeout=a.timeout)
+            shutil.rmtree(run, ignore_errors=True)
+            runs.append(ncu_kernel_times(log))
+        longer, shorter = runs
+        per_step = {}
+        for name, (launches, ns) in longer.items():
+            less = shorter.get(name, [0, 0.0])
+            if launches > less[0]:
+                per_step[name] = ((launches - less[0]) / k, max(ns - less[1], 0.0) / k / 1e6)
+        total = sum(ms for _, ms in per_step.values())
+        path = os.path.join(a.out_dir, f"profile_xtrap_{slug(label)}.txt")
+        with open(path, "w") as f:
+            f.write(f"# Nsight Compute over xtrap train ({label}): the kernels of {k} training steps (a "
+                    f"{warmup + k}-step run minus a {warmup}-step run), each launch timed alone at the GPU's usual "
+                    f"clocks\n# {total:.2f} ms of kernel time a step, "
+                    f"{sum(n for n, _ in per_step.values()):.0f} launches a step\n")
+            f.write(f"{'ms/step':>9} {'share':>6} {'launches/step':>13}  kernel\n")
+            for name, (n, ms) in sorted(per_step.items(), key=lambda kv: -kv[1][1]):
+                f.write(f"{ms:9.3f} {100 * ms / total if total else 0:5.1f}% {n:13.1f}  {name}\n")
+        return path, None
+    except Exception as e:  # noqa: BLE001 - a profile must not lose the measurements
+        return None, "ncu: " + failure(e)
+
+
 def write_csv(path, rows, fields):
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
@@ -315,7 +383,8 @@ def methods_suite(a):
                 except Exception as e:  # noqa: BLE001
                     notes.append(f"eager --host-sync step of {label}: {failure(e)}")
                 if a.device == "cuda":
-                    path, why = nsys_xtrap(a, m, label, arch, pos, head, work, w)
+                    profiler = nsys_xtrap if shutil.which("nsys") else ncu_xtrap
+                    path, why = profiler(a, m, label, arch, pos, head, work, w)
                     if path:
                         files.append(os.path.basename(path))
                     if why:

@@ -24,10 +24,12 @@
 
 #include "cuda_emulation.h"
 #include "cuda_pipeline_primitives.h"
+#include "device_buffer.h"
 #include "model/position/linear_bias_attention.cuh"
 #include "model/position/linear_bias_tile.h"
 #include "model/position/warp_mma.cuh"
 
+using cuda_emulation::Buffer;
 using xtrap::cuda::AttentionShape;
 using xtrap::cuda::HeadsView;
 using bf16 = __nv_bfloat16;
@@ -73,32 +75,6 @@ double referenceBias(const Variant& v, int h, int i, int j) {
     return v.causal || ((v.blockFuture >> h) & 1u) ? -kInf : -double(v.future[size_t(h)]) * (j - i - double(v.shift));
   return 0.0;
 }
-
-// Device memory stand-in: 128-byte aligned, with a guard after the end that must stay untouched.
-template <typename T>
-class Buffer {
- public:
-  explicit Buffer(size_t n) : n_(n), memory_(static_cast<T*>(std::aligned_alloc(128, bytes())), std::free) {
-    std::memset(memory_.get(), kGuard, bytes());
-  }
-  T* data() { return memory_.get(); }
-  const T* data() const { return memory_.get(); }
-  T& operator[](size_t i) { return memory_.get()[i]; }
-  const T& operator[](size_t i) const { return memory_.get()[i]; }
-  bool guardIntact() const {
-    const auto* guard = reinterpret_cast<const unsigned char*>(memory_.get() + n_);
-    for (size_t b = 0; b < kGuardBytes; ++b)
-      if (guard[b] != kGuard) return false;
-    return true;
-  }
-
- private:
-  static constexpr unsigned char kGuard = 0x5A;
-  static constexpr size_t kGuardBytes = 256;
-  size_t bytes() const { return (n_ * sizeof(T) + kGuardBytes + 127) / 128 * 128; }
-  size_t n_;
-  std::unique_ptr<T, decltype(&std::free)> memory_;
-};
 
 struct Problem {
   AttentionShape shape;

@@ -5,6 +5,10 @@
 #include "util/execution_context.h"
 #include "util/torch_compat.h"
 
+#ifdef XTRAP_WITH_CUDA_KERNELS
+#include "model/linear_nll_cuda.h"
+#endif
+
 namespace xtrap {
 namespace {
 
@@ -34,6 +38,48 @@ ClassBlock classBlock(const torch::Tensor& x, const torch::Tensor& w, const torc
   return {logits, inBlock, (targets - begin).clamp(0, n - 1).unsqueeze(1)};
 }
 
+// Whether a block's float32 passes run as linear_nll.cu's kernels on its bf16 logits (one read of
+// them per pass) rather than as LibTorch operators over float32 copies: bf16 operands on a GPU.
+bool fusedPasses(const torch::Tensor& xc, const torch::Tensor& wc) {
+#ifdef XTRAP_WITH_CUDA_KERNELS
+  return fusedNllTakes(xc, wc);
+#else
+  (void)xc, (void)wc;
+  return false;
+#endif
+}
+
+#ifdef XTRAP_WITH_CUDA_KERNELS
+// The block's bias in float32, or undefined without one.
+torch::Tensor biasBlock(const torch::Tensor& bias, int64_t begin, int64_t n) {
+  return bias.numel() > 0 ? bias.narrow(0, begin, n).to(torch::kFloat32).contiguous() : torch::Tensor();
+}
+#endif
+
+// The fused passes of classes [begin, begin + n) (linear_nll_cuda.h), from the block's bf16 logits.
+void fusedForwardBlock(const torch::Tensor& xc, const torch::Tensor& wc, const torch::Tensor& bias,
+                       const torch::Tensor& targets, int64_t begin, int64_t n, torch::Tensor& lse,
+                       torch::Tensor& targetLogit) {
+#ifdef XTRAP_WITH_CUDA_KERNELS
+  fusedNllBlockForward(xc.matmul(wc.narrow(0, begin, n).t()), biasBlock(bias, begin, n), targets, begin, lse,
+                       targetLogit);
+#else
+  (void)xc, (void)wc, (void)bias, (void)targets, (void)begin, (void)n, (void)lse, (void)targetLogit;
+  TORCH_CHECK(false, "linearNll's fused passes need a build with CUDA kernels");
+#endif
+}
+torch::Tensor fusedGradientBlock(const torch::Tensor& xc, const torch::Tensor& wc, const torch::Tensor& bias,
+                                 const torch::Tensor& targets, int64_t begin, int64_t n, const torch::Tensor& lse,
+                                 const torch::Tensor& gradNll) {
+#ifdef XTRAP_WITH_CUDA_KERNELS
+  return fusedNllBlockGradient(xc.matmul(wc.narrow(0, begin, n).t()), biasBlock(bias, begin, n), targets, begin, lse,
+                               gradNll);
+#else
+  (void)xc, (void)wc, (void)bias, (void)targets, (void)begin, (void)n, (void)lse, (void)gradNll;
+  TORCH_CHECK(false, "linearNll's fused passes need a build with CUDA kernels");
+#endif
+}
+
 // Blocks of classes, not of rows: the backward then writes each block of dW once, and what
 // accumulates over blocks is only dx (N x K).
 struct LinearNllFunction : torch::autograd::Function<LinearNllFunction> {
@@ -48,8 +94,14 @@ struct LinearNllFunction : torch::autograd::Function<LinearNllFunction> {
     auto lse = torch::full({N}, -std::numeric_limits<float>::infinity(), f32);
     auto targetLogit = torch::zeros({N}, f32);
     AutocastScope off(x.device(), torch::kFloat32);  // operands are cast already
+    const bool fused = fusedPasses(xc, wc);
     for (int64_t begin = 0; begin < V; begin += blockClasses) {
-      auto b = classBlock(xc, wc, bias, targets, begin, std::min(blockClasses, V - begin));
+      const int64_t n = std::min(blockClasses, V - begin);
+      if (fused) {
+        fusedForwardBlock(xc, wc, bias, targets, begin, n, lse, targetLogit);
+        continue;
+      }
+      auto b = classBlock(xc, wc, bias, targets, begin, n);
       lse = torch::logaddexp(lse, b.logits.logsumexp(1));
       targetLogit = torch::where(b.inBlock, b.logits.gather(1, b.local).squeeze(1), targetLogit);
     }
@@ -71,15 +123,24 @@ struct LinearNllFunction : torch::autograd::Function<LinearNllFunction> {
     auto dx = torch::zeros(xc.sizes(), xc.options().dtype(torch::kFloat32));
     auto dw = torch::empty(wc.sizes(), wc.options().dtype(torch::kFloat32));
     auto db = hasBias ? torch::empty({V}, wc.options().dtype(torch::kFloat32)) : torch::Tensor();
+    const bool fused = fusedPasses(xc, wc);
     for (int64_t begin = 0; begin < V; begin += blockClasses) {
       int64_t n = std::min(blockClasses, V - begin);
-      auto b = classBlock(xc, wc, bias, targets, begin, n);
-      // d nll / d logits = softmax - onehot(target), times each row's incoming gradient.
-      auto g = (b.logits - lse.unsqueeze(1)).exp_();
-      g.scatter_add_(1, b.local, -b.inBlock.to(torch::kFloat32).unsqueeze(1));
-      g.mul_(gradNll);  // (N, n) float32
-      if (hasBias) db.narrow(0, begin, n).copy_(g.sum(0));
-      auto gc = g.to(xc.scalar_type());  // what autograd through `.to(float32)` hands the matmul
+      // d nll / d logits = softmax - onehot(target), times each row's incoming gradient, in the
+      // compute dtype: what autograd through `.to(float32)` hands the matmuls.
+      torch::Tensor gc;  // (N, n)
+      if (fused) {
+        gc = fusedGradientBlock(xc, wc, bias, targets, begin, n, lse, gradNll.squeeze(1).contiguous());
+        // The bias gradient sums the bf16 gradient the matmuls take, in float32.
+        if (hasBias) db.narrow(0, begin, n).copy_(gc.sum(0, /*keepdim=*/false, torch::kFloat32));
+      } else {
+        auto b = classBlock(xc, wc, bias, targets, begin, n);
+        auto g = (b.logits - lse.unsqueeze(1)).exp_();
+        g.scatter_add_(1, b.local, -b.inBlock.to(torch::kFloat32).unsqueeze(1));
+        g.mul_(gradNll);  // (N, n) float32
+        if (hasBias) db.narrow(0, begin, n).copy_(g.sum(0));
+        gc = g.to(xc.scalar_type());
+      }
       dw.narrow(0, begin, n).copy_(gc.t().matmul(xc));
       dx.add_(gc.matmul(wc.narrow(0, begin, n)));
     }

@@ -2,11 +2,14 @@
 // Per-row negative log-likelihood of a linear classifier, -log softmax(x W^T + b)[target], in
 // blocks of classes: at most ~kMaxBlockLogits logits exist at a time, in the forward (a running
 // log-sum-exp over the blocks) and in the backward (which recomputes each block's logits from x
-// and W, and writes each block of dW once). The plain expression holds all N x V
-// logits, their log-softmax and their gradient at once: 4096 rows x 267,735 words (WikiText-103)
-// is 4.4 GB per copy. Numerically it is the plain expression: the matmul runs in the compute
-// dtype autocast gives it (or the inputs' own), log-softmax in float32, and the backward casts the
-// logits' gradient back to the compute dtype as autograd through `.to(float32)` would.
+// and W, and writes each block of dW once). The plain expression holds all N x V logits, their
+// log-softmax and their gradient at once: 4096 rows x 267,735 words (WikiText-103) is 4.4 GB per
+// copy. Numerically it is the plain expression: the matmul runs in the compute dtype autocast
+// gives it (or the inputs' own), log-softmax in float32, and the backward casts the logits'
+// gradient back to the compute dtype as autograd through `.to(float32)` would. With bf16 operands
+// on a GPU, each block's float32 work (the forward's log-sum-exp and target logit, the backward's
+// softmax - onehot) is one kernel pass over its bf16 logits (linear_nll.cuh) instead of LibTorch
+// operators over float32 copies of them.
 // N = rows, K = features, V = classes.
 #include <torch/torch.h>
 

@@ -2,7 +2,6 @@
 
 #include "model/fast_dropout.h"
 #include "model/linear_nll.h"
-#include "util/execution_context.h"
 
 namespace xtrap {
 namespace F = torch::nn::functional;
@@ -40,13 +39,15 @@ torch::Tensor OutputHeadImpl::logits(const torch::Tensor& x) {
 torch::Tensor OutputHeadImpl::adaptiveNll(const torch::Tensor& x, const torch::Tensor& targets) {
   // LibTorch's adaptive softmax with its own parameters, each softmax in blocks of classes
   // (linear_nll.h): its forward holds the log-softmax of every row of a cluster over the whole
-  // cluster (about 1,000 rows x 257,000 words per step on WikiText-103). In float32, as LibTorch's.
-  AutocastScope float32(x.device(), torch::kFloat32);
+  // cluster (about 1,000 rows x 257,000 words per step on WikiText-103). Its products run in the
+  // compute precision, as logits() and the other heads' do (fairseq's adaptive softmax trains in
+  // fp16 with the rest of the model); each softmax is float32 in linearNll. In float32 they took
+  // 17% of a bf16 training step on the H100 (results/gpu.md), on the GPU's CUDA cores.
   // fairseq's adaptive softmax dropout: on the input, and between each tail's two layers.
   bool train = is_training();
-  auto xf = fastDropout(x.to(torch::kFloat32), dropout, train);  // (N, C)
-  const auto& cutoffs = adaptive->cutoffs;                       // the shortlist's end, ..., the vocabulary size
-  auto headTargets = targets.clone();                            // a word of the shortlist, or its cluster's entry
+  auto xf = fastDropout(x, dropout, train);  // (N, C)
+  const auto& cutoffs = adaptive->cutoffs;   // the shortlist's end, ..., the vocabulary size
+  auto headTargets = targets.clone();        // a word of the shortlist, or its cluster's entry
   std::vector<torch::Tensor> clusterRows;
   for (size_t i = 0; i + 1 < cutoffs.size(); ++i) {
     auto rows = ((targets >= cutoffs[i]) & (targets < cutoffs[i + 1])).nonzero().squeeze(1);

@@ -4,7 +4,8 @@
 // CPU; a run trained on one device evaluates on the other with the same NLL; attention probes
 // (an AttentionObserver, and the probe module's pooled pictures) agree; a torchrun job of one
 // rank on NCCL trains like a single process; InPlaceAdamW on CUDA (PyTorch's fused multi-tensor
-// kernel where LibTorch has it) takes LibTorch AdamW's steps on the CPU. Without CUDA it reports
+// kernel where LibTorch has it) takes LibTorch AdamW's steps on the CPU; linearNll's CUDA passes
+// equal their formulas. Without CUDA it reports
 // itself skipped (exit 77).
 // Built everywhere (LibTorch CPU included): it uses no CUDA header, only torch::cuda::* and
 // torch::Device(torch::kCUDA).
@@ -25,10 +26,15 @@
 #include "eval/encoder_score.h"
 #include "eval/evaluate_run.h"
 #include "eval/perplexity.h"
+#include "model/linear_nll.h"
 #include "run/checkpoint.h"
 #include "train/in_place_adamw.h"
 #include "util/execution_context.h"
 #include "util/torch_compat.h"
+
+#ifdef XTRAP_WITH_CUDA_KERNELS
+#include "model/linear_nll_cuda.h"
+#endif
 
 using namespace xtrap;
 using checks::check;
@@ -292,6 +298,64 @@ void adamwOnCudaMatchesCpu() {
                            fmtDouble(worst) + " relative to its largest element (tolerance 1e-5)");
 }
 
+// linearNll's CUDA passes (linear_nll.cu) on bf16 logits against the formulas of linear_nll.cuh in
+// float64 on the same logits: a block of 3000 classes (16-byte loads) and one of 1003 (a tail one
+// at a time), targets inside and outside the block. Then linearNll itself, bf16 on CUDA (these
+// passes, two blocks of classes) against float32 on the CPU: values and every gradient.
+void fusedNllPassesAgree() {
+#ifndef XTRAP_WITH_CUDA_KERNELS
+  std::puts("skip  linearNll's CUDA passes: this build has no CUDA kernels");
+#else
+  torch::manual_seed(5);
+  const torch::Device gpu(torch::kCUDA);
+  const int64_t N = 1000, begin = 500;
+  for (int64_t n : {3000, 1003}) {
+    auto logits = (torch::randn({N, n}) * 4).to(gpu, torch::kBFloat16);  // (N, n)
+    auto bias = torch::randn({n}).to(gpu);
+    auto targets = torch::randint(0, 4000, {N}, torch::kLong).to(gpu);
+    auto lseBefore = torch::randn({N}).to(gpu);
+    auto lse = lseBefore.clone(), targetLogit = torch::full({N}, -7.f, lse.options());
+    fusedNllBlockForward(logits, bias, targets, begin, lse, targetLogit);
+    auto x = logits.to(torch::kFloat64) + bias.to(torch::kFloat64);  // (N, n)
+    auto local = targets - begin, inBlock = (local >= 0) & (local < n);
+    auto wantLse = torch::logaddexp(lseBefore.to(torch::kFloat64), x.logsumexp(1));
+    auto wantTarget = torch::where(inBlock, x.gather(1, local.clamp(0, n - 1).unsqueeze(1)).squeeze(1),
+                                   torch::full({N}, -7.0, x.options()));
+    double lseDiff = relativeMaxDiff(wantLse, lse), targetDiff = relativeMaxDiff(wantTarget, targetLogit);
+    check(lseDiff <= 1e-6 && targetDiff <= 1e-6,
+          "linearNll's CUDA forward pass, " + std::to_string(n) + " classes: log-sum-exp " + fmtDouble(lseDiff) +
+              ", target logits " + fmtDouble(targetDiff) + " from float64 (tolerance 1e-6)");
+    auto gradNll = torch::rand({N}).to(gpu);
+    auto grad = fusedNllBlockGradient(logits, bias, targets, begin, lse, gradNll);
+    auto onehot = torch::zeros({N, n}, x.options())
+                      .scatter_(1, local.clamp(0, n - 1).unsqueeze(1), inBlock.to(torch::kFloat64).unsqueeze(1));
+    auto want = ((x - lse.to(torch::kFloat64).unsqueeze(1)).exp() - onehot) * gradNll.to(torch::kFloat64).unsqueeze(1);
+    // Each element rounded once to bf16 (8 significant bits): within 2^-8 of itself.
+    auto worst = ((grad.to(torch::kFloat64) - want).abs() / (want.abs() + 1e-30)).max().item<double>();
+    check(worst <= 4e-3, "linearNll's CUDA backward pass, " + std::to_string(n) +
+                             " classes: worst element relative to itself " + fmtDouble(worst) +
+                             " from float64 (tolerance 4e-3, one bf16 rounding)");
+  }
+  // Through linearNll: bf16 operands on CUDA (2 blocks of classes) against float32 on the CPU.
+  auto x = torch::randn({600, 64}), w = torch::randn({5000, 64}) * 0.3, b = torch::randn({5000});
+  auto targets = torch::randint(0, 5000, {600}, torch::kLong);
+  auto run = [&](const torch::Device& device, torch::ScalarType dtype) {
+    auto xi = x.to(device, dtype).requires_grad_(), wi = w.to(device, dtype).requires_grad_();
+    auto bi = b.to(device).requires_grad_();
+    auto nll = linearNll(xi, wi, bi, targets.to(device), 600 * 3000);  // (600)
+    (nll * torch::linspace(0.5, 1.5, 600, nll.options())).sum().backward();
+    return std::vector<torch::Tensor>{toHost(nll), toHost(xi.grad()), toHost(wi.grad()), toHost(bi.grad())};
+  };
+  auto want = run(torch::kCPU, torch::kFloat32), got = run(gpu, torch::kBFloat16);
+  const char* names[] = {"nll", "dx", "dW", "dbias"};
+  for (size_t i = 0; i < want.size(); ++i) {
+    double diff = relativeRms(want[i], got[i]);
+    check(diff <= 0.02, std::string("linearNll bf16 on CUDA (fused passes) vs float32 on the CPU: ") + names[i] +
+                            " relative RMS " + fmtDouble(diff) + " (tolerance 0.02, bf16 operands)");
+  }
+#endif
+}
+
 // A torchrun job of one rank (this process hosts the store, as the launcher does) trains on
 // NCCL exactly as a single process: an all-reduce over one rank is the identity.
 void ncclOneRankTrainingStep() {
@@ -343,6 +407,7 @@ int main() {
     evalRowsRecordPeakMemory();
     probesAgree();
     adamwOnCudaMatchesCpu();
+    fusedNllPassesAgree();
     ncclOneRankTrainingStep();
   } catch (const std::exception& e) {
     check(false, std::string("exception: ") + e.what());
