@@ -24,6 +24,12 @@ constexpr int64_t kMaxBlockLogits = int64_t(1) << 20;
 // 16,384-row step (32 x 512 tokens) would run in blocks of 64 classes, some 520 small matmuls
 // for WikiText-2's 33,278 words, and the device's memory is not the CPU heap above.
 constexpr int64_t kMaxBlockLogitsCuda = int64_t(1) << 28;
+// With the fused passes (bf16 on a GPU) and a backward to come, up to 2^30 logits (2 GiB in bf16)
+// are one block whose logits the forward keeps for the backward, instead of recomputing them
+// there: a fourth N x K x V matmul, about 2 ms of a 32 ms step at 16,384 x 512 x 33,278 on the H100
+// (each of eager's three took 1.9 to 2.5 ms; results/gpu/profile_eager_alibi.txt). Eager holds
+// those logits too, in bf16 and float32.
+constexpr int64_t kMaxKeptLogitsCuda = int64_t(1) << 30;
 
 // x (N, K), weight (V, K), bias (V) or undefined, targets (N) int64 in [0, V) -> (N) float32.
 // Differentiable in x, weight and bias. `maxBlockLogits`: 0 for the default of x's device (the

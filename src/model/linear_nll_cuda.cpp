@@ -1,6 +1,7 @@
 #include "model/linear_nll_cuda.h"
 
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -49,9 +50,9 @@ void check(cudaError_t status, const char* what) {
 
 }  // namespace
 
-bool fusedNllTakes(const torch::Tensor& x, const torch::Tensor& weight) {
-  if (!x.is_cuda() || x.scalar_type() != torch::kBFloat16 || weight.scalar_type() != torch::kBFloat16) return false;
-  return at::cuda::getDeviceProperties(x.get_device())->major >= 8;
+bool fusedNllTakes(const torch::Device& device, torch::ScalarType dtype) {
+  if (!device.is_cuda() || dtype != torch::kBFloat16) return false;
+  return at::cuda::getDeviceProperties(device.has_index() ? device.index() : c10::cuda::current_device())->major >= 8;
 }
 
 void fusedNllBlockForward(const torch::Tensor& logits, const torch::Tensor& bias, const torch::Tensor& targets,

@@ -5,9 +5,9 @@
 
 namespace xtrap {
 
-// Whether the passes take logits computed from these operands: bf16 on a GPU of compute
+// Whether the passes take logits of matmuls in `dtype` on `device`: bf16 on a GPU of compute
 // capability 8.0+ (what the kernels are compiled for).
-bool fusedNllTakes(const torch::Tensor& x, const torch::Tensor& weight);
+bool fusedNllTakes(const torch::Device& device, torch::ScalarType dtype);
 
 // logits (N, n) bf16 of classes [begin, begin + n) with contiguous rows, bias (n) float32 or
 // undefined, targets (N) int64, all on one GPU. lse and targetLogit (N) float32 contiguous,
