@@ -300,28 +300,44 @@ struct TileBlock {
   }
 };
 
-__device__ TileBlock tileBlock(const AttentionShape& shape, const LinearBiasArgs& bias) {
+// The block of a kernel walking `walk` (forward and queryGrad: keys; keyGrad: queries). Blocks
+// start in blockIdx order, x fastest, and a head that blocks one side gives its tiles walks of
+// 1 to ceil(T / 64) tiles: longest first, so that the grid's last wave holds short walks rather
+// than one long walk started late. Blocking the future (causal), query tile x walks x + 1 key
+// tiles; blocking the past, key tile x is walked by x + 1 query tiles: both in reverse.
+__device__ TileBlock tileBlock(const AttentionShape& shape, const LinearBiasArgs& bias, tile::Walk walk) {
   TileBlock blk;
   blk.T = shape.T, blk.b = blockIdx.z, blk.h = blockIdx.y;
   blk.batchHead = uint32_t(blk.b * shape.H + blk.h);
-  blk.lo = blockIdx.x * kBr, blk.hi = min(shape.T, blk.lo + kBr);  // kBr == kBc: keyGrad's key tiles too
+  blk.hb = headBias(bias, blk.h);
+  const bool shortestFirst = walk == tile::Walk::Keys ? blk.hb.blockFuture : blk.hb.blockPast;
+  const int tile = shortestFirst ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+  blk.lo = tile * kBr, blk.hi = min(shape.T, blk.lo + kBr);  // kBr == kBc: keyGrad's key tiles too
   blk.warp = threadIdx.x / 32, blk.lane = threadIdx.x % 32, blk.stripe = blk.warp * kStripe;
   blk.fl = fragmentLane(blk.lane);
-  blk.hb = headBias(bias, blk.h);
   return blk;
 }
 
 // Rows [row0, row0 + kBr) of this head's (T, D) slice of `view` into a shared tile, zeros past T
 // (tail tiles): this thread's share of 16-byte asynchronous copies (cp.async), which land when the
 // thread waits for them (__pipeline_wait_prior) and are every thread's after a barrier after that.
+// A thread copies the same 16-byte column of rows kRowsPerPass apart, a number of them fixed at
+// compile time: an unrolled loop whose addresses step by a constant, where a loop over a piece
+// index from threadIdx.x (whose bound the compiler cannot know) cost some 15 integer
+// instructions and a branch per piece (the PTX's remainder loop).
 template <int D>
-__device__ void copyRows(bf16* tile, const HeadsView& view, const TileBlock& blk, int row0) {
-  constexpr int kPieces = D / 8;
-  const bf16* rows = blk.rows(view);
-  for (int x = threadIdx.x; x < kBr * kPieces; x += kThreads) {
-    const int r = x / kPieces, col = (x % kPieces) * 8;
-    const bool inside = row0 + r < blk.T;
-    __pipeline_memcpy_async(tile + r * Ld<D>::rows + col, rows + (inside ? row0 + r : 0) * view.st + col, 16,
+__device__ __forceinline__ void copyRows(bf16* tile, const HeadsView& view, const TileBlock& blk, int row0) {
+  constexpr int kPieces = D / 8, kRowsPerPass = kThreads / kPieces;
+  static_assert(kThreads % kPieces == 0 && kBr % kRowsPerPass == 0, "whole rows per pass, whole passes per tile");
+  const int r0 = threadIdx.x / kPieces, col = (threadIdx.x % kPieces) * 8;
+  const bf16* first = blk.rows(view) + col;  // row 0: the address of a copy past T, which reads nothing
+  const bf16* from = first + int64_t(row0 + r0) * view.st;
+  const int64_t step = int64_t(kRowsPerPass) * view.st;
+  bf16* to = tile + r0 * Ld<D>::rows + col;
+#pragma unroll
+  for (int pass = 0; pass < kBr / kRowsPerPass; ++pass) {
+    const bool inside = row0 + r0 + pass * kRowsPerPass < blk.T;
+    __pipeline_memcpy_async(to + pass * kRowsPerPass * Ld<D>::rows, inside ? from + pass * step : first, 16,
                             inside ? 0 : 16);
   }
 }
@@ -437,7 +453,7 @@ __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args
   bf16 *qs = smemAt<bf16>(S::q), *ks = smemAt<bf16>(S::k), *vs = smemAt<bf16>(S::v);
   constexpr int Row = Ld<D>::rows;
 
-  const TileBlock blk = tileBlock(args.shape, args.bias);  // its tile: query rows [r0, r1)
+  const TileBlock blk = tileBlock(args.shape, args.bias, tile::Walk::Keys);  // its tile: query rows [r0, r1)
   const FragmentLane& fl = blk.fl;
   const int T = blk.T, r0 = blk.lo;
   bf16* qStripe = qs + blk.stripe * Row;
@@ -521,15 +537,17 @@ __global__ void __launch_bounds__(kThreads) rowDotKernel(const BackwardArgs args
 // grid (ceil(T / kBc), H, B): one block per key tile; dK, dV summed over every query tile. Its
 // warps work transposed: S^T = K Q^T with the warp's 16 keys as rows, so that P~^T and dS^T are
 // the A operands of dV += P~^T dO and dK += dS^T Q.
+// D 64 without dropout: at most 168 registers, so that 3 blocks fit an SM (ptxas chose 183 after
+// copyRows' unrolling, which fits 2; it now spills 4 bytes on sm_90a, none on sm_80).
 template <int D, bool kDropout>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 1)
     keyGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll) {
   using S = KeyGradSmem<D>;
   bf16 *ks = smemAt<bf16>(S::k), *vs = smemAt<bf16>(S::v), *qs = smemAt<bf16>(S::q), *dOs = smemAt<bf16>(S::dO);
   float *lses = smemAt<float>(S::lse), *rowDots = smemAt<float>(S::rowDot);
   constexpr int Row = Ld<D>::rows;
 
-  const TileBlock blk = tileBlock(args.shape, args.bias);  // its tile: keys [c0, c1)
+  const TileBlock blk = tileBlock(args.shape, args.bias, tile::Walk::Queries);  // its tile: keys [c0, c1)
   const FragmentLane& fl = blk.fl;
   const int c0 = blk.lo;
   bf16 *kStripe = ks + blk.stripe * Row, *vStripe = vs + blk.stripe * Row;
@@ -594,7 +612,7 @@ __global__ void __launch_bounds__(kThreads)
   double* warpPartials = smemAt<double>(S::partial);  // (kWarps, 3)
   constexpr int Row = Ld<D>::rows;
 
-  const TileBlock blk = tileBlock(args.shape, args.bias);  // its tile: query rows [r0, r1)
+  const TileBlock blk = tileBlock(args.shape, args.bias, tile::Walk::Keys);  // its tile: query rows [r0, r1)
   const FragmentLane& fl = blk.fl;
   const int T = blk.T, r0 = blk.lo;
   bf16 *qStripe = qs + blk.stripe * Row, *dOStripe = dOs + blk.stripe * Row;
@@ -701,7 +719,7 @@ __global__ void __launch_bounds__(kThreads)
     if (threadIdx.x < 3) {
       double sum = 0.0;
       for (int w = 0; w < kWarps; ++w) sum += warpPartials[w * 3 + threadIdx.x];
-      partials[(int64_t(blk.batchHead) * gridDim.x + blockIdx.x) * 3 + threadIdx.x] = sum;
+      partials[(int64_t(blk.batchHead) * gridDim.x + blk.lo / kBr) * 3 + threadIdx.x] = sum;
     }
   }
 }
