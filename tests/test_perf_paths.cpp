@@ -3,6 +3,7 @@
 #include "model/fast_dropout.h"
 #include "model/recomputed_attention.h"
 #include "model/transformer.h"
+#include "train/gradient_clip.h"
 #include "train/in_place_adamw.h"
 
 using namespace xtrap;
@@ -144,6 +145,50 @@ TEST_CASE("InPlaceAdamW with a sparse gradient takes AdamW's steps with the same
   REQUIRE(torch::allclose(twins.w, twins.wRef, 1e-5, 1e-6));
   REQUIRE(torch::allclose(twins.b, twins.bRef, 1e-6, 1e-7));
   REQUIRE(!torch::equal(twins.w[500], w0[500]));
+}
+
+// The expectation is by hand: every gradient times min(1, maxNorm / (norm + 1e-6)). LibTorch 1.13's
+// clip_grad_norm_ agrees on dense gradients but leaves a sparse one as it was (its mul_ goes through
+// .data(), whose in-place product on a sparse tensor does not reach the gradient), so an untied
+// embedding's gradient went unclipped while it counted in the norm.
+TEST_CASE("clipGradientNorm scales every gradient, sparse ones included, by the global norm's factor", "[perf]") {
+  torch::manual_seed(7);
+  auto rows = torch::tensor({4, 1, 4}, torch::kLong);  // uncoalesced: row 4 twice
+  auto sparseValues = torch::randn({3, 6});
+  for (double maxNorm : {0.5, 1e3}) {  // clipped, and left alone (factor 1)
+    std::vector<torch::Tensor> mine, reference;
+    for (auto* params : {&mine, &reference}) {
+      torch::manual_seed(8);
+      for (auto shape : {std::vector<int64_t>{30, 20}, {20}, {}}) {
+        params->push_back(torch::zeros(shape, torch::requires_grad()));
+        params->back().mutable_grad() = torch::randn(shape);
+      }
+      params->push_back(torch::zeros({10, 6}, torch::requires_grad()));  // no gradient: left out
+      params->push_back(torch::zeros({10, 6}, torch::requires_grad()));
+      params->back().mutable_grad() = torch::sparse_coo_tensor(rows.unsqueeze(0), sparseValues, {10, 6}).coalesce();
+    }
+    std::vector<torch::Tensor> before;  // dense float64 copies, undefined without a gradient
+    double squares = 0;
+    for (const auto& p : reference) {
+      before.push_back(p.grad().defined() ? p.grad().to_dense().to(torch::kFloat64) : torch::Tensor());
+      if (before.back().defined()) squares += before.back().square().sum().item<double>();
+    }
+    const double norm = std::sqrt(squares), factor = std::min(1.0, maxNorm / (norm + 1e-6));
+    auto got = clipGradientNorm(mine, maxNorm);
+    double libtorchNorm = torch::nn::utils::clip_grad_norm_(reference, maxNorm);
+    CHECK(got.dim() == 0);
+    CHECK(got.item<double>() == Approx(norm).epsilon(1e-6));
+    CHECK(libtorchNorm == Approx(norm).epsilon(1e-6));
+    for (size_t i = 0; i < mine.size(); ++i) {
+      INFO("parameter " << i << ", maxNorm " << maxNorm);
+      REQUIRE(mine[i].grad().defined() == before[i].defined());
+      if (!before[i].defined()) continue;
+      CHECK(mine[i].grad().is_sparse() == reference[i].grad().is_sparse());
+      CHECK(torch::allclose(mine[i].grad().to_dense().to(torch::kFloat64), before[i] * factor, 1e-6, 1e-7));
+      if (!mine[i].grad().is_sparse())  // LibTorch's clip_grad_norm_, where it scales
+        CHECK(torch::allclose(mine[i].grad(), reference[i].grad(), 1e-6, 1e-7));
+    }
+  }
 }
 
 TEST_CASE("dropBlock: a block of rows gets the keep decisions of the same elements of the whole tensor", "[perf]") {

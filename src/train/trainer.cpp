@@ -26,6 +26,7 @@
 #include "run/checkpoint.h"
 #include "run/data_digest.h"
 #include "run/run_lock.h"
+#include "train/gradient_clip.h"
 #include "train/in_place_adamw.h"
 #include "train/lr_schedule.h"
 #include "train/objective.h"
@@ -280,13 +281,18 @@ class TrainStep {
         p.mutable_grad() = p.grad().coalesce();  // one entry per row for the norm
     }
     Outcome out;
-    out.gradNorm = t_.clipNorm > 0 ? torch::nn::utils::clip_grad_norm_(model_->parameters(), t_.clipNorm) : 0.0;
+    // The step's loss and gradient norm in one host read: on a GPU the step's one synchronisation.
+    auto loss = rankLoss.detach().to(torch::kFloat64).reshape({});
+    auto norm = t_.clipNorm > 0 ? clipGradientNorm(model_->parameters(), t_.clipNorm).to(loss.device(), torch::kFloat64)
+                                : torch::zeros({}, loss.options());
+    const std::vector<double> read = toHostDoubles(torch::stack({loss, norm}));
+    out.gradNorm = read[1];
     // Loss summed over ranks, and whether any rank got SIGINT/SIGTERM: all ranks decide alike, on
     // what was summed only. A signal that lands after the sum counts at the next step; read
     // afresh here it would stop this rank one step before the others, which would then wait in a
     // collective for it.
     int localSignal = interruptSignal();
-    auto agreed = torch::tensor({rankLoss.item<double>(), double(localSignal != 0)}, torch::kFloat64);
+    auto agreed = torch::tensor({read[0], double(localSignal != 0)}, torch::kFloat64);
     group_.allreduceSum(agreed);
     out.loss = agreed[0].item<double>();
     out.stopSignal = agreed[1].item<double>() > 0 ? (localSignal != 0 ? localSignal : SIGTERM) : 0;

@@ -46,6 +46,17 @@ inline void fusedAdamW(const std::vector<at::Tensor>& params, const std::vector<
 #endif
 }
 
+// Every tensor of `tensors` times the 0-dim `factor` (on their device), in place, without reading
+// it on the host: one multi-tensor kernel with LibTorch 2.1+ (_foreach_mul_.Tensor), one multiply
+// per tensor before.
+inline void multiplyEach(std::vector<at::Tensor>& tensors, const at::Tensor& factor) {
+#if XTRAP_TORCH_AT_LEAST(2, 1)
+  if (!tensors.empty()) at::_foreach_mul_(tensors, factor);
+#else
+  for (auto& t : tensors) t.mul_(factor);
+#endif
+}
+
 // Autocast for one device type: 1.13 has per-backend functions, 2.4+ takes the device type
 // (the per-backend ones are deprecated there).
 inline bool autocastEnabled(c10::DeviceType type) {
