@@ -324,21 +324,18 @@ fs::path runScenario(const Scenario& given, const ScenarioRunOptions& o) {
                                        {"final_val_ppl", info.extra.value("final_val_ppl", 0.0)},
                                        {"train_tok_per_s", info.extra.value("tok_per_s", 0.0)}};
   };
-  for (const auto& v : s.variants)
-    if (!attempt("train", v.label(), [&] { trainVariant(v); })) untrained.insert(v.label());
-
-  std::vector<EvalRow> all;
-  std::string tables = fmt::format("# {}\n\n{}{}", s.name, s.description.empty() ? "" : s.description + "\n\n",
-                                   "Perplexity (lower is better); rows = variants, columns = Lvalid.\n\n");
-  std::map<std::string, std::vector<EvalRow>> sections;  // title -> rows, in job order via `order`
-  std::vector<std::string> order;
-  for (const EvalJob& job : evalJobs(s)) {
-    const ScenarioEval& e = s.evals[job.block];
+  // Evaluation jobs in the order of the results (block, mode, stride, variant); a variant's jobs
+  // run as soon as it is trained.
+  const std::vector<EvalJob> jobs = evalJobs(s);
+  std::vector<std::optional<std::vector<EvalRow>>> jobRows(jobs.size());  // set once scored
+  auto evaluateJob = [&](size_t index) {
+    const EvalJob& job = jobs[index];
     const ScenarioVariant& v = *job.variant;
+    const ScenarioEval& e = s.evals[job.block];
     std::string stage = fmt::format("eval block {} {}", job.block + 1, jobLabel(job));
     if (untrained.count(v.label())) {
       missing.push_back({{"variant", v.label()}, {"stage", stage}, {"error", "not trained"}});
-      continue;
+      return;
     }
     auto t0 = Clock::now();
     std::vector<EvalRow> rows;
@@ -361,26 +358,59 @@ fs::path runScenario(const Scenario& given, const ScenarioRunOptions& o) {
         }
       }
     });
-    if (!scored) continue;
+    if (!scored) return;
     auto& entry = manifest["variants"][v.label()];
     entry["eval_seconds_this_invocation"] = entry.value("eval_seconds_this_invocation", 0.0) + secondsSince(t0);
-    std::string title = fmt::format("{} ({} split{})", jobLabel(job), e.split,
-                                    e.maxTokens > 0 ? fmt::format(", first {} tokens", e.maxTokens) : "");
-    if (s.evals.size() > 1) title = fmt::format("eval {}: {}", job.block + 1, title);
-    if (!sections.count(title)) order.push_back(title);
-    for (EvalRow row : rows) {
+    for (EvalRow& row : rows) {
       row.run = v.name;
       row.seed = int64_t(v.train.seed);
-      all.push_back(row);
-      sections[title].push_back(row);
     }
+    jobRows[index] = std::move(rows);
+  };
+
+  // results.csv and table.md from the jobs scored so far, in job order; returns the rows.
+  auto writeResults = [&] {
+    std::vector<EvalRow> all;
+    std::string tables = fmt::format("# {}\n\n{}{}", s.name, s.description.empty() ? "" : s.description + "\n\n",
+                                     "Perplexity (lower is better); rows = variants, columns = Lvalid.\n\n");
+    std::map<std::string, std::vector<EvalRow>> sections;  // title -> rows, in job order via `order`
+    std::vector<std::string> order;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      if (!jobRows[i]) continue;
+      const ScenarioEval& e = s.evals[jobs[i].block];
+      std::string title = fmt::format("{} ({} split{})", jobLabel(jobs[i]), e.split,
+                                      e.maxTokens > 0 ? fmt::format(", first {} tokens", e.maxTokens) : "");
+      if (s.evals.size() > 1) title = fmt::format("eval {}: {}", jobs[i].block + 1, title);
+      if (!sections.count(title)) order.push_back(title);
+      for (const EvalRow& row : *jobRows[i]) {
+        all.push_back(row);
+        sections[title].push_back(row);
+      }
+    }
+    for (const auto& title : order) tables += formatMarkdownTable(title, sections[title]);
+    fs::create_directories(outDir);
+    writeEvalRows(outDir / "results.csv", all);
+    writeTextAtomically(outDir / "table.md", tables);
+    return all;
+  };
+
+  // Each variant is trained, then evaluated, then results/NAME/ is rewritten with every variant
+  // finished so far (manifest.json saying which, and "complete": false): a run cut off (a device
+  // call's time limit, a killed job) leaves their rows, and a second `xtrap run` reuses their runs
+  // and evaluation caches.
+  for (const auto& v : s.variants) {
+    if (!attempt("train", v.label(), [&] { trainVariant(v); })) untrained.insert(v.label());
+    for (size_t i = 0; i < jobs.size(); ++i)
+      if (jobs[i].variant == &v) evaluateJob(i);
+    if (!root) continue;
+    writeResults();
+    manifest["complete"] = false;
+    if (!missing.empty()) manifest["missing"] = missing;
+    writeTextAtomically(outDir / "manifest.json", manifest.dump(2) + "\n");
   }
-  for (const auto& title : order) tables += formatMarkdownTable(title, sections[title]);
   if (!root) return outDir;
 
-  fs::create_directories(outDir);
-  writeEvalRows(outDir / "results.csv", all);
-  writeTextAtomically(outDir / "table.md", tables);
+  const std::vector<EvalRow> all = writeResults();
   // The numbers are written; a missing (or failing) plotter costs only the picture.
   try {
     plotPerplexity(outDir / "ppl_vs_length.png", all, s.name + ": perplexity vs evaluation length");
