@@ -235,12 +235,14 @@ def ncu_kernel_times(path):
     return times
 
 
-def ncu_xtrap(a, m, label, arch, pos, head, work, warmup):
+def ncu_xtrap(a, m, label, arch, pos, head, work, warmup, step_ms=None):
     """Where nsys is missing (the GPU machine): Nsight Compute times every kernel launch of two xtrap
     train runs, warmup + --profile-steps steps and warmup steps (gpu__time_duration.sum; the GPU at its
     usual clocks, --clock-control none). Their difference is exactly the kernels of --profile-steps
     training steps, whatever start-up, the end-of-run validation and the checkpoint launch. Writes
-    each kernel's launches and GPU time per step, largest first."""
+    each kernel's launches and GPU time per step, largest first, and against step_ms (a plain run's
+    wall time per step) the fraction of a step the GPU spends in kernels: well below 1, xtrap's host
+    side (launches, synchronisations) is what holds the GPU back."""
     ncu = shutil.which("ncu")
     if not ncu:
         return None, "neither nsys nor ncu on PATH: no xtrap profile"
@@ -269,6 +271,9 @@ def ncu_xtrap(a, m, label, arch, pos, head, work, warmup):
                     f"{warmup + k}-step run minus a {warmup}-step run), each launch timed alone at the GPU's usual "
                     f"clocks\n# {total:.2f} ms of kernel time a step, "
                     f"{sum(n for n, _ in per_step.values()):.0f} launches a step\n")
+            if step_ms:
+                f.write(f"# a plain run's step: {step_ms:.2f} ms of wall time; kernels {100 * total / step_ms:.0f}% "
+                        f"of it\n")
             f.write(f"{'ms/step':>9} {'share':>6} {'launches/step':>13}  kernel\n")
             for name, (n, ms) in sorted(per_step.items(), key=lambda kv: -kv[1][1]):
                 f.write(f"{ms:9.3f} {100 * ms / total if total else 0:5.1f}% {n:13.1f}  {name}\n")
@@ -383,8 +388,11 @@ def methods_suite(a):
                 except Exception as e:  # noqa: BLE001
                     notes.append(f"eager --host-sync step of {label}: {failure(e)}")
                 if a.device == "cuda":
-                    profiler = nsys_xtrap if shutil.which("nsys") else ncu_xtrap
-                    path, why = profiler(a, m, label, arch, pos, head, work, w)
+                    if shutil.which("nsys"):
+                        path, why = nsys_xtrap(a, m, label, arch, pos, head, work, w)
+                    else:
+                        step_ms = 1e3 * a.batch * a.L / s["xtrap_tok_per_s"] if s["xtrap_tok_per_s"] else None
+                        path, why = ncu_xtrap(a, m, label, arch, pos, head, work, w, step_ms)
                     if path:
                         files.append(os.path.basename(path))
                     if why:

@@ -5,6 +5,7 @@
 # the device command's $OUT). Stages (tests, compare, eval and fused when none is named; in this order):
 #   tests    the `gpu`-labelled tests (gpu_checks, fused_attention_checks, nccl_world_one), then
 #            the rest of the suite
+#   gputests the `gpu`-labelled tests alone (a call that keeps its minutes for other stages)
 #   compare  training throughput of xtrap against PyTorch eager side by side (bench/compare.py
 #            --device cuda: alibi, none, rotary and the alibi-offset + CLAP encoder, bf16, MFU
 #            against a bf16 matmul of the same command; COMPARE_ARGS adds flags to it, e.g.
@@ -30,15 +31,15 @@
 # scenarios' results 3 deep): keep OUTDIR outside $OUT and set ARCHIVE=$OUT/NAME.tar.gz. OUTDIR is
 # packed into ARCHIVE (replaced whole, never half-written) every 30 s and when the script ends, so
 # a command cut off at its limit still returns what its stages wrote up to then.
-#   ARCHIVE=$OUT/c1.tar.gz bash bench/gpu_check.sh /tmp/c1 [tests] [compare] [eval] [fused] [ncu] [scenarios]
+#   ARCHIVE=$OUT/c1.tar.gz bash bench/gpu_check.sh /tmp/c1 [tests] [gputests] [compare] [eval] [fused] [ncu] [scenarios]
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-OUT=${1:?usage: bench/gpu_check.sh OUTDIR [tests] [compare] [eval] [fused] [ncu] [scenarios]}
+OUT=${1:?usage: bench/gpu_check.sh OUTDIR [tests] [gputests] [compare] [eval] [fused] [ncu] [scenarios]}
 shift
 STAGES=("$@")
 ((${#STAGES[@]})) || STAGES=(tests compare eval fused)
 for stage in "${STAGES[@]}"; do
-  [[ $stage =~ ^(tests|compare|eval|fused|ncu|scenarios)$ ]] || { echo "bench/gpu_check.sh: unknown stage '$stage'" >&2; exit 2; }
+  [[ $stage =~ ^(tests|gputests|compare|eval|fused|ncu|scenarios)$ ]] || { echo "bench/gpu_check.sh: unknown stage '$stage'" >&2; exit 2; }
 done
 wants() { [[ " ${STAGES[*]} " == *" $1 "* ]]; }
 mkdir -p "$OUT"
@@ -94,10 +95,12 @@ fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$OUT/device.txt" 2>&1
 summary "device: $(cat "$OUT/device.txt")"
 
-if wants tests; then
+if wants tests || wants gputests; then
   start=$SECONDS
   ctest --test-dir build-cuda -L gpu --output-on-failure >"$OUT/ctest_gpu.log" 2>&1
   summary "gpu tests: rc=$? in $((SECONDS - start)) s: $(grep -E 'tests passed|tests failed' "$OUT/ctest_gpu.log" | tail -1) (ctest_gpu.log)"
+fi
+if wants tests; then
   start=$SECONDS
   ctest --test-dir build-cuda -j"$(nproc)" -LE gpu --output-on-failure >"$OUT/ctest_all.log" 2>&1
   summary "rest of the suite (-LE gpu): rc=$? in $((SECONDS - start)) s: $(grep -E 'tests passed|tests failed' "$OUT/ctest_all.log" | tail -1) (ctest_all.log)"
