@@ -199,7 +199,7 @@ def run_anchors(args):
                 # A slow method (Flex's learned slopes: seconds a rep at 8k) gets fewer reps: warmup
                 # and timed reps each stop once they have taken --method-seconds, after 1 and 3 reps.
                 begun = time.monotonic()
-                for i in range(args.warmup):
+                for _ in range(args.warmup):
                     step()
                     torch.cuda.synchronize()
                     if time.monotonic() - begun > args.method_seconds:

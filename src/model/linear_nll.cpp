@@ -80,11 +80,12 @@ torch::Tensor fusedGradientBlock(const torch::Tensor& logits, const torch::Tenso
 // Blocks of classes, not of rows: the backward then writes each block of dW once, and what
 // accumulates over blocks is only dx (N x K).
 struct LinearNllFunction : torch::autograd::Function<LinearNllFunction> {
-  // keepLogits: the fused passes run, in one block of every class, and its bf16 logits are kept
-  // for the backward instead of recomputed.
+  // fused: each block's passes are linear_nll.cu's (fusedPasses, decided once by linearNll);
+  // keepLogits: with them, one block of every class whose bf16 logits are kept for the backward
+  // instead of recomputed.
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
                                const torch::Tensor& bias, const torch::Tensor& targets, int64_t blockClasses,
-                               bool keepLogits) {
+                               bool fused, bool keepLogits) {
     auto dtype = matmulDtype(x, weight);
     // Casting once here is what autocast does per matmul; the backward needs the same operands.
     auto xc = x.to(dtype), wc = weight.to(dtype);
@@ -93,8 +94,7 @@ struct LinearNllFunction : torch::autograd::Function<LinearNllFunction> {
     // Running log-sum-exp over the blocks, and each row's target logit once its block comes.
     auto lse = torch::full({N}, -std::numeric_limits<float>::infinity(), f32);
     auto targetLogit = torch::zeros({N}, f32);
-    AutocastScope off(x.device(), torch::kFloat32);  // operands are cast already
-    const bool fused = fusedPasses(x, dtype);
+    AutocastScope off(x.device(), torch::kFloat32);        // operands are cast already
     torch::Tensor kept = torch::empty({0}, xc.options());  // (N, V) with keepLogits
     for (int64_t begin = 0; begin < V; begin += blockClasses) {
       const int64_t n = std::min(blockClasses, V - begin);
@@ -110,6 +110,7 @@ struct LinearNllFunction : torch::autograd::Function<LinearNllFunction> {
     }
     ctx->save_for_backward({xc, wc, bias, targets, lse, kept});
     ctx->saved_data["block_classes"] = blockClasses;
+    ctx->saved_data["fused"] = fused;
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
     ctx->saved_data["w_dtype"] = static_cast<int64_t>(weight.scalar_type());
     return lse - targetLogit;
@@ -126,7 +127,7 @@ struct LinearNllFunction : torch::autograd::Function<LinearNllFunction> {
     auto dx = torch::zeros(xc.sizes(), xc.options().dtype(torch::kFloat32));
     auto dw = torch::empty(wc.sizes(), wc.options().dtype(torch::kFloat32));
     auto db = hasBias ? torch::empty({V}, wc.options().dtype(torch::kFloat32)) : torch::Tensor();
-    const bool fused = fusedPasses(xc, xc.scalar_type());
+    const bool fused = ctx->saved_data["fused"].toBool();
     for (int64_t begin = 0; begin < V; begin += blockClasses) {
       int64_t n = std::min(blockClasses, V - begin);
       // d nll / d logits = softmax - onehot(target), times each row's incoming gradient, in the
@@ -151,8 +152,8 @@ struct LinearNllFunction : torch::autograd::Function<LinearNllFunction> {
     auto xDtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
     auto wDtype = static_cast<at::ScalarType>(ctx->saved_data["w_dtype"].toInt());
     auto dBias = hasBias ? db.to(bias.scalar_type()) : torch::Tensor();
-    // x, weight, bias; none for targets, blockClasses and keepLogits.
-    return {dx.to(xDtype), dw.to(wDtype), dBias, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    // x, weight, bias; none for targets, blockClasses, fused and keepLogits.
+    return {dx.to(xDtype), dw.to(wDtype), dBias, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -164,13 +165,13 @@ torch::Tensor linearNll(const torch::Tensor& x, const torch::Tensor& weight, con
   // Kept logits: the default blocks, the fused passes, a backward to come, and few enough logits.
   const bool backward = torch::GradMode::is_enabled() &&
                         (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
-  const bool keepLogits =
-      maxBlockLogits <= 0 && backward && fusedPasses(x, matmulDtype(x, weight)) && N * V <= kMaxKeptLogitsCuda;
+  const bool fused = fusedPasses(x, matmulDtype(x, weight));
+  const bool keepLogits = maxBlockLogits <= 0 && backward && fused && N * V <= kMaxKeptLogitsCuda;
   if (maxBlockLogits <= 0) maxBlockLogits = x.is_cuda() ? kMaxBlockLogitsCuda : kMaxBlockLogits;
   int64_t blockClasses = keepLogits ? V : std::max<int64_t>(1, maxBlockLogits / std::max<int64_t>(1, N));
   // LibTorch 1.13's Function::apply takes no undefined tensor: "no bias" is an empty one inside.
   auto noBias = torch::empty({0}, weight.options());
-  return LinearNllFunction::apply(x, weight, bias.defined() ? bias : noBias, targets, blockClasses, keepLogits);
+  return LinearNllFunction::apply(x, weight, bias.defined() ? bias : noBias, targets, blockClasses, fused, keepLogits);
 }
 
 }  // namespace xtrap

@@ -398,19 +398,19 @@ fs::path runScenario(const Scenario& given, const ScenarioRunOptions& o) {
   // finished so far (manifest.json saying which, and "complete": false): a run cut off (a device
   // call's time limit, a killed job) leaves their rows, and a second `xtrap run` reuses their runs
   // and evaluation caches.
+  std::vector<EvalRow> all;  // rank 0: every row written so far
   for (const auto& v : s.variants) {
     if (!attempt("train", v.label(), [&] { trainVariant(v); })) untrained.insert(v.label());
     for (size_t i = 0; i < jobs.size(); ++i)
       if (jobs[i].variant == &v) evaluateJob(i);
     if (!root) continue;
-    writeResults();
+    all = writeResults();
     manifest["complete"] = false;
     if (!missing.empty()) manifest["missing"] = missing;
     writeTextAtomically(outDir / "manifest.json", manifest.dump(2) + "\n");
   }
   if (!root) return outDir;
 
-  const std::vector<EvalRow> all = writeResults();
   // The numbers are written; a missing (or failing) plotter costs only the picture.
   try {
     plotPerplexity(outDir / "ppl_vs_length.png", all, s.name + ": perplexity vs evaluation length");
