@@ -2,7 +2,7 @@
 // Gradient clipping by the global 2-norm, as PyTorch's clip_grad_norm_ (its foreach form): every
 // gradient times min(1, maxNorm / (norm + 1e-6)), with the norm and the factor left on the
 // gradients' device. LibTorch's C++ clip_grad_norm_ launches one norm and one multiply per
-// parameter (about 160 small kernels a step for the 6-layer model on a GPU) and reads the norm on
+// parameter (150 small kernels a step for the 75 tensors of the 6-layer model) and reads the norm on
 // the host, a synchronisation of its own; here the dense gradients' norms are one multi-tensor
 // kernel (_foreach_norm) and, with LibTorch 2.1+, their scaling another, and the norm comes back as
 // a tensor, which the trainer reads with the step's loss in one synchronisation. Sparse gradients
