@@ -79,7 +79,7 @@ if ((build_rc != 0)) && [[ -f build-cuda/build.ninja ]]; then
   cmake --build build-cuda -j"$(nproc)" ${XTRAP_TARGETS:+--target $XTRAP_TARGETS} -- -k 0 >"$OUT/build_errors.log" 2>&1
   summary "build errors (first of them; all in build_errors.log):"
   grep -m 8 -E 'error' "$OUT/build_errors.log" | tee -a "$OUT/summary.txt"
-  if grep -qE '^FAILED: .*(xtrap_cuda_kernels|linear_bias_attention)' "$OUT/build_errors.log"; then
+  if grep -qE '^FAILED: .*(xtrap_cuda_kernels|linear_bias_attention|linear_nll)' "$OUT/build_errors.log"; then
     start=$SECONDS
     { cmake -S . -B build-cuda -DXTRAP_CUDA_KERNELS=OFF &&
       cmake --build build-cuda -j"$(nproc)" ${XTRAP_TARGETS:+--target $XTRAP_TARGETS} -- -k 0; } >"$OUT/build_without_kernels.log" 2>&1
