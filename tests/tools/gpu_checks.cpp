@@ -341,8 +341,8 @@ void fusedNllPassesAgree() {
   auto x = torch::randn({600, 64}), w = torch::randn({5000, 64}) * 0.3, b = torch::randn({5000});
   auto targets = torch::randint(0, 5000, {600}, torch::kLong);
   auto run = [&](const torch::Device& device, torch::ScalarType dtype, int64_t maxBlockLogits) {
-    auto xi = x.to(device, dtype).requires_grad_(), wi = w.to(device, dtype).requires_grad_();
-    auto bi = b.to(device).requires_grad_();
+    auto xi = x.to(device, dtype).detach().requires_grad_(), wi = w.to(device, dtype).detach().requires_grad_();
+    auto bi = b.to(device).detach().requires_grad_();
     auto nll = linearNll(xi, wi, bi, targets.to(device), maxBlockLogits);  // (600)
     (nll * torch::linspace(0.5, 1.5, 600, nll.options())).sum().backward();
     return std::vector<torch::Tensor>{toHost(nll), toHost(xi.grad()), toHost(wi.grad()), toHost(bi.grad())};
