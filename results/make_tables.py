@@ -295,6 +295,22 @@ def gpu_long_eval():
                    cell("bfloat16", n, "peak_mib", "{:.0f}"), cell("float32", n, "peak_mib", "{:.0f}")] for n in ns])
 
 
+def gpu_throughput():
+    """bench/compare.py --device cuda of two GPU sessions: xtrap and eager train tok/s per method."""
+    sessions = [("H100, 48dba30", "gpu/gpu_throughput.csv"), ("H200, fc33df5", "gpu/h200-2026-11-26/gpu_throughput.csv")]
+    rows = {name: {r["method"]: r for r in load(path)} for name, path in sessions}
+    methods = list(dict.fromkeys(m for name, _ in sessions for m in rows[name]))
+    header = ["method"] + [f"{h} ({name})" for name, _ in sessions for h in ("xtrap tok/s", "eager tok/s", "xtrap / eager")]
+
+    def cells(name, m):
+        r = rows[name].get(m)
+        if not r:
+            return ["-", "-", "-"]
+        return [f"{float(r['xtrap_tok_per_s']):,.0f}", f"{float(r['eager_tok_per_s']):,.0f}", f"{float(r['ratio']):.2f}"]
+
+    return table(header, [[m] + [c for name, _ in sessions for c in cells(name, m)] for m in methods])
+
+
 def gpu_train_kernels(top=14):
     """Share of GPU time per kernel in an ncu trace of xtrap train (gpu__time_duration per launch)."""
     with gzip.open(os.path.join(RESULTS, "gpu/ncu_train_default.csv.gz"), "rt") as f:
@@ -368,6 +384,7 @@ TABLES = {
     "quickstart/eval": quickstart_eval,
     "gpu/long-eval": gpu_long_eval,
     "gpu/train-kernels": gpu_train_kernels,
+    "gpu/throughput": gpu_throughput,
 }
 
 
