@@ -15,6 +15,7 @@ import csv
 import gzip
 import io
 import json
+import math
 import os
 import re
 import sys
@@ -311,6 +312,19 @@ def gpu_throughput():
     return table(header, [[m] + [c for name, _ in sessions for c in cells(name, m)] for m in methods])
 
 
+def encoder_positions_cpu():
+    """Validation perplexity at L during training of four small encoders that differ only in position
+    information (encoder_positions_cpu.csv, from their train.jsonl)."""
+    rows = load("encoder_positions_cpu.csv")
+    steps = sorted({int(r["step"]) for r in rows})
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    ppl_at = {(r["variant"], int(r["step"])): math.exp(float(r["val_loss"])) for r in rows}
+    flags = {r["variant"]: r["flags"] for r in rows}
+    tokens = {int(r["step"]): int(r["train_tokens"]) for r in rows}
+    return table(["variant", "flags"] + [f"val ppl, step {n} ({tokens[n] / 1e6:.2f}M tokens)" for n in steps],
+                 [[v, f"`{flags[v]}`"] + [f"{ppl_at[(v, n)]:.1f}" for n in steps] for v in variants])
+
+
 def gpu_train_kernels(top=14):
     """Share of GPU time per kernel in an ncu trace of xtrap train (gpu__time_duration per launch)."""
     with gzip.open(os.path.join(RESULTS, "gpu/ncu_train_default.csv.gz"), "rt") as f:
@@ -385,6 +399,7 @@ TABLES = {
     "gpu/long-eval": gpu_long_eval,
     "gpu/train-kernels": gpu_train_kernels,
     "gpu/throughput": gpu_throughput,
+    "encoder-positions/cpu": encoder_positions_cpu,
 }
 
 
