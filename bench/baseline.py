@@ -1,7 +1,7 @@
 """PyTorch eager baseline of xtrap's transformer, for throughput comparison (issues 7 and 22).
 
 Same architecture as src/model/transformer.cpp: pre-LN blocks, qkv Linear(d, 3d) split as
-(B, T, 3, H, D), out Linear, exact-GELU FFN, final LayerNorm, token embedding scaled by sqrt(d),
+(B, T, 3, H, D), out Linear, exact-GELU FFN, final LayerNorm, token embedding scaled by sqrt(d) (unless --no-scale-embedding),
 attention-probability / residual / FFN-activation / embedding dropout, and the heads xtrap has
 for this comparison: the tied full softmax (x . E^T), LibTorch's adaptive softmax (div_value 4,
 CPU comparison only) and CLAP (beta * x . normalize(E)^T with a learned beta, the inputs embedded
@@ -246,8 +246,10 @@ class Transformer(nn.Module):
         self.clap = a.head == "clap"
         self.embedding = nn.Embedding(vocab, a.d_model)
         nn.init.normal_(self.embedding.weight, 0.0, 1.0 / math.sqrt(a.d_model))
-        if a.pos == "learned":
+        if a.pos == "learned":  # xtrap's initialisation: N(0, 1/sqrt(d)) unless --position-init-std
             self.positions = nn.Embedding(a.L, a.d_model)
+            std = a.position_init_std if a.position_init_std is not None else 1.0 / math.sqrt(a.d_model)
+            nn.init.normal_(self.positions.weight, 0.0, std)
         self.drop = nn.Dropout(a.dropout)
         self.blocks = nn.ModuleList(Block(a.d_model, a.heads, a.ffn, a.dropout) for _ in range(a.layers))
         self.ln_final = nn.LayerNorm(a.d_model)
@@ -304,7 +306,8 @@ class Transformer(nn.Module):
             x = F.embedding(tokens, self.projection())
         else:
             x = self.embedding(tokens)
-        x = x * math.sqrt(self.a.d_model)
+        if self.a.scale_embedding:
+            x = x * math.sqrt(self.a.d_model)
         if self.a.pos == "learned":
             x = x + self.positions(torch.arange(T, device=tokens.device))
         elif self.a.pos == "sinusoidal":
@@ -557,7 +560,8 @@ def matmul_flops(a, rt):
     return a.matmul_iters * 2.0 * n**3 / seconds
 
 
-def main():
+def make_parser():
+    """The model, data and run options (bench/encoder_positions.py reuses them for its training runs)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", default="data/wikitext-2")
     p.add_argument("--arch", default="decoder", choices=["decoder", "encoder"])
@@ -572,6 +576,10 @@ def main():
     p.add_argument("--L", type=int, default=512)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--no-scale-embedding", dest="scale_embedding", action="store_false",
+                   help="do not multiply token embeddings by sqrt(d_model) (xtrap's --no-scale-embedding)")
+    p.add_argument("--position-init-std", type=float, default=None,
+                   help="learned positions: initial standard deviation (default 1/sqrt(d_model), as xtrap)")
     p.add_argument("--adaptive-softmax", default="", help="cutoffs, e.g. 2000,10000; empty = tied full softmax")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--weight-decay", type=float, default=0.01)
@@ -596,7 +604,10 @@ def main():
     p.add_argument("--profile-rows", type=int, default=40)
     p.add_argument("--matmul-n", type=int, default=8192)
     p.add_argument("--matmul-iters", type=int, default=20)
-    a = p.parse_args()
+    return p
+
+
+def check_arguments(p, a):
     if a.head == "clap" and a.adaptive_softmax:
         p.error("--head clap has no adaptive softmax")
     if a.pos in LINEAR_BIAS and a.pos != "alibi" and a.arch != "encoder":
@@ -606,11 +617,21 @@ def main():
     if a.pos == "rotary" and (a.d_model // a.heads) % 2:
         p.error("rotary needs an even head dimension")
 
+
+def configure_torch(a):
+    """Threads, denormals and the seed, as xtrap's configureRuntime."""
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     torch.set_num_interop_threads(1)
     torch.set_flush_denormal(True)  # as xtrap's configureRuntime
     torch.manual_seed(a.seed)
+
+
+def main():
+    p = make_parser()
+    a = p.parse_args()
+    check_arguments(p, a)
+    configure_torch(a)
     rt = Runtime(a)
     if rt.cuda and not torch.cuda.is_available():
         raise SystemExit(f"--device cuda: torch {torch.__version__} sees no CUDA device")
