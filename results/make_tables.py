@@ -312,10 +312,11 @@ def gpu_throughput():
     return table(header, [[m] + [c for name, _ in sessions for c in cells(name, m)] for m in methods])
 
 
-def encoder_positions_cpu():
-    """Validation perplexity at L during training of four small encoders that differ only in position
-    information (encoder_positions_cpu.csv, from their train.jsonl)."""
-    rows = load("encoder_positions_cpu.csv")
+def encoder_positions(csv_name):
+    """Validation perplexity at L during training of small encoders that differ only in position
+    information: xtrap's (encoder_positions_cpu.csv, from their train.jsonl) or PyTorch eager's
+    (encoder_positions_pytorch.csv, from bench/encoder_positions.py)."""
+    rows = load(csv_name)
     steps = sorted({int(r["step"]) for r in rows})
     variants = list(dict.fromkeys(r["variant"] for r in rows))
     ppl_at = {(r["variant"], int(r["step"])): math.exp(float(r["val_loss"])) for r in rows}
@@ -399,7 +400,8 @@ TABLES = {
     "gpu/long-eval": gpu_long_eval,
     "gpu/train-kernels": gpu_train_kernels,
     "gpu/throughput": gpu_throughput,
-    "encoder-positions/cpu": encoder_positions_cpu,
+    "encoder-positions/cpu": lambda: encoder_positions("encoder_positions_cpu.csv"),
+    "encoder-positions/pytorch": lambda: encoder_positions("encoder_positions_pytorch.csv"),
 }
 
 
