@@ -392,12 +392,17 @@ def loss_on(model, stream, starts, a, words, rt):
             feats = model.features(seq[:, :-1], rt.compute_dtype)
             nll = model.token_nll(feats.reshape(-1, a.d_model), seq[:, 1:].reshape(-1))
         return nll.mean()
+    return masked_nll(model, seq, a, words, rt).mean()
+
+
+def masked_nll(model, seq, a, words, rt):
+    """An encoder's NLL of the tokens xtrap's masking selects in the (B, n) host windows seq, one per
+    selected token (<mask> is id `words`)."""
     inputs, positions, targets = mlm_batch(seq, words, words, a.mask_prob)
     inputs, positions, targets = rt.to_device(inputs), rt.to_device(positions), rt.to_device(targets)
     with rt.autocast():
         rows = model.features(inputs, rt.compute_dtype).reshape(-1, a.d_model).index_select(0, positions)
-        nll = model.token_nll(rows, targets)
-    return nll.mean()
+        return model.token_nll(rows, targets)
 
 
 def make_optimizer(model, a, rt):
@@ -509,15 +514,12 @@ def eval_throughput(model, valid, a, words, rt):
         starts = list(range(w0, min(n, w0 + a.L * a.batch), a.L))
         x = torch.stack([windows[s : s + a.L] for s in starts])
         y = torch.stack([windows[s + 1 : s + a.L + 1] for s in starts])
-        with rt.autocast():
-            if model.causal:
-                x, y = rt.to_device(x), rt.to_device(y)
+        if model.causal:
+            x, y = rt.to_device(x), rt.to_device(y)
+            with rt.autocast():
                 nll = model.token_nll(model.features(x, rt.compute_dtype).reshape(-1, a.d_model), y.reshape(-1))
-            else:
-                inputs, positions, targets = mlm_batch(x, words, words, a.mask_prob)
-                inputs, positions, targets = rt.to_device(inputs), rt.to_device(positions), rt.to_device(targets)
-                rows = model.features(inputs, rt.compute_dtype).reshape(-1, a.d_model).index_select(0, positions)
-                nll = model.token_nll(rows, targets)
+        else:
+            nll = masked_nll(model, x, a, words, rt)
         nll.double().sum().item()
         scored += nll.numel()
     return scored / (time.perf_counter() - t0)

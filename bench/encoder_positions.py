@@ -48,12 +48,7 @@ def validation_loss(model, valid, m, words, rt, eval_tokens, eval_seed):
     total, count = 0.0, 0
     for w0 in range(0, n, m.L * m.batch):
         starts = torch.arange(w0, min(n, w0 + m.L * m.batch), m.L)
-        inputs, positions, targets = baseline.mlm_batch(baseline.window_batch(valid, starts, m.L), words, words,
-                                                        m.mask_prob)
-        inputs, positions, targets = rt.to_device(inputs), rt.to_device(positions), rt.to_device(targets)
-        with rt.autocast():
-            rows = model.features(inputs, rt.compute_dtype).reshape(-1, m.d_model).index_select(0, positions)
-            nll = model.token_nll(rows, targets)
+        nll = baseline.masked_nll(model, baseline.window_batch(valid, starts, m.L), m, words, rt)
         total += nll.double().sum().item()
         count += nll.numel()
     torch.set_rng_state(state)
