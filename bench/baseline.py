@@ -618,6 +618,8 @@ def check_arguments(p, a):
         p.error("alibi-onesided needs an even number of heads")
     if a.pos == "rotary" and (a.d_model // a.heads) % 2:
         p.error("rotary needs an even head dimension")
+    if a.position_init_std is not None and (a.pos != "learned" or a.position_init_std <= 0):
+        p.error("--position-init-std needs --pos learned and a positive value")
 
 
 def configure_torch(a):
