@@ -197,8 +197,20 @@ std::vector<double> toDoubles(const Buffer<T>& buffer, size_t n) {
   return out;
 }
 
+// How a backward is run: its scheme, and OnePass's keySplits (0: automatic, here one key tile per
+// block; 1 and 2: blocks that take several key tiles in turn, into one dQ slice).
+struct Backward {
+  xtrap::cuda::BackwardScheme scheme;
+  int keySplits;
+};
+const Backward kBackwards[] = {
+    {xtrap::cuda::BackwardScheme::TwoPass, 0},
+    {xtrap::cuda::BackwardScheme::OnePass, 0},
+    {xtrap::cuda::BackwardScheme::OnePass, 2},
+};
+
 // The kernels' forward and backward through their C++ API; FAILs on a launch error or fault.
-Result runKernels(const Problem& p, const Inputs& in) {
+Result runKernels(const Problem& p, const Inputs& in, const Backward& backward) {
   const AttentionShape& s = p.shape;
   const size_t n = size_t(s.B) * s.H * s.T * s.D, rows = size_t(s.B) * s.H * s.T;
   Buffer<bf16> qkv(in.qkv.size()), dO(n), o(n), dq(n), dk(n), dv(n);
@@ -232,7 +244,6 @@ Result runKernels(const Problem& p, const Inputs& in) {
   INFO("forward: " << cuda_emulation::lastFault());
   REQUIRE(e == cudaSuccess);
 
-  Buffer<unsigned char> workspace(xtrap::cuda::linearBiasAttentionBackwardWorkspace(s));
   xtrap::cuda::BackwardArgs ba;
   ba.shape = s, ba.q = fa.q, ba.k = fa.k, ba.v = fa.v, ba.o = fa.o, ba.dO = headsView(dO), ba.lse = lse.data();
   ba.dq = headsView(dq), ba.dk = headsView(dk), ba.dv = headsView(dv);
@@ -240,6 +251,8 @@ Result runKernels(const Problem& p, const Inputs& in) {
   ba.dSlopeFuture = p.slopeGradients ? dFuture.data() : nullptr;
   ba.dFirstTokenBias = p.variant.firstToken.empty() ? nullptr : dFirst.data();
   ba.bias = bias, ba.scale = scale, ba.dropout = p.dropout, ba.seed = p.seed;
+  ba.scheme = backward.scheme, ba.keySplits = backward.keySplits;
+  Buffer<unsigned char> workspace(xtrap::cuda::linearBiasAttentionBackwardWorkspace(ba));
   e = xtrap::cuda::linearBiasAttentionBackward(ba, workspace.data(), nullptr);
   INFO("backward: " << cuda_emulation::lastFault());
   REQUIRE(e == cudaSuccess);
@@ -288,18 +301,23 @@ void compare(const Problem& p, const Inputs& in, const Result& got) {
   if (!got.dFirst.empty()) CHECK(relativeMaxDiff(want.dFirst, got.dFirst, 1e-2) <= 1e-4);
 }
 
-// Runs p under both schedules, requires bit-identical results, and compares with the reference.
+// Runs p with each backward under both schedules, requires bit-identical results, and compares
+// with the reference.
 void check(const Problem& p) {
   const AttentionShape& s = p.shape;
   INFO(p.variant.name << " B=" << s.B << " H=" << s.H << " T=" << s.T << " D=" << s.D << " dropout=" << p.dropout);
   const Inputs in = makeInputs(s, p.seed);
-  cuda_emulation::setSchedule(cuda_emulation::Schedule::Ascending);
-  const Result ascending = runKernels(p, in);
-  cuda_emulation::setSchedule(cuda_emulation::Schedule::Descending);
-  const Result descending = runKernels(p, in);
-  cuda_emulation::setSchedule(cuda_emulation::Schedule::Ascending);
-  CHECK(ascending == descending);  // else a thread reads what another writes without a barrier
-  compare(p, in, ascending);
+  for (const Backward& backward : kBackwards) {
+    INFO((backward.scheme == xtrap::cuda::BackwardScheme::TwoPass ? "two-pass" : "one-pass")
+         << " backward, keySplits " << backward.keySplits);
+    cuda_emulation::setSchedule(cuda_emulation::Schedule::Ascending);
+    const Result ascending = runKernels(p, in, backward);
+    cuda_emulation::setSchedule(cuda_emulation::Schedule::Descending);
+    const Result descending = runKernels(p, in, backward);
+    cuda_emulation::setSchedule(cuda_emulation::Schedule::Ascending);
+    CHECK(ascending == descending);  // else a thread reads what another writes without a barrier
+    compare(p, in, ascending);
+  }
 }
 
 // Toy kernels for the emulation's own checks. Thread t writes slot t of `shared` (global memory

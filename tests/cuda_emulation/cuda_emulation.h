@@ -96,6 +96,12 @@ void __pipeline_memcpy_async(void* dst, const void* src, size_t sizeAndAlign, si
 void __pipeline_commit();
 void __pipeline_wait_prior(size_t prior);
 void __syncwarp(unsigned mask = 0xffffffffu);
+// Blocks and threads never run at once here: an atomic add is an add.
+inline float atomicAdd(float* address, float value) {
+  const float old = *address;
+  *address = old + value;
+  return old;
+}
 float __shfl_xor_sync(unsigned mask, float value, int laneMask, int width = 32);
 double __shfl_xor_sync(unsigned mask, double value, int laneMask, int width = 32);
 

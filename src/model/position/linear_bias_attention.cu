@@ -22,19 +22,24 @@
 // Backward, FlashAttention-2's equations with P recomputed from the saved log-sum-exp:
 //   P = exp(S + bias - lse), D_i = rowsum(dO o O), dP = dO V^T (masked by the same dropout),
 //   dS = P o (dP - D_i), dV = P~^T dO, dK = scale dS^T Q, dQ = scale dS K, dBias = dS.
-// Three kernels: rowDot (D_i), keyGrad (one block per key tile: dK, dV in registers over every
-// query tile, its warps computing S^T = K Q^T, so that P~^T and dS^T are A operands in
-// registers) and queryGrad (one block per query tile: dQ in registers over every key tile, and
-// the bias gradients). dQ gets its own pass instead of FlashAttention-2's fp32 atomicAdd into a dQ
-// accumulator: every output is summed by one block in a fixed order, so the backward is
-// deterministic, at the price of recomputing S and dP once more (7 tile products per tile pair
-// instead of 5). The bias gradients dslopePast = sum dS * (-(i - j)), dslopeFuture =
-// sum dS * (-(j - i - shift)), dfirstTokenBias = sum dS over first-token cells are summed per
-// lane in a fixed cell order (on a linear tile from its one term, without biasCell's branches),
-// corrected for the rounding of D_i by each row's exact sum of P o dP
-// (tile::RowTerm), then summed across lanes and warps in a fixed order, written per block to a
-// buffer, and summed over (batch, query tile) in a fixed order by one thread per (head,
-// parameter): no float atomics anywhere.
+// rowDot computes D_i; then one of two schemes (BackwardScheme), both deterministic (no float
+// atomics whose order varies):
+// - TwoPass: keyGrad (one block per key tile: dK, dV in registers over every query tile, its warps
+//   computing S^T = K Q^T, so that P~^T and dS^T are A operands in registers) and queryGrad (one
+//   block per query tile: dQ in registers over every key tile, and the bias gradients). Every output
+//   is summed by one block, at the price of S and dP computed twice: 7 tile products per tile pair.
+// - OnePass: keyGrad also writes each pair's dS^T to shared memory, and its warps (16 query rows
+//   each) add dS K into an fp32 dQ slice that only this block writes: the block walks every
+//   keySplits-th key tile of its (batch, head) and adds each element from one thread, in order.
+//   dqSum then sums the slices in order: FlashAttention-2's deterministic mode, 5 tile products per
+//   pair. Its bias gradients' row terms (below) go into row-statistics slices the same way.
+// The bias gradients dslopePast = sum dS * (-(i - j)), dslopeFuture = sum dS * (-(j - i - shift)),
+// dfirstTokenBias = sum dS over first-token cells are summed per lane in a fixed cell order (on a
+// linear tile from its one term, without biasCell's branches), corrected for the rounding of D_i by
+// each row's exact sum of P o dP (tile::RowTerm: summed over the row's cells in queryGrad; over
+// key tiles through the slices in OnePass, the correction in dqSum), then summed across lanes and
+// warps in a fixed order, written per block to a buffer, and summed over (batch, block) in a fixed
+// order by one thread per (head, parameter).
 //
 // Dropout: Philox4x32-10 keyed by the seed, one draw per (batch*H + head, row, group of 4 keys)
 // (linear_bias_tile.h), so the backward regenerates the forward's mask cell by cell. A group is
@@ -45,10 +50,10 @@
 // FlashAttention-2 does): each exponential is one ex2 instruction. Each kernel is instantiated with
 // and without dropout, so evaluation and dropout-free training carry no per-cell dropout work.
 //
-// What would make it faster (correctness and clarity first here): a single backward pass with
-// ordered dQ accumulation (FlashAttention-2's deterministic mode), 32 rows per warp (B fragments
-// read once for two A fragments: half the shared-memory reads per product), and on H100 TMA loads
-// and warpgroup wgmma (FA3).
+// What would make it faster (correctness and clarity first here): 32 rows per warp (B fragments
+// read once for two A fragments: half the shared-memory reads per product), 128-key blocks in the
+// one-pass backward (half its dQ traffic per product), and on H100 TMA loads and warpgroup wgmma
+// (FA3).
 #include <cuda_bf16.h>
 #include <cuda_pipeline_primitives.h>
 #include <cuda_runtime.h>
@@ -93,12 +98,23 @@ struct ForwardSmem {
   static constexpr size_t q = 0, k = q + Ld<D>::rowsBytes, v = k + 2 * Ld<D>::rowsBytes,
                           bytes = v + 2 * Ld<D>::rowsBytes;
 };
-// keyGrad: K, V | Q, dO, lse, D_i x 2.  D=64: 55 KiB, D=128: 103 KiB.
-template <int D>
+// The one-pass backward's (64 keys, 64 queries) bf16 dS^T tile, rows of kBr + 8 elements.
+constexpr int kDsRow = kBr + kPadHalf;
+// The bias gradients' row sums (tile::RowTerm) the one-pass backward keeps per query row: sum P dP,
+// then sum P c of the Past, Future and FirstToken terms.
+constexpr int kRowStats = 4;
+
+// keyGrad: K, V | Q, dO, lse, D_i x 2; with kOnePass | dS^T; with kBiasGrads | the warps' row sums
+// | warp partials.  D=64: 55 KiB (one-pass 64, with bias gradients 68), D=128: 103 KiB (112, 116).
+template <int D, bool kOnePass, bool kBiasGrads>
 struct KeyGradSmem {
   static constexpr size_t k = 0, v = k + Ld<D>::rowsBytes, q = v + Ld<D>::rowsBytes, dO = q + 2 * Ld<D>::rowsBytes,
                           lse = dO + 2 * Ld<D>::rowsBytes, rowDot = lse + 2 * Ld<D>::statBytes,
-                          bytes = rowDot + 2 * Ld<D>::statBytes;
+                          dS = rowDot + 2 * Ld<D>::statBytes,
+                          stats = dS + (kOnePass ? align128(size_t(kBc) * kDsRow * sizeof(bf16)) : 0),
+                          partial =
+                              stats + (kBiasGrads ? align128(size_t(kWarps) * kRowStats * kBr * sizeof(float)) : 0),
+                          bytes = partial + (kBiasGrads ? align128(kWarps * 3 * sizeof(double)) : 0);
 };
 // queryGrad: Q, dO, lse, D_i | K, V x 2 | warp partials.  D=64: 55 KiB, D=128: 103 KiB.
 template <int D>
@@ -111,7 +127,7 @@ struct QueryGradSmem {
 // The most shared memory any of the kernels for head dimension D asks for.
 template <int D>
 constexpr size_t largestSmem() {
-  return std::max({ForwardSmem<D>::bytes, KeyGradSmem<D>::bytes, QueryGradSmem<D>::bytes});
+  return std::max({ForwardSmem<D>::bytes, KeyGradSmem<D, true, true>::bytes, QueryGradSmem<D>::bytes});
 }
 
 // The A100 gives a block up to 163 KiB of shared memory (the H100 227, sm_86/89 GPUs 99: there only
@@ -259,8 +275,9 @@ __device__ __forceinline__ void scaleRow(float (&x)[N / 8][4], int r, float fact
 // ---- what the three tile kernels share ----
 
 // Where a block of forwardKernel, keyGradKernel or queryGradKernel works. Their grids are
-// (ceil(T / 64), H, B): the block owns the tile [lo, hi) of [0, T) (query rows; keys in keyGrad),
-// shorter than 64 in the tail tile, of head h in batch b; its warp owns the 16 rows
+// (ceil(T / 64), H, B) (the one-pass keyGrad's (keySplits, H, B), a block taking its key tiles in
+// turn): the block owns the tile [lo, hi) of [0, T) (query rows; keys in keyGrad), shorter than
+// 64 in the tail tile, of head h in batch b; its warp owns the 16 rows
 // [lo + stripe, lo + stripe + 16) of that tile, and the lane two of them (FragmentLane).
 struct TileBlock {
   int T, b, h;
@@ -300,18 +317,20 @@ struct TileBlock {
   }
 };
 
-// The block of a kernel walking `walk` (forward and queryGrad: keys; keyGrad: queries). Blocks
-// start in blockIdx order, x fastest, and a head that blocks one side gives its tiles walks of
-// 1 to ceil(T / 64) tiles: longest first, so that the grid's last wave holds short walks rather
-// than one long walk started late. Blocking the future (causal), query tile x walks x + 1 key
-// tiles; blocking the past, key tile x is walked by x + 1 query tiles: both in reverse.
-__device__ TileBlock tileBlock(const AttentionShape& shape, const LinearBiasArgs& bias, tile::Walk walk) {
+// The block of a kernel walking `walk` (forward and queryGrad: keys; keyGrad: queries), at the
+// x-th of the head's `tiles` tiles in start order (blockIdx.x, or the one-pass backward's x-th key
+// tile). Blocks start in blockIdx order, x fastest, and a head that blocks one side gives its
+// tiles walks of 1 to ceil(T / 64) tiles: longest first, so that the grid's last wave holds short
+// walks rather than one long walk started late. Blocking the future (causal), query tile x walks
+// x + 1 key tiles; blocking the past, key tile x is walked by x + 1 query tiles: both in reverse.
+__device__ TileBlock tileBlock(const AttentionShape& shape, const LinearBiasArgs& bias, tile::Walk walk, int x,
+                               int tiles) {
   TileBlock blk;
   blk.T = shape.T, blk.b = blockIdx.z, blk.h = blockIdx.y;
   blk.batchHead = uint32_t(blk.b * shape.H + blk.h);
   blk.hb = headBias(bias, blk.h);
   const bool shortestFirst = walk == tile::Walk::Keys ? blk.hb.blockFuture : blk.hb.blockPast;
-  const int tile = shortestFirst ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+  const int tile = shortestFirst ? tiles - 1 - x : x;
   blk.lo = tile * kBr, blk.hi = min(shape.T, blk.lo + kBr);  // kBr == kBc: keyGrad's key tiles too
   blk.warp = threadIdx.x / 32, blk.lane = threadIdx.x % 32, blk.stripe = blk.warp * kStripe;
   blk.fl = fragmentLane(blk.lane);
@@ -453,7 +472,8 @@ __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args
   bf16 *qs = smemAt<bf16>(S::q), *ks = smemAt<bf16>(S::k), *vs = smemAt<bf16>(S::v);
   constexpr int Row = Ld<D>::rows;
 
-  const TileBlock blk = tileBlock(args.shape, args.bias, tile::Walk::Keys);  // its tile: query rows [r0, r1)
+  // its tile: query rows [r0, r1)
+  const TileBlock blk = tileBlock(args.shape, args.bias, tile::Walk::Keys, int(blockIdx.x), int(gridDim.x));
   const FragmentLane& fl = blk.fl;
   const int T = blk.T, r0 = blk.lo;
   bf16* qStripe = qs + blk.stripe * Row;
@@ -534,69 +554,284 @@ __global__ void __launch_bounds__(kThreads) rowDotKernel(const BackwardArgs args
   if (lane == 0) rowDot[rowIndex] = acc;
 }
 
-// grid (ceil(T / kBc), H, B): one block per key tile; dK, dV summed over every query tile. Its
-// warps work transposed: S^T = K Q^T with the warp's 16 keys as rows, so that P~^T and dS^T are
-// the A operands of dV += P~^T dO and dK += dS^T Q.
-// D 64 without dropout: at most 168 registers, so that 3 blocks fit an SM (ptxas chose 183 after
-// copyRows' unrolling, which fits 2; it now spills 4 bytes on sm_90a, none on sm_80).
-template <int D, bool kDropout>
-__global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 1)
-    keyGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll) {
-  using S = KeyGradSmem<D>;
+// The sum over a warp's 8 groups (warp_mma.cuh's g: the keys of a transposed tile) of each of 8
+// values, by halving exchanges (xor 16, 8, 4): 7 shuffles where summing each value apart takes 24.
+// Lane (g, t) ends with the sum of value g. The order of the additions is fixed.
+__device__ __forceinline__ float sumOverGroups(float (&v)[8], int g) {
+  const bool b2 = (g >> 2) & 1, b1 = (g >> 1) & 1, b0 = g & 1;
+#pragma unroll
+  for (int x = 0; x < 4; ++x) {  // then v[x] is value x + 4 b2
+    const float keep = b2 ? v[x + 4] : v[x], send = b2 ? v[x] : v[x + 4];
+    v[x] = keep + __shfl_xor_sync(0xffffffffu, send, 16);
+  }
+#pragma unroll
+  for (int x = 0; x < 2; ++x) {  // then v[x] is value x + 2 b1 + 4 b2
+    const float keep = b1 ? v[x + 2] : v[x], send = b1 ? v[x] : v[x + 2];
+    v[x] = keep + __shfl_xor_sync(0xffffffffu, send, 8);
+  }
+  const float keep = b0 ? v[1] : v[0], send = b0 ? v[0] : v[1];
+  return keep + __shfl_xor_sync(0xffffffffu, send, 4);
+}
+
+// The same for one value, which every lane gets.
+__device__ __forceinline__ float sumOverGroups(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 4);
+  x += __shfl_xor_sync(0xffffffffu, x, 8);
+  return x + __shfl_xor_sync(0xffffffffu, x, 16);
+}
+
+// This lane's three bias-gradient sums, summed over the block (lanes, then warps, in a fixed order)
+// into out[3] by threads 0-2. warpPartials: (kWarps, 3) doubles of shared memory.
+__device__ void sumBlockGrads(tile::BiasGrads<double> grads, double* warpPartials, double* out, int warp, int lane) {
+  grads.past = warpSum(grads.past), grads.future = warpSum(grads.future), grads.first = warpSum(grads.first);
+  if (lane == 0) {
+    warpPartials[warp * 3 + 0] = grads.past;
+    warpPartials[warp * 3 + 1] = grads.future;
+    warpPartials[warp * 3 + 2] = grads.first;
+  }
+  __syncthreads();
+  if (threadIdx.x < 3) {
+    double sum = 0.0;
+    for (int w = 0; w < kWarps; ++w) sum += warpPartials[w * 3 + threadIdx.x];
+    out[threadIdx.x] = sum;
+  }
+}
+
+// grid (key tiles, H, B): dK, dV of each key tile summed over every query tile. TwoPass: key
+// tiles = ceil(T / kBc), one per block; OnePass: keySplits, block s taking key tiles s, s +
+// keySplits, ... in turn. Its warps work transposed: S^T = K Q^T with the warp's 16 keys as rows,
+// so that P~^T and dS^T are the A operands of dV += P~^T dO and dK += dS^T Q.
+// kOnePass: each pair's dS^T also goes to shared memory, and warp w adds dS K of the pair's query
+// rows [16w, 16w + 16) into the block's fp32 dQ slice dqAccum[s] ((B, H, T, D)): every element of
+// a slice is added to by one thread, in key-tile order (red.global.add from one thread to one
+// address keeps program order), so the sums are the same from run to run. With kBiasGrads the
+// block also sums dS * dbias/dparameter over its cells into partials[(b * H + h) * keySplits + s]
+// and each query row's share of its tile::RowTerm into its row-statistics slice rowStats[s]
+// ((B, H, T, kRowStats)); dqSumKernel finishes both.
+// D 64 without dropout or bias gradients: at most 168 registers, so that 3 blocks fit an SM (ptxas
+// chose 183 after copyRows' unrolling, which fits 2; held to 168, both schemes' kernels spill 8 to
+// 16 bytes on sm_90a). The one-pass kernel with bias gradients takes 240 (2 blocks): held to 168 it
+// spilled 200 bytes, in the tile loop.
+template <int D, bool kOnePass, bool kBiasGrads, bool kDropout>
+__global__ void __launch_bounds__(kThreads, D == 64 && !kDropout && !kBiasGrads ? 3 : 1)
+    keyGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll, float* dqAccum, float* rowStatsAll,
+                  double* partials) {
+  static_assert(kOnePass || !kBiasGrads, "TwoPass's bias gradients are queryGrad's");
+  using S = KeyGradSmem<D, kOnePass, kBiasGrads>;
   bf16 *ks = smemAt<bf16>(S::k), *vs = smemAt<bf16>(S::v), *qs = smemAt<bf16>(S::q), *dOs = smemAt<bf16>(S::dO);
+  bf16* dSs = smemAt<bf16>(S::dS);  // (kBc keys, kBr queries): dS^T
   float *lses = smemAt<float>(S::lse), *rowDots = smemAt<float>(S::rowDot);
+  float* warpRowStats = smemAt<float>(S::stats);  // (kWarps, kRowStats, kBr): each warp's row sums
   constexpr int Row = Ld<D>::rows;
+  const int T = args.shape.T;
+  const int64_t sliceRows = int64_t(args.shape.B) * args.shape.H * T;  // of one dQ or row-statistics slice
+  tile::BiasGrads<double> grads;  // this lane's cells over every key tile, summed in a fixed order
 
-  const TileBlock blk = tileBlock(args.shape, args.bias, tile::Walk::Queries);  // its tile: keys [c0, c1)
-  const FragmentLane& fl = blk.fl;
-  const int c0 = blk.lo;
-  bf16 *kStripe = ks + blk.stripe * Row, *vStripe = vs + blk.stripe * Row;
+  for (int x = int(blockIdx.x); x < dv.qTiles; x += int(gridDim.x)) {
+    if (x != int(blockIdx.x)) __syncthreads();  // the last key tile's dK, dV were staged through ks, vs
+    const TileBlock blk = tileBlock(args.shape, args.bias, tile::Walk::Queries, x, dv.qTiles);  // keys [c0, c1)
+    const FragmentLane& fl = blk.fl;
+    const int c0 = blk.lo;
+    bf16 *kStripe = ks + blk.stripe * Row, *vStripe = vs + blk.stripe * Row;
+    // The first row of this head in this block's slices (OnePass).
+    const int64_t sliceRow = int64_t(blockIdx.x) * sliceRows + int64_t(blk.batchHead) * T;
 
-  copyRows<D>(ks, args.k, blk, c0);
-  copyRows<D>(vs, args.v, blk, c0);
+    copyRows<D>(ks, args.k, blk, c0);
+    copyRows<D>(vs, args.v, blk, c0);
 
-  // This lane's two keys (rows of S^T) and their dropout group: keys j and j + 8 of one query are
-  // words w and w + 2 of one draw (tile::dropoutGroup).
-  const int j[2] = {blk.position(0), blk.position(1)};
-  const int group = tile::dropoutGroup(j[0]), word = tile::dropoutWord(j[0]);
-  float dK[D / 8][4] = {}, dV[D / 8][4] = {};  // (16, D)
+    // This lane's two keys (rows of S^T) and their dropout group: keys j and j + 8 of one query are
+    // words w and w + 2 of one draw (tile::dropoutGroup).
+    const int j[2] = {blk.position(0), blk.position(1)};
+    const int group = tile::dropoutGroup(j[0]), word = tile::dropoutWord(j[0]);
+    float dK[D / 8][4] = {}, dV[D / 8][4] = {};  // (16, D)
 
-  auto load = [&](int r0, int buffer) {
-    copyRows<D>(qs + buffer * Ld<D>::tile, args.q, blk, r0);
-    copyRows<D>(dOs + buffer * Ld<D>::tile, args.dO, blk, r0);
-    copyRowStats(lses + buffer * Ld<D>::stat, rowDots + buffer * Ld<D>::stat, args.lse, rowDotAll, blk, r0);
-  };
-  pipelinedWalk(blk, tile::Walk::Queries, load, [&](int r0, int buffer) {
-    const bf16 *q = qs + buffer * Ld<D>::tile, *dO = dOs + buffer * Ld<D>::tile;
-    const float *lseOf = lses + buffer * Ld<D>::stat, *rowDotOf = rowDots + buffer * Ld<D>::stat;
-    float pT[kBr / 8][4] = {}, dST[kBr / 8][4] = {};  // (16 keys, kBr queries): base-2 logits^T, dP~^T, then P~^T, dS^T
-    multiplyTransposed<D, kBr, Row>(pT, kStripe, q, blk.lane);
-    toLogits<true>(pT, blk, blk.linearTile(tile::Walk::Queries, r0), args.scale, j, r0);
-    multiplyTransposed<D, kBr, Row>(dST, vStripe, dO, blk.lane);
+    auto load = [&](int r0, int buffer) {
+      copyRows<D>(qs + buffer * Ld<D>::tile, args.q, blk, r0);
+      copyRows<D>(dOs + buffer * Ld<D>::tile, args.dO, blk, r0);
+      copyRowStats(lses + buffer * Ld<D>::stat, rowDots + buffer * Ld<D>::stat, args.lse, rowDotAll, blk, r0);
+    };
+    pipelinedWalk(blk, tile::Walk::Queries, load, [&](int r0, int buffer) {
+      const bf16 *q = qs + buffer * Ld<D>::tile, *dO = dOs + buffer * Ld<D>::tile;
+      const float *lseOf = lses + buffer * Ld<D>::stat, *rowDotOf = rowDots + buffer * Ld<D>::stat;
+      float pT[kBr / 8][4] = {},
+                     dST[kBr / 8][4] = {};  // (16 keys, kBr queries): base-2 logits^T, dP~^T, then P~^T, dS^T
+      const tile::LinearTile lt = blk.linearTile(tile::Walk::Queries, r0);
+      multiplyTransposed<D, kBr, Row>(pT, kStripe, q, blk.lane);
+      toLogits<true>(pT, blk, lt, args.scale, j, r0);
+      multiplyTransposed<D, kBr, Row>(dST, vStripe, dO, blk.lane);
+      // P~^T and dS^T of the cells of query fragments 4 half .. 4 half + 3 (8 query columns: column
+      // k = 2 (n - 4 half) + c of the lane's), and with kBiasGrads each cell's share of the bias
+      // gradients through addCell(k, r, n, c, i, P, dS, dP after dropout) of the cell [n][2r + c].
+      auto forEachCell = [&](int half, auto addCell) {
 #pragma unroll
-    for (int n = 0; n < kBr / 8; ++n)
+        for (int nn = 0; nn < 4; ++nn)
 #pragma unroll
-      for (int c = 0; c < 2; ++c) {  // query column fl.column(n, c) of both rows
-        const int q = fl.column(n, c), i = r0 + q;
-        const float lse2 = kLog2e * lseOf[q], rowDot = rowDotOf[q];
-        const uint32_t keep = keepGroup<kDropout>(args.seed, dv, blk.batchHead, i, group);
+          for (int c = 0; c < 2; ++c) {  // query column fl.column(n, c) of both rows
+            const int n = 4 * half + nn, q = fl.column(n, c), i = r0 + q;
+            const float lse2 = kLog2e * lseOf[q], rowDot = rowDotOf[q];
+            const uint32_t keep = keepGroup<kDropout>(args.seed, dv, blk.batchHead, i, group);
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int e = 2 * r + c;
-          const bool kept = (keep >> (word + 2 * r)) & 1u;
-          const float prob = exp2f(pT[n][e] - lse2);  // 0 where the logit is -inf (padding queries too)
-          dST[n][e] = tile::scoreGrad(prob, dST[n][e], kept, keepScale<kDropout>(dv), rowDot);
-          pT[n][e] = tile::afterDropout(prob, kept, keepScale<kDropout>(dv));
+            for (int r = 0; r < 2; ++r) {
+              const int e = 2 * r + c;
+              const bool kept = (keep >> (word + 2 * r)) & 1u;
+              const float prob = exp2f(pT[n][e] - lse2);  // 0 where the logit is -inf (padding queries too)
+              const float dPTilde = dST[n][e];
+              dST[n][e] = tile::scoreGrad(prob, dPTilde, kept, keepScale<kDropout>(dv), rowDot);
+              if constexpr (kBiasGrads)
+                addCell(2 * nn + c, r, n, c, i, prob, dST[n][e],
+                        tile::afterDropout(dPTilde, kept, keepScale<kDropout>(dv)));
+              pT[n][e] = tile::afterDropout(prob, kept, keepScale<kDropout>(dv));
+            }
+          }
+      };
+      // Lane (g, t)'s column after sumOverGroups of a half's 8 columns: k = g.
+      auto putRowStat = [&](int half, int stat, float value) {
+        const int column = 8 * (4 * half + (fl.g >> 1)) + 2 * fl.t + (fl.g & 1);
+        warpRowStats[(blk.warp * kRowStats + stat) * kBr + column] = value;
+      };
+      // A linear tile's RowTerm has one weight, of its term: statistic 1 (Past) or 2 (Future).
+      const int termStat = lt.term == tile::BiasTerm::Past ? 1 : 2;
+      if constexpr (!kBiasGrads) {
+        forEachCell(0, [](int, int, int, int, int, float, float, float) {});
+        forEachCell(1, [](int, int, int, int, int, float, float, float) {});
+      } else if (lt.linear) {
+        // Every cell is of one term, its distance lt.distanceSign (j - i) - lt.distanceShift (with
+        // i - j = columnMinusRow in this transposed tile): three FMAs per cell, as in queryGrad.
+        float termGrad = 0.f;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          float rowDot[8] = {}, weight[8] = {};
+          forEachCell(half, [&](int k, int r, int n, int c, int, float prob, float cellGrad, float cellDP) {
+            const float distance = fmaf(-lt.distanceSign, blk.columnMinusRow(r0, j[r], n, c), -lt.distanceShift);
+            termGrad -= cellGrad * distance;
+            rowDot[k] += prob * cellDP;
+            weight[k] -= prob * distance;
+          });
+          putRowStat(half, 0, sumOverGroups(rowDot, fl.g));
+          putRowStat(half, termStat, sumOverGroups(weight, fl.g));
+        }
+        (lt.term == tile::BiasTerm::Past ? grads.past : grads.future) += termGrad;
+      } else {
+        // The diagonal band and first-token tiles (few): biasCell per cell, and each column's four
+        // row sums over the warp's keys as soon as its two cells are in (few registers).
+        tile::BiasGrads<float> tileGrads;
+        tile::RowTerm<float> column;  // this lane's two cells of the column
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+          forEachCell(half, [&](int, int r, int n, int c, int i, float prob, float cellGrad, float cellDP) {
+            if (r == 0) column = tile::RowTerm<float>();
+            if (i < T && j[r] < T) {
+              const tile::BiasCell cell = tile::biasCell(blk.hb, i, j[r]);
+              tileGrads.add(cell, cellGrad);
+              column.add(cell, prob, cellDP);
+            }
+            if (r == 1) {
+              const float sums[kRowStats] = {sumOverGroups(column.rowDot), sumOverGroups(column.weight.past),
+                                             sumOverGroups(column.weight.future), sumOverGroups(column.weight.first)};
+              if (fl.g == 0)
+                for (int stat = 0; stat < kRowStats; ++stat)
+                  warpRowStats[(blk.warp * kRowStats + stat) * kBr + fl.column(n, c)] = sums[stat];
+            }
+          });
+        grads.past += tileGrads.past, grads.future += tileGrads.future, grads.first += tileGrads.first;
+      }
+      if constexpr (kOnePass) {  // this warp's rows of dS^T, in bf16 as the products take it
+#pragma unroll
+        for (int n = 0; n < kBr / 8; ++n)
+#pragma unroll
+          for (int r = 0; r < 2; ++r)
+            *reinterpret_cast<uint32_t*>(dSs + (blk.stripe + fl.row(2 * r)) * kDsRow + fl.column(n, 0)) =
+                mma::packBf16(dST[n][2 * r], dST[n][2 * r + 1]);
+      }
+      uint32_t a[kBr / 16][4];
+      toA<kBr>(a, pT);
+      multiply<kBr, D, Row>(dV, a, dO, blk.lane);  // dV += P~^T dO
+      toA<kBr>(a, dST);
+      multiply<kBr, D, Row>(dK, a, q, blk.lane);  // dK += dS^T Q
+      if constexpr (kOnePass) {
+        __syncthreads();  // every warp's dS^T rows and row sums are in
+        // dQ += dS K for query rows [stripe, stripe + 16) of this tile, 16 columns of D at a time:
+        // A = dS (16 queries by 64 keys) read transposed from dS^T, B = the key tile.
+        const int lr = blk.lane & 7, m = blk.lane >> 3;
+#pragma unroll
+        for (int kk = 0; kk < kBc / 16; ++kk)
+          mma::loadMatricesTransposed(a[kk], dSs + (16 * kk + lr + 8 * (m >> 1)) * kDsRow + blk.stripe + 8 * (m & 1));
+        const int i[2] = {r0 + blk.stripe + fl.row(0), r0 + blk.stripe + fl.row(2)};
+        float* dqRows = dqAccum + sliceRow * D;
+#pragma unroll
+        for (int chunk = 0; chunk < D / 16; ++chunk) {
+          float part[2][4] = {};
+          multiply<kBc, 16, Row>(part, a, ks + 16 * chunk, blk.lane);
+#pragma unroll
+          for (int n = 0; n < 2; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              if (i[e >> 1] < T) atomicAdd(dqRows + int64_t(i[e >> 1]) * D + 16 * chunk + fl.column(n, e), part[n][e]);
+        }
+        if constexpr (kBiasGrads) {  // the block's row sums of this tile, its warps' in order
+          float* statRows = rowStatsAll + sliceRow * kRowStats;
+          for (int y = int(threadIdx.x); y < kRowStats * kBr; y += kThreads) {
+            const int column = y % kBr, stat = y / kBr, row = r0 + column;
+            if (row >= T || (lt.linear && stat != 0 && stat != termStat)) continue;
+            float sum = 0.f;
+            for (int w = 0; w < kWarps; ++w) sum += warpRowStats[(w * kRowStats + stat) * kBr + column];
+            atomicAdd(statRows + int64_t(row) * kRowStats + stat, sum);
+          }
         }
       }
-    uint32_t a[kBr / 16][4];
-    toA<kBr>(a, pT);
-    multiply<kBr, D, Row>(dV, a, dO, blk.lane);  // dV += P~^T dO
-    toA<kBr>(a, dST);
-    multiply<kBr, D, Row>(dK, a, q, blk.lane);  // dK += dS^T Q
-  });
-  storeStripe<D>(args.dk, dK, args.scale, kStripe, blk);
-  storeStripe<D>(args.dv, dV, 1.f, vStripe, blk);
+    });
+    storeStripe<D>(args.dk, dK, args.scale, kStripe, blk);
+    storeStripe<D>(args.dv, dV, 1.f, vStripe, blk);
+  }
+  if constexpr (kBiasGrads)
+    sumBlockGrads(grads, smemAt<double>(S::partial),
+                  partials + (int64_t(blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) * 3,
+                  int(threadIdx.x / 32), int(threadIdx.x % 32));
+}
+
+// grid (ceil(T / kBr), H, B), OnePass's last kernel: dq = scale x the sum of the keySplits fp32
+// slices, in slice order, as bf16. With kBiasGrads each row's RowTerm (its slices' sums, in order)
+// gives the row's correction (tile::addRowCorrection), summed over the tile's rows in order into
+// corrections[(b * H + h) * ceil(T / kBr) + tile]; 3 x 64 doubles of dynamic shared memory.
+template <int D, bool kBiasGrads>
+__global__ void __launch_bounds__(kThreads)
+    dqSumKernel(const BackwardArgs args, int splits, const float* dqAccum, const float* rowStatsAll,
+                const float* rowDotAll, double* corrections) {
+  const int T = args.shape.T, b = int(blockIdx.z), h = int(blockIdx.y), lo = int(blockIdx.x) * kBr;
+  const int64_t headRow = (int64_t(b) * args.shape.H + h) * T, sliceRows = int64_t(args.shape.B) * args.shape.H * T;
+  bf16* dq = headRows(args.dq, b, h);
+  for (int x = int(threadIdx.x); x < kBr * D; x += kThreads) {  // consecutive threads, consecutive floats
+    const int i = lo + x / D, d = x % D;
+    if (i >= T) break;
+    float sum = 0.f;
+    for (int s = 0; s < splits; ++s) sum += dqAccum[(s * sliceRows + headRow + i) * D + d];
+    dq[int64_t(i) * args.dq.st + d] = __float2bfloat16(sum * args.scale);
+  }
+  if constexpr (kBiasGrads) {
+    double* rowCorrections = smemAt<double>(0);  // (kBr, 3)
+    const int x = int(threadIdx.x), i = lo + x;
+    if (x < kBr) {
+      tile::BiasGrads<double> correction;
+      if (i < T) {
+        tile::RowTerm<float> row;
+        for (int s = 0; s < splits; ++s) {
+          const float* stat = rowStatsAll + (s * sliceRows + headRow + i) * kRowStats;
+          row.rowDot += stat[0];
+          row.weight.past += stat[1], row.weight.future += stat[2], row.weight.first += stat[3];
+        }
+        tile::addRowCorrection(correction, row, rowDotAll[headRow + i]);
+      }
+      rowCorrections[3 * x + 0] = correction.past;
+      rowCorrections[3 * x + 1] = correction.future;
+      rowCorrections[3 * x + 2] = correction.first;
+    }
+    __syncthreads();
+    if (x < 3) {
+      double sum = 0.0;
+      for (int r = 0; r < kBr; ++r) sum += rowCorrections[3 * r + x];
+      corrections[((int64_t(b) * args.shape.H + h) * gridDim.x + blockIdx.x) * 3 + x] = sum;
+    }
+  }
 }
 
 // grid (ceil(T / kBr), H, B): one block per query tile; dQ summed over every key tile, and with
@@ -612,7 +847,8 @@ __global__ void __launch_bounds__(kThreads)
   double* warpPartials = smemAt<double>(S::partial);  // (kWarps, 3)
   constexpr int Row = Ld<D>::rows;
 
-  const TileBlock blk = tileBlock(args.shape, args.bias, tile::Walk::Keys);  // its tile: query rows [r0, r1)
+  // its tile: query rows [r0, r1)
+  const TileBlock blk = tileBlock(args.shape, args.bias, tile::Walk::Keys, int(blockIdx.x), int(gridDim.x));
   const FragmentLane& fl = blk.fl;
   const int T = blk.T, r0 = blk.lo;
   bf16 *qStripe = qs + blk.stripe * Row, *dOStripe = dOs + blk.stripe * Row;
@@ -709,32 +945,25 @@ __global__ void __launch_bounds__(kThreads)
       row.weight.first = groupSum(rowTerm[r].weight.first);
       if (fl.t == 0) tile::addRowCorrection(grads, row, rowDots[i[r] - r0]);
     }
-    grads.past = warpSum(grads.past), grads.future = warpSum(grads.future), grads.first = warpSum(grads.first);
-    if (blk.lane == 0) {
-      warpPartials[blk.warp * 3 + 0] = grads.past;
-      warpPartials[blk.warp * 3 + 1] = grads.future;
-      warpPartials[blk.warp * 3 + 2] = grads.first;
-    }
-    __syncthreads();
-    if (threadIdx.x < 3) {
-      double sum = 0.0;
-      for (int w = 0; w < kWarps; ++w) sum += warpPartials[w * 3 + threadIdx.x];
-      partials[(int64_t(blk.batchHead) * gridDim.x + blk.lo / kBr) * 3 + threadIdx.x] = sum;
-    }
+    sumBlockGrads(grads, warpPartials, partials + (int64_t(blk.batchHead) * gridDim.x + blk.lo / kBr) * 3, blk.warp,
+                  blk.lane);
   }
 }
 
-// One thread per (head, parameter): the sum over batches and query tiles, in that fixed order.
-__global__ void reduceBiasGradsKernel(const double* partials, int B, int H, int qTiles, float* dPast, float* dFuture,
-                                      float* dFirst) {
+// One thread per (head, parameter): the sum over batches, then over the (B, H, n, 3) partials and
+// the (B, H, m, 3) corrections of each (batch, head) (m may be 0), in that fixed order.
+__global__ void reduceBiasGradsKernel(const double* partials, int n, const double* corrections, int m, int B, int H,
+                                      float* dPast, float* dFuture, float* dFirst) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= H * 3) return;
   const int h = t / 3, which = t % 3;
   float* out = which == 0 ? dPast : (which == 1 ? dFuture : dFirst);
   if (out == nullptr) return;
   double sum = 0.0;
-  for (int b = 0; b < B; ++b)
-    for (int tile = 0; tile < qTiles; ++tile) sum += partials[(int64_t(b * H + h) * qTiles + tile) * 3 + which];
+  for (int b = 0; b < B; ++b) {
+    for (int x = 0; x < n; ++x) sum += partials[(int64_t(b * H + h) * n + x) * 3 + which];
+    for (int x = 0; x < m; ++x) sum += corrections[(int64_t(b * H + h) * m + x) * 3 + which];
+  }
   out[h] = float(sum);
 }
 
@@ -780,42 +1009,97 @@ cudaError_t forward(const ForwardArgs& args, cudaStream_t stream) {
   return launch(kernel, dim3(dv.qTiles, args.shape.H, args.shape.B), bytes, stream, args, dv);
 }
 
-// Workspace: rowDot (B, H, T) fp32, then the bias-gradient partials (B, H, qTiles, 3) fp64.
-size_t rowDotBytes(const AttentionShape& s) { return align128(size_t(s.B) * s.H * s.T * sizeof(float)); }
-size_t partialBytes(const AttentionShape& s) {
-  return align128(size_t(s.B) * s.H * ceilDiv(s.T, kBr) * 3 * sizeof(double));
+bool wantsBiasGrads(const BackwardArgs& a) { return a.dSlopePast || a.dSlopeFuture || a.dFirstTokenBias; }
+
+// The backward's workspace, in this order (byte offsets; a piece a call does not use is empty):
+// rowDot (B, H, T) fp32; with bias gradients, their per-block partials (B, H, n, 3) fp64, n =
+// qTiles (TwoPass: queryGrad's blocks) or keySplits (OnePass), and OnePass's per-tile row
+// corrections (B, H, qTiles, 3) fp64; OnePass's dQ slices (keySplits, B, H, T, D) fp32, and with
+// bias gradients its row statistics (keySplits, B, H, T, kRowStats) fp32.
+struct WorkspaceLayout {
+  int splits = 0;  // OnePass's keySplits
+  size_t partials = 0, corrections = 0, dqAccum = 0, rowStats = 0, bytes = 0;
+};
+
+WorkspaceLayout workspaceLayout(const BackwardArgs& a) {
+  const AttentionShape& s = a.shape;
+  const size_t heads = size_t(s.B) * s.H, rows = heads * s.T, tiles = size_t(ceilDiv(s.T, kBr));
+  const bool onePass = a.scheme == BackwardScheme::OnePass, biasGrads = wantsBiasGrads(a);
+  WorkspaceLayout w;
+  w.splits = onePass ? linearBiasAttentionKeySplits(s, a.keySplits) : 0;
+  w.partials = align128(rows * sizeof(float));
+  w.corrections = w.partials + (biasGrads ? align128(heads * (onePass ? w.splits : tiles) * 3 * sizeof(double)) : 0);
+  w.dqAccum = w.corrections + (biasGrads && onePass ? align128(heads * tiles * 3 * sizeof(double)) : 0);
+  w.rowStats = w.dqAccum + (onePass ? align128(size_t(w.splits) * rows * s.D * sizeof(float)) : 0);
+  w.bytes = w.rowStats + (onePass && biasGrads ? align128(size_t(w.splits) * rows * kRowStats * sizeof(float)) : 0);
+  return w;
+}
+
+template <typename T>
+T* workspaceAt(void* workspace, size_t offset) {
+  return reinterpret_cast<T*>(static_cast<unsigned char*>(workspace) + offset);
 }
 
 template <int D>
 cudaError_t backward(const BackwardArgs& args, void* workspace, cudaStream_t stream) {
   const AttentionShape& s = args.shape;
   const Derived dv = derive(s, args.dropout);
+  const WorkspaceLayout w = workspaceLayout(args);
   float* rowDot = static_cast<float*>(workspace);
-  const bool biasGrads = args.dSlopePast || args.dSlopeFuture || args.dFirstTokenBias;
-  double* partials =
-      biasGrads ? reinterpret_cast<double*>(static_cast<unsigned char*>(workspace) + rowDotBytes(s)) : nullptr;
+  const bool biasGrads = wantsBiasGrads(args), dropout = dv.threshold > 0;
+  double* partials = biasGrads ? workspaceAt<double>(workspace, w.partials) : nullptr;
 
   const int64_t rows = int64_t(s.B) * s.H * s.T;
   if (cudaError_t e = launch(rowDotKernel<D>, dim3(unsigned((rows + kWarps - 1) / kWarps)), 0, stream, args, rowDot);
       e != cudaSuccess)
     return e;
 
-  const bool dropout = dv.threshold > 0;
-  const auto keyGrad = dropout ? keyGradKernel<D, true> : keyGradKernel<D, false>;
-  const auto queryGrad = biasGrads ? (dropout ? queryGradKernel<D, true, true> : queryGradKernel<D, true, false>)
-                                   : (dropout ? queryGradKernel<D, false, true> : queryGradKernel<D, false, false>);
-  const size_t keyBytes = KeyGradSmem<D>::bytes, queryBytes = QueryGradSmem<D>::bytes;
+  if (args.scheme == BackwardScheme::TwoPass) {
+    const auto keyGrad = dropout ? keyGradKernel<D, false, false, true> : keyGradKernel<D, false, false, false>;
+    const auto queryGrad = biasGrads ? (dropout ? queryGradKernel<D, true, true> : queryGradKernel<D, true, false>)
+                                     : (dropout ? queryGradKernel<D, false, true> : queryGradKernel<D, false, false>);
+    const size_t keyBytes = KeyGradSmem<D, false, false>::bytes, queryBytes = QueryGradSmem<D>::bytes;
+    if (cudaError_t e = allowSharedMemory(keyGrad, keyBytes); e != cudaSuccess) return e;
+    if (cudaError_t e = allowSharedMemory(queryGrad, queryBytes); e != cudaSuccess) return e;
+    if (cudaError_t e =
+            launch(keyGrad, dim3(dv.qTiles, s.H, s.B), keyBytes, stream, args, dv, rowDot, static_cast<float*>(nullptr),
+                   static_cast<float*>(nullptr), static_cast<double*>(nullptr));
+        e != cudaSuccess)
+      return e;
+    if (cudaError_t e = launch(queryGrad, dim3(dv.qTiles, s.H, s.B), queryBytes, stream, args, dv, rowDot, partials);
+        e != cudaSuccess)
+      return e;
+    if (!biasGrads) return cudaSuccess;
+    return launch(reduceBiasGradsKernel, dim3(ceilDiv(s.H * 3, kThreads)), 0, stream, partials, dv.qTiles,
+                  static_cast<const double*>(nullptr), 0, s.B, s.H, args.dSlopePast, args.dSlopeFuture,
+                  args.dFirstTokenBias);
+  }
+
+  float* dqAccum = workspaceAt<float>(workspace, w.dqAccum);
+  float* rowStats = biasGrads ? workspaceAt<float>(workspace, w.rowStats) : nullptr;
+  double* corrections = biasGrads ? workspaceAt<double>(workspace, w.corrections) : nullptr;
+  // The slices are added into: zeros first (dQ slices and row statistics are contiguous).
+  if (cudaError_t e = cudaMemsetAsync(dqAccum, 0, w.bytes - w.dqAccum, stream); e != cudaSuccess) return e;
+  const auto keyGrad = biasGrads
+                           ? (dropout ? keyGradKernel<D, true, true, true> : keyGradKernel<D, true, true, false>)
+                           : (dropout ? keyGradKernel<D, true, false, true> : keyGradKernel<D, true, false, false>);
+  const size_t keyBytes = biasGrads ? KeyGradSmem<D, true, true>::bytes : KeyGradSmem<D, true, false>::bytes;
   if (cudaError_t e = allowSharedMemory(keyGrad, keyBytes); e != cudaSuccess) return e;
-  if (cudaError_t e = allowSharedMemory(queryGrad, queryBytes); e != cudaSuccess) return e;
-  if (cudaError_t e = launch(keyGrad, dim3(ceilDiv(s.T, kBc), s.H, s.B), keyBytes, stream, args, dv, rowDot);
+  if (cudaError_t e =
+          launch(keyGrad, dim3(w.splits, s.H, s.B), keyBytes, stream, args, dv, rowDot, dqAccum, rowStats, partials);
       e != cudaSuccess)
     return e;
-  if (cudaError_t e = launch(queryGrad, dim3(dv.qTiles, s.H, s.B), queryBytes, stream, args, dv, rowDot, partials);
+  const auto dqSum = biasGrads ? dqSumKernel<D, true> : dqSumKernel<D, false>;
+  const size_t sumBytes = biasGrads ? size_t(kBr) * 3 * sizeof(double) : 0;
+  if (cudaError_t e =
+          launch(dqSum, dim3(dv.qTiles, s.H, s.B), sumBytes, stream, args, w.splits, static_cast<const float*>(dqAccum),
+                 static_cast<const float*>(rowStats), static_cast<const float*>(rowDot), corrections);
       e != cudaSuccess)
     return e;
   if (!biasGrads) return cudaSuccess;
-  return launch(reduceBiasGradsKernel, dim3(ceilDiv(s.H * 3, kThreads)), 0, stream, partials, s.B, s.H, dv.qTiles,
-                args.dSlopePast, args.dSlopeFuture, args.dFirstTokenBias);
+  return launch(reduceBiasGradsKernel, dim3(ceilDiv(s.H * 3, kThreads)), 0, stream,
+                static_cast<const double*>(partials), w.splits, static_cast<const double*>(corrections), dv.qTiles, s.B,
+                s.H, args.dSlopePast, args.dSlopeFuture, args.dFirstTokenBias);
 }
 
 template <typename Kernel>
@@ -837,12 +1121,25 @@ cudaError_t kernelFacts(KernelFacts* facts) {
   if (cudaError_t e = factsOf(forwardKernel<D, false>, "forward", ForwardSmem<D>::bytes, facts[0]); e != cudaSuccess)
     return e;
   if (cudaError_t e = factsOf(rowDotKernel<D>, "rowDot", 0, facts[1]); e != cudaSuccess) return e;
-  if (cudaError_t e = factsOf(keyGradKernel<D, false>, "keyGrad", KeyGradSmem<D>::bytes, facts[2]); e != cudaSuccess)
+  if (cudaError_t e =
+          factsOf(keyGradKernel<D, false, false, false>, "keyGrad", KeyGradSmem<D, false, false>::bytes, facts[2]);
+      e != cudaSuccess)
     return e;
   if (cudaError_t e = factsOf(queryGradKernel<D, false, false>, "queryGrad", QueryGradSmem<D>::bytes, facts[3]);
       e != cudaSuccess)
     return e;
-  return factsOf(queryGradKernel<D, true, false>, "queryGrad+bias", QueryGradSmem<D>::bytes, facts[4]);
+  if (cudaError_t e = factsOf(queryGradKernel<D, true, false>, "queryGrad+bias", QueryGradSmem<D>::bytes, facts[4]);
+      e != cudaSuccess)
+    return e;
+  if (cudaError_t e =
+          factsOf(keyGradKernel<D, true, false, false>, "onePass", KeyGradSmem<D, true, false>::bytes, facts[5]);
+      e != cudaSuccess)
+    return e;
+  if (cudaError_t e =
+          factsOf(keyGradKernel<D, true, true, false>, "onePass+bias", KeyGradSmem<D, true, true>::bytes, facts[6]);
+      e != cudaSuccess)
+    return e;
+  return factsOf(dqSumKernel<D, false>, "dqSum", 0, facts[7]);
 }
 
 cudaError_t zeroBiasGrads(const BackwardArgs& args, cudaStream_t stream) {
@@ -896,9 +1193,17 @@ cudaError_t linearBiasAttentionKernelFacts(int D, KernelFacts* facts) {
   return D == 64 ? kernelFacts<64>(facts) : kernelFacts<128>(facts);
 }
 
-size_t linearBiasAttentionBackwardWorkspace(const AttentionShape& shape) {
-  return rowDotBytes(shape) + partialBytes(shape);
+// The H100's 132 SMs each hold 3 one-pass blocks of D = 64 (2 of D = 128): enough slices for about
+// one wave of blocks, as fewer leave SMs idle and more only add slices to zero and sum.
+constexpr int kOneWaveBlocks = 132 * 3;
+
+int linearBiasAttentionKeySplits(const AttentionShape& shape, int requested) {
+  const int64_t tiles = std::max(1, ceilDiv(shape.T, kBc)), heads = std::max<int64_t>(1, int64_t(shape.B) * shape.H);
+  const int64_t wanted = requested > 0 ? requested : (kOneWaveBlocks + heads - 1) / heads;
+  return int(std::clamp<int64_t>(wanted, 1, tiles));
 }
+
+size_t linearBiasAttentionBackwardWorkspace(const BackwardArgs& args) { return workspaceLayout(args).bytes; }
 
 cudaError_t linearBiasAttentionBackward(const BackwardArgs& args, void* workspace, cudaStream_t stream) {
   if (linearBiasAttentionCheck(args.shape, args.dropout) != nullptr) return cudaErrorInvalidValue;

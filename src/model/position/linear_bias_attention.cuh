@@ -55,6 +55,21 @@ struct ForwardArgs {
   uint64_t seed = 0;
 };
 
+// How the backward sums dQ over key tiles. Both are deterministic (bit-identical run to run);
+// which is faster is the GPU's to say (bench_attention times both), so both are kept until then.
+enum class BackwardScheme {
+  // keyGrad (dK, dV over the query tiles) then queryGrad (dQ and the bias gradients over the key
+  // tiles): S = Q K^T and dP = dO V^T computed in both, 7 tile products per tile pair, every
+  // output summed by one block.
+  TwoPass,
+  // One key-tile kernel, FlashAttention-2's single backward in its deterministic mode: it also
+  // writes each pair's dS to shared memory and adds dS K into an fp32 dQ slice of its own (each
+  // block of a (batch, head) owns one of `keySplits` slices and walks every keySplits-th key tile),
+  // and the bias gradients' row sums likewise; a last kernel sums the slices in order. 5 tile
+  // products per pair, for fp32 traffic and keySplits x (B, H, T, D + 4) fp32 of workspace.
+  OnePass,
+};
+
 // Gradients of the forward above, given dL/do. dq, dk, dv are written (not accumulated).
 // dSlopePast / dSlopeFuture / dFirstTokenBias (H) are dL/d(slope) and dL/d(first-token bias)
 // when not nullptr, reduced in a fixed order: bit-identical from run to run.
@@ -70,7 +85,16 @@ struct BackwardArgs {
   float scale = 1.f;
   float dropout = 0.f;
   uint64_t seed = 0;
+  BackwardScheme scheme = BackwardScheme::TwoPass;
+  // OnePass: blocks (and dQ slices) per (batch, head), at most ceil(T / 64); 0 chooses enough for
+  // about one full wave of the H100 (linearBiasAttentionKeySplits). The sums' order, so the last
+  // bits of dq and of the bias gradients, depend on it.
+  int keySplits = 0;
 };
+
+// The keySplits a OnePass backward of this shape runs with when `requested` is 0, else requested
+// clipped to [1, ceil(T / 64)].
+int linearBiasAttentionKeySplits(const AttentionShape& shape, int requested);
 
 // Why these arguments cannot run (a one-line reason), or nullptr. The launchers check it too and
 // return cudaErrorInvalidValue.
@@ -90,15 +114,18 @@ struct KernelFacts {
   size_t sharedBytes = 0;
   int blocksPerSm = 0;
 };
-constexpr int kKernelFactsCount = 5;  // forward, rowDot, keyGrad, queryGrad without and with bias gradients
+// forward, rowDot, keyGrad, queryGrad without and with bias gradients (TwoPass), the one-pass
+// kernel without and with bias gradients and its dQ sum (OnePass)
+constexpr int kKernelFactsCount = 8;
 // Fills facts[0..kKernelFactsCount) for head dimension D (64 or 128) on the current device: the
 // instances without dropout, which the benchmark and evaluation run.
 cudaError_t linearBiasAttentionKernelFacts(int D, KernelFacts* facts);
 
 cudaError_t linearBiasAttentionForward(const ForwardArgs& args, cudaStream_t stream);
 
-// Device scratch the backward needs, in bytes (row statistics and per-block gradient partials).
-size_t linearBiasAttentionBackwardWorkspace(const AttentionShape& shape);
+// Device scratch the backward of these arguments needs, in bytes (row statistics, per-block
+// gradient partials, and OnePass's dQ slices): their shape, scheme, keySplits and bias gradients.
+size_t linearBiasAttentionBackwardWorkspace(const BackwardArgs& args);
 cudaError_t linearBiasAttentionBackward(const BackwardArgs& args, void* workspace, cudaStream_t stream);
 
 }  // namespace xtrap::cuda
