@@ -178,6 +178,17 @@ __device__ __forceinline__ float groupMax(float x) {
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
 }
 
+// at[0] += a, at[1] += b in global memory (at 8-byte aligned), from this thread in program order:
+// one vector reduction on the H100 (sm_90 has float2 atomicAdd), two elsewhere.
+__device__ __forceinline__ void addPair(float* at, float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2*>(at), make_float2(a, b));
+#else
+  atomicAdd(at, a);
+  atomicAdd(at + 1, b);
+#endif
+}
+
 // The buffer at byte `offset` of the block's dynamic shared memory (the layouts above).
 template <typename E>
 __device__ __forceinline__ E* smemAt(size_t offset) {
@@ -765,8 +776,9 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout && !kBiasGrads 
 #pragma unroll
           for (int n = 0; n < 2; ++n)
 #pragma unroll
-            for (int e = 0; e < 4; ++e)
-              if (i[e >> 1] < T) atomicAdd(dqRows + int64_t(i[e >> 1]) * D + 16 * chunk + fl.column(n, e), part[n][e]);
+            for (int r = 0; r < 2; ++r)  // columns 2t and 2t + 1 of row r
+              if (i[r] < T)
+                addPair(dqRows + int64_t(i[r]) * D + 16 * chunk + fl.column(n, 0), part[n][2 * r], part[n][2 * r + 1]);
         }
         if constexpr (kBiasGrads) {  // the block's row sums of this tile, its warps' in order
           float* statRows = rowStatsAll + sliceRow * kRowStats;
