@@ -620,9 +620,9 @@ __device__ void sumBlockGrads(tile::BiasGrads<double> grads, double* warpPartial
 // and each query row's share of its tile::RowTerm into its row-statistics slice rowStats[s]
 // ((B, H, T, kRowStats)); dqSumKernel finishes both.
 // D 64 without dropout or bias gradients: at most 168 registers, so that 3 blocks fit an SM (ptxas
-// chose 183 after copyRows' unrolling, which fits 2; held to 168, both schemes' kernels spill 8 to
-// 16 bytes on sm_90a). The one-pass kernel with bias gradients takes 240 (2 blocks): held to 168 it
-// spilled 200 bytes, in the tile loop.
+// chose 183 after copyRows' unrolling, which fits 2; held to 168, TwoPass's spills 16 bytes on
+// sm_90a, OnePass's none). The one-pass kernel with bias gradients takes 242 (2 blocks): held to
+// 168 it spilled 200 bytes, in the tile loop.
 template <int D, bool kOnePass, bool kBiasGrads, bool kDropout>
 __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout && !kBiasGrads ? 3 : 1)
     keyGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll, float* dqAccum, float* rowStatsAll,
@@ -664,8 +664,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout && !kBiasGrads 
     pipelinedWalk(blk, tile::Walk::Queries, load, [&](int r0, int buffer) {
       const bf16 *q = qs + buffer * Ld<D>::tile, *dO = dOs + buffer * Ld<D>::tile;
       const float *lseOf = lses + buffer * Ld<D>::stat, *rowDotOf = rowDots + buffer * Ld<D>::stat;
-      float pT[kBr / 8][4] = {},
-                     dST[kBr / 8][4] = {};  // (16 keys, kBr queries): base-2 logits^T, dP~^T, then P~^T, dS^T
+      // (16 keys, kBr queries): base-2 logits^T and dP~^T, then P~^T and dS^T
+      float pT[kBr / 8][4] = {}, dST[kBr / 8][4] = {};
       const tile::LinearTile lt = blk.linearTile(tile::Walk::Queries, r0);
       multiplyTransposed<D, kBr, Row>(pT, kStripe, q, blk.lane);
       toLogits<true>(pT, blk, lt, args.scale, j, r0);
@@ -746,18 +746,20 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout && !kBiasGrads 
           });
         grads.past += tileGrads.past, grads.future += tileGrads.future, grads.first += tileGrads.first;
       }
-      if constexpr (kOnePass) {  // this warp's rows of dS^T, in bf16 as the products take it
-#pragma unroll
-        for (int n = 0; n < kBr / 8; ++n)
-#pragma unroll
-          for (int r = 0; r < 2; ++r)
-            *reinterpret_cast<uint32_t*>(dSs + (blk.stripe + fl.row(2 * r)) * kDsRow + fl.column(n, 0)) =
-                mma::packBf16(dST[n][2 * r], dST[n][2 * r + 1]);
-      }
       uint32_t a[kBr / 16][4];
       toA<kBr>(a, pT);
       multiply<kBr, D, Row>(dV, a, dO, blk.lane);  // dV += P~^T dO
       toA<kBr>(a, dST);
+      if constexpr (kOnePass) {
+        // This warp's rows of dS^T in shared memory, the bf16 pairs of its A fragments (toA):
+        // a[kk][2f + r] holds row g + 8r, columns 16kk + 8f + 2t and the next.
+#pragma unroll
+        for (int kk = 0; kk < kBr / 16; ++kk)
+#pragma unroll
+          for (int x = 0; x < 4; ++x)
+            *reinterpret_cast<uint32_t*>(dSs + (blk.stripe + fl.row(2 * (x & 1))) * kDsRow +
+                                         fl.column(2 * kk + (x >> 1), 0)) = a[kk][x];
+      }
       multiply<kBr, D, Row>(dK, a, q, blk.lane);  // dK += dS^T Q
       if constexpr (kOnePass) {
         __syncthreads();  // every warp's dS^T rows and row sums are in
