@@ -409,24 +409,27 @@ __device__ __forceinline__ void pipelinedWalk(const TileBlock& blk, tile::Walk w
 // The base-2 logits (kLog2e) of this lane's cells of its warp's (16, 64) tile from their dot
 // products, in place: rows at positions rows[0] and rows[1] (FragmentLane), columns at
 // t0 + column(n, e). Queries by keys, or with kTransposed keys by queries (keyGrad's S^T). lt is
-// the pair's blk.linearTile: on a linear tile (most pairs of a long sequence) two FMAs per cell,
-// with j - i exact in fp32 (positions below 2^24).
+// the pair's blk.linearTile: on a linear tile (most pairs of a long sequence) two FMAs per cell.
 template <bool kTransposed>
 __device__ __forceinline__ void toLogits(float (&s)[kBc / 8][4], const TileBlock& blk, const tile::LinearTile& lt,
                                          float scale, const int (&rows)[2], int t0) {
   if (lt.linear) {
-    // bias = slope (j - i) + offset with j - i = kSign (column - row), all in base 2.
+    // bias = slope (j - i) + offset with j - i = kSign (column - row), all in base 2: per row
+    // slope (t0 + 2t - row) + offset once (exact integers below 2^24 in fp32), then per cell
+    // slope (8n + c), whose factor is a constant of the unrolled loop, added in one FMA.
     const float scale2 = scale * kLog2e, slope2 = (kTransposed ? -kLog2e : kLog2e) * lt.slope,
                 offset2 = kLog2e * lt.offset;
 #pragma unroll
-    for (int r = 0; r < 2; ++r)
+    for (int r = 0; r < 2; ++r) {
+      const float rowBias = fmaf(slope2, blk.columnMinusRow(t0, rows[r], 0, 0), offset2);
 #pragma unroll
       for (int n = 0; n < kBc / 8; ++n)
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
           float& x = s[n][2 * r + c];
-          x = fmaf(x, scale2, fmaf(slope2, blk.columnMinusRow(t0, rows[r], n, c), offset2));
+          x = fmaf(x, scale2, fmaf(slope2, float(8 * n + c), rowBias));
         }
+    }
     return;
   }
 #pragma unroll
