@@ -185,9 +185,10 @@ TEST_CASE("tile classification and the tiles a block visits against brute force,
 }
 
 TEST_CASE(
-    "linear tiles: exactly the tiles of one open Past or Future term, their bias slope (j - i) + offset, their "
-    "distance distanceSign (j - i) - distanceShift") {
-  int linear = 0, general = 0;
+    "linear tiles: exactly the tiles of one open Past or Future term (the diagonal and a blocked other side "
+    "allowed), their bias slope (j - i) + offset or -inf where masked, their distance distanceSign (j - i) - "
+    "distanceShift") {
+  int linear = 0, masked = 0, general = 0;
   for (const auto& [name, spec] : allSpecs())
     for (int64_t h = 0; h < spec.heads(); ++h) {
       HeadBias hb = headBiasOf(spec, h);
@@ -195,29 +196,43 @@ TEST_CASE(
         for (int size : {4, 64})
           for (int r0 = 0; r0 < T; r0 += size)
             for (int c0 = 0; c0 < T; c0 += size) {
-              // Brute force: every cell inside the sequence, and all Past, or all Future.
-              bool past = true, future = true;
-              for (int i = r0; i < r0 + size; ++i)
-                for (int j = c0; j < c0 + size; ++j) {
-                  const BiasTerm term = i < T && j < T ? tile::biasCell(hb, i, j).term : BiasTerm::Blocked;
-                  past = past && term == BiasTerm::Past;
-                  future = future && term == BiasTerm::Future;
-                }
+              // Brute force, for each term: every cell inside the sequence, and of that term, or on the
+              // diagonal where the term's formula gives its 0 (Past; Future without a shift), or blocked
+              // on the other side; one cell at least not blocked.
+              auto allOf = [&](BiasTerm want) {
+                bool open = false;
+                for (int i = r0; i < r0 + size; ++i)
+                  for (int j = c0; j < c0 + size; ++j) {
+                    if (i >= T || j >= T) return false;
+                    const BiasTerm term = tile::biasCell(hb, i, j).term;
+                    const bool otherSide = want == BiasTerm::Past ? j > i : j < i;
+                    const bool diagonalFits = want == BiasTerm::Past || spec.futureShift == 0.0;
+                    if (term == BiasTerm::Blocked && otherSide) continue;
+                    if (!(term == want || (term == BiasTerm::Diagonal && diagonalFits))) return false;
+                    open = true;
+                  }
+                return open;
+              };
+              const bool past = allOf(BiasTerm::Past), future = allOf(BiasTerm::Future);
               const tile::LinearTile lt = tile::linearTile(hb, r0, c0, size, T);
               INFO(name << " head " << h << " T " << T << " tile (" << r0 << ", " << c0 << ") of " << size);
               REQUIRE(lt.linear == (past || future));
-              (lt.linear ? linear : general) += 1;
+              (lt.linear ? (lt.maskPast || lt.maskFuture ? masked : linear) : general) += 1;
               if (!lt.linear) continue;
               CHECK(lt.term == (past ? BiasTerm::Past : BiasTerm::Future));
               double worst = 0, worstDistance = 0;
-              bool sameAsCell = true;
+              bool sameAsCell = true, maskRight = true;
               for (int i = r0; i < r0 + size; ++i)
                 for (int j = c0; j < c0 + size; ++j) {
                   const double expected = spec.bias(h, i, j, firstTokenBiasOf(h));
+                  if ((lt.maskFuture && j > i) || (lt.maskPast && j < i)) {
+                    maskRight = maskRight && std::isinf(expected) && expected < 0;
+                    continue;
+                  }
                   const double got = double(lt.slope) * (j - i) + double(lt.offset);
                   worst = std::max(worst, std::abs(got - expected) / std::max(1.0, std::abs(expected)));
                   // The distance of the spec's formula, i - j for Past and j - i - shift for Future, and
-                  // exactly biasCell's (in float, as the kernels compute both).
+                  // exactly biasCell's (in float, as the kernels compute both; 0 on the diagonal).
                   const double distance = past ? i - j : j - i - double(spec.futureShift);
                   const float gotDistance = std::fma(lt.distanceSign, float(j - i), -lt.distanceShift);
                   worstDistance = std::max(
@@ -227,9 +242,11 @@ TEST_CASE(
               CHECK(worst < 1e-6);
               CHECK(worstDistance < 1e-6);
               CHECK(sameAsCell);
+              CHECK(maskRight);  // masked cells are exactly blocked ones
             }
     }
   CHECK(linear > 0);
+  CHECK(masked > 0);
   CHECK(general > 0);
 }
 

@@ -417,11 +417,15 @@ __device__ __forceinline__ void toLogits(float (&s)[kBc / 8][4], const TileBlock
     // bias = slope (j - i) + offset with j - i = kSign (column - row), all in base 2: per row
     // slope (t0 + 2t - row) + offset once (exact integers below 2^24 in fp32), then per cell
     // slope (8n + c), whose factor is a constant of the unrolled loop, added in one FMA.
+    // A masked tile (the diagonal band of a head that blocks one side) also sets the cells of the
+    // blocked side to -inf: column - row > 0 is j > i (i > j transposed).
     const float scale2 = scale * kLog2e, slope2 = (kTransposed ? -kLog2e : kLog2e) * lt.slope,
                 offset2 = kLog2e * lt.offset;
+    const bool maskAbove = kTransposed ? lt.maskPast : lt.maskFuture,
+               maskBelow = kTransposed ? lt.maskFuture : lt.maskPast;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float rowBias = fmaf(slope2, blk.columnMinusRow(t0, rows[r], 0, 0), offset2);
+      const float rowOffset = blk.columnMinusRow(t0, rows[r], 0, 0), rowBias = fmaf(slope2, rowOffset, offset2);
 #pragma unroll
       for (int n = 0; n < kBc / 8; ++n)
 #pragma unroll
@@ -429,6 +433,15 @@ __device__ __forceinline__ void toLogits(float (&s)[kBc / 8][4], const TileBlock
           float& x = s[n][2 * r + c];
           x = fmaf(x, scale2, fmaf(slope2, float(8 * n + c), rowBias));
         }
+      if (maskAbove || maskBelow) {
+#pragma unroll
+        for (int n = 0; n < kBc / 8; ++n)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const float columnMinusRow = rowOffset + float(8 * n + c);
+            if (maskAbove ? columnMinusRow > 0.f : columnMinusRow < 0.f) s[n][2 * r + c] = -INFINITY;
+          }
+      }
     }
     return;
   }

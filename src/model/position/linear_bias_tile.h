@@ -111,18 +111,23 @@ XTRAP_HD bool visitsTile(const HeadBias& hb, Walk walk, int own0, int own1, int 
   return c != TileClass::Blocked;
 }
 
-// A tile pair whose every cell takes the same term of the bias, Past or Future: no diagonal,
-// first-token, blocked or padding cell. Its bias is linear in j - i, slope (j - i) + offset (Past:
-// slope = slopePast, offset = 0; Future: slope = -slopeFuture, offset = slopeFuture futureShift),
-// which the kernels compute in two FMAs per cell instead of biasCell's branches, and so is the
-// distance biasCell gives each cell: distanceSign (j - i) - distanceShift (Past: -1, 0; Future:
-// 1, futureShift), the bias gradients' coefficient. Every pair off the diagonal band of a sequence
-// is such, unless its head blocks that side.
+// A tile pair whose every cell takes the same term of the bias, Past or Future, except cells of
+// the diagonal whose bias that term's formula gives too (0: always for Past, for Future when
+// futureShift is 0) and cells of the other side when the head blocks it (masked: -inf); no
+// first-token or padding cell. Its bias is linear in j - i, slope (j - i) + offset (Past: slope =
+// slopePast, offset = 0; Future: slope = -slopeFuture, offset = slopeFuture futureShift), which
+// the kernels compute in two FMAs per cell instead of biasCell's branches (and a compare on a
+// masked tile), and so is the distance biasCell gives each open cell: distanceSign (j - i) -
+// distanceShift (Past: -1, 0; Future: 1, futureShift), the bias gradients' coefficient (0 on the
+// diagonal; a masked cell's probability, so its every gradient term, is 0). Every pair off the
+// diagonal band of a sequence is such unless its head blocks that side, and so are the diagonal
+// band's pairs of heads that block one side (causal, one-sided) with no first-token bias.
 struct LinearTile {
   bool linear = false;
   BiasTerm term = BiasTerm::Diagonal;  // where linear: Past or Future
   float slope = 0.f, offset = 0.f;
   float distanceSign = 0.f, distanceShift = 0.f;
+  bool maskFuture = false, maskPast = false;  // cells with j > i (j < i) are -inf
 };
 
 // The tile of query rows [r0, r0 + size) and key columns [c0, c0 + size) of a sequence of T.
@@ -130,18 +135,21 @@ XTRAP_HD LinearTile linearTile(const HeadBias& hb, int r0, int c0, int size, int
   LinearTile lt;
   const int r1 = r0 + size, c1 = c0 + size;
   if (r1 > T || c1 > T || (hb.hasFirstTokenBias && (r0 == 0 || c0 == 0))) return lt;
-  if (c1 <= r0 && !hb.blockPast) {  // every j < i
+  const bool allPast = c1 <= r0, allFuture = c0 >= r1;  // every j < i; every j > i
+  if (!hb.blockPast && (allPast || (hb.blockFuture && !allFuture))) {
     lt.linear = true;
     lt.term = BiasTerm::Past;
     lt.slope = hb.slopePast;
     lt.distanceSign = -1.f;
-  } else if (c0 >= r1 && !hb.blockFuture) {  // every j > i
+    lt.maskFuture = !allPast;  // a tile with cells j >= i: the future is blocked
+  } else if (!hb.blockFuture && (allFuture || (hb.blockPast && !allPast && hb.futureShift == 0.f))) {
     lt.linear = true;
     lt.term = BiasTerm::Future;
     lt.slope = -hb.slopeFuture;
     lt.offset = hb.slopeFuture * hb.futureShift;
     lt.distanceSign = 1.f;
     lt.distanceShift = hb.futureShift;
+    lt.maskPast = !allFuture;
   }
   return lt;
 }
