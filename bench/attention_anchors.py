@@ -34,7 +34,8 @@ CSV columns (--out): case, B, H, L, D, causal, method, ms, tflops, peak_mib, sta
 Mode 2 (any python3, no torch needed): --join FUSED.csv ANCHORS.csv --md OUT.md joins
 build-cuda/bench_attention --fused-csv's rows (xtrap-fused-*) with these into one Markdown table
 per case: ms, TFLOP/s, peak MiB, status, and the ratio of the fused kernel's time to each row's
-(the case's fixed-slope fused row, and the learned one where measured), then the targets:
+(the case's fixed-slope fused row, and the learned one where measured; each for both backward
+schemes, the one-pass rows' methods ending in -onepass), then the targets, for each scheme:
 fixed causal ALiBi <= flex-alibi, >= 0.9x sdpa-flash (fixed <= flash / 0.9), learned <= 1.15x
 fixed, one-sided encoder <= causal fixed at the same B, L, and memory (16k: fused runs; its
 peak below the bias-tensor paths' or they fail). bench/fused_attention.sh runs everything.
