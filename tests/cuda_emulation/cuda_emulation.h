@@ -117,7 +117,11 @@ typedef enum cudaError cudaError_t;
 struct CUstream_st;
 typedef CUstream_st* cudaStream_t;
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
-enum cudaDeviceAttr { cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+enum cudaDeviceAttr {
+  cudaDevAttrMultiProcessorCount = 16,
+  cudaDevAttrComputeCapabilityMajor = 75,
+  cudaDevAttrMaxSharedMemoryPerBlockOptin = 97
+};
 struct cudaFuncAttributes {
   size_t sharedSizeBytes = 0;
   int numRegs = 0;
@@ -133,8 +137,9 @@ struct cudaLaunchConfig_t {
 
 cudaError_t cudaGetLastError();
 cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStream_t stream = nullptr);
-// The H100's: compute capability 9, 227 KiB of shared memory per block.
+// The H100's: 132 SMs, compute capability 9, 227 KiB of shared memory per block. One device, 0.
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device);
+cudaError_t cudaGetDevice(int* device);
 
 namespace cuda_emulation {
 

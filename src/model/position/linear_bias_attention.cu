@@ -625,8 +625,8 @@ __device__ void sumBlockGrads(tile::BiasGrads<double> grads, double* warpPartial
 }
 
 // grid (key tiles, H, B): dK, dV of each key tile summed over every query tile. TwoPass: key
-// tiles = ceil(T / kBc), one per block; OnePass: keySplits, block s taking key tiles s, s +
-// keySplits, ... in turn. Its warps work transposed: S^T = K Q^T with the warp's 16 keys as rows,
+// tiles = ceil(T / kBc), one per block; OnePass: keySplits, block s taking every keySplits-th key
+// tile in turn, from s. Its warps work transposed: S^T = K Q^T with the warp's 16 keys as rows,
 // so that P~^T and dS^T are the A operands of dV += P~^T dO and dK += dS^T Q.
 // kOnePass: each pair's dS^T also goes to shared memory, and warp w adds dS K of the pair's query
 // rows [16w, 16w + 16) into the block's fp32 dQ slice dqAccum[s] ((B, H, T, D)): every element of
@@ -636,9 +636,9 @@ __device__ void sumBlockGrads(tile::BiasGrads<double> grads, double* warpPartial
 // and each query row's share of its tile::RowTerm into its row-statistics slice rowStats[s]
 // ((B, H, T, kRowStats)); dqSumKernel finishes both.
 // D 64 without dropout or bias gradients: at most 168 registers, so that 3 blocks fit an SM (ptxas
-// chose 183 after copyRows' unrolling, which fits 2; held to 168, TwoPass's spills 26 bytes on
-// sm_90a, OnePass's 18). The one-pass kernel with bias gradients takes 244 (2 blocks): held to 168
-// it spilled 222 bytes, in the tile loop.
+// chose 183 after copyRows' unrolling, which fits 2; held to 168, TwoPass's spills 12 bytes on
+// sm_90a, OnePass's none). The one-pass kernel with bias gradients takes 250 (2 blocks): held to
+// 168 it spilled 222 bytes, in the tile loop.
 template <int D, bool kOnePass, bool kBiasGrads, bool kDropout>
 __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout && !kBiasGrads ? 3 : 1)
     keyGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll, float* dqAccum, float* rowStatsAll,
@@ -654,8 +654,13 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout && !kBiasGrads 
   const int64_t sliceRows = int64_t(args.shape.B) * args.shape.H * T;  // of one dQ or row-statistics slice
   tile::BiasGrads<double> grads;  // this lane's cells over every key tile, summed in a fixed order
 
-  for (int x = int(blockIdx.x); x < dv.qTiles; x += int(gridDim.x)) {
-    if (x != int(blockIdx.x)) __syncthreads();  // the last key tile's dK, dV were staged through ks, vs
+  // Block s of S takes in round k the x-th key tile (in start order, tileBlock), x = k S + s in even
+  // rounds and k S + S - 1 - s in odd ones: walks that shorten with x (causal) even out over a block.
+  const int splits = int(gridDim.x), s = int(blockIdx.x);
+  for (int k = 0; k * splits < dv.qTiles; ++k) {
+    const int x = k * splits + (k % 2 ? splits - 1 - s : s);
+    if (x >= dv.qTiles) break;   // the last, partial round
+    if (k > 0) __syncthreads();  // the last key tile's dK, dV were staged through ks, vs
     const TileBlock blk = tileBlock(args.shape, args.bias, tile::Walk::Queries, x, dv.qTiles);  // keys [c0, c1)
     const FragmentLane& fl = blk.fl;
     const int c0 = blk.lo;
@@ -1041,6 +1046,36 @@ cudaError_t forward(const ForwardArgs& args, cudaStream_t stream) {
 
 bool wantsBiasGrads(const BackwardArgs& a) { return a.dSlopePast || a.dSlopeFuture || a.dFirstTokenBias; }
 
+// The one-pass key-tile kernel instance for these arguments, and its shared memory.
+template <int D>
+auto onePassKernel(const BackwardArgs& a) {
+  const bool biasGrads = wantsBiasGrads(a), dropout = tile::dropoutThreshold(a.dropout) > 0;
+  return biasGrads ? (dropout ? keyGradKernel<D, true, true, true> : keyGradKernel<D, true, true, false>)
+                   : (dropout ? keyGradKernel<D, true, false, true> : keyGradKernel<D, true, false, false>);
+}
+template <int D>
+size_t onePassBytes(const BackwardArgs& a) {
+  return wantsBiasGrads(a) ? KeyGradSmem<D, true, true>::bytes : KeyGradSmem<D, true, false>::bytes;
+}
+
+// The current GPU's SMs times the one-pass blocks one SM holds (1 where it cannot say).
+template <int D>
+int residentOnePassBlocks(const BackwardArgs& a) {
+  int device = 0, sms = 0, perSm = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();  // not this process's error to keep
+    return 1;
+  }
+  const auto kernel = onePassKernel<D>(a);
+  if (allowSharedMemory(kernel, onePassBytes<D>(a)) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, kThreads, onePassBytes<D>(a)) != cudaSuccess) {
+    cudaGetLastError();
+    perSm = 1;
+  }
+  return std::max(1, sms) * std::max(1, perSm);
+}
+
 // The backward's workspace, in this order (byte offsets; a piece a call does not use is empty):
 // rowDot (B, H, T) fp32; with bias gradients, their per-block partials (B, H, n, 3) fp64, n =
 // qTiles (TwoPass: queryGrad's blocks) or keySplits (OnePass), and OnePass's per-tile row
@@ -1056,7 +1091,7 @@ WorkspaceLayout workspaceLayout(const BackwardArgs& a) {
   const size_t heads = size_t(s.B) * s.H, rows = heads * s.T, tiles = size_t(ceilDiv(s.T, kBr));
   const bool onePass = a.scheme == BackwardScheme::OnePass, biasGrads = wantsBiasGrads(a);
   WorkspaceLayout w;
-  w.splits = onePass ? linearBiasAttentionKeySplits(s, a.keySplits) : 0;
+  w.splits = onePass ? linearBiasAttentionKeySplits(a) : 0;
   w.partials = align128(rows * sizeof(float));
   w.corrections = w.partials + (biasGrads ? align128(heads * (onePass ? w.splits : tiles) * 3 * sizeof(double)) : 0);
   w.dqAccum = w.corrections + (biasGrads && onePass ? align128(heads * tiles * 3 * sizeof(double)) : 0);
@@ -1110,10 +1145,8 @@ cudaError_t backward(const BackwardArgs& args, void* workspace, cudaStream_t str
   double* corrections = biasGrads ? workspaceAt<double>(workspace, w.corrections) : nullptr;
   // The slices are added into: zeros first (dQ slices and row statistics are contiguous).
   if (cudaError_t e = cudaMemsetAsync(dqAccum, 0, w.bytes - w.dqAccum, stream); e != cudaSuccess) return e;
-  const auto keyGrad = biasGrads
-                           ? (dropout ? keyGradKernel<D, true, true, true> : keyGradKernel<D, true, true, false>)
-                           : (dropout ? keyGradKernel<D, true, false, true> : keyGradKernel<D, true, false, false>);
-  const size_t keyBytes = biasGrads ? KeyGradSmem<D, true, true>::bytes : KeyGradSmem<D, true, false>::bytes;
+  const auto keyGrad = onePassKernel<D>(args);
+  const size_t keyBytes = onePassBytes<D>(args);
   if (cudaError_t e = allowSharedMemory(keyGrad, keyBytes); e != cudaSuccess) return e;
   if (cudaError_t e =
           launch(keyGrad, dim3(w.splits, s.H, s.B), keyBytes, stream, args, dv, rowDot, dqAccum, rowStats, partials);
@@ -1223,13 +1256,14 @@ cudaError_t linearBiasAttentionKernelFacts(int D, KernelFacts* facts) {
   return D == 64 ? kernelFacts<64>(facts) : kernelFacts<128>(facts);
 }
 
-// The H100's 132 SMs each hold 3 one-pass blocks of D = 64 (2 of D = 128): enough slices for about
-// one wave of blocks, as fewer leave SMs idle and more only add slices to zero and sum.
-constexpr int kOneWaveBlocks = 132 * 3;
-
-int linearBiasAttentionKeySplits(const AttentionShape& shape, int requested) {
-  const int64_t tiles = std::max(1, ceilDiv(shape.T, kBc)), heads = std::max<int64_t>(1, int64_t(shape.B) * shape.H);
-  const int64_t wanted = requested > 0 ? requested : (kOneWaveBlocks + heads - 1) / heads;
+int linearBiasAttentionKeySplits(const BackwardArgs& args) {
+  const AttentionShape& s = args.shape;
+  const int64_t tiles = std::max(1, ceilDiv(s.T, kBc)), heads = std::max<int64_t>(1, int64_t(s.B) * s.H);
+  int64_t wanted = args.keySplits;
+  if (wanted <= 0) {
+    const int resident = s.D == 64 ? residentOnePassBlocks<64>(args) : residentOnePassBlocks<128>(args);
+    wanted = resident / heads;
+  }
   return int(std::clamp<int64_t>(wanted, 1, tiles));
 }
 

@@ -86,15 +86,18 @@ struct BackwardArgs {
   float dropout = 0.f;
   uint64_t seed = 0;
   BackwardScheme scheme = BackwardScheme::TwoPass;
-  // OnePass: blocks (and dQ slices) per (batch, head), at most ceil(T / 64); 0 chooses enough for
-  // about one full wave of the H100 (linearBiasAttentionKeySplits). The sums' order, so the last
-  // bits of dq and of the bias gradients, depend on it.
+  // OnePass: blocks (and dQ slices) per (batch, head), at most ceil(T / 64); 0 chooses
+  // (linearBiasAttentionKeySplits). The sums' order, so the last bits of dq and of the bias
+  // gradients, depend on it: the same on one GPU from run to run.
   int keySplits = 0;
 };
 
-// The keySplits a OnePass backward of this shape runs with when `requested` is 0, else requested
-// clipped to [1, ceil(T / 64)].
-int linearBiasAttentionKeySplits(const AttentionShape& shape, int requested);
+// The keySplits a OnePass backward of these arguments runs with: args.keySplits clipped to
+// [1, ceil(T / 64)], or where it is 0 as many as one wave of the one-pass kernel's blocks over the
+// B x H heads on the current GPU (its SMs times the blocks of that kernel one SM holds; 1 block per
+// SM where the GPU cannot say). A block's walk is long: a second, partial wave would double the
+// kernel's time.
+int linearBiasAttentionKeySplits(const BackwardArgs& args);
 
 // Why these arguments cannot run (a one-line reason), or nullptr. The launchers check it too and
 // return cudaErrorInvalidValue.
