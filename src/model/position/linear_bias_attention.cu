@@ -716,9 +716,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout && !kBiasGrads 
             }
           }
       };
-      // Lane (g, t)'s column after sumOverGroups of a half's 8 columns: k = g.
-      auto putRowStat = [&](int half, int stat, float value) {
-        const int column = 8 * (4 * half + (fl.g >> 1)) + 2 * fl.t + (fl.g & 1);
+      // Statistic `stat` of query column `column`: this warp's sum over its keys.
+      auto putRowStat = [&](int stat, int column, float value) {
         warpRowStats[(blk.warp * kRowStats + stat) * kBr + column] = value;
       };
       // A linear tile's RowTerm has one weight, of its term: statistic 1 (Past) or 2 (Future).
@@ -739,8 +738,10 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout && !kBiasGrads 
             rowDot[k] += prob * cellDP;
             weight[k] -= prob * distance;
           });
-          putRowStat(half, 0, sumOverGroups(rowDot, fl.g));
-          putRowStat(half, termStat, sumOverGroups(weight, fl.g));
+          // Lane (g, t) ends with the sums of column k = g of the half's 8: fragment 4 half + g / 2.
+          const int column = fl.column(4 * half + (fl.g >> 1), fl.g & 1);
+          putRowStat(0, column, sumOverGroups(rowDot, fl.g));
+          putRowStat(termStat, column, sumOverGroups(weight, fl.g));
         }
         (lt.term == tile::BiasTerm::Past ? grads.past : grads.future) += termGrad;
       } else {
@@ -761,8 +762,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout && !kBiasGrads 
               const float sums[kRowStats] = {sumOverGroups(column.rowDot), sumOverGroups(column.weight.past),
                                              sumOverGroups(column.weight.future), sumOverGroups(column.weight.first)};
               if (fl.g == 0)
-                for (int stat = 0; stat < kRowStats; ++stat)
-                  warpRowStats[(blk.warp * kRowStats + stat) * kBr + fl.column(n, c)] = sums[stat];
+                for (int stat = 0; stat < kRowStats; ++stat) putRowStat(stat, fl.column(n, c), sums[stat]);
             }
           });
         grads.past += tileGrads.past, grads.future += tileGrads.future, grads.first += tileGrads.first;
