@@ -33,7 +33,8 @@ CSV columns (--out): case, B, H, L, D, causal, method, ms, tflops, peak_mib, sta
 
 Mode 2 (any python3, no torch needed): --join FUSED.csv ANCHORS.csv --md OUT.md joins
 build-cuda/bench_attention --fused-csv's rows (xtrap-fused-*) with these into one Markdown table
-per case: ms, TFLOP/s, peak MiB, status, and the ratio of the fused kernel's time to each row's
+per case: ms, the fused rows' forward alone (fwd_ms, and fwd16_ms with 16 query rows a warp),
+TFLOP/s, peak MiB, status, and the ratio of the fused kernel's time to each row's
 (the case's fixed-slope fused row, and the learned one where measured; each for both backward
 schemes, the one-pass rows' methods ending in -onepass), then the targets, for each scheme:
 fixed causal ALiBi <= flex-alibi, >= 0.9x sdpa-flash (fixed <= flash / 0.9), learned <= 1.15x
@@ -328,7 +329,8 @@ def join(fused_csv, anchors_csv, md_path):
     out = ["# Fused ALiBi-family attention vs PyTorch anchors (issue 23 item 5)", "",
            "bf16 forward + backward, H=16, D=64; median ms over the reps (CUDA events). TFLOP/s: "
            "forward 4BHL^2D, backward 2.5x, halved for causal and one-sided (not the one-sided case's "
-           "unmasked sdpa-flash). Forward ms: the fused kernel's forward alone (no graph). Ratios: the fused "
+           "unmasked sdpa-flash). Forward ms: the fused kernel's forward alone (no graph), with 32 query rows a "
+           "warp (the default at D=64) and with 16 (ForwardArgs::warpRows). Ratios: the fused "
            "kernel's time / this row's time (< 1: the fused kernel is faster). Methods ending in "
            f"`{ONE_PASS}`: the same kernel with the one-pass backward (the others: two-pass).", ""]
     targets = []
@@ -343,13 +345,14 @@ def join(fused_csv, anchors_csv, md_path):
         first = next(iter(methods.values()))
         out += [f"## {c} (B={first['B']}, H={first['H']}, L={first['L']}, D={first['D']}, "
                 f"{'causal' if first['causal'] == '1' else 'bidirectional'})", "",
-                "| method | ms | forward ms | TFLOP/s | peak MiB | status | "
+                "| method | ms | forward ms | forward ms, 16 rows a warp | TFLOP/s | peak MiB | status | "
                 + " | ".join(f"{b} / this" for b in bases) + " |",
-                "|---|---:|---:|---:|---:|---|" + "---:|" * len(bases)]
+                "|---|---:|---:|---:|---:|---:|---|" + "---:|" * len(bases)]
         for m in sorted(methods, key=lambda m: (rank.get(m, len(order)), m)):
             r, t = methods[m], ms_of(methods[m])
             ratios = [fmt(ms_of(methods[b]) / t, ".3f") if ms_of(methods[b]) and t else "" for b in bases]
-            out.append(f"| {m} | {r['ms']} | {r.get('fwd_ms') or ''} | {r['tflops']} | {r['peak_mib']} | {r['status']} "
+            out.append(f"| {m} | {r['ms']} | {r.get('fwd_ms') or ''} | {r.get('fwd16_ms') or ''} | {r['tflops']} "
+                       f"| {r['peak_mib']} | {r['status']} "
                        f"| {' | '.join(ratios)} |")
         out.append("")
 

@@ -197,7 +197,8 @@ std::vector<FusedRow> fusedRows() {
 }
 
 struct FusedResult {
-  double ms = 0, forwardMs = 0, peakMiB = 0;
+  double ms = 0, peakMiB = 0;
+  double forwardMs = 0, forward16Ms = 0;  // the forward alone: by default, and with 16 query rows a warp
   std::string status = "ok";
 };
 
@@ -254,13 +255,18 @@ FusedResult timeFused(const FusedRow& r, cuda::BackwardScheme backward, int warm
     resetPeakMemory(q.device());
     result.ms = medianMs(step, warmup, reps);
     result.peakMiB = peakMemoryMiB(q.device());
-    // The forward alone (no graph kept): with the total, the backward's share of the time.
-    result.forwardMs = medianMs(
-        [&] {
-          torch::NoGradGuard noGrad;
-          fusedLinearBiasAttention(q, k, v, *bias, r.causal, scale, 0.0);
-        },
-        warmup, reps);
+    // The forward alone (no graph kept): with the total, the backward's share of the time; and the
+    // same with 16 query rows a warp (cuda::ForwardArgs::warpRows; the default takes 32 at D = 64).
+    auto forwardMs = [&](int warpRows) {
+      return medianMs(
+          [&] {
+            torch::NoGradGuard noGrad;
+            fusedLinearBiasAttention(q, k, v, *bias, r.causal, scale, 0.0, backward, warpRows);
+          },
+          warmup, reps);
+    };
+    result.forwardMs = forwardMs(0);
+    result.forward16Ms = forwardMs(16);
   } catch (const std::exception& e) {
     std::string what = e.what();
     what = what.substr(0, std::min(what.find('\n'), size_t(160)));
@@ -310,8 +316,9 @@ int writeFusedCsv(const std::string& path, int reps, const std::string& cases, c
     return 1;
   }
   printKernelFacts();
-  // attention_anchors.py's columns, then the forward alone (the join reads columns by name).
-  const char* header = "case,B,H,L,D,causal,method,ms,tflops,peak_mib,status,fwd_ms\n";
+  // attention_anchors.py's columns, then the forward alone, by default and with 16 query rows a warp
+  // (the join reads columns by name).
+  const char* header = "case,B,H,L,D,causal,method,ms,tflops,peak_mib,status,fwd_ms,fwd16_ms\n";
   std::fputs(header, out);
   std::fputs(header, stdout);
   const std::pair<cuda::BackwardScheme, const char*> schemes[] = {{cuda::BackwardScheme::TwoPass, ""},
@@ -329,8 +336,8 @@ int writeFusedCsv(const std::string& path, int reps, const std::string& cases, c
         std::snprintf(numbers, sizeof numbers, "%.4f,%.2f,%.1f", t.ms, flops / (t.ms * 1e-3) / 1e12, t.peakMiB);
       else
         std::snprintf(numbers, sizeof numbers, ",,");
-      char forward[32] = "";
-      if (t.status == "ok") std::snprintf(forward, sizeof forward, "%.4f", t.forwardMs);
+      char forward[64] = ",";
+      if (t.status == "ok") std::snprintf(forward, sizeof forward, "%.4f,%.4f", t.forwardMs, t.forward16Ms);
       for (FILE* f : {out, stdout})
         std::fprintf(f, "%s,%lld,%lld,%lld,%lld,%d,%s,%s,%s,%s\n", r.caseName.c_str(), (long long)r.B,
                      (long long)kFusedHeads, (long long)r.L, (long long)kFusedHeadDim, int(r.causal),

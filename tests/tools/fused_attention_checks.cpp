@@ -7,7 +7,8 @@
 // Checked, for every variant (causal ALiBi, symmetric, offset, one-sided, learned, BiALiBi, each
 // fixed-slope one also with learned slopes, and interpolated slopes), H in {8, 12}, D in {64, 128},
 // T in {1, 7, 128, 1000, 4099}: the output and dq, dk, dv, and the gradients of the learned slopes
-// and first-token bias (through their sigmoid parameterisation, by autograd on both sides). Then:
+// and first-token bias (through their sigmoid parameterisation, by autograd on both sides), with
+// both backward schemes, and at D = 64 the output of the forward with 16 query rows a warp. Then:
 // slope gradients bit-identical across two runs; dropout's mask the same in the backward pass as
 // in the forward, kept at rate 1 - p, a function of torch::manual_seed; and at model level, the
 // attention plan's choice of the kernel for the ALiBi family in bf16 on CUDA, with the model's
@@ -212,6 +213,15 @@ void kernelMatchesReference() {
                       " T=" + std::to_string(T) + ":" + detail + ", learned parameters " + fmtDouble(worstParam) +
                       " (" + std::to_string(ref.params.size()) + " tensors; tolerances " + fmtDouble(kTensorTolerance) +
                       ", " + fmtDouble(kParamTolerance) + " of the largest element)");
+          }
+          if (D == 64) {  // the forward also runs with 16 query rows a warp (cuda::ForwardArgs::warpRows)
+            torch::NoGradGuard noGrad;
+            auto o16 = fusedLinearBiasAttention(q, k, v, *bias, variant.causal, scale, 0.0,
+                                                cuda::BackwardScheme::TwoPass, 16);  // (B, H, T, D)
+            double e = relativeMaxDiff(ref.o, o16);
+            check(o16.isfinite().all().item<bool>() && e <= kTensorTolerance,
+                  "forward with 16 rows a warp " + variant.name + " H=" + std::to_string(H) + " T=" +
+                      std::to_string(T) + ": o " + fmtDouble(e) + " (tolerance " + fmtDouble(kTensorTolerance) + ")");
           }
         }
 }

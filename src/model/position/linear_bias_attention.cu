@@ -2,7 +2,8 @@
 //
 // B = batch, H = heads, T = sequence length, D = head dimension (64 or 128).
 // A query tile is kBr = 64 rows, a key tile kBc = 64 columns; a thread block has 4 warps, each
-// owning 16 rows of the block's tile (query rows; keys in keyGrad).
+// owning 16 rows of the block's tile (query rows; keys in keyGrad), or in the forward at D = 64 by
+// default 16 rows of each of two query tiles (ForwardArgs::warpRows).
 //
 // The tile products are mma.sync m16n8k16 (bf16 -> fp32) on fragments whose register layout is
 // documented (warp_mma.cuh), read from shared memory with ldmatrix, so a warp's scores, their
@@ -50,10 +51,10 @@
 // FlashAttention-2 does): each exponential is one ex2 instruction. Each kernel is instantiated with
 // and without dropout, so evaluation and dropout-free training carry no per-cell dropout work.
 //
-// What would make it faster (correctness and clarity first here): 32 rows per warp (B fragments
-// read once for two A fragments: half the shared-memory reads per product), 128-key blocks in the
-// one-pass backward (half its dQ traffic per product), and on H100 TMA loads and warpgroup wgmma
-// (FA3).
+// What would make it faster (correctness and clarity first here): 32 rows per warp in the backward
+// too (B fragments read once for two A fragments, as the forward's 32-row warps do), 128-key blocks
+// in the one-pass backward (half its dQ traffic per product), and on H100 TMA loads and warpgroup
+// wgmma (FA3).
 #include <cuda_bf16.h>
 #include <cuda_pipeline_primitives.h>
 #include <cuda_runtime.h>
@@ -92,10 +93,14 @@ struct Ld {
   static constexpr int tile = int(rowsBytes / sizeof(bf16)), stat = int(statBytes / sizeof(float));
 };
 
-// Forward: Q | K, V x 2.  D=64: 46 KiB, D=128: 85 KiB.
+// The forward's 64-row query tiles a block (ForwardArgs::warpRows / 16), by default: two at D = 64;
+// one at D = 128, whose O accumulator (64 fp32 registers a stripe) leaves no room for a second.
 template <int D>
+constexpr int kForwardHalves = D == 64 ? 2 : 1;
+// Forward: Q x halves | K, V x 2.  D=64: 54 KiB (one half: 46), D=128: 85 KiB.
+template <int D, int kHalves>
 struct ForwardSmem {
-  static constexpr size_t q = 0, k = q + Ld<D>::rowsBytes, v = k + 2 * Ld<D>::rowsBytes,
+  static constexpr size_t q = 0, k = q + kHalves * Ld<D>::rowsBytes, v = k + 2 * Ld<D>::rowsBytes,
                           bytes = v + 2 * Ld<D>::rowsBytes;
 };
 // The one-pass backward's (64 keys, 64 queries) bf16 dS^T tile, rows of kBr + 8 elements.
@@ -127,7 +132,8 @@ struct QueryGradSmem {
 // The most shared memory any of the kernels for head dimension D asks for.
 template <int D>
 constexpr size_t largestSmem() {
-  return std::max({ForwardSmem<D>::bytes, KeyGradSmem<D, true, true>::bytes, QueryGradSmem<D>::bytes});
+  return std::max(
+      {ForwardSmem<D, kForwardHalves<D>>::bytes, KeyGradSmem<D, true, true>::bytes, QueryGradSmem<D>::bytes});
 }
 
 // The A100 gives a block up to 163 KiB of shared memory (the H100 227, sm_86/89 GPUs 99: there only
@@ -225,29 +231,38 @@ struct FragmentLane {
 
 __device__ FragmentLane fragmentLane(int lane) { return {lane >> 2, lane & 3}; }
 
-// acc (16, N) += a (16, K) x b (N, K)^T: a and b bf16 tiles in shared memory with rows of
-// Ld::rows elements (a: the warp's 16 rows). S = Q K^T, dP~ = dO V^T, S^T = K Q^T, dP~^T = V dO^T.
-template <int K, int N, int Row>
-__device__ __forceinline__ void multiplyTransposed(float (&acc)[N / 8][4], const bf16* a, const bf16* b, int lane) {
+// acc[x] (16, N) += a_x (16, K) x b (N, K)^T for the Stripes stripes a_x = a + x aStride (the
+// forward's warps own two): a and b bf16 tiles in shared memory with rows of Ld::rows elements (a_x:
+// the warp's 16 rows), each fragment of b read once for every stripe. S = Q K^T, dP~ = dO V^T,
+// S^T = K Q^T, dP~^T = V dO^T.
+template <int K, int N, int Row, int Stripes = 1>
+__device__ __forceinline__ void multiplyTransposed(float (*acc)[N / 8][4], const bf16* a, const bf16* b, int lane,
+                                                   int aStride = 0) {
   const int r = lane & 7, m = lane >> 3;  // this lane gives the address of row r of matrix m
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk) {
-    uint32_t fa[4];  // matrices: rows 0-7 | 8-15 by columns kk*16 + 0-7 | 8-15
-    mma::loadMatrices(fa, a + (r + 8 * (m & 1)) * Row + kk * 16 + 8 * (m >> 1));
+    uint32_t fa[Stripes][4];  // matrices: rows 0-7 | 8-15 by columns kk*16 + 0-7 | 8-15
+#pragma unroll
+    for (int x = 0; x < Stripes; ++x)
+      mma::loadMatrices(fa[x], a + x * aStride + (r + 8 * (m & 1)) * Row + kk * 16 + 8 * (m >> 1));
 #pragma unroll
     for (int n = 0; n < N / 8; n += 2) {
       uint32_t fb[4];  // rows of b 8n + 0-7 | 8n + 8-15 by columns kk*16 + 0-7 | 8-15: b^T's fragments n, n+1
       mma::loadMatrices(fb, b + (8 * n + r + 8 * (m >> 1)) * Row + kk * 16 + 8 * (m & 1));
-      mma::multiplyAdd(acc[n], fa, fb[0], fb[1]);
-      mma::multiplyAdd(acc[n + 1], fa, fb[2], fb[3]);
+#pragma unroll
+      for (int x = 0; x < Stripes; ++x) {
+        mma::multiplyAdd(acc[x][n], fa[x], fb[0], fb[1]);
+        mma::multiplyAdd(acc[x][n + 1], fa[x], fb[2], fb[3]);
+      }
     }
   }
 }
 
-// acc (16, N) += a (16, K) x b (K, N): a in registers (toA), b a bf16 tile in shared memory with
-// rows of Ld::rows elements. O += P~ V, dQ += dS K, dV += P~^T dO, dK += dS^T Q.
-template <int K, int N, int Row>
-__device__ __forceinline__ void multiply(float (&acc)[N / 8][4], const uint32_t (&a)[K / 16][4], const bf16* b,
+// acc[x] (16, N) += a[x] (16, K) x b (K, N) for Stripes stripes: a in registers (toA), b a bf16
+// tile in shared memory with rows of Ld::rows elements, each fragment of b read once for every
+// stripe. O += P~ V, dQ += dS K, dV += P~^T dO, dK += dS^T Q.
+template <int K, int N, int Row, int Stripes = 1>
+__device__ __forceinline__ void multiply(float (*acc)[N / 8][4], const uint32_t (*a)[K / 16][4], const bf16* b,
                                          int lane) {
   const int r = lane & 7, m = lane >> 3;
 #pragma unroll
@@ -256,8 +271,11 @@ __device__ __forceinline__ void multiply(float (&acc)[N / 8][4], const uint32_t 
     for (int n = 0; n < N / 8; n += 2) {
       uint32_t fb[4];  // transposed: rows of b kk*16 + 0-7 | 8-15 by columns 8n + 0-7 | 8n + 8-15
       mma::loadMatricesTransposed(fb, b + (kk * 16 + r + 8 * (m & 1)) * Row + 8 * n + 8 * (m >> 1));
-      mma::multiplyAdd(acc[n], a[kk], fb[0], fb[1]);
-      mma::multiplyAdd(acc[n + 1], a[kk], fb[2], fb[3]);
+#pragma unroll
+      for (int x = 0; x < Stripes; ++x) {
+        mma::multiplyAdd(acc[x][n], a[x][kk], fb[0], fb[1]);
+        mma::multiplyAdd(acc[x][n + 1], a[x][kk], fb[2], fb[3]);
+      }
     }
   }
 }
@@ -287,9 +305,10 @@ __device__ __forceinline__ void scaleRow(float (&x)[N / 8][4], int r, float fact
 
 // Where a block of forwardKernel, keyGradKernel or queryGradKernel works. Their grids are
 // (ceil(T / 64), H, B) (the one-pass keyGrad's (keySplits, H, B), a block taking its key tiles in
-// turn): the block owns the tile [lo, hi) of [0, T) (query rows; keys in keyGrad), shorter than
-// 64 in the tail tile, of head h in batch b; its warp owns the 16 rows
-// [lo + stripe, lo + stripe + 16) of that tile, and the lane two of them (FragmentLane).
+// turn; the forward's tiles are 128 rows at D = 64): the block owns the tile [lo, hi) of [0, T)
+// (query rows; keys in keyGrad), shorter in the tail tile, of head h in batch b; in a 64-row
+// tile its warp owns the 16 rows [lo + stripe, lo + stripe + 16), and the lane two of them
+// (FragmentLane).
 struct TileBlock {
   int T, b, h;
   uint32_t batchHead;  // b * H + h: the dropout counter's head, and the head's row of (B, H, T) statistics
@@ -326,23 +345,30 @@ struct TileBlock {
   __device__ tile::LinearTile linearTile(tile::Walk walk, int t0) const {
     return walk == tile::Walk::Keys ? tile::linearTile(hb, lo, t0, kBr, T) : tile::linearTile(hb, t0, lo, kBr, T);
   }
+  // The x-th 64-row tile of a block that owns several (the forward's halves): empty (hi <= lo)
+  // where it starts at or past T.
+  __device__ TileBlock subTile(int x) const {
+    TileBlock part = *this;
+    part.lo = lo + x * kBr, part.hi = min(T, part.lo + kBr);
+    return part;
+  }
 };
 
 // The block of a kernel walking `walk` (forward and queryGrad: keys; keyGrad: queries), at the
-// x-th of the head's `tiles` tiles in start order (blockIdx.x, or the one-pass backward's x-th key
-// tile). Blocks start in blockIdx order, x fastest, and a head that blocks one side gives its
+// x-th of the head's `tiles` tiles of tileRows rows in start order (blockIdx.x, or the one-pass
+// backward's x-th key tile). Blocks start in blockIdx order, x fastest, and a head that blocks one side gives its
 // tiles walks of 1 to ceil(T / 64) tiles: longest first, so that the grid's last wave holds short
 // walks rather than one long walk started late. Blocking the future (causal), query tile x walks
 // x + 1 key tiles; blocking the past, key tile x is walked by x + 1 query tiles: both in reverse.
 __device__ TileBlock tileBlock(const AttentionShape& shape, const LinearBiasArgs& bias, tile::Walk walk, int x,
-                               int tiles) {
+                               int tiles, int tileRows = kBr) {
   TileBlock blk;
   blk.T = shape.T, blk.b = blockIdx.z, blk.h = blockIdx.y;
   blk.batchHead = uint32_t(blk.b * shape.H + blk.h);
   blk.hb = headBias(bias, blk.h);
   const bool shortestFirst = walk == tile::Walk::Keys ? blk.hb.blockFuture : blk.hb.blockPast;
   const int tile = shortestFirst ? tiles - 1 - x : x;
-  blk.lo = tile * kBr, blk.hi = min(shape.T, blk.lo + kBr);  // kBr == kBc: keyGrad's key tiles too
+  blk.lo = tile * tileRows, blk.hi = min(shape.T, blk.lo + tileRows);  // kBr == kBc: keyGrad's key tiles too
   blk.warp = threadIdx.x / 32, blk.lane = threadIdx.x % 32, blk.stripe = blk.warp * kStripe;
   blk.fl = fragmentLane(blk.lane);
   return blk;
@@ -492,26 +518,40 @@ __device__ void storeStripe(const HeadsView& view, const float (&acc)[D / 8][4],
 
 // ---- forward ----
 
-// grid (ceil(T / kBr), H, B). Writes O (B, H, T, D) and lse (B, H, T).
-template <int D, bool kDropout>
+// grid (ceil(T / (kHalves kBr)), H, B), kHalves 64-row query tiles a block (its halves), warp w
+// owning stripe w of each. With two (32 query rows a warp) every K and V fragment read from shared
+// memory serves two tile products, as in FlashAttention-2's 128-row forward blocks of 4 warps: 40
+// fragment reads for 128 products, where two warps of 16 rows read 72. Writes O (B, H, T, D) and
+// lse (B, H, T).
+template <int D, int kHalves, bool kDropout>
 __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args, const Derived dv) {
-  using S = ForwardSmem<D>;
+  using S = ForwardSmem<D, kHalves>;
   bf16 *qs = smemAt<bf16>(S::q), *ks = smemAt<bf16>(S::k), *vs = smemAt<bf16>(S::v);
   constexpr int Row = Ld<D>::rows;
 
-  // its tile: query rows [r0, r1)
-  const TileBlock blk = tileBlock(args.shape, args.bias, tile::Walk::Keys, int(blockIdx.x), int(gridDim.x));
+  // its query rows [blk.lo, blk.hi), and each half's: half[x] the 64-row tile at blk.lo + 64 x (empty
+  // past T in the tail block)
+  const TileBlock blk =
+      tileBlock(args.shape, args.bias, tile::Walk::Keys, int(blockIdx.x), int(gridDim.x), kHalves * kBr);
+  TileBlock half[kHalves];
+#pragma unroll
+  for (int x = 0; x < kHalves; ++x) {
+    half[x] = blk.subTile(x);
+    copyRows<D>(qs + x * Ld<D>::tile, args.q, blk, half[x].lo);
+  }
   const FragmentLane& fl = blk.fl;
-  const int T = blk.T, r0 = blk.lo;
-  bf16* qStripe = qs + blk.stripe * Row;
+  const int T = blk.T;
+  bf16* qStripe = qs + blk.stripe * Row;  // half x's stripe: x Ld<D>::tile further
 
-  copyRows<D>(qs, args.q, blk, r0);
-
-  // This lane's two rows: their running max (base 2, the same in the row's 4 lanes) and this
-  // lane's share of their running sum and of their O.
-  const int i[2] = {blk.position(0), blk.position(1)};
-  float rowMax[2] = {-INFINITY, -INFINITY}, rowSum[2] = {0.f, 0.f};
-  float o[D / 8][4] = {};  // (16, D)
+  // This lane's two rows of each half: their running max (base 2, the same in the row's 4 lanes)
+  // and this lane's share of their running sum and of their O.
+  int i[kHalves][2];
+  float rowMax[kHalves][2], rowSum[kHalves][2];
+  float o[kHalves][D / 8][4] = {};  // (16, D) a half
+#pragma unroll
+  for (int x = 0; x < kHalves; ++x)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) i[x][r] = half[x].position(r), rowMax[x][r] = -INFINITY, rowSum[x][r] = 0.f;
 
   auto load = [&](int c0, int buffer) {
     copyRows<D>(ks + buffer * Ld<D>::tile, args.k, blk, c0);
@@ -519,49 +559,65 @@ __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args
   };
   pipelinedWalk(blk, tile::Walk::Keys, load, [&](int c0, int buffer) {
     const bf16 *k = ks + buffer * Ld<D>::tile, *v = vs + buffer * Ld<D>::tile;
-    float s[kBc / 8][4] = {};  // (16, kBc): S, then the base-2 logits, then P~
-    multiplyTransposed<D, kBc, Row>(s, qStripe, k, blk.lane);
-    toLogits<false>(s, blk, blk.linearTile(tile::Walk::Keys, c0), args.scale, i, c0);
+    float s[kHalves][kBc / 8][4] = {};  // (16, kBc) a half: S, then the base-2 logits, then P~
+    multiplyTransposed<D, kBc, Row, kHalves>(s, qStripe, k, blk.lane, Ld<D>::tile);
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float tileMax = -INFINITY;
+    for (int x = 0; x < kHalves; ++x) {
+      // A half whose every cell of this key tile is blocked (the upper half on a causal head's
+      // last key tile; a padding half) keeps its max, sum and O: P~ = 0 for the product below.
+      if (kHalves > 1 && !half[x].visits(tile::Walk::Keys, c0)) {  // one half: the walk's own test
 #pragma unroll
-      for (int n = 0; n < kBc / 8; ++n) tileMax = fmaxf(tileMax, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-      const float newMax = fmaxf(rowMax[r], groupMax(tileMax));
-      // A row with no finite logit yet (padding rows past T) subtracts 0 instead of -inf: its P
-      // and its rescaling factor are exp2(-inf) = 0, and its sum and O stay 0.
-      const float base = newMax == -INFINITY ? 0.f : newMax;
-      const float alpha = exp2f(rowMax[r] - base);
-      float tileSum = 0.f;
+        for (int n = 0; n < kBc / 8; ++n)
 #pragma unroll
-      for (int m = 0; m < kBc / 16; ++m) {  // fragments 2m, 2m + 1: one dropout group per lane
-        const uint32_t keep = groupKeep<kDropout>(args.seed, dv, blk, i[r], c0, m);
-#pragma unroll
-        for (int word = 0; word < 4; ++word) {
-          float& x = s[2 * m + (word >> 1)][2 * r + (word & 1)];
-          const float p = exp2f(x - base);
-          tileSum += p;  // the sum before dropout
-          x = tile::afterDropout(p, (keep >> word) & 1u, keepScale<kDropout>(dv));
-        }
+          for (int e = 0; e < 4; ++e) s[x][n][e] = 0.f;
+        continue;
       }
-      rowSum[r] = rowSum[r] * alpha + tileSum;
-      rowMax[r] = newMax;
-      scaleRow<D>(o, r, alpha);
+      toLogits<false>(s[x], half[x], half[x].linearTile(tile::Walk::Keys, c0), args.scale, i[x], c0);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float tileMax = -INFINITY;
+#pragma unroll
+        for (int n = 0; n < kBc / 8; ++n) tileMax = fmaxf(tileMax, fmaxf(s[x][n][2 * r], s[x][n][2 * r + 1]));
+        const float newMax = fmaxf(rowMax[x][r], groupMax(tileMax));
+        // A row with no finite logit yet (padding rows past T) subtracts 0 instead of -inf: its P
+        // and its rescaling factor are exp2(-inf) = 0, and its sum and O stay 0.
+        const float base = newMax == -INFINITY ? 0.f : newMax;
+        const float alpha = exp2f(rowMax[x][r] - base);
+        float tileSum = 0.f;
+#pragma unroll
+        for (int m = 0; m < kBc / 16; ++m) {  // fragments 2m, 2m + 1: one dropout group per lane
+          const uint32_t keep = groupKeep<kDropout>(args.seed, dv, blk, i[x][r], c0, m);
+#pragma unroll
+          for (int word = 0; word < 4; ++word) {
+            float& p = s[x][2 * m + (word >> 1)][2 * r + (word & 1)];
+            const float prob = exp2f(p - base);
+            tileSum += prob;  // the sum before dropout
+            p = tile::afterDropout(prob, (keep >> word) & 1u, keepScale<kDropout>(dv));
+          }
+        }
+        rowSum[x][r] = rowSum[x][r] * alpha + tileSum;
+        rowMax[x][r] = newMax;
+        scaleRow<D>(o[x], r, alpha);
+      }
     }
-    uint32_t p[kBc / 16][4];
-    toA<kBc>(p, s);
-    multiply<kBc, D, Row>(o, p, v, blk.lane);  // O += P~ V
+    uint32_t p[kHalves][kBc / 16][4];
+#pragma unroll
+    for (int x = 0; x < kHalves; ++x) toA<kBc>(p[x], s[x]);
+    multiply<kBc, D, Row, kHalves>(o, p, v, blk.lane);  // O += P~ V
   });
 
   // O = accumulator / l, the row's sum being its 4 lanes' shares, and the log-sum-exp.
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float l = groupSum(rowSum[r]);
-    const bool empty = !(l > 0.f);  // cannot happen for i < T: the diagonal is never blocked
-    scaleRow<D>(o, r, empty ? 0.f : 1.f / l);
-    if (fl.t == 0 && i[r] < T) blk.stats(args.lse)[i[r]] = empty ? INFINITY : fmaf(rowMax[r], kLn2, logf(l));
+  for (int x = 0; x < kHalves; ++x) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float l = groupSum(rowSum[x][r]);
+      const bool empty = !(l > 0.f);  // only past T: the diagonal is never blocked
+      scaleRow<D>(o[x], r, empty ? 0.f : 1.f / l);
+      if (fl.t == 0 && i[x][r] < T) blk.stats(args.lse)[i[x][r]] = empty ? INFINITY : fmaf(rowMax[x][r], kLn2, logf(l));
+    }
+    storeStripe<D>(args.o, o[x], 1.f, qStripe + x * Ld<D>::tile, half[x]);
   }
-  storeStripe<D>(args.o, o, 1.f, qStripe, blk);
 }
 
 // ---- backward ----
@@ -688,9 +744,9 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout && !kBiasGrads 
       // (16 keys, kBr queries): base-2 logits^T and dP~^T, then P~^T and dS^T
       float pT[kBr / 8][4] = {}, dST[kBr / 8][4] = {};
       const tile::LinearTile lt = blk.linearTile(tile::Walk::Queries, r0);
-      multiplyTransposed<D, kBr, Row>(pT, kStripe, q, blk.lane);
+      multiplyTransposed<D, kBr, Row>(&pT, kStripe, q, blk.lane);
       toLogits<true>(pT, blk, lt, args.scale, j, r0);
-      multiplyTransposed<D, kBr, Row>(dST, vStripe, dO, blk.lane);
+      multiplyTransposed<D, kBr, Row>(&dST, vStripe, dO, blk.lane);
       // P~^T and dS^T of the cells of query fragments 4 half .. 4 half + 3 (8 query columns: column
       // k = 2 (n - 4 half) + c of the lane's), and with kBiasGrads each cell's share of the bias
       // gradients through addCell(k, r, n, c, i, P, dS, dP after dropout) of the cell [n][2r + c].
@@ -769,7 +825,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout && !kBiasGrads 
       }
       uint32_t a[kBr / 16][4];
       toA<kBr>(a, pT);
-      multiply<kBr, D, Row>(dV, a, dO, blk.lane);  // dV += P~^T dO
+      multiply<kBr, D, Row>(&dV, &a, dO, blk.lane);  // dV += P~^T dO
       toA<kBr>(a, dST);
       if constexpr (kOnePass) {
         // This warp's rows of dS^T in shared memory, the bf16 pairs of its A fragments (toA):
@@ -781,7 +837,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout && !kBiasGrads 
             *reinterpret_cast<uint32_t*>(dSs + (blk.stripe + fl.row(2 * (x & 1))) * kDsRow +
                                          fl.column(2 * kk + (x >> 1), 0)) = a[kk][x];
       }
-      multiply<kBr, D, Row>(dK, a, q, blk.lane);  // dK += dS^T Q
+      multiply<kBr, D, Row>(&dK, &a, q, blk.lane);  // dK += dS^T Q
       if constexpr (kOnePass) {
         __syncthreads();  // every warp's dS^T rows and row sums are in
         // dQ += dS K for query rows [stripe, stripe + 16) of this tile, 16 columns of D at a time:
@@ -795,7 +851,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout && !kBiasGrads 
 #pragma unroll
         for (int chunk = 0; chunk < D / 16; ++chunk) {
           float part[2][4] = {};
-          multiply<kBc, 16, Row>(part, a, ks + 16 * chunk, blk.lane);
+          multiply<kBc, 16, Row>(&part, &a, ks + 16 * chunk, blk.lane);
 #pragma unroll
           for (int n = 0; n < 2; ++n)
 #pragma unroll
@@ -908,9 +964,9 @@ __global__ void __launch_bounds__(kThreads)
     const float rowDot[2] = {rowDots[i[0] - r0], rowDots[i[1] - r0]};
     float dS[kBc / 8][4] = {}, dP[kBc / 8][4] = {};  // (16, kBc): S, then the base-2 logits, then dS; dP~
     const tile::LinearTile lt = blk.linearTile(tile::Walk::Keys, c0);
-    multiplyTransposed<D, kBc, Row>(dS, qStripe, k, blk.lane);
+    multiplyTransposed<D, kBc, Row>(&dS, qStripe, k, blk.lane);
     toLogits<false>(dS, blk, lt, args.scale, i, c0);
-    multiplyTransposed<D, kBc, Row>(dP, dOStripe, v, blk.lane);
+    multiplyTransposed<D, kBc, Row>(&dP, dOStripe, v, blk.lane);
     // dS of every cell, and with kBiasGrads each cell's share of the bias gradients through
     // addCell(r, n, e, P, dS, dP after dropout) of the cell s[n][e] of row r.
     auto forEachCell = [&](auto addCell) {
@@ -964,7 +1020,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     uint32_t a[kBc / 16][4];
     toA<kBc>(a, dS);
-    multiply<kBc, D, Row>(dQ, a, k, blk.lane);  // dQ += dS K
+    multiply<kBc, D, Row>(&dQ, &a, k, blk.lane);  // dQ += dS K
   });
   storeStripe<D>(args.dq, dQ, args.scale, qStripe, blk);
 
@@ -1035,13 +1091,14 @@ cudaError_t allowSharedMemory(Kernel kernel, size_t bytes) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
 }
 
-template <int D>
+template <int D, int kHalves>
 cudaError_t forward(const ForwardArgs& args, cudaStream_t stream) {
   const Derived dv = derive(args.shape, args.dropout);
-  const auto kernel = dv.threshold > 0 ? forwardKernel<D, true> : forwardKernel<D, false>;
-  const size_t bytes = ForwardSmem<D>::bytes;
+  const auto kernel = dv.threshold > 0 ? forwardKernel<D, kHalves, true> : forwardKernel<D, kHalves, false>;
+  const size_t bytes = ForwardSmem<D, kHalves>::bytes;
   if (cudaError_t e = allowSharedMemory(kernel, bytes); e != cudaSuccess) return e;
-  return launch(kernel, dim3(dv.qTiles, args.shape.H, args.shape.B), bytes, stream, args, dv);
+  const int blocks = ceilDiv(args.shape.T, kHalves * kBr);
+  return launch(kernel, dim3(blocks, args.shape.H, args.shape.B), bytes, stream, args, dv);
 }
 
 bool wantsBiasGrads(const BackwardArgs& a) { return a.dSlopePast || a.dSlopeFuture || a.dFirstTokenBias; }
@@ -1181,7 +1238,12 @@ cudaError_t factsOf(Kernel kernel, const char* name, size_t dynamicBytes, Kernel
 
 template <int D>
 cudaError_t kernelFacts(KernelFacts* facts) {
-  if (cudaError_t e = factsOf(forwardKernel<D, false>, "forward", ForwardSmem<D>::bytes, facts[0]); e != cudaSuccess)
+  using Default = ForwardSmem<D, kForwardHalves<D>>;
+  if (cudaError_t e = factsOf(forwardKernel<D, kForwardHalves<D>, false>, "forward", Default::bytes, facts[0]);
+      e != cudaSuccess)
+    return e;
+  if (cudaError_t e = factsOf(forwardKernel<D, 1, false>, "forward16", ForwardSmem<D, 1>::bytes, facts[8]);
+      e != cudaSuccess)
     return e;
   if (cudaError_t e = factsOf(rowDotKernel<D>, "rowDot", 0, facts[1]); e != cudaSuccess) return e;
   if (cudaError_t e =
@@ -1244,11 +1306,14 @@ const char* linearBiasAttentionDeviceCheck(int device, int D) {
 
 cudaError_t linearBiasAttentionForward(const ForwardArgs& args, cudaStream_t stream) {
   if (linearBiasAttentionCheck(args.shape, args.dropout) != nullptr) return cudaErrorInvalidValue;
+  if (args.warpRows != 0 && args.warpRows != 16 && !(args.warpRows == 32 && args.shape.D == 64))
+    return cudaErrorInvalidValue;
   if (args.shape.T == 0) return cudaSuccess;  // empty tensors may have no storage at all
   if (!readable(args.q) || !readable(args.k) || !readable(args.v) || !readable(args.o) || args.lse == nullptr ||
       args.bias.slopePast == nullptr || args.bias.slopeFuture == nullptr)
     return cudaErrorInvalidValue;
-  return args.shape.D == 64 ? forward<64>(args, stream) : forward<128>(args, stream);
+  if (args.shape.D == 128) return forward<128, 1>(args, stream);
+  return args.warpRows == 16 ? forward<64, 1>(args, stream) : forward<64, 2>(args, stream);
 }
 
 cudaError_t linearBiasAttentionKernelFacts(int D, KernelFacts* facts) {

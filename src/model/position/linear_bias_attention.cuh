@@ -53,6 +53,12 @@ struct ForwardArgs {
   float scale = 1.f;    // on q k^T only; the bias is added unscaled (Press et al.)
   float dropout = 0.f;  // in [0, 1)
   uint64_t seed = 0;
+  // Query rows a warp owns: 16 (blocks of 64 query rows) or, at D = 64 only, 32 (blocks of 128:
+  // every K and V fragment read from shared memory serves two tile products, for twice the
+  // registers); 0 chooses 32 at D = 64, 16 at D = 128. Which is faster at D = 64 is the GPU's to say
+  // (bench_attention times both): both are kept until then. Each row is computed the same way in
+  // both. Any other value (32 at D = 128 too) is refused (cudaErrorInvalidValue).
+  int warpRows = 0;
 };
 
 // How the backward sums dQ over key tiles. Both are deterministic (bit-identical run to run);
@@ -117,9 +123,10 @@ struct KernelFacts {
   size_t sharedBytes = 0;
   int blocksPerSm = 0;
 };
-// forward, rowDot, keyGrad, queryGrad without and with bias gradients (TwoPass), the one-pass
-// kernel without and with bias gradients and its dQ sum (OnePass)
-constexpr int kKernelFactsCount = 8;
+// forward (warpRows 0), rowDot, keyGrad, queryGrad without and with bias gradients (TwoPass), the
+// one-pass kernel without and with bias gradients and its dQ sum (OnePass), the forward of 16 rows a
+// warp (the same kernel as the first at D = 128)
+constexpr int kKernelFactsCount = 9;
 // Fills facts[0..kKernelFactsCount) for head dimension D (64 or 128) on the current device: the
 // instances without dropout, which the benchmark and evaluation run.
 cudaError_t linearBiasAttentionKernelFacts(int D, KernelFacts* facts);
