@@ -432,42 +432,61 @@ __device__ __forceinline__ void pipelinedWalk(const TileBlock& blk, tile::Walk w
   }
 }
 
-// The base-2 logits (kLog2e) of this lane's cells of its warp's (16, 64) tile from their dot
-// products, in place: rows at positions rows[0] and rows[1] (FragmentLane), columns at
-// t0 + column(n, e). Queries by keys, or with kTransposed keys by queries (keyGrad's S^T). lt is
-// the pair's blk.linearTile: on a linear tile (most pairs of a long sequence) two FMAs per cell.
+// A (16, 64) score tile of this lane's warp, in two steps around its product, whose base-2 logits
+// (kLog2e (scale q.k + bias)) are then toBase2 times its values: rows at positions rows[0] and
+// rows[1] (FragmentLane), columns at t0 + column(n, e); queries by keys, or with kTransposed keys
+// by queries (keyGrad's S^T). lt is the pair's blk.linearTile. On a linear tile (most pairs of a
+// long sequence) the accumulators start at bias / scale (startLogits), so that the product leaves
+// q.k + bias / scale and toBase2 = kLog2e scale, which the callers fold into the FMA of their
+// exponential: one FMA a cell for the bias. Elsewhere they start at 0 and finishLogits makes the
+// dot products base-2 logits (tile::logit per cell), toBase2 = 1.
+//
+// startLogits: the accumulators' start; returns toBase2. bias / scale = slope' (j - i) + offset'
+// (slope' = slope / scale, offset' = offset / scale) with j - i = kSign (column - row): per row
+// slope' (t0 + 2t - row) + offset' once (exact integers below 2^24 in fp32), then per cell
+// slope' (8n + c), whose factor is a constant of the unrolled loop, added in one FMA.
 template <bool kTransposed>
-__device__ __forceinline__ void toLogits(float (&s)[kBc / 8][4], const TileBlock& blk, const tile::LinearTile& lt,
-                                         float scale, const int (&rows)[2], int t0) {
+__device__ __forceinline__ float startLogits(float (&s)[kBc / 8][4], const TileBlock& blk, const tile::LinearTile& lt,
+                                             float scale, const int (&rows)[2], int t0) {
+  if (!lt.linear) {
+#pragma unroll
+    for (int n = 0; n < kBc / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] = 0.f;
+    return 1.f;
+  }
+  const float slope = (kTransposed ? -lt.slope : lt.slope) / scale, offset = lt.offset / scale;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float rowBias = fmaf(slope, blk.columnMinusRow(t0, rows[r], 0, 0), offset);
+#pragma unroll
+    for (int n = 0; n < kBc / 8; ++n)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) s[n][2 * r + c] = fmaf(slope, float(8 * n + c), rowBias);
+  }
+  return kLog2e * scale;
+}
+
+// finishLogits, after the product: on a masked linear tile (the diagonal band of a head that
+// blocks one side) the cells of the blocked side become -inf (column - row > 0 is j > i; i > j
+// transposed); on other tiles than linear ones every cell becomes its base-2 logit.
+template <bool kTransposed>
+__device__ __forceinline__ void finishLogits(float (&s)[kBc / 8][4], const TileBlock& blk, const tile::LinearTile& lt,
+                                             float scale, const int (&rows)[2], int t0) {
   if (lt.linear) {
-    // bias = slope (j - i) + offset with j - i = kSign (column - row), all in base 2: per row
-    // slope (t0 + 2t - row) + offset once (exact integers below 2^24 in fp32), then per cell
-    // slope (8n + c), whose factor is a constant of the unrolled loop, added in one FMA.
-    // A masked tile (the diagonal band of a head that blocks one side) also sets the cells of the
-    // blocked side to -inf: column - row > 0 is j > i (i > j transposed).
-    const float scale2 = scale * kLog2e, slope2 = (kTransposed ? -kLog2e : kLog2e) * lt.slope,
-                offset2 = kLog2e * lt.offset;
     const bool maskAbove = kTransposed ? lt.maskPast : lt.maskFuture,
                maskBelow = kTransposed ? lt.maskFuture : lt.maskPast;
+    if (!maskAbove && !maskBelow) return;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float rowOffset = blk.columnMinusRow(t0, rows[r], 0, 0), rowBias = fmaf(slope2, rowOffset, offset2);
+      const float rowOffset = blk.columnMinusRow(t0, rows[r], 0, 0);
 #pragma unroll
       for (int n = 0; n < kBc / 8; ++n)
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
-          float& x = s[n][2 * r + c];
-          x = fmaf(x, scale2, fmaf(slope2, float(8 * n + c), rowBias));
+          const float columnMinusRow = rowOffset + float(8 * n + c);
+          if (maskAbove ? columnMinusRow > 0.f : columnMinusRow < 0.f) s[n][2 * r + c] = -INFINITY;
         }
-      if (maskAbove || maskBelow) {
-#pragma unroll
-        for (int n = 0; n < kBc / 8; ++n)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const float columnMinusRow = rowOffset + float(8 * n + c);
-            if (maskAbove ? columnMinusRow > 0.f : columnMinusRow < 0.f) s[n][2 * r + c] = -INFINITY;
-          }
-      }
     }
     return;
   }
@@ -559,7 +578,14 @@ __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args
   };
   pipelinedWalk(blk, tile::Walk::Keys, load, [&](int c0, int buffer) {
     const bf16 *k = ks + buffer * Ld<D>::tile, *v = vs + buffer * Ld<D>::tile;
-    float s[kHalves][kBc / 8][4] = {};  // (16, kBc) a half: S, then the base-2 logits, then P~
+    // (16, kBc) a half: the scores (startLogits), then P~
+    float s[kHalves][kBc / 8][4], toBase2[kHalves];
+    tile::LinearTile lt[kHalves];
+#pragma unroll
+    for (int x = 0; x < kHalves; ++x) {
+      lt[x] = half[x].linearTile(tile::Walk::Keys, c0);
+      toBase2[x] = startLogits<false>(s[x], half[x], lt[x], args.scale, i[x], c0);
+    }
     multiplyTransposed<D, kBc, Row, kHalves>(s, qStripe, k, blk.lane, Ld<D>::tile);
 #pragma unroll
     for (int x = 0; x < kHalves; ++x) {
@@ -572,13 +598,13 @@ __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args
           for (int e = 0; e < 4; ++e) s[x][n][e] = 0.f;
         continue;
       }
-      toLogits<false>(s[x], half[x], half[x].linearTile(tile::Walk::Keys, c0), args.scale, i[x], c0);
+      finishLogits<false>(s[x], half[x], lt[x], args.scale, i[x], c0);
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float tileMax = -INFINITY;
+        float tileMax = -INFINITY;  // of the scores: toBase2 > 0 makes it the base-2 logits' max
 #pragma unroll
         for (int n = 0; n < kBc / 8; ++n) tileMax = fmaxf(tileMax, fmaxf(s[x][n][2 * r], s[x][n][2 * r + 1]));
-        const float newMax = fmaxf(rowMax[x][r], groupMax(tileMax));
+        const float newMax = fmaxf(rowMax[x][r], groupMax(tileMax) * toBase2[x]);
         // A row with no finite logit yet (padding rows past T) subtracts 0 instead of -inf: its P
         // and its rescaling factor are exp2(-inf) = 0, and its sum and O stay 0.
         const float base = newMax == -INFINITY ? 0.f : newMax;
@@ -590,7 +616,7 @@ __global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args
 #pragma unroll
           for (int word = 0; word < 4; ++word) {
             float& p = s[x][2 * m + (word >> 1)][2 * r + (word & 1)];
-            const float prob = exp2f(p - base);
+            const float prob = exp2f(fmaf(p, toBase2[x], -base));
             tileSum += prob;  // the sum before dropout
             p = tile::afterDropout(prob, (keep >> word) & 1u, keepScale<kDropout>(dv));
           }
@@ -741,11 +767,12 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout && !kBiasGrads 
     pipelinedWalk(blk, tile::Walk::Queries, load, [&](int r0, int buffer) {
       const bf16 *q = qs + buffer * Ld<D>::tile, *dO = dOs + buffer * Ld<D>::tile;
       const float *lseOf = lses + buffer * Ld<D>::stat, *rowDotOf = rowDots + buffer * Ld<D>::stat;
-      // (16 keys, kBr queries): base-2 logits^T and dP~^T, then P~^T and dS^T
-      float pT[kBr / 8][4] = {}, dST[kBr / 8][4] = {};
+      // (16 keys, kBr queries): the scores^T (startLogits) and dP~^T, then P~^T and dS^T
+      float pT[kBr / 8][4], dST[kBr / 8][4] = {};
       const tile::LinearTile lt = blk.linearTile(tile::Walk::Queries, r0);
+      const float toBase2 = startLogits<true>(pT, blk, lt, args.scale, j, r0);
       multiplyTransposed<D, kBr, Row>(&pT, kStripe, q, blk.lane);
-      toLogits<true>(pT, blk, lt, args.scale, j, r0);
+      finishLogits<true>(pT, blk, lt, args.scale, j, r0);
       multiplyTransposed<D, kBr, Row>(&dST, vStripe, dO, blk.lane);
       // P~^T and dS^T of the cells of query fragments 4 half .. 4 half + 3 (8 query columns: column
       // k = 2 (n - 4 half) + c of the lane's), and with kBiasGrads each cell's share of the bias
@@ -762,7 +789,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout && !kBiasGrads 
             for (int r = 0; r < 2; ++r) {
               const int e = 2 * r + c;
               const bool kept = (keep >> (word + 2 * r)) & 1u;
-              const float prob = exp2f(pT[n][e] - lse2);  // 0 where the logit is -inf (padding queries too)
+              const float prob = exp2f(fmaf(pT[n][e], toBase2, -lse2));  // 0 where the logit is -inf (padding too)
               const float dPTilde = dST[n][e];
               dST[n][e] = tile::scoreGrad(prob, dPTilde, kept, keepScale<kDropout>(dv), rowDot);
               if constexpr (kBiasGrads)
@@ -962,10 +989,11 @@ __global__ void __launch_bounds__(kThreads)
     const bf16 *k = ks + buffer * Ld<D>::tile, *v = vs + buffer * Ld<D>::tile;
     const float lse2[2] = {kLog2e * lses[i[0] - r0], kLog2e * lses[i[1] - r0]};
     const float rowDot[2] = {rowDots[i[0] - r0], rowDots[i[1] - r0]};
-    float dS[kBc / 8][4] = {}, dP[kBc / 8][4] = {};  // (16, kBc): S, then the base-2 logits, then dS; dP~
+    float dS[kBc / 8][4], dP[kBc / 8][4] = {};  // (16, kBc): the scores (startLogits), then dS; dP~
     const tile::LinearTile lt = blk.linearTile(tile::Walk::Keys, c0);
+    const float toBase2 = startLogits<false>(dS, blk, lt, args.scale, i, c0);
     multiplyTransposed<D, kBc, Row>(&dS, qStripe, k, blk.lane);
-    toLogits<false>(dS, blk, lt, args.scale, i, c0);
+    finishLogits<false>(dS, blk, lt, args.scale, i, c0);
     multiplyTransposed<D, kBc, Row>(&dP, dOStripe, v, blk.lane);
     // dS of every cell, and with kBiasGrads each cell's share of the bias gradients through
     // addCell(r, n, e, P, dS, dP after dropout) of the cell s[n][e] of row r.
@@ -979,7 +1007,7 @@ __global__ void __launch_bounds__(kThreads)
           for (int word = 0; word < 4; ++word) {
             const int n = 2 * m + (word >> 1), e = 2 * r + (word & 1);
             const bool kept = (keep >> word) & 1u;
-            const float prob = exp2f(dS[n][e] - lse2[r]);  // 0 where the logit is -inf (padding rows too)
+            const float prob = exp2f(fmaf(dS[n][e], toBase2, -lse2[r]));  // 0 where the logit is -inf (padding too)
             dS[n][e] = tile::scoreGrad(prob, dP[n][e], kept, keepScale<kDropout>(dv), rowDot[r]);
             if constexpr (kBiasGrads)
               addCell(r, n, e, prob, dS[n][e], tile::afterDropout(dP[n][e], kept, keepScale<kDropout>(dv)));
