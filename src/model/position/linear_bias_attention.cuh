@@ -93,8 +93,10 @@ struct BackwardArgs {
   uint64_t seed = 0;
   BackwardScheme scheme = BackwardScheme::TwoPass;
   // OnePass: blocks (and dQ slices) per (batch, head), at most ceil(T / 64); 0 chooses
-  // (linearBiasAttentionKeySplits). The sums' order, so the last bits of dq and of the bias
-  // gradients, depend on it: the same on one GPU from run to run.
+  // (linearBiasAttentionKeySplits), asking the GPU in each call that needs it (the workspace's size
+  // and the launch): a caller that makes both can choose once and pass the result. The sums' order,
+  // so the last bits of dq and of the bias gradients, depend on it: the same on one GPU from run to
+  // run.
   int keySplits = 0;
 };
 

@@ -115,6 +115,9 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
     a.dropout = float(ctx->saved_data["dropout"].toDouble());
     a.seed = uint64_t(ctx->saved_data["seed"].toInt());
     a.scheme = cuda::BackwardScheme(ctx->saved_data["backwardScheme"].toInt());
+    // Chosen once (from the GPU's SM count and the kernel's occupancy), for the workspace's size
+    // and the launch alike.
+    if (a.scheme == cuda::BackwardScheme::OnePass) a.keySplits = cuda::linearBiasAttentionKeySplits(a);
     auto workspace =
         torch::empty({int64_t(cuda::linearBiasAttentionBackwardWorkspace(a))}, q.options().dtype(torch::kUInt8));
     check(cuda::linearBiasAttentionBackward(a, workspace.data_ptr(), c10::cuda::getCurrentCUDAStream().stream()),
