@@ -63,6 +63,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "model/position/async_copy.cuh"
 #include "model/position/linear_bias_attention.cuh"
 #include "model/position/linear_bias_tile.h"
 #include "model/position/warp_mma.cuh"
@@ -375,8 +376,9 @@ __device__ TileBlock tileBlock(const AttentionShape& shape, const LinearBiasArgs
 }
 
 // Rows [row0, row0 + kBr) of this head's (T, D) slice of `view` into a shared tile, zeros past T
-// (tail tiles): this thread's share of 16-byte asynchronous copies (cp.async), which land when the
-// thread waits for them (__pipeline_wait_prior) and are every thread's after a barrier after that.
+// (tail tiles): this thread's share of 16-byte asynchronous copies (async::copy), which land when
+// the thread waits for them (__pipeline_wait_prior) and are every thread's after a barrier after
+// that.
 // A thread copies the same 16-byte column of rows kRowsPerPass apart, a number of them fixed at
 // compile time: an unrolled loop whose addresses step by a constant, where a loop over a piece
 // index from threadIdx.x (whose bound the compiler cannot know) cost some 15 integer
@@ -393,8 +395,7 @@ __device__ __forceinline__ void copyRows(bf16* tile, const HeadsView& view, cons
 #pragma unroll
   for (int pass = 0; pass < kBr / kRowsPerPass; ++pass) {
     const bool inside = row0 + r0 + pass * kRowsPerPass < blk.T;
-    __pipeline_memcpy_async(to + pass * kRowsPerPass * Ld<D>::rows, inside ? from + pass * step : first, 16,
-                            inside ? 0 : 16);
+    async::copy<16>(to + pass * kRowsPerPass * Ld<D>::rows, inside ? from + pass * step : first, inside ? 16 : 0);
   }
 }
 
@@ -406,8 +407,8 @@ __device__ void copyRowStats(float* lseTile, float* rowDotTile, const float* lse
   for (int x = threadIdx.x; x < kBr; x += kThreads) {
     const bool inside = r0 + x < blk.T;
     const int i = inside ? r0 + x : 0;
-    __pipeline_memcpy_async(lseTile + x, lse + i, 4, inside ? 0 : 4);
-    __pipeline_memcpy_async(rowDotTile + x, rowDot + i, 4, inside ? 0 : 4);
+    async::copy<4>(lseTile + x, lse + i, inside ? 4 : 0);
+    async::copy<4>(rowDotTile + x, rowDot + i, inside ? 4 : 0);
   }
 }
 
@@ -541,9 +542,12 @@ __device__ void storeStripe(const HeadsView& view, const float (&acc)[D / 8][4],
 // owning stripe w of each. With two (32 query rows a warp) every K and V fragment read from shared
 // memory serves two tile products, as in FlashAttention-2's 128-row forward blocks of 4 warps: 40
 // fragment reads for 128 products, where two warps of 16 rows read 72. Writes O (B, H, T, D) and
-// lse (B, H, T).
+// lse (B, H, T). ptxas sm_90a, D 64: two halves 239 registers (2 blocks an SM); one half held to
+// 128, so that 4 blocks fit an SM as their shared memory allows (it chose 131). A minimum of 0
+// blocks is none (no .minnctapersm): a minimum of 1 made ptxas take more registers than none did.
 template <int D, int kHalves, bool kDropout>
-__global__ void __launch_bounds__(kThreads) forwardKernel(const ForwardArgs args, const Derived dv) {
+__global__ void __launch_bounds__(kThreads, D == 64 && kHalves == 1 ? 4 : 0)
+    forwardKernel(const ForwardArgs args, const Derived dv) {
   using S = ForwardSmem<D, kHalves>;
   bf16 *qs = smemAt<bf16>(S::q), *ks = smemAt<bf16>(S::k), *vs = smemAt<bf16>(S::v);
   constexpr int Row = Ld<D>::rows;
@@ -718,11 +722,11 @@ __device__ void sumBlockGrads(tile::BiasGrads<double> grads, double* warpPartial
 // and each query row's share of its tile::RowTerm into its row-statistics slice rowStats[s]
 // ((B, H, T, kRowStats)); dqSumKernel finishes both.
 // D 64 without dropout or bias gradients: at most 168 registers, so that 3 blocks fit an SM (ptxas
-// chose 183 after copyRows' unrolling, which fits 2; held to 168, TwoPass's spills 12 bytes on
-// sm_90a, OnePass's none). The one-pass kernel with bias gradients takes 250 (2 blocks): held to
-// 168 it spilled 222 bytes, in the tile loop.
+// chose 183 after copyRows' unrolling, which fits 2; held to 168, TwoPass's spills 4 bytes on
+// sm_90a, OnePass's 8). The one-pass kernel with bias gradients takes 242 (2 blocks): held to 168
+// it spilled 222 bytes, in the tile loop.
 template <int D, bool kOnePass, bool kBiasGrads, bool kDropout>
-__global__ void __launch_bounds__(kThreads, D == 64 && !kDropout && !kBiasGrads ? 3 : 1)
+__global__ void __launch_bounds__(kThreads, D == 64 && !kDropout && !kBiasGrads ? 3 : 0)
     keyGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll, float* dqAccum, float* rowStatsAll,
                   double* partials) {
   static_assert(kOnePass || !kBiasGrads, "TwoPass's bias gradients are queryGrad's");
@@ -955,9 +959,10 @@ __global__ void __launch_bounds__(kThreads)
 // grid (ceil(T / kBr), H, B): one block per query tile; dQ summed over every key tile, and with
 // kBiasGrads this block's share of the bias gradients written to
 // partials[(b * H + h) * qTiles + tile][3]. kBiasGrads is a template parameter so that the
-// fixed-slope backward compiles without the per-cell bias bookkeeping.
+// fixed-slope backward compiles without the per-cell bias bookkeeping. D 64 without bias gradients:
+// held to 128 registers (ptxas chose 129), so that 4 blocks fit an SM as their shared memory allows.
 template <int D, bool kBiasGrads, bool kDropout>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
     queryGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll, double* partials) {
   using S = QueryGradSmem<D>;
   bf16 *qs = smemAt<bf16>(S::q), *dOs = smemAt<bf16>(S::dO), *ks = smemAt<bf16>(S::k), *vs = smemAt<bf16>(S::v);
