@@ -382,7 +382,9 @@ __device__ TileBlock tileBlock(const AttentionShape& shape, const LinearBiasArgs
 // A thread copies the same 16-byte column of rows kRowsPerPass apart, a number of them fixed at
 // compile time: an unrolled loop whose addresses step by a constant, where a loop over a piece
 // index from threadIdx.x (whose bound the compiler cannot know) cost some 15 integer
-// instructions and a branch per piece (the PTX's remainder loop).
+// instructions and a branch per piece (the PTX's remainder loop). A whole tile (all but a
+// sequence's last) takes no test and no fill: an address add and a copy each, where a tail tile's
+// take some ten PTX instructions (the row's test, and the selected address and fill).
 template <int D>
 __device__ __forceinline__ void copyRows(bf16* tile, const HeadsView& view, const TileBlock& blk, int row0) {
   constexpr int kPieces = D / 8, kRowsPerPass = kThreads / kPieces;
@@ -392,6 +394,12 @@ __device__ __forceinline__ void copyRows(bf16* tile, const HeadsView& view, cons
   const bf16* from = first + int64_t(row0 + r0) * view.st;
   const int64_t step = int64_t(kRowsPerPass) * view.st;
   bf16* to = tile + r0 * Ld<D>::rows + col;
+  if (row0 + kBr <= blk.T) {  // a whole tile (the same for the whole block): no test, no fill
+#pragma unroll
+    for (int pass = 0; pass < kBr / kRowsPerPass; ++pass)
+      async::copy<16>(to + pass * kRowsPerPass * Ld<D>::rows, from + pass * step, 16);
+    return;
+  }
 #pragma unroll
   for (int pass = 0; pass < kBr / kRowsPerPass; ++pass) {
     const bool inside = row0 + r0 + pass * kRowsPerPass < blk.T;
@@ -542,7 +550,7 @@ __device__ void storeStripe(const HeadsView& view, const float (&acc)[D / 8][4],
 // owning stripe w of each. With two (32 query rows a warp) every K and V fragment read from shared
 // memory serves two tile products, as in FlashAttention-2's 128-row forward blocks of 4 warps: 40
 // fragment reads for 128 products, where two warps of 16 rows read 72. Writes O (B, H, T, D) and
-// lse (B, H, T). ptxas sm_90a, D 64: two halves 239 registers (2 blocks an SM); one half held to
+// lse (B, H, T). ptxas sm_90a, D 64: two halves 233 registers (2 blocks an SM); one half held to
 // 128, so that 4 blocks fit an SM as their shared memory allows (it chose 131). A minimum of 0
 // blocks is none (no .minnctapersm): a minimum of 1 made ptxas take more registers than none did.
 template <int D, int kHalves, bool kDropout>
@@ -723,7 +731,7 @@ __device__ void sumBlockGrads(tile::BiasGrads<double> grads, double* warpPartial
 // ((B, H, T, kRowStats)); dqSumKernel finishes both.
 // D 64 without dropout or bias gradients: at most 168 registers, so that 3 blocks fit an SM (ptxas
 // chose 183 after copyRows' unrolling, which fits 2; held to 168, TwoPass's spills 4 bytes on
-// sm_90a, OnePass's 8). The one-pass kernel with bias gradients takes 242 (2 blocks): held to 168
+// sm_90a, OnePass's none). The one-pass kernel with bias gradients takes 241 (2 blocks): held to 168
 // it spilled 222 bytes, in the tile loop.
 template <int D, bool kOnePass, bool kBiasGrads, bool kDropout>
 __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout && !kBiasGrads ? 3 : 0)
