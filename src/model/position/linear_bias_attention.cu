@@ -464,7 +464,10 @@ __device__ __forceinline__ float startLogits(float (&s)[kBc / 8][4], const TileB
       for (int e = 0; e < 4; ++e) s[n][e] = 0.f;
     return 1.f;
   }
-  const float slope = (kTransposed ? -lt.slope : lt.slope) / scale, offset = lt.offset / scale;
+  // 1 / scale is the same in every tile of the walk: the compiler takes it out of the loop, where
+  // a division of each tile's slope and offset by scale would be two divisions a tile.
+  const float invScale = 1.f / scale;
+  const float slope = (kTransposed ? -lt.slope : lt.slope) * invScale, offset = lt.offset * invScale;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float rowBias = fmaf(slope, blk.columnMinusRow(t0, rows[r], 0, 0), offset);
@@ -550,8 +553,8 @@ __device__ void storeStripe(const HeadsView& view, const float (&acc)[D / 8][4],
 // owning stripe w of each. With two (32 query rows a warp) every K and V fragment read from shared
 // memory serves two tile products, as in FlashAttention-2's 128-row forward blocks of 4 warps: 40
 // fragment reads for 128 products, where two warps of 16 rows read 72. Writes O (B, H, T, D) and
-// lse (B, H, T). ptxas sm_90a, D 64: two halves 233 registers (2 blocks an SM); one half held to
-// 128, so that 4 blocks fit an SM as their shared memory allows (it chose 131). A minimum of 0
+// lse (B, H, T). ptxas sm_90a, D 64: two halves 241 registers (2 blocks an SM); one half held to
+// 128, so that 4 blocks fit an SM as their shared memory allows (it chose 131; 8 bytes spill). A minimum of 0
 // blocks is none (no .minnctapersm): a minimum of 1 made ptxas take more registers than none did.
 template <int D, int kHalves, bool kDropout>
 __global__ void __launch_bounds__(kThreads, D == 64 && kHalves == 1 ? 4 : 0)
@@ -730,8 +733,8 @@ __device__ void sumBlockGrads(tile::BiasGrads<double> grads, double* warpPartial
 // and each query row's share of its tile::RowTerm into its row-statistics slice rowStats[s]
 // ((B, H, T, kRowStats)); dqSumKernel finishes both.
 // D 64 without dropout or bias gradients: at most 168 registers, so that 3 blocks fit an SM (ptxas
-// chose 183 after copyRows' unrolling, which fits 2; held to 168, TwoPass's spills 4 bytes on
-// sm_90a, OnePass's none). The one-pass kernel with bias gradients takes 241 (2 blocks): held to 168
+// chose 183 after copyRows' unrolling, which fits 2; held to 168, TwoPass's spills none on
+// sm_90a, OnePass's 8). The one-pass kernel with bias gradients takes 240 (2 blocks): held to 168
 // it spilled 222 bytes, in the tile loop.
 template <int D, bool kOnePass, bool kBiasGrads, bool kDropout>
 __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout && !kBiasGrads ? 3 : 0)
