@@ -357,9 +357,9 @@ struct TileBlock {
 
 // The block of a kernel walking `walk` (forward and queryGrad: keys; keyGrad: queries), at the
 // x-th of the head's `tiles` tiles of tileRows rows in start order (blockIdx.x, or the one-pass
-// backward's x-th key tile). Blocks start in blockIdx order, x fastest, and a head that blocks one side gives its
-// tiles walks of 1 to ceil(T / 64) tiles: longest first, so that the grid's last wave holds short
-// walks rather than one long walk started late. Blocking the future (causal), query tile x walks
+// backward's x-th key tile). Blocks start in blockIdx order, x fastest, and a head that blocks one
+// side gives its tiles walks of 1 to ceil(T / 64) tiles: longest first, so that the grid's last
+// wave holds short walks rather than one long walk started late. Blocking the future (causal), query tile x walks
 // x + 1 key tiles; blocking the past, key tile x is walked by x + 1 query tiles: both in reverse.
 __device__ TileBlock tileBlock(const AttentionShape& shape, const LinearBiasArgs& bias, tile::Walk walk, int x,
                                int tiles, int tileRows = kBr) {
@@ -554,8 +554,9 @@ __device__ void storeStripe(const HeadsView& view, const float (&acc)[D / 8][4],
 // memory serves two tile products, as in FlashAttention-2's 128-row forward blocks of 4 warps: 40
 // fragment reads for 128 products, where two warps of 16 rows read 72. Writes O (B, H, T, D) and
 // lse (B, H, T). ptxas sm_90a, D 64: two halves 241 registers (2 blocks an SM); one half held to
-// 128, so that 4 blocks fit an SM as their shared memory allows (it chose 131; 8 bytes spill). A minimum of 0
-// blocks is none (no .minnctapersm): a minimum of 1 made ptxas take more registers than none did.
+// 128 (it chose 131; held, 8 bytes spill), so that 4 blocks fit an SM as their shared memory
+// allows. A minimum of 0 blocks is none (no .minnctapersm): a minimum of 1 made ptxas take more
+// registers than none did.
 template <int D, int kHalves, bool kDropout>
 __global__ void __launch_bounds__(kThreads, D == 64 && kHalves == 1 ? 4 : 0)
     forwardKernel(const ForwardArgs args, const Derived dv) {
@@ -604,8 +605,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 && kHalves == 1 ? 4 : 0)
     multiplyTransposed<D, kBc, Row, kHalves>(s, qStripe, k, blk.lane, Ld<D>::tile);
 #pragma unroll
     for (int x = 0; x < kHalves; ++x) {
-      // A half whose every cell of this key tile is blocked (the upper half on a causal head's
-      // last key tile; a padding half) keeps its max, sum and O: P~ = 0 for the product below.
+      // A half whose every cell of this key tile is blocked (the first half on a causal head's last
+      // key tile; a padding half) keeps its max, sum and O: P~ = 0 for the product below.
       if (kHalves > 1 && !half[x].visits(tile::Walk::Keys, c0)) {  // one half: the walk's own test
 #pragma unroll
         for (int n = 0; n < kBc / 8; ++n)
