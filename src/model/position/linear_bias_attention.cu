@@ -826,13 +826,17 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout && !kBiasGrads 
         forEachCell(1, [](int, int, int, int, int, float, float, float) {});
       } else if (lt.linear) {
         // Every cell is of one term, its distance lt.distanceSign (j - i) - lt.distanceShift (with
-        // i - j = columnMinusRow in this transposed tile): three FMAs per cell, as in queryGrad.
+        // i - j = columnMinusRow in this transposed tile): per row once, then per cell
+        // -distanceSign (8n + c) added in one FMA (small integers and halves: exact), and three FMAs
+        // per cell, as in queryGrad.
+        const float rowDistance[2] = {fmaf(-lt.distanceSign, blk.columnMinusRow(r0, j[0], 0, 0), -lt.distanceShift),
+                                      fmaf(-lt.distanceSign, blk.columnMinusRow(r0, j[1], 0, 0), -lt.distanceShift)};
         float termGrad = 0.f;
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           float rowDot[8] = {}, weight[8] = {};
           forEachCell(half, [&](int k, int r, int n, int c, int, float prob, float cellGrad, float cellDP) {
-            const float distance = fmaf(-lt.distanceSign, blk.columnMinusRow(r0, j[r], n, c), -lt.distanceShift);
+            const float distance = fmaf(-lt.distanceSign, float(8 * n + c), rowDistance[r]);
             termGrad -= cellGrad * distance;
             rowDot[k] += prob * cellDP;
             weight[k] -= prob * distance;
@@ -1035,11 +1039,14 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
       forEachCell([](int, int, int, float, float, float) {});
     } else if (lt.linear) {
       // Every cell is of one term, lt.term, its distance lt.distanceSign (j - i) - lt.distanceShift:
-      // three FMAs per cell instead of biasCell's branches. One sum per lane for the tile's
-      // gradient and per row for the RowTerm's weight, added to that term's below.
+      // per row once, then per cell distanceSign (8n + c) added in one FMA (small integers and
+      // halves: exact), and three FMAs per cell instead of biasCell's branches. One sum per lane for
+      // the tile's gradient and per row for the RowTerm's weight, added to that term's below.
+      const float rowDistance[2] = {fmaf(lt.distanceSign, blk.columnMinusRow(c0, i[0], 0, 0), -lt.distanceShift),
+                                    fmaf(lt.distanceSign, blk.columnMinusRow(c0, i[1], 0, 0), -lt.distanceShift)};
       float termGrad = 0.f, termWeight[2] = {0.f, 0.f};
       forEachCell([&](int r, int n, int e, float prob, float cellGrad, float cellDP) {
-        const float distance = fmaf(lt.distanceSign, blk.columnMinusRow(c0, i[r], n, e & 1), -lt.distanceShift);
+        const float distance = fmaf(lt.distanceSign, float(8 * n + (e & 1)), rowDistance[r]);
         termGrad -= cellGrad * distance;
         rowTerm[r].rowDot += prob * cellDP;
         termWeight[r] -= prob * distance;
