@@ -735,7 +735,7 @@ __device__ void sumBlockGrads(tile::BiasGrads<double> grads, double* warpPartial
 // ((B, H, T, kRowStats)); dqSumKernel finishes both.
 // D 64 without dropout or bias gradients: at most 168 registers, so that 3 blocks fit an SM (ptxas
 // chose 183 after copyRows' unrolling, which fits 2; held to 168, TwoPass's spills none on
-// sm_90a, OnePass's 8). The one-pass kernel with bias gradients takes 240 (2 blocks): held to 168
+// sm_90a, OnePass's 8). The one-pass kernel with bias gradients takes 242 (2 blocks): held to 168
 // it spilled 222 bytes, in the tile loop.
 template <int D, bool kOnePass, bool kBiasGrads, bool kDropout>
 __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout && !kBiasGrads ? 3 : 0)
