@@ -116,7 +116,7 @@ XTRAP_HD bool visitsTile(const HeadBias& hb, Walk walk, int own0, int own1, int 
 // futureShift is 0) and cells of the other side when the head blocks it (masked: -inf); no
 // first-token or padding cell. Its bias is linear in j - i, slope (j - i) + offset (Past: slope =
 // slopePast, offset = 0; Future: slope = -slopeFuture, offset = slopeFuture futureShift), which
-// the kernels compute in two FMAs per cell instead of biasCell's branches (and a compare on a
+// the kernels compute in one FMA per cell instead of biasCell's branches (and a compare on a
 // masked tile), and so is the distance biasCell gives each open cell: distanceSign (j - i) -
 // distanceShift (Past: -1, 0; Future: 1, futureShift), the bias gradients' coefficient (0 on the
 // diagonal; a masked cell's probability, so its every gradient term, is 0). Every pair off the
