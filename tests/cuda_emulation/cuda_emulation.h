@@ -90,6 +90,11 @@ inline float __bfloat162float(__nv_bfloat16 h) {
 
 // ---- device intrinsics ----
 inline float __expf(float x) { return std::exp(x); }
+inline float __uint_as_float(unsigned u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
 inline int min(int a, int b) { return a < b ? a : b; }
 void __syncthreads();
 void __pipeline_memcpy_async(void* dst, const void* src, size_t sizeAndAlign, size_t zfill = 0);

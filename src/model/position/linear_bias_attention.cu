@@ -664,19 +664,37 @@ __global__ void __launch_bounds__(kThreads, D == 64 && kHalves == 1 ? 4 : 0)
 
 // ---- backward ----
 
-// rowDot[b, h, i] = sum_d dO[b, h, i, d] * O[b, h, i, d] in fp32. One warp per row.
+// The two bf16 of a 32-bit word as floats (a bf16 is the upper half of its float): the element at
+// the lower address is in the lower half.
+__device__ __forceinline__ float lowBf16(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float highBf16(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+
+// rowDot[b, h, i] = sum_d dO[b, h, i, d] * O[b, h, i, d] in fp32. A row is D / 8 threads (8 at
+// D = 64), each reading 16 bytes of O and of dO (the glue's layout guarantee, as copyRows reads
+// them) and summing its 8 products in order, then the row's threads sum theirs by halving
+// exchanges: a fixed order. One warp a row read 2 bytes a lane: 64 loads of 2 bytes for a row
+// of D = 64, where this makes 16 of 16 bytes.
+template <int D>
+constexpr int kRowDotRows = kThreads / (D / 8);  // a block's rows
 template <int D>
 __global__ void __launch_bounds__(kThreads) rowDotKernel(const BackwardArgs args, float* rowDot) {
+  constexpr int kPieces = D / 8;
+  static_assert(32 % kPieces == 0, "a row's threads in one warp");
   const int T = args.shape.T, H = args.shape.H;
-  const int64_t rowIndex = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
-  if (rowIndex >= int64_t(args.shape.B) * H * T) return;
-  const int i = int(rowIndex % T), bh = int(rowIndex / T), b = bh / H, h = bh % H, lane = threadIdx.x % 32;
-  const bf16* o = headRows(args.o, b, h) + i * args.o.st;
-  const bf16* dO = headRows(args.dO, b, h) + i * args.dO.st;
+  const int64_t rowIndex = int64_t(blockIdx.x) * kRowDotRows<D> + threadIdx.x / kPieces;
+  const bool inside = rowIndex < int64_t(args.shape.B) * H * T;  // every lane stays for the exchanges
   float acc = 0.f;
-  for (int d = lane; d < D; d += 32) acc += __bfloat162float(o[d]) * __bfloat162float(dO[d]);
-  acc = warpSum(acc);
-  if (lane == 0) rowDot[rowIndex] = acc;
+  if (inside) {
+    const int i = int(rowIndex % T), bh = int(rowIndex / T), b = bh / H, h = bh % H, col = threadIdx.x % kPieces * 8;
+    const uint4 o = *reinterpret_cast<const uint4*>(headRows(args.o, b, h) + i * args.o.st + col);
+    const uint4 dO = *reinterpret_cast<const uint4*>(headRows(args.dO, b, h) + i * args.dO.st + col);
+    const uint32_t ow[4] = {o.x, o.y, o.z, o.w}, dw[4] = {dO.x, dO.y, dO.z, dO.w};
+#pragma unroll
+    for (int w = 0; w < 4; ++w) acc = fmaf(highBf16(ow[w]), highBf16(dw[w]), fmaf(lowBf16(ow[w]), lowBf16(dw[w]), acc));
+  }
+#pragma unroll
+  for (int lanes = kPieces / 2; lanes > 0; lanes >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, lanes);
+  if (inside && threadIdx.x % kPieces == 0) rowDot[rowIndex] = acc;
 }
 
 // The sum over a warp's 8 groups (warp_mma.cuh's g: the keys of a transposed tile) of each of 8
@@ -1224,7 +1242,8 @@ cudaError_t backward(const BackwardArgs& args, void* workspace, cudaStream_t str
   double* partials = biasGrads ? workspaceAt<double>(workspace, w.partials) : nullptr;
 
   const int64_t rows = int64_t(s.B) * s.H * s.T;
-  if (cudaError_t e = launch(rowDotKernel<D>, dim3(unsigned((rows + kWarps - 1) / kWarps)), 0, stream, args, rowDot);
+  if (cudaError_t e = launch(rowDotKernel<D>, dim3(unsigned((rows + kRowDotRows<D> - 1) / kRowDotRows<D>)), 0, stream,
+                             args, rowDot);
       e != cudaSuccess)
     return e;
 
