@@ -10,8 +10,8 @@ headers stand in for the wheel's CUDA (nccl.h included). Nothing is linked or ru
   cmake -S . -B build -DCMAKE_EXPORT_COMPILE_COMMANDS=ON   # once: the translation units' flags
   tests/libtorch2_syntax.py --torch-include /path/to/torch/include [FILE_SUBSTRING ...]
 
-The CUDA kernels' glue (src/model/position/linear_bias_attention_cuda.cpp, src/model/linear_nll_cuda.cpp),
-which the CPU build leaves out, is checked too. Exit status 1 when a file does not compile; its errors are printed.
+The CUDA kernels' glue (src/model/position/linear_bias_attention_cuda.cpp, src/model/linear_nll_cuda.cpp,
+src/model/position/rotary_cuda.cpp), which the CPU build leaves out, is checked too. Exit status 1 when a file does not compile; its errors are printed.
 Warnings at xtrap's own lines (deprecations first of all: what 2.x deprecates a later 2.x removes)
 are printed with --warnings.
 """
@@ -25,7 +25,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GLUE = [os.path.join(ROOT, f) for f in ("src/model/position/linear_bias_attention_cuda.cpp",
-                                        "src/model/linear_nll_cuda.cpp")]
+                                        "src/model/linear_nll_cuda.cpp", "src/model/position/rotary_cuda.cpp")]
 CUDA_DEFINES = ["-DXTRAP_WITH_CUDA", "-DXTRAP_WITH_CUDA_KERNELS", "-DXTRAP_WITH_NCCL", "-DUSE_C10D_NCCL"]
 
 

@@ -81,6 +81,7 @@ inline __nv_bfloat16 __float2bfloat16(float f) {
   u += 0x7FFFu + ((u >> 16) & 1u);
   return {uint16_t(u >> 16)};
 }
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.bits; }
 inline float __bfloat162float(__nv_bfloat16 h) {
   const uint32_t u = uint32_t(h.bits) << 16;
   float f;
@@ -95,6 +96,10 @@ inline float __uint_as_float(unsigned u) {
   std::memcpy(&f, &u, sizeof f);
   return f;
 }
+// One rounding each, never fused into a multiply-add (CMakeLists compiles the emulation with
+// -ffp-contract=off).
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
 inline int min(int a, int b) { return a < b ? a : b; }
 void __syncthreads();
 void __pipeline_memcpy_async(void* dst, const void* src, size_t sizeAndAlign, size_t zfill = 0);

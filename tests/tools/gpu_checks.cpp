@@ -5,7 +5,7 @@
 // (an AttentionObserver, and the probe module's pooled pictures) agree; a torchrun job of one
 // rank on NCCL trains like a single process; InPlaceAdamW on CUDA (PyTorch's fused multi-tensor
 // kernel where LibTorch has it) takes LibTorch AdamW's steps on the CPU; linearNll's CUDA passes
-// equal their formulas. Without CUDA it reports
+// equal their formulas; rotary's CUDA kernel equals its LibTorch operators. Without CUDA it reports
 // itself skipped (exit 77).
 // Built everywhere (LibTorch CPU included): it uses no CUDA header, only torch::cuda::* and
 // torch::Device(torch::kCUDA).
@@ -34,6 +34,8 @@
 
 #ifdef XTRAP_WITH_CUDA_KERNELS
 #include "model/linear_nll_cuda.h"
+#include "model/position/rotary.h"
+#include "model/position/rotary_cuda.h"
 #endif
 
 using namespace xtrap;
@@ -361,6 +363,50 @@ void fusedNllPassesAgree() {
 #endif
 }
 
+// Rotary's CUDA kernel (rotary.cu), through Rotary::apply on bf16 on CUDA, against Rotary::apply's
+// LibTorch operators on the same GPU in float32 from the same bf16 values: the same values as
+// theirs rounded to bf16, as the operators' bf16 path rounds them (rotary.cuh), forward and the
+// gradient of q. q is the strided view of a fused (B, T, 3, H, D) projection, as in the model, at
+// an offset; once plain, once with YaRN's frequency factors, attention factor and a position scale.
+void fusedRotaryAgrees() {
+#ifndef XTRAP_WITH_CUDA_KERNELS
+  std::puts("skip  rotary's CUDA kernel: this build has no CUDA kernels");
+#else
+  torch::manual_seed(9);
+  const torch::Device gpu(torch::kCUDA);
+  const int64_t B = 3, T = 300, H = 4, D = 64, offset = 7;
+  auto projection = torch::randn({B, T, 3, H, D}).to(gpu, torch::kBFloat16);  // (B, T, 3, H, D)
+  auto upstream = torch::randn({B, H, T, D}).to(gpu, torch::kBFloat16);       // dL/dy
+  for (bool yarn : {false, true}) {
+    Rotary rotary{D, 10000.0, 1.0};
+    if (yarn) {
+      rotary.positionScale = 2.0, rotary.attentionFactor = 0.8;
+      for (int64_t p = 0; p < D / 2; ++p) rotary.frequencyFactors.push_back(1.0 - 0.75 * double(p) / (D / 2));
+    }
+    const std::string what = yarn ? "with YaRN's factors" : "plain";
+    auto qkv = projection.clone().requires_grad_();
+    auto q = qkv.select(2, 0).permute({0, 2, 1, 3});  // (B, H, T, D) view
+    check(fusedRotaryTakes(q), "rotary's CUDA kernel takes q of a fused bf16 projection on this GPU");
+    auto y = rotary.apply(q, offset);
+    y.backward(upstream);
+    auto dq = qkv.grad().select(2, 0).permute({0, 2, 1, 3});
+
+    auto q32 = q.detach().to(torch::kFloat32).requires_grad_();
+    auto y32 = rotary.apply(q32, offset);
+    y32.backward(upstream.to(torch::kFloat32));
+    const double forwardDiff = relativeMaxDiff(y32.to(torch::kBFloat16), y);
+    const double backwardDiff = relativeMaxDiff(q32.grad().to(torch::kBFloat16), dq);
+    check(torch::equal(y.detach(), y32.detach().to(torch::kBFloat16)),
+          "rotary's CUDA kernel (" + what + ") equals the LibTorch operators' bf16 values: largest difference " +
+              fmtDouble(forwardDiff) + " of the largest element");
+    check(torch::equal(dq, q32.grad().to(torch::kBFloat16)),
+          "rotary's CUDA kernel's gradient of q (" + what +
+              ") equals the LibTorch operators' bf16 values: largest difference " + fmtDouble(backwardDiff) +
+              " of the largest element");
+  }
+#endif
+}
+
 // A torchrun job of one rank (this process hosts the store, as the launcher does) trains on
 // NCCL exactly as a single process: an all-reduce over one rank is the identity.
 void ncclOneRankTrainingStep() {
@@ -413,6 +459,7 @@ int main() {
     probesAgree();
     adamwOnCudaMatchesCpu();
     fusedNllPassesAgree();
+    fusedRotaryAgrees();
     ncclOneRankTrainingStep();
   } catch (const std::exception& e) {
     check(false, std::string("exception: ") + e.what());

@@ -64,6 +64,7 @@
 #include <utility>
 
 #include "model/position/async_copy.cuh"
+#include "model/position/bf16_words.cuh"
 #include "model/position/linear_bias_attention.cuh"
 #include "model/position/linear_bias_tile.h"
 #include "model/position/warp_mma.cuh"
@@ -663,11 +664,6 @@ __global__ void __launch_bounds__(kThreads, D == 64 && kHalves == 1 ? 4 : 0)
 }
 
 // ---- backward ----
-
-// The two bf16 of a 32-bit word as floats (a bf16 is the upper half of its float): the element at
-// the lower address is in the lower half.
-__device__ __forceinline__ float lowBf16(uint32_t w) { return __uint_as_float(w << 16); }
-__device__ __forceinline__ float highBf16(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
 
 // rowDot[b, h, i] = sum_d dO[b, h, i, d] * O[b, h, i, d] in fp32. A row is D / 8 threads (8 at
 // D = 64), each reading 16 bytes of O and of dO (the glue's layout guarantee, as copyRows reads

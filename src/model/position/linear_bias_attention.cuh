@@ -15,16 +15,9 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace xtrap::cuda {
+#include "model/position/heads_view.cuh"
 
-// A (B, H, T, D) bf16 tensor: element (b, h, t, d) at data[b * sb + h * sh + t * st + d].
-// Strides in elements; d is contiguous. The kernels read rows with 16-byte loads, so the pointer
-// must be 16-byte aligned and sb, sh, st multiples of 8 (true of contiguous tensors and of the
-// q/k/v views of one fused (B, T, 3, H, D) projection).
-struct HeadsView {
-  void* data = nullptr;  // __nv_bfloat16
-  int64_t sb = 0, sh = 0, st = 0;
-};
+namespace xtrap::cuda {
 
 // The per-head linear bias (linear_bias_spec.h) with the slopes in use now: learned slopes are
 // sigmoid(p) / interpolation divisor, computed on the device by the caller.

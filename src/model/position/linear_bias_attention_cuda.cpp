@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "model/position/heads_view_torch.h"
 #include "model/position/linear_bias_attention.cuh"
 
 namespace xtrap {
@@ -14,16 +15,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-// The kernels read rows with 16-byte loads: d contiguous, 16-byte aligned rows (true of the q, k,
-// v views of the fused projection). Anything else is copied to the standard layout first.
-torch::Tensor readable(const torch::Tensor& t) {
-  bool ok = t.stride(3) == 1 && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0 && t.stride(0) % 8 == 0 &&
-            t.stride(1) % 8 == 0 && t.stride(2) % 8 == 0;
-  return ok ? t : t.clone(at::MemoryFormat::Contiguous);
-}
-
-cuda::HeadsView viewOf(const torch::Tensor& t) { return {t.data_ptr(), t.stride(0), t.stride(1), t.stride(2)}; }
 
 uint64_t headMask(const std::vector<bool>& flags) {
   uint64_t mask = 0;

@@ -1,5 +1,9 @@
 #include "model/position/rotary.h"
 
+#ifdef XTRAP_WITH_CUDA_KERNELS
+#include "model/position/rotary_cuda.h"
+#endif
+
 namespace xtrap {
 
 torch::Tensor Rotary::apply(const torch::Tensor& x, int64_t offset) const {
@@ -12,8 +16,13 @@ torch::Tensor Rotary::apply(const torch::Tensor& x, int64_t offset) const {
   auto inv = torch::pow(base, -torch::arange(0, D, 2, doubles) / double(D));  // (D/2)
   if (!frequencyFactors.empty()) inv = inv * torch::tensor(frequencyFactors, doubles);
   auto pos = (torch::arange(offset, offset + T, doubles) / positionScale).unsqueeze(1);
-  auto angles = torch::cat({pos * inv, pos * inv}, 1).to(compute);  // (T, D)
+  auto angles = (pos * inv).to(compute);  // (T, D/2): pair p's angle at each position
   auto cos = angles.cos(), sin = angles.sin();
+#ifdef XTRAP_WITH_CUDA_KERNELS
+  // bf16 on a GPU: one pass of the kernel, the same rounding steps as below (rotary.cuh).
+  if (fusedRotaryTakes(x)) return fusedRotary(x, cos, sin, attentionFactor);
+#endif
+  cos = torch::cat({cos, cos}, 1), sin = torch::cat({sin, sin}, 1);  // (T, D): both halves of a pair
   auto xf = x.to(compute);
   auto half1 = xf.narrow(3, 0, D / 2), half2 = xf.narrow(3, D / 2, D / 2);
   auto rotated = torch::cat({-half2, half1}, 3);
