@@ -252,6 +252,35 @@ TEST_CASE("FIRE: gradients of the MLP, c and the threshold match finite differen
   checkGradients(fire, [&] { return (fire.block(0, 8, 0, 8) * weights).sum(); });
 }
 
+TEST_CASE("rotary keeps its angles only while every setting, the length, the offset and the dtype stay") {
+  torch::manual_seed(4);
+  const int64_t D = 8;
+  auto x = torch::randn({2, 3, 6, D}, torch::kFloat64);
+  Rotary kept{D, 10000.0, 1.0};
+  kept.apply(x, 2);
+  const void* first = kept.tableCache->cos.data_ptr();
+  kept.apply(x, 2);  // the same call again: the same tables
+  CHECK(kept.tableCache->cos.data_ptr() == first);
+  // One change at a time from the call before: the same output as a Rotary that never computed
+  // anything before.
+  auto expectFresh = [&](const torch::Tensor& input, int64_t offset, const char* what) {
+    INFO(what);
+    Rotary fresh{D, kept.base, kept.positionScale, kept.frequencyFactors, kept.attentionFactor};
+    CHECK(torch::equal(kept.apply(input, offset), fresh.apply(input, offset)));
+  };
+  expectFresh(x, 5, "another offset");
+  kept.base = 500.0;
+  expectFresh(x, 5, "another base");
+  kept.positionScale = 3.0;
+  expectFresh(x, 5, "another position scale");
+  kept.frequencyFactors = {0.5, 0.5, 1.0, 1.0};
+  expectFresh(x, 5, "frequency factors");
+  kept.frequencyFactors = {0.5, 0.25, 1.0, 1.0};
+  expectFresh(x, 5, "other frequency factors");
+  expectFresh(x.narrow(2, 0, 4), 5, "a shorter window");
+  expectFresh(x.narrow(2, 0, 4).to(torch::kFloat32), 5, "float32 angles");
+}
+
 TEST_CASE("yarn rotation: pair d turns by position * theta_d * factor_d, scaled by the attention factor") {
   torch::manual_seed(9);
   const int64_t D = 8;
