@@ -83,16 +83,16 @@ torch::Tensor blockAttention(const torch::Tensor& q, const torch::Tensor& k, con
 }
 
 torch::Tensor sdpaAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                            const AttentionContext& ctx, double dropout) {
+                            const AttentionContext& ctx, double scale, double dropout) {
 #ifdef XTRAP_HAS_SDPA
   // No bias provider: the causal flag lets SDPA pick its causal kernels. Otherwise the full bias
   // (causal -inf included) is an additive mask in the query's precision, as SDPA's kernels take it.
   c10::optional<torch::Tensor> mask;
   if (ctx.fullBias.defined()) mask = ctx.fullBias.to(q.scalar_type());
   bool causalFlag = ctx.causal && !mask.has_value();
-  return at::scaled_dot_product_attention(q, k, v, mask, dropout, causalFlag, 1.0);  // q is already scaled
+  return at::scaled_dot_product_attention(q, k, v, mask, dropout, causalFlag, scale);
 #else
-  (void)q, (void)k, (void)v, (void)ctx, (void)dropout;
+  (void)q, (void)k, (void)v, (void)ctx, (void)scale, (void)dropout;
   TORCH_CHECK(false, "the sdpa attention path needs LibTorch 2.1 or newer");
 #endif
 }
@@ -127,10 +127,10 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionCont
     q = ctx.rotary->apply(q);
     k = ctx.rotary->apply(k);
   }
-  // Scale queries, not logits: the position bias is added unscaled (Press et al.). The fused
-  // kernel scales its float32 logits itself.
+  // Scale queries, not logits: the position bias is added unscaled (Press et al.). SDPA and the
+  // fused kernel scale their float32 logits themselves, before the bias.
   double scale = 1.0 / std::sqrt(static_cast<double>(D)), p = is_training() ? dropout : 0.0;
-  if (ctx.path != AttentionPath::FusedLinearBias) q = q * scale;
+  if (ctx.path != AttentionPath::FusedLinearBias && ctx.path != AttentionPath::Sdpa) q = q * scale;
   torch::Tensor y;  // (B, H, T, D)
   switch (ctx.path) {
     case AttentionPath::Reference:
@@ -143,7 +143,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionCont
       y = blockAttention(q, k, v, ctx, p, layerIndex);
       break;
     case AttentionPath::Sdpa:
-      y = sdpaAttention(q, k, v, ctx, p);
+      y = sdpaAttention(q, k, v, ctx, scale, p);
       break;
     case AttentionPath::Recompute:
       // A requested query block sets the blocks' rows (tests force the path with small ones).

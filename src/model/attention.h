@@ -47,7 +47,8 @@ struct AttentionContext {
 torch::Tensor attentionBiasBlock(AttentionBias* bias, bool causal, int64_t q0, int64_t q1, int64_t k0, int64_t k1,
                                  const torch::TensorOptions& options);
 
-// The paths. q (already scaled by 1/sqrt(D)), k, v: (B, H, T, D); each returns (B, H, T, D).
+// The paths. q, k, v: (B, H, T, D), q already scaled by 1/sqrt(D) but for the last two; each
+// returns (B, H, T, D).
 // `dropout` is the attention-probability dropout in force (0 in eval mode).
 torch::Tensor referenceAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                  const AttentionContext& ctx, double dropout, int64_t layer);
@@ -55,9 +56,10 @@ torch::Tensor causalSkipAttention(const torch::Tensor& q, const torch::Tensor& k
                                   const AttentionContext& ctx, double dropout, int64_t layer);
 torch::Tensor blockAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const AttentionContext& ctx, double dropout, int64_t layer);
+// The two paths that take q unscaled: SDPA and the fused kernel apply `scale` to q k^T themselves
+// (before the bias), which spares a pass over q and one over its gradient.
 torch::Tensor sdpaAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                            const AttentionContext& ctx, double dropout);
-// The one path that takes q unscaled: the kernel applies `scale` to q k^T in float32.
+                            const AttentionContext& ctx, double scale, double dropout);
 torch::Tensor fusedLinearBiasPath(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                   const AttentionContext& ctx, double scale, double dropout);
 
