@@ -20,7 +20,6 @@ torch::Tensor rotateOnDevice(const torch::Tensor& x, const torch::Tensor& cos, c
                              bool transposed) {
   c10::cuda::CUDAGuard guard(x.device());
   auto out = torch::empty(x.sizes(), x.options().dtype(torch::kBFloat16));  // (B, H, T, D) contiguous
-  if (out.numel() == 0) return out;
   const torch::Tensor in = readable(x.to(torch::kBFloat16));
   cuda::RotaryArgs a;
   a.x = viewOf(in), a.out = out.data_ptr();
@@ -51,10 +50,12 @@ struct FusedRotary : torch::autograd::Function<FusedRotary> {
 }  // namespace
 
 bool fusedRotaryTakes(const torch::Tensor& x) {
-  if (!x.is_cuda() || x.scalar_type() != torch::kBFloat16 || x.dim() != 4 || x.size(3) % 16 != 0) return false;
-  for (int64_t d = 0; d < 3; ++d)
+  if (!x.is_cuda() || x.scalar_type() != torch::kBFloat16 || x.dim() != 4) return false;
+  for (int64_t d = 0; d < 4; ++d)
     if (x.size(d) > std::numeric_limits<int>::max()) return false;
-  return at::cuda::getDeviceProperties(x.get_device())->major >= 8;
+  cuda::RotaryArgs shape;  // the kernel's own rule for the shape
+  shape.B = int(x.size(0)), shape.H = int(x.size(1)), shape.T = int(x.size(2)), shape.D = int(x.size(3));
+  return cuda::rotaryCheck(shape) == nullptr && at::cuda::getDeviceProperties(x.get_device())->major >= 8;
 }
 
 torch::Tensor fusedRotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin, double factor) {

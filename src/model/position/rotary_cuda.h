@@ -7,7 +7,7 @@
 namespace xtrap {
 
 // Whether the kernel takes x: (B, H, T, D) bfloat16 on a GPU of compute capability 8.0+ (what the
-// kernels are compiled for), D a multiple of 16.
+// kernels are compiled for), of a shape cuda::rotaryCheck accepts (none empty, D a multiple of 16).
 bool fusedRotaryTakes(const torch::Tensor& x);
 
 // x rotated pair by pair by the angles whose float32 cos and sin are the (T, D/2) tables (on x's
