@@ -297,8 +297,9 @@ def gpu_long_eval():
 
 
 def gpu_throughput():
-    """bench/compare.py --device cuda of two GPU sessions: xtrap and eager train tok/s per method."""
-    sessions = [("H100, 48dba30", "gpu/gpu_throughput.csv"), ("H200, fc33df5", "gpu/h200-2026-11-26/gpu_throughput.csv")]
+    """bench/compare.py --device cuda of three GPU sessions: xtrap and eager train tok/s per method."""
+    sessions = [("H100, 48dba30", "gpu/gpu_throughput.csv"), ("H200, fc33df5", "gpu/h200-2026-11-26/gpu_throughput.csv"),
+                ("H100, 88b767e", "gpu/h100-2026-11-26/gpu_throughput.csv")]
     rows = {name: {r["method"]: r for r in load(path)} for name, path in sessions}
     methods = list(dict.fromkeys(m for name, _ in sessions for m in rows[name]))
     header = ["method"] + [f"{h} ({name})" for name, _ in sessions for h in ("xtrap tok/s", "eager tok/s", "xtrap / eager")]
@@ -310,6 +311,53 @@ def gpu_throughput():
         return [f"{float(r['xtrap_tok_per_s']):,.0f}", f"{float(r['eager_tok_per_s']):,.0f}", f"{float(r['ratio']):.2f}"]
 
     return table(header, [[m] + [c for name, _ in sessions for c in cells(name, m)] for m in methods])
+
+
+FUSED_SESSION = "gpu/h100-2026-11-26"  # one device command: bench/fused_attention.sh's two CSVs
+
+
+def fused_rows():
+    """The fused kernel's rows (bench_attention --fused-csv) and the anchors' (attention_anchors.py) of
+    FUSED_SESSION, by case then method."""
+    by_case = {}
+    for name in ("fused.csv", "anchors.csv"):
+        for r in load(f"{FUSED_SESSION}/{name}"):
+            by_case.setdefault(r["case"], {})[r["method"]] = r
+    return by_case
+
+
+def gpu_fused_anchors():
+    """The fused kernel (two-pass backward) against PyTorch's paths at each case: forward + backward ms."""
+    anchors = ["sdpa-flash", "flex-alibi", "sdpa-cudnn-bias", "sdpa-efficient-bias", "flex-learned"]
+    body = []
+    for case, rows in fused_rows().items():
+        ms = lambda m: f"{float(rows[m]['ms']):.2f}" if m in rows and rows[m]["status"] == "ok" else "-"
+        for m in rows:
+            if not m.startswith("xtrap-fused-") or m.endswith("-onepass"):
+                continue
+            t = float(rows[m]["ms"])
+            ratio = lambda a: f"{t / float(rows[a]['ms']):.2f}" if a in rows and rows[a]["status"] == "ok" else "-"
+            body.append([case, m.removeprefix("xtrap-fused-"), f"{t:.2f}"] + [ms(a) for a in anchors] +
+                        [ratio("sdpa-flash"), ratio("flex-alibi"), f"{float(rows[m]['peak_mib']):.0f}",
+                         f"{float(rows['sdpa-cudnn-bias']['peak_mib']):.0f}" if "sdpa-cudnn-bias" in rows else "-"])
+    return table(["case", "fused variant", "fused ms"] + [f"{a} ms" for a in anchors] +
+                 ["fused / flash", "fused / flex-alibi", "fused peak MiB", "cudnn-bias peak MiB"], body)
+
+
+def gpu_fused_alternatives():
+    """The two alternatives the kernel carried until this measurement: its backward schemes (forward +
+    backward ms, each with the forward of 32 query rows a warp) and its forwards (forward alone)."""
+    body = []
+    for case, rows in fused_rows().items():
+        for m in rows:
+            if not m.startswith("xtrap-fused-") or m.endswith("-onepass") or m + "-onepass" not in rows:
+                continue
+            two, one = float(rows[m]["ms"]), float(rows[m + "-onepass"]["ms"])
+            f32, f16 = float(rows[m]["fwd_ms"]), float(rows[m]["fwd16_ms"])
+            body.append([case, m.removeprefix("xtrap-fused-"), f"{two:.3f}", f"{one:.3f}", f"{one / two:.2f}",
+                         f"{f32:.3f}", f"{f16:.3f}", f"{f16 / f32:.2f}"])
+    return table(["case", "fused variant", "two-pass ms", "one-pass ms", "one / two", "forward ms, 32 rows a warp",
+                  "forward ms, 16 rows a warp", "16 / 32"], body)
 
 
 def encoder_positions(csv_name):
@@ -400,6 +448,8 @@ TABLES = {
     "gpu/long-eval": gpu_long_eval,
     "gpu/train-kernels": gpu_train_kernels,
     "gpu/throughput": gpu_throughput,
+    "gpu/fused-anchors": gpu_fused_anchors,
+    "gpu/fused-alternatives": gpu_fused_alternatives,
     "encoder-positions/cpu": lambda: encoder_positions("encoder_positions_cpu.csv"),
     "encoder-positions/pytorch": lambda: encoder_positions("encoder_positions_pytorch.csv"),
 }
