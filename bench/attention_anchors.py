@@ -33,10 +33,9 @@ CSV columns (--out): case, B, H, L, D, causal, method, ms, tflops, peak_mib, sta
 
 Mode 2 (any python3, no torch needed): --join FUSED.csv ANCHORS.csv --md OUT.md joins
 build-cuda/bench_attention --fused-csv's rows (xtrap-fused-*) with these into one Markdown table
-per case: ms, the fused rows' forward alone (fwd_ms, and fwd16_ms with 16 query rows a warp),
-TFLOP/s, peak MiB, status, and the ratio of the fused kernel's time to each row's
-(the case's fixed-slope fused row, and the learned one where measured; each for both backward
-schemes, the one-pass rows' methods ending in -onepass), then the targets, for each scheme:
+per case: ms, the fused rows' forward alone (fwd_ms), TFLOP/s, peak MiB, status, and the ratio of
+the fused kernel's time to each row's (the case's fixed-slope fused row, and the learned one where
+measured), then the targets:
 fixed causal ALiBi <= flex-alibi, >= 0.9x sdpa-flash (fixed <= flash / 0.9), learned <= 1.15x
 fixed, one-sided encoder <= causal fixed at the same B, L, and memory (16k: fused runs; its
 peak below the bias-tensor paths' or they fail). bench/fused_attention.sh runs everything.
@@ -305,34 +304,29 @@ def primary_method(case):
     return "xtrap-fused-fixed" if case.startswith("causal-") else "xtrap-fused-" + case.split("-")[1]
 
 
-# bench_attention times each fused row with both backward schemes (linear_bias_attention.cuh): the
-# two-pass one under the plain method name, the one-pass one under the name + ONE_PASS.
-ONE_PASS = "-onepass"
-
-
 def check(ok, text):
     return ("n.a." if ok is None else "PASS" if ok else "FAIL") + " " + text
 
 
 def join(fused_csv, anchors_csv, md_path):
-    rows = read_rows(fused_csv) + read_rows(anchors_csv)
+    # CSVs from before the one-pass backward was removed (results/gpu/) also hold its rows, methods
+    # ending in -onepass, and a fwd16_ms column: both are left out.
+    fused_rows = [r for r in read_rows(fused_csv) if not r["method"].endswith("-onepass")]
+    rows = fused_rows + read_rows(anchors_csv)
     cases = []
     for r in rows:
         if r["case"] not in cases:
             cases.append(r["case"])
     by_case = {c: {r["method"]: r for r in rows if r["case"] == c} for c in cases}
     # Fused rows first, then the anchors in their usual order, then anything else.
-    fused = ["xtrap-fused-fixed", "xtrap-fused-symmetric", "xtrap-fused-offset", "xtrap-fused-onesided",
-             "xtrap-fused-bialibi", "xtrap-fused-learned"]
-    order = [m + s for m in fused for s in ("", ONE_PASS)] + ANCHORS
+    order = ["xtrap-fused-fixed", "xtrap-fused-symmetric", "xtrap-fused-offset", "xtrap-fused-onesided",
+             "xtrap-fused-bialibi", "xtrap-fused-learned"] + ANCHORS
     rank = {m: i for i, m in enumerate(order)}
     out = ["# Fused ALiBi-family attention vs PyTorch anchors (issue 23 item 5)", "",
            "bf16 forward + backward, H=16, D=64; median ms over the reps (CUDA events). TFLOP/s: "
            "forward 4BHL^2D, backward 2.5x, halved for causal and one-sided (not the one-sided case's "
-           "unmasked sdpa-flash). Forward ms: the fused kernel's forward alone (no graph), with 32 query rows a "
-           "warp (the default at D=64) and with 16 (ForwardArgs::warpRows). Ratios: the fused "
-           "kernel's time / this row's time (< 1: the fused kernel is faster). Methods ending in "
-           f"`{ONE_PASS}`: the same kernel with the one-pass backward (the others: two-pass).", ""]
+           "unmasked sdpa-flash). Forward ms: the fused kernel's forward alone (no graph). Ratios: the fused "
+           "kernel's time / this row's time (< 1: the fused kernel is faster).", ""]
     targets = []
 
     def fmt(x, spec):
@@ -340,54 +334,46 @@ def join(fused_csv, anchors_csv, md_path):
 
     for c in cases:
         methods = by_case[c]
-        # The fused rows the ratios are taken to: the case's primary and learned rows, each scheme's.
-        bases = [m + s for s in ("", ONE_PASS) for m in (primary_method(c), "xtrap-fused-learned") if m + s in methods]
+        prim = primary_method(c)
+        prim_ms, learned_ms = ms_of(methods.get(prim)), ms_of(methods.get("xtrap-fused-learned"))
         first = next(iter(methods.values()))
         out += [f"## {c} (B={first['B']}, H={first['H']}, L={first['L']}, D={first['D']}, "
                 f"{'causal' if first['causal'] == '1' else 'bidirectional'})", "",
-                "| method | ms | forward ms | forward ms, 16 rows a warp | TFLOP/s | peak MiB | status | "
-                + " | ".join(f"{b} / this" for b in bases) + " |",
-                "|---|---:|---:|---:|---:|---:|---|" + "---:|" * len(bases)]
+                f"| method | ms | forward ms | TFLOP/s | peak MiB | status | {prim} / this | xtrap-fused-learned / this |",
+                "|---|---:|---:|---:|---:|---|---:|---:|"]
         for m in sorted(methods, key=lambda m: (rank.get(m, len(order)), m)):
             r, t = methods[m], ms_of(methods[m])
-            ratios = [fmt(ms_of(methods[b]) / t, ".3f") if ms_of(methods[b]) and t else "" for b in bases]
-            out.append(f"| {m} | {r['ms']} | {r.get('fwd_ms') or ''} | {r.get('fwd16_ms') or ''} | {r['tflops']} "
-                       f"| {r['peak_mib']} | {r['status']} "
-                       f"| {' | '.join(ratios)} |")
+            ratio = fmt(prim_ms / t, ".3f") if prim_ms and t else ""
+            lratio = fmt(learned_ms / t, ".3f") if learned_ms and t else ""
+            out.append(f"| {m} | {r['ms']} | {r.get('fwd_ms') or ''} | {r['tflops']} | {r['peak_mib']} | {r['status']} "
+                       f"| {ratio} | {lratio} |")
         out.append("")
 
-        for scheme in ("", ONE_PASS):
-            prim, learned = primary_method(c) + scheme, "xtrap-fused-learned" + scheme
-            if prim not in methods:
-                continue
-            prim_ms, learned_ms = ms_of(methods.get(prim)), ms_of(methods.get(learned))
+        def vs(anchor, factor=1.0):
+            a = ms_of(methods.get(anchor))
+            return None if prim_ms is None or a is None else prim_ms <= a / factor
 
-            def vs(anchor, factor=1.0):
-                a = ms_of(methods.get(anchor))
-                return None if prim_ms is None or a is None else prim_ms <= a / factor
-
-            info = "" if c.startswith("causal-") else " (encoder: for information, the issue's target is causal)"
-            targets.append(f"| {c} | {check(vs('flex-alibi'), f'{prim} <= flex-alibi{info}')} |")
-            targets.append(f"| {c} | {check(vs('sdpa-flash', 0.9), f'{prim} >= 0.9x sdpa-flash (time <= flash / 0.9){info}')} |")
-            if learned in methods or c.startswith("causal-") or "-symmetric-" in c:
-                ok = None if prim_ms is None or learned_ms is None else learned_ms <= 1.15 * prim_ms
-                targets.append(f"| {c} | {check(ok, f'{learned} <= 1.15x {prim}')} |")
-            if "-onesided-" in c:
-                causal_case = "causal-" + c.split("-", 2)[2]  # same B and L
-                causal_fixed = "xtrap-fused-fixed" + scheme
-                causal_ms = ms_of(by_case.get(causal_case, {}).get(causal_fixed))
-                ok = None if prim_ms is None or causal_ms is None else prim_ms <= causal_ms
-                targets.append(f"| {c} | {check(ok, f'{prim} <= {causal_case} {causal_fixed}')} |")
-            if first["L"] == "16384":
-                row = methods.get(prim)
-                ok = None
-                if row is not None:
-                    ok = row.get("status") == "ok"
-                    for anchor in ("sdpa-cudnn-bias", "sdpa-efficient-bias"):
-                        a = methods.get(anchor)
-                        if ok and a is not None and a.get("status") == "ok" and a.get("peak_mib"):
-                            ok = float(row["peak_mib"]) < float(a["peak_mib"])
-                targets.append(f"| {c} | {check(ok, f'{prim} runs at 16k, peak below the bias-tensor paths (or they fail)')} |")
+        info = "" if c.startswith("causal-") else " (encoder: for information, the issue's target is causal)"
+        targets.append(f"| {c} | {check(vs('flex-alibi'), f'{prim} <= flex-alibi{info}')} |")
+        targets.append(f"| {c} | {check(vs('sdpa-flash', 0.9), f'{prim} >= 0.9x sdpa-flash (time <= flash / 0.9){info}')} |")
+        if "xtrap-fused-learned" in methods or c.startswith("causal-") or "-symmetric-" in c:
+            ok = None if prim_ms is None or learned_ms is None else learned_ms <= 1.15 * prim_ms
+            targets.append(f"| {c} | {check(ok, f'xtrap-fused-learned <= 1.15x {prim}')} |")
+        if "-onesided-" in c:
+            causal_case = "causal-" + c.split("-", 2)[2]  # same B and L
+            causal_ms = ms_of(by_case.get(causal_case, {}).get("xtrap-fused-fixed"))
+            ok = None if prim_ms is None or causal_ms is None else prim_ms <= causal_ms
+            targets.append(f"| {c} | {check(ok, f'{prim} <= {causal_case} xtrap-fused-fixed')} |")
+        if first["L"] == "16384":
+            fused = methods.get(prim)
+            ok = None
+            if fused is not None:
+                ok = fused.get("status") == "ok"
+                for anchor in ("sdpa-cudnn-bias", "sdpa-efficient-bias"):
+                    a = methods.get(anchor)
+                    if ok and a is not None and a.get("status") == "ok" and a.get("peak_mib"):
+                        ok = float(fused["peak_mib"]) < float(a["peak_mib"])
+            targets.append(f"| {c} | {check(ok, f'{prim} runs at 16k, peak below the bias-tensor paths (or they fail)')} |")
     out += ["## Targets", "", "| case | check |", "|---|---|"] + targets + [""]
     with open(md_path, "w") as fh:
         fh.write("\n".join(out))

@@ -449,16 +449,9 @@ cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStream_t
   return cudaSuccess;
 }
 
-cudaError_t cudaGetDevice(int* device) {
-  *device = 0;
-  return cudaSuccess;
-}
-
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device) {
   if (device != 0) return cudaErrorInvalidValue;
-  if (attribute == cudaDevAttrMultiProcessorCount)
-    *value = 132;
-  else if (attribute == cudaDevAttrComputeCapabilityMajor)
+  if (attribute == cudaDevAttrComputeCapabilityMajor)
     *value = 9;
   else if (attribute == cudaDevAttrMaxSharedMemoryPerBlockOptin)
     *value = int(cuda_emulation::kMaxDynamicSharedBytes);

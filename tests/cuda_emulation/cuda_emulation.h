@@ -106,12 +106,6 @@ void __pipeline_memcpy_async(void* dst, const void* src, size_t sizeAndAlign, si
 void __pipeline_commit();
 void __pipeline_wait_prior(size_t prior);
 void __syncwarp(unsigned mask = 0xffffffffu);
-// Blocks and threads never run at once here: an atomic add is an add.
-inline float atomicAdd(float* address, float value) {
-  const float old = *address;
-  *address = old + value;
-  return old;
-}
 float __shfl_xor_sync(unsigned mask, float value, int laneMask, int width = 32);
 double __shfl_xor_sync(unsigned mask, double value, int laneMask, int width = 32);
 
@@ -127,11 +121,7 @@ typedef enum cudaError cudaError_t;
 struct CUstream_st;
 typedef CUstream_st* cudaStream_t;
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
-enum cudaDeviceAttr {
-  cudaDevAttrMultiProcessorCount = 16,
-  cudaDevAttrComputeCapabilityMajor = 75,
-  cudaDevAttrMaxSharedMemoryPerBlockOptin = 97
-};
+enum cudaDeviceAttr { cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
 struct cudaFuncAttributes {
   size_t sharedSizeBytes = 0;
   int numRegs = 0;
@@ -147,9 +137,8 @@ struct cudaLaunchConfig_t {
 
 cudaError_t cudaGetLastError();
 cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStream_t stream = nullptr);
-// The H100's: 132 SMs, compute capability 9, 227 KiB of shared memory per block. One device, 0.
+// The H100's: compute capability 9, 227 KiB of shared memory per block. One device, 0.
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device);
-cudaError_t cudaGetDevice(int* device);
 
 namespace cuda_emulation {
 

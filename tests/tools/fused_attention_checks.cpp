@@ -7,8 +7,7 @@
 // Checked, for every variant (causal ALiBi, symmetric, offset, one-sided, learned, BiALiBi, each
 // fixed-slope one also with learned slopes, and interpolated slopes), H in {8, 12}, D in {64, 128},
 // T in {1, 7, 128, 1000, 4099}: the output and dq, dk, dv, and the gradients of the learned slopes
-// and first-token bias (through their sigmoid parameterisation, by autograd on both sides), with
-// both backward schemes, and at D = 64 the output of the forward with 16 query rows a warp. Then:
+// and first-token bias (through their sigmoid parameterisation, by autograd on both sides). Then:
 // slope gradients bit-identical across two runs; dropout's mask the same in the backward pass as
 // in the forward, kept at rate 1 - p, a function of torch::manual_seed; and at model level, the
 // attention plan's choice of the kernel for the ALiBi family in bf16 on CUDA, with the model's
@@ -134,15 +133,11 @@ std::vector<torch::Tensor> takeParamGrads(LinearBias& bias) {
   return grads;
 }
 
-// Both backward schemes are checked alike (linear_bias_attention.cuh).
-const std::pair<cuda::BackwardScheme, const char*> kSchemes[] = {{cuda::BackwardScheme::TwoPass, "two-pass"},
-                                                                 {cuda::BackwardScheme::OnePass, "one-pass"}};
-
-// The kernel: o and every gradient of sum(o * dO), for bf16 q, k, v, through the `scheme` backward.
+// The kernel: o and every gradient of sum(o * dO), for bf16 q, k, v.
 Grads kernelPass(LinearBias& bias, bool causal, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                 const torch::Tensor& dO, double scale, cuda::BackwardScheme scheme, double dropout = 0.0) {
+                 const torch::Tensor& dO, double scale, double dropout = 0.0) {
   auto ql = q.detach().requires_grad_(), kl = k.detach().requires_grad_(), vl = v.detach().requires_grad_();
-  auto o = fusedLinearBiasAttention(ql, kl, vl, bias, causal, scale, dropout, scheme);  // (B, H, T, D) bf16
+  auto o = fusedLinearBiasAttention(ql, kl, vl, bias, causal, scale, dropout);  // (B, H, T, D) bf16
   o.backward(dO);
   return {o.detach(), ql.grad(), kl.grad(), vl.grad(), takeParamGrads(bias)};
 }
@@ -192,37 +187,26 @@ void kernelMatchesReference() {
                v = torch::randn({B, H, T, D}, bf16), dO = torch::randn({B, H, T, D}, bf16);
           const double scale = 1.0 / std::sqrt(double(D));
           Grads ref = referencePass(*bias, variant.causal, q, k, v, dO, scale);
-          for (auto [scheme, schemeName] : kSchemes) {
-            Grads got = kernelPass(*bias, variant.causal, q, k, v, dO, scale, scheme);
-            double worst = 0;
-            std::string detail;
-            for (auto [label, r, g] : {std::tuple{"o", ref.o, got.o}, std::tuple{"dq", ref.dq, got.dq},
-                                       std::tuple{"dk", ref.dk, got.dk}, std::tuple{"dv", ref.dv, got.dv}}) {
-              double e = relativeMaxDiff(r, g);
-              worst = std::max(worst, e);
-              detail += std::string(" ") + label + " " + fmtDouble(e);
-            }
-            double worstParam = 0;
-            bool finite = got.o.isfinite().all().item<bool>();
-            for (size_t p = 0; p < ref.params.size(); ++p) {
-              finite = finite && got.params[p].isfinite().all().item<bool>();
-              worstParam = std::max(worstParam, relativeParamDiff(ref.params[p], got.params[p]));
-            }
-            check(finite && worst <= kTensorTolerance && worstParam <= kParamTolerance,
-                  std::string(schemeName) + " " + variant.name + " H=" + std::to_string(H) + " D=" + std::to_string(D) +
-                      " T=" + std::to_string(T) + ":" + detail + ", learned parameters " + fmtDouble(worstParam) +
-                      " (" + std::to_string(ref.params.size()) + " tensors; tolerances " + fmtDouble(kTensorTolerance) +
-                      ", " + fmtDouble(kParamTolerance) + " of the largest element)");
+          Grads got = kernelPass(*bias, variant.causal, q, k, v, dO, scale);
+          double worst = 0;
+          std::string detail;
+          for (auto [label, r, g] : {std::tuple{"o", ref.o, got.o}, std::tuple{"dq", ref.dq, got.dq},
+                                     std::tuple{"dk", ref.dk, got.dk}, std::tuple{"dv", ref.dv, got.dv}}) {
+            double e = relativeMaxDiff(r, g);
+            worst = std::max(worst, e);
+            detail += std::string(" ") + label + " " + fmtDouble(e);
           }
-          if (D == 64) {  // the forward also runs with 16 query rows a warp (cuda::ForwardArgs::warpRows)
-            torch::NoGradGuard noGrad;
-            auto o16 = fusedLinearBiasAttention(q, k, v, *bias, variant.causal, scale, 0.0,
-                                                cuda::BackwardScheme::TwoPass, 16);  // (B, H, T, D)
-            double e = relativeMaxDiff(ref.o, o16);
-            check(o16.isfinite().all().item<bool>() && e <= kTensorTolerance,
-                  "forward with 16 rows a warp " + variant.name + " H=" + std::to_string(H) + " T=" +
-                      std::to_string(T) + ": o " + fmtDouble(e) + " (tolerance " + fmtDouble(kTensorTolerance) + ")");
+          double worstParam = 0;
+          bool finite = got.o.isfinite().all().item<bool>();
+          for (size_t p = 0; p < ref.params.size(); ++p) {
+            finite = finite && got.params[p].isfinite().all().item<bool>();
+            worstParam = std::max(worstParam, relativeParamDiff(ref.params[p], got.params[p]));
           }
+          check(finite && worst <= kTensorTolerance && worstParam <= kParamTolerance,
+                variant.name + " H=" + std::to_string(H) + " D=" + std::to_string(D) + " T=" + std::to_string(T) + ":" +
+                    detail + ", learned parameters " + fmtDouble(worstParam) + " (" +
+                    std::to_string(ref.params.size()) + " tensors; tolerances " + fmtDouble(kTensorTolerance) + ", " +
+                    fmtDouble(kParamTolerance) + " of the largest element)");
         }
 }
 
@@ -236,17 +220,14 @@ void slopeGradientsDeterministic() {
       auto bf16 = torch::TensorOptions(torch::kBFloat16).device(kGpu);
       auto q = torch::randn({4, 12, 2000, 64}, bf16), k = torch::randn_like(q), v = torch::randn_like(q),
            dO = torch::randn_like(q);
-      for (auto [scheme, schemeName] : kSchemes) {
-        Grads a = kernelPass(*bias, variant.causal, q, k, v, dO, 0.125, scheme);
-        Grads b = kernelPass(*bias, variant.causal, q, k, v, dO, 0.125, scheme);
-        bool same = !a.params.empty() && a.params.size() == b.params.size();
-        for (size_t p = 0; same && p < a.params.size(); ++p) same = torch::equal(a.params[p], b.params[p]);
-        bool sameQkv = torch::equal(a.dq, b.dq) && torch::equal(a.dk, b.dk) && torch::equal(a.dv, b.dv);
-        check(same, std::string(schemeName) + " " + variant.name +
-                        " B=4 H=12 T=2000 D=64: learned-parameter gradients bit-identical across two runs (" +
-                        std::to_string(a.params.size()) + " tensors; dq, dk, dv " +
-                        (sameQkv ? "bit-identical too" : "not bit-identical, not required") + ")");
-      }
+      Grads a = kernelPass(*bias, variant.causal, q, k, v, dO, 0.125);
+      Grads b = kernelPass(*bias, variant.causal, q, k, v, dO, 0.125);
+      bool same = !a.params.empty() && a.params.size() == b.params.size();
+      for (size_t p = 0; same && p < a.params.size(); ++p) same = torch::equal(a.params[p], b.params[p]);
+      bool sameQkv = torch::equal(a.dq, b.dq) && torch::equal(a.dk, b.dk) && torch::equal(a.dv, b.dv);
+      check(same, variant.name + " B=4 H=12 T=2000 D=64: learned-parameter gradients bit-identical across two runs (" +
+                      std::to_string(a.params.size()) + " tensors; dq, dk, dv " +
+                      (sameQkv ? "bit-identical too" : "not bit-identical, not required") + ")");
     }
   }
 }
@@ -258,14 +239,11 @@ void emptySequence() {
     if (variant.name != "bialibi") continue;
     auto bias = makeBias(variant);
     auto q = torch::randn({2, 8, 0, 64}, torch::TensorOptions(torch::kBFloat16).device(kGpu));  // (B, H, 0, D)
-    for (auto [scheme, schemeName] : kSchemes) {
-      Grads got = kernelPass(*bias, variant.causal, q, q, q, q, 0.125, scheme);
-      bool zero = !got.params.empty();
-      for (const auto& g : got.params) zero = zero && g.numel() == 8 && g.eq(0).all().item<bool>();
-      check(
-          got.o.sizes() == q.sizes() && got.dq.sizes() == q.sizes() && zero,
-          std::string(schemeName) + " bialibi T=0: empty output and input gradients, zero learned-parameter gradients");
-    }
+    Grads got = kernelPass(*bias, variant.causal, q, q, q, q, 0.125);
+    bool zero = !got.params.empty();
+    for (const auto& g : got.params) zero = zero && g.numel() == 8 && g.eq(0).all().item<bool>();
+    check(got.o.sizes() == q.sizes() && got.dq.sizes() == q.sizes() && zero,
+          "bialibi T=0: empty output and input gradients, zero learned-parameter gradients");
   }
 }
 
@@ -286,7 +264,7 @@ void dropoutMaskConsistent() {
                    .expand({B, H, T, D})
                    .contiguous();  // (B, H, T, D): v_j = e_j
       torch::manual_seed(42);
-      Grads got = kernelPass(*bias, variant.causal, q, k, v, dO, scale, cuda::BackwardScheme::TwoPass, p);
+      Grads got = kernelPass(*bias, variant.causal, q, k, v, dO, scale, p);
       // Cells a causal mask blocks have P = 0 whether kept or not: count the visible ones only.
       auto visible = torch::ones({T, T}, torch::TensorOptions(torch::kFloat32).device(kGpu));  // (T, T)
       if (variant.causal) visible = visible.tril();
@@ -297,24 +275,19 @@ void dropoutMaskConsistent() {
       check(std::abs(kept - (1 - p)) <= 0.015,
             variant.name + " dropout 0.3: kept fraction " + fmtDouble(kept) + " (expected 0.7 +- 0.015)");
       Grads ref = referencePass(*bias, variant.causal, q, k, v, dO, scale, keep, p);
-      for (auto [scheme, schemeName] : kSchemes) {
-        torch::manual_seed(42);  // the same mask
-        Grads pass = kernelPass(*bias, variant.causal, q, k, v, dO, scale, scheme, p);
-        double worst = std::max({relativeMaxDiff(ref.o, pass.o), relativeMaxDiff(ref.dq, pass.dq),
-                                 relativeMaxDiff(ref.dk, pass.dk), relativeMaxDiff(ref.dv, pass.dv)});
-        double worstParam = 0;
-        for (size_t i = 0; i < ref.params.size(); ++i)
-          worstParam = std::max(worstParam, relativeParamDiff(ref.params[i], pass.params[i]));
-        check(worst <= kTensorTolerance && worstParam <= kParamTolerance,
-              std::string(schemeName) + " " + variant.name +
-                  " dropout 0.3: output and gradients against the reference with the forward's mask: " +
-                  fmtDouble(worst) + ", learned parameters " + fmtDouble(worstParam) +
-                  " (the backward regenerates the forward's mask)");
-      }
+      double worst = std::max({relativeMaxDiff(ref.o, got.o), relativeMaxDiff(ref.dq, got.dq),
+                               relativeMaxDiff(ref.dk, got.dk), relativeMaxDiff(ref.dv, got.dv)});
+      double worstParam = 0;
+      for (size_t i = 0; i < ref.params.size(); ++i)
+        worstParam = std::max(worstParam, relativeParamDiff(ref.params[i], got.params[i]));
+      check(worst <= kTensorTolerance && worstParam <= kParamTolerance,
+            variant.name + " dropout 0.3: output and gradients against the reference with the forward's mask: " +
+                fmtDouble(worst) + ", learned parameters " + fmtDouble(worstParam) +
+                " (the backward regenerates the forward's mask)");
       torch::manual_seed(42);
-      Grads again = kernelPass(*bias, variant.causal, q, k, v, dO, scale, cuda::BackwardScheme::TwoPass, p);
+      Grads again = kernelPass(*bias, variant.causal, q, k, v, dO, scale, p);
       torch::manual_seed(43);
-      Grads other = kernelPass(*bias, variant.causal, q, k, v, dO, scale, cuda::BackwardScheme::TwoPass, p);
+      Grads other = kernelPass(*bias, variant.causal, q, k, v, dO, scale, p);
       check(torch::equal(again.o, got.o) && !torch::equal(other.o, got.o),
             variant.name + " dropout 0.3: the same torch::manual_seed draws the same mask, another seed another");
     }

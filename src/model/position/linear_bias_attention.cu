@@ -2,8 +2,7 @@
 //
 // B = batch, H = heads, T = sequence length, D = head dimension (64 or 128).
 // A query tile is kBr = 64 rows, a key tile kBc = 64 columns; a thread block has 4 warps, each
-// owning 16 rows of the block's tile (query rows; keys in keyGrad), or in the forward at D = 64 by
-// default 16 rows of each of two query tiles (ForwardArgs::warpRows).
+// owning 16 rows of the block's tile (query rows; keys in keyGrad).
 //
 // The tile products are mma.sync m16n8k16 (bf16 -> fp32) on fragments whose register layout is
 // documented (warp_mma.cuh), read from shared memory with ldmatrix, so a warp's scores, their
@@ -23,24 +22,17 @@
 // Backward, FlashAttention-2's equations with P recomputed from the saved log-sum-exp:
 //   P = exp(S + bias - lse), D_i = rowsum(dO o O), dP = dO V^T (masked by the same dropout),
 //   dS = P o (dP - D_i), dV = P~^T dO, dK = scale dS^T Q, dQ = scale dS K, dBias = dS.
-// rowDot computes D_i; then one of two schemes (BackwardScheme), both deterministic (no float
-// atomics whose order varies):
-// - TwoPass: keyGrad (one block per key tile: dK, dV in registers over every query tile, its warps
-//   computing S^T = K Q^T, so that P~^T and dS^T are A operands in registers) and queryGrad (one
-//   block per query tile: dQ in registers over every key tile, and the bias gradients). Every output
-//   is summed by one block, at the price of S and dP computed twice: 7 tile products per tile pair.
-// - OnePass: keyGrad also writes each pair's dS^T to shared memory, and its warps (16 query rows
-//   each) add dS K into an fp32 dQ slice that only this block writes: the block walks every
-//   keySplits-th key tile of its (batch, head) and adds each element from one thread, in order.
-//   dqSum then sums the slices in order: FlashAttention-2's deterministic mode, 5 tile products per
-//   pair. Its bias gradients' row terms (below) go into row-statistics slices the same way.
+// rowDot computes D_i; then two passes, deterministic (no float atomics whose order varies):
+// keyGrad (one block per key tile: dK, dV in registers over every query tile, its warps computing
+// S^T = K Q^T, so that P~^T and dS^T are A operands in registers) and queryGrad (one block per
+// query tile: dQ in registers over every key tile, and the bias gradients). Every output is summed
+// by one block, at the price of S and dP computed in both: 7 tile products per tile pair.
 // The bias gradients dslopePast = sum dS * (-(i - j)), dslopeFuture = sum dS * (-(j - i - shift)),
 // dfirstTokenBias = sum dS over first-token cells are summed per lane in a fixed cell order (on a
 // linear tile from its one term, without biasCell's branches), corrected for the rounding of D_i by
-// each row's exact sum of P o dP (tile::RowTerm: summed over the row's cells in queryGrad; over
-// key tiles through the slices in OnePass, the correction in dqSum), then summed across lanes and
-// warps in a fixed order, written per block to a buffer, and summed over (batch, block) in a fixed
-// order by one thread per (head, parameter).
+// each row's exact sum of P o dP (tile::RowTerm, summed over the row's cells), then summed across
+// lanes and warps in a fixed order, written per block to a buffer, and summed over (batch, block)
+// in a fixed order by one thread per (head, parameter).
 //
 // Dropout: Philox4x32-10 keyed by the seed, one draw per (batch*H + head, row, group of 4 keys)
 // (linear_bias_tile.h), so the backward regenerates the forward's mask cell by cell. A group is
@@ -51,10 +43,14 @@
 // FlashAttention-2 does): each exponential is one ex2 instruction. Each kernel is instantiated with
 // and without dropout, so evaluation and dropout-free training carry no per-cell dropout work.
 //
-// What would make it faster (correctness and clarity first here): 32 rows per warp in the backward
-// too (B fragments read once for two A fragments, as the forward's 32-row warps do), 128-key blocks
-// in the one-pass backward (half its dQ traffic per product), and on H100 TMA loads and warpgroup
-// wgmma (FA3).
+// What would make it faster (correctness and clarity first here): on H100 TMA loads and warpgroup
+// wgmma (FA3). Measured slower on the H100 (results/gpu/h100-2026-11-26, causal B8 L2048 D 64), and
+// removed: a forward of 32 query rows a warp (two 64-row query tiles a block, each K and V fragment
+// read from shared memory serving two tile products; 241 registers, 2 blocks an SM): its forward
+// 0.402 ms against 0.350 for the 16-row one here; and FlashAttention-2's one-pass backward in its
+// deterministic mode (dS K added into per-block fp32 dQ slices that a last kernel sums, 5 tile
+// products per pair instead of 7): 2.11 ms forward + backward against 1.36 for these two passes,
+// the slices' fp32 traffic outweighing the products saved, and more memory.
 #include <cuda_bf16.h>
 #include <cuda_pipeline_primitives.h>
 #include <cuda_runtime.h>
@@ -95,33 +91,18 @@ struct Ld {
   static constexpr int tile = int(rowsBytes / sizeof(bf16)), stat = int(statBytes / sizeof(float));
 };
 
-// The forward's 64-row query tiles a block (ForwardArgs::warpRows / 16), by default: two at D = 64;
-// one at D = 128, whose O accumulator (64 fp32 registers a stripe) leaves no room for a second.
+// Forward: Q | K, V x 2.  D=64: 45 KiB, D=128: 85 KiB.
 template <int D>
-constexpr int kForwardHalves = D == 64 ? 2 : 1;
-// Forward: Q x halves | K, V x 2.  D=64: 54 KiB (one half: 46), D=128: 85 KiB.
-template <int D, int kHalves>
 struct ForwardSmem {
-  static constexpr size_t q = 0, k = q + kHalves * Ld<D>::rowsBytes, v = k + 2 * Ld<D>::rowsBytes,
+  static constexpr size_t q = 0, k = q + Ld<D>::rowsBytes, v = k + 2 * Ld<D>::rowsBytes,
                           bytes = v + 2 * Ld<D>::rowsBytes;
 };
-// The one-pass backward's (64 keys, 64 queries) bf16 dS^T tile, rows of kBr + 8 elements.
-constexpr int kDsRow = kBr + kPadHalf;
-// The bias gradients' row sums (tile::RowTerm) the one-pass backward keeps per query row: sum P dP,
-// then sum P c of the Past, Future and FirstToken terms.
-constexpr int kRowStats = 4;
-
-// keyGrad: K, V | Q, dO, lse, D_i x 2; with kOnePass | dS^T; with kBiasGrads | the warps' row sums
-// | warp partials.  D=64: 55 KiB (one-pass 64, with bias gradients 68), D=128: 103 KiB (112, 116).
-template <int D, bool kOnePass, bool kBiasGrads>
+// keyGrad: K, V | Q, dO, lse, D_i x 2.  D=64: 55 KiB, D=128: 103 KiB.
+template <int D>
 struct KeyGradSmem {
   static constexpr size_t k = 0, v = k + Ld<D>::rowsBytes, q = v + Ld<D>::rowsBytes, dO = q + 2 * Ld<D>::rowsBytes,
                           lse = dO + 2 * Ld<D>::rowsBytes, rowDot = lse + 2 * Ld<D>::statBytes,
-                          dS = rowDot + 2 * Ld<D>::statBytes,
-                          stats = dS + (kOnePass ? align128(size_t(kBc) * kDsRow * sizeof(bf16)) : 0),
-                          partial =
-                              stats + (kBiasGrads ? align128(size_t(kWarps) * kRowStats * kBr * sizeof(float)) : 0),
-                          bytes = partial + (kBiasGrads ? align128(kWarps * 3 * sizeof(double)) : 0);
+                          bytes = rowDot + 2 * Ld<D>::statBytes;
 };
 // queryGrad: Q, dO, lse, D_i | K, V x 2 | warp partials.  D=64: 55 KiB, D=128: 103 KiB.
 template <int D>
@@ -134,8 +115,7 @@ struct QueryGradSmem {
 // The most shared memory any of the kernels for head dimension D asks for.
 template <int D>
 constexpr size_t largestSmem() {
-  return std::max(
-      {ForwardSmem<D, kForwardHalves<D>>::bytes, KeyGradSmem<D, true, true>::bytes, QueryGradSmem<D>::bytes});
+  return std::max({ForwardSmem<D>::bytes, KeyGradSmem<D>::bytes, QueryGradSmem<D>::bytes});
 }
 
 // The A100 gives a block up to 163 KiB of shared memory (the H100 227, sm_86/89 GPUs 99: there only
@@ -186,17 +166,6 @@ __device__ __forceinline__ float groupMax(float x) {
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
 }
 
-// at[0] += a, at[1] += b in global memory (at 8-byte aligned), from this thread in program order:
-// one vector reduction on the H100 (sm_90 has float2 atomicAdd), two elsewhere.
-__device__ __forceinline__ void addPair(float* at, float a, float b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  atomicAdd(reinterpret_cast<float2*>(at), make_float2(a, b));
-#else
-  atomicAdd(at, a);
-  atomicAdd(at + 1, b);
-#endif
-}
-
 // The buffer at byte `offset` of the block's dynamic shared memory (the layouts above).
 template <typename E>
 __device__ __forceinline__ E* smemAt(size_t offset) {
@@ -233,38 +202,29 @@ struct FragmentLane {
 
 __device__ FragmentLane fragmentLane(int lane) { return {lane >> 2, lane & 3}; }
 
-// acc[x] (16, N) += a_x (16, K) x b (N, K)^T for the Stripes stripes a_x = a + x aStride (the
-// forward's warps own two): a and b bf16 tiles in shared memory with rows of Ld::rows elements (a_x:
-// the warp's 16 rows), each fragment of b read once for every stripe. S = Q K^T, dP~ = dO V^T,
-// S^T = K Q^T, dP~^T = V dO^T.
-template <int K, int N, int Row, int Stripes = 1>
-__device__ __forceinline__ void multiplyTransposed(float (*acc)[N / 8][4], const bf16* a, const bf16* b, int lane,
-                                                   int aStride = 0) {
+// acc (16, N) += a (16, K) x b (N, K)^T: a and b bf16 tiles in shared memory with rows of Ld::rows
+// elements (a: the warp's 16 rows). S = Q K^T, dP~ = dO V^T, S^T = K Q^T, dP~^T = V dO^T.
+template <int K, int N, int Row>
+__device__ __forceinline__ void multiplyTransposed(float (&acc)[N / 8][4], const bf16* a, const bf16* b, int lane) {
   const int r = lane & 7, m = lane >> 3;  // this lane gives the address of row r of matrix m
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk) {
-    uint32_t fa[Stripes][4];  // matrices: rows 0-7 | 8-15 by columns kk*16 + 0-7 | 8-15
-#pragma unroll
-    for (int x = 0; x < Stripes; ++x)
-      mma::loadMatrices(fa[x], a + x * aStride + (r + 8 * (m & 1)) * Row + kk * 16 + 8 * (m >> 1));
+    uint32_t fa[4];  // matrices: rows 0-7 | 8-15 by columns kk*16 + 0-7 | 8-15
+    mma::loadMatrices(fa, a + (r + 8 * (m & 1)) * Row + kk * 16 + 8 * (m >> 1));
 #pragma unroll
     for (int n = 0; n < N / 8; n += 2) {
       uint32_t fb[4];  // rows of b 8n + 0-7 | 8n + 8-15 by columns kk*16 + 0-7 | 8-15: b^T's fragments n, n+1
       mma::loadMatrices(fb, b + (8 * n + r + 8 * (m >> 1)) * Row + kk * 16 + 8 * (m & 1));
-#pragma unroll
-      for (int x = 0; x < Stripes; ++x) {
-        mma::multiplyAdd(acc[x][n], fa[x], fb[0], fb[1]);
-        mma::multiplyAdd(acc[x][n + 1], fa[x], fb[2], fb[3]);
-      }
+      mma::multiplyAdd(acc[n], fa, fb[0], fb[1]);
+      mma::multiplyAdd(acc[n + 1], fa, fb[2], fb[3]);
     }
   }
 }
 
-// acc[x] (16, N) += a[x] (16, K) x b (K, N) for Stripes stripes: a in registers (toA), b a bf16
-// tile in shared memory with rows of Ld::rows elements, each fragment of b read once for every
-// stripe. O += P~ V, dQ += dS K, dV += P~^T dO, dK += dS^T Q.
-template <int K, int N, int Row, int Stripes = 1>
-__device__ __forceinline__ void multiply(float (*acc)[N / 8][4], const uint32_t (*a)[K / 16][4], const bf16* b,
+// acc (16, N) += a (16, K) x b (K, N): a in registers (toA), b a bf16 tile in shared memory with
+// rows of Ld::rows elements. O += P~ V, dQ += dS K, dV += P~^T dO, dK += dS^T Q.
+template <int K, int N, int Row>
+__device__ __forceinline__ void multiply(float (&acc)[N / 8][4], const uint32_t (&a)[K / 16][4], const bf16* b,
                                          int lane) {
   const int r = lane & 7, m = lane >> 3;
 #pragma unroll
@@ -273,11 +233,8 @@ __device__ __forceinline__ void multiply(float (*acc)[N / 8][4], const uint32_t 
     for (int n = 0; n < N / 8; n += 2) {
       uint32_t fb[4];  // transposed: rows of b kk*16 + 0-7 | 8-15 by columns 8n + 0-7 | 8n + 8-15
       mma::loadMatricesTransposed(fb, b + (kk * 16 + r + 8 * (m & 1)) * Row + 8 * n + 8 * (m >> 1));
-#pragma unroll
-      for (int x = 0; x < Stripes; ++x) {
-        mma::multiplyAdd(acc[x][n], a[x][kk], fb[0], fb[1]);
-        mma::multiplyAdd(acc[x][n + 1], a[x][kk], fb[2], fb[3]);
-      }
+      mma::multiplyAdd(acc[n], a[kk], fb[0], fb[1]);
+      mma::multiplyAdd(acc[n + 1], a[kk], fb[2], fb[3]);
     }
   }
 }
@@ -306,11 +263,9 @@ __device__ __forceinline__ void scaleRow(float (&x)[N / 8][4], int r, float fact
 // ---- what the three tile kernels share ----
 
 // Where a block of forwardKernel, keyGradKernel or queryGradKernel works. Their grids are
-// (ceil(T / 64), H, B) (the one-pass keyGrad's (keySplits, H, B), a block taking its key tiles in
-// turn; the forward's tiles are 128 rows at D = 64): the block owns the tile [lo, hi) of [0, T)
-// (query rows; keys in keyGrad), shorter in the tail tile, of head h in batch b; in a 64-row
-// tile its warp owns the 16 rows [lo + stripe, lo + stripe + 16), and the lane two of them
-// (FragmentLane).
+// (ceil(T / 64), H, B): the block owns the tile [lo, hi) of [0, T) (query rows; keys in keyGrad),
+// shorter in the tail tile, of head h in batch b; its warp owns the 16 rows
+// [lo + stripe, lo + stripe + 16), and the lane two of them (FragmentLane).
 struct TileBlock {
   int T, b, h;
   uint32_t batchHead;  // b * H + h: the dropout counter's head, and the head's row of (B, H, T) statistics
@@ -347,30 +302,21 @@ struct TileBlock {
   __device__ tile::LinearTile linearTile(tile::Walk walk, int t0) const {
     return walk == tile::Walk::Keys ? tile::linearTile(hb, lo, t0, kBr, T) : tile::linearTile(hb, t0, lo, kBr, T);
   }
-  // The x-th 64-row tile of a block that owns several (the forward's halves): empty (hi <= lo)
-  // where it starts at or past T.
-  __device__ TileBlock subTile(int x) const {
-    TileBlock part = *this;
-    part.lo = lo + x * kBr, part.hi = min(T, part.lo + kBr);
-    return part;
-  }
 };
 
-// The block of a kernel walking `walk` (forward and queryGrad: keys; keyGrad: queries), at the
-// x-th of the head's `tiles` tiles of tileRows rows in start order (blockIdx.x, or the one-pass
-// backward's x-th key tile). Blocks start in blockIdx order, x fastest, and a head that blocks one
-// side gives its tiles walks of 1 to ceil(T / 64) tiles: longest first, so that the grid's last
-// wave holds short walks rather than one long walk started late. Blocking the future (causal), query tile x walks
-// x + 1 key tiles; blocking the past, key tile x is walked by x + 1 query tiles: both in reverse.
-__device__ TileBlock tileBlock(const AttentionShape& shape, const LinearBiasArgs& bias, tile::Walk walk, int x,
-                               int tiles, int tileRows = kBr) {
+// The block of a kernel walking `walk` (forward and queryGrad: keys; keyGrad: queries). Blocks
+// start in blockIdx order, x fastest, and a head that blocks one side gives its tiles walks of 1 to
+// ceil(T / 64) tiles: longest first, so that the grid's last wave holds short walks rather than one
+// long walk started late. Blocking the future (causal), query tile x walks x + 1 key tiles;
+// blocking the past, key tile x is walked by x + 1 query tiles: both in reverse.
+__device__ TileBlock tileBlock(const AttentionShape& shape, const LinearBiasArgs& bias, tile::Walk walk) {
   TileBlock blk;
   blk.T = shape.T, blk.b = blockIdx.z, blk.h = blockIdx.y;
   blk.batchHead = uint32_t(blk.b * shape.H + blk.h);
   blk.hb = headBias(bias, blk.h);
   const bool shortestFirst = walk == tile::Walk::Keys ? blk.hb.blockFuture : blk.hb.blockPast;
-  const int tile = shortestFirst ? tiles - 1 - x : x;
-  blk.lo = tile * tileRows, blk.hi = min(shape.T, blk.lo + tileRows);  // kBr == kBc: keyGrad's key tiles too
+  const int tile = shortestFirst ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+  blk.lo = tile * kBr, blk.hi = min(shape.T, blk.lo + kBr);  // kBr == kBc: keyGrad's key tiles too
   blk.warp = threadIdx.x / 32, blk.lane = threadIdx.x % 32, blk.stripe = blk.warp * kStripe;
   blk.fl = fragmentLane(blk.lane);
   return blk;
@@ -550,44 +496,28 @@ __device__ void storeStripe(const HeadsView& view, const float (&acc)[D / 8][4],
 
 // ---- forward ----
 
-// grid (ceil(T / (kHalves kBr)), H, B), kHalves 64-row query tiles a block (its halves), warp w
-// owning stripe w of each. With two (32 query rows a warp) every K and V fragment read from shared
-// memory serves two tile products, as in FlashAttention-2's 128-row forward blocks of 4 warps: 40
-// fragment reads for 128 products, where two warps of 16 rows read 72. Writes O (B, H, T, D) and
-// lse (B, H, T). ptxas sm_90a, D 64: two halves 241 registers (2 blocks an SM); one half held to
-// 128 (it chose 131; held, 8 bytes spill), so that 4 blocks fit an SM as their shared memory
-// allows. A minimum of 0 blocks is none (no .minnctapersm): a minimum of 1 made ptxas take more
-// registers than none did.
-template <int D, int kHalves, bool kDropout>
-__global__ void __launch_bounds__(kThreads, D == 64 && kHalves == 1 ? 4 : 0)
-    forwardKernel(const ForwardArgs args, const Derived dv) {
-  using S = ForwardSmem<D, kHalves>;
+// grid (ceil(T / kBr), H, B): one block per 64-row query tile, warp w owning its stripe w. Writes
+// O (B, H, T, D) and lse (B, H, T). ptxas sm_90a, D 64: held to 128 registers (no spills), so that
+// 4 blocks fit an SM as their shared memory allows. A minimum of 0 blocks is none (no
+// .minnctapersm): a minimum of 1 made ptxas take more registers than none did.
+template <int D, bool kDropout>
+__global__ void __launch_bounds__(kThreads, D == 64 ? 4 : 0) forwardKernel(const ForwardArgs args, const Derived dv) {
+  using S = ForwardSmem<D>;
   bf16 *qs = smemAt<bf16>(S::q), *ks = smemAt<bf16>(S::k), *vs = smemAt<bf16>(S::v);
   constexpr int Row = Ld<D>::rows;
 
-  // its query rows [blk.lo, blk.hi), and each half's: half[x] the 64-row tile at blk.lo + 64 x (empty
-  // past T in the tail block)
-  const TileBlock blk =
-      tileBlock(args.shape, args.bias, tile::Walk::Keys, int(blockIdx.x), int(gridDim.x), kHalves * kBr);
-  TileBlock half[kHalves];
-#pragma unroll
-  for (int x = 0; x < kHalves; ++x) {
-    half[x] = blk.subTile(x);
-    copyRows<D>(qs + x * Ld<D>::tile, args.q, blk, half[x].lo);
-  }
+  const TileBlock blk = tileBlock(args.shape, args.bias, tile::Walk::Keys);  // its tile: query rows [r0, r1)
   const FragmentLane& fl = blk.fl;
-  const int T = blk.T;
-  bf16* qStripe = qs + blk.stripe * Row;  // half x's stripe: x Ld<D>::tile further
+  const int T = blk.T, r0 = blk.lo;
+  bf16* qStripe = qs + blk.stripe * Row;
 
-  // This lane's two rows of each half: their running max (base 2, the same in the row's 4 lanes)
-  // and this lane's share of their running sum and of their O.
-  int i[kHalves][2];
-  float rowMax[kHalves][2], rowSum[kHalves][2];
-  float o[kHalves][D / 8][4] = {};  // (16, D) a half
-#pragma unroll
-  for (int x = 0; x < kHalves; ++x)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) i[x][r] = half[x].position(r), rowMax[x][r] = -INFINITY, rowSum[x][r] = 0.f;
+  copyRows<D>(qs, args.q, blk, r0);
+
+  // This lane's two rows: their running max (base 2, the same in the row's 4 lanes) and this
+  // lane's share of their running sum and of their O.
+  const int i[2] = {blk.position(0), blk.position(1)};
+  float rowMax[2] = {-INFINITY, -INFINITY}, rowSum[2] = {0.f, 0.f};
+  float o[D / 8][4] = {};  // (16, D)
 
   auto load = [&](int c0, int buffer) {
     copyRows<D>(ks + buffer * Ld<D>::tile, args.k, blk, c0);
@@ -595,72 +525,51 @@ __global__ void __launch_bounds__(kThreads, D == 64 && kHalves == 1 ? 4 : 0)
   };
   pipelinedWalk(blk, tile::Walk::Keys, load, [&](int c0, int buffer) {
     const bf16 *k = ks + buffer * Ld<D>::tile, *v = vs + buffer * Ld<D>::tile;
-    // (16, kBc) a half: the scores (startLogits), then P~
-    float s[kHalves][kBc / 8][4], toBase2[kHalves];
-    tile::LinearTile lt[kHalves];
+    float s[kBc / 8][4];  // (16, kBc): the scores (startLogits), then P~
+    const tile::LinearTile lt = blk.linearTile(tile::Walk::Keys, c0);
+    const float toBase2 = startLogits<false>(s, blk, lt, args.scale, i, c0);
+    multiplyTransposed<D, kBc, Row>(s, qStripe, k, blk.lane);
+    finishLogits<false>(s, blk, lt, args.scale, i, c0);
 #pragma unroll
-    for (int x = 0; x < kHalves; ++x) {
-      lt[x] = half[x].linearTile(tile::Walk::Keys, c0);
-      toBase2[x] = startLogits<false>(s[x], half[x], lt[x], args.scale, i[x], c0);
-    }
-    multiplyTransposed<D, kBc, Row, kHalves>(s, qStripe, k, blk.lane, Ld<D>::tile);
+    for (int r = 0; r < 2; ++r) {
+      float tileMax = -INFINITY;  // of the scores: toBase2 > 0 makes it the base-2 logits' max
 #pragma unroll
-    for (int x = 0; x < kHalves; ++x) {
-      // A half whose every cell of this key tile is blocked (the first half on a causal head's last
-      // key tile; a padding half) keeps its max, sum and O: P~ = 0 for the product below.
-      if (kHalves > 1 && !half[x].visits(tile::Walk::Keys, c0)) {  // one half: the walk's own test
+      for (int n = 0; n < kBc / 8; ++n) tileMax = fmaxf(tileMax, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+      const float newMax = fmaxf(rowMax[r], groupMax(tileMax) * toBase2);
+      // A row with no finite logit yet (padding rows past T) subtracts 0 instead of -inf: its P
+      // and its rescaling factor are exp2(-inf) = 0, and its sum and O stay 0.
+      const float base = newMax == -INFINITY ? 0.f : newMax;
+      const float alpha = exp2f(rowMax[r] - base);
+      float tileSum = 0.f;
 #pragma unroll
-        for (int n = 0; n < kBc / 8; ++n)
+      for (int m = 0; m < kBc / 16; ++m) {  // fragments 2m, 2m + 1: one dropout group per lane
+        const uint32_t keep = groupKeep<kDropout>(args.seed, dv, blk, i[r], c0, m);
 #pragma unroll
-          for (int e = 0; e < 4; ++e) s[x][n][e] = 0.f;
-        continue;
-      }
-      finishLogits<false>(s[x], half[x], lt[x], args.scale, i[x], c0);
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float tileMax = -INFINITY;  // of the scores: toBase2 > 0 makes it the base-2 logits' max
-#pragma unroll
-        for (int n = 0; n < kBc / 8; ++n) tileMax = fmaxf(tileMax, fmaxf(s[x][n][2 * r], s[x][n][2 * r + 1]));
-        const float newMax = fmaxf(rowMax[x][r], groupMax(tileMax) * toBase2[x]);
-        // A row with no finite logit yet (padding rows past T) subtracts 0 instead of -inf: its P
-        // and its rescaling factor are exp2(-inf) = 0, and its sum and O stay 0.
-        const float base = newMax == -INFINITY ? 0.f : newMax;
-        const float alpha = exp2f(rowMax[x][r] - base);
-        float tileSum = 0.f;
-#pragma unroll
-        for (int m = 0; m < kBc / 16; ++m) {  // fragments 2m, 2m + 1: one dropout group per lane
-          const uint32_t keep = groupKeep<kDropout>(args.seed, dv, blk, i[x][r], c0, m);
-#pragma unroll
-          for (int word = 0; word < 4; ++word) {
-            float& p = s[x][2 * m + (word >> 1)][2 * r + (word & 1)];
-            const float prob = exp2f(fmaf(p, toBase2[x], -base));
-            tileSum += prob;  // the sum before dropout
-            p = tile::afterDropout(prob, (keep >> word) & 1u, keepScale<kDropout>(dv));
-          }
+        for (int word = 0; word < 4; ++word) {
+          float& p = s[2 * m + (word >> 1)][2 * r + (word & 1)];
+          const float prob = exp2f(fmaf(p, toBase2, -base));
+          tileSum += prob;  // the sum before dropout
+          p = tile::afterDropout(prob, (keep >> word) & 1u, keepScale<kDropout>(dv));
         }
-        rowSum[x][r] = rowSum[x][r] * alpha + tileSum;
-        rowMax[x][r] = newMax;
-        scaleRow<D>(o[x], r, alpha);
       }
+      rowSum[r] = rowSum[r] * alpha + tileSum;
+      rowMax[r] = newMax;
+      scaleRow<D>(o, r, alpha);
     }
-    uint32_t p[kHalves][kBc / 16][4];
-#pragma unroll
-    for (int x = 0; x < kHalves; ++x) toA<kBc>(p[x], s[x]);
-    multiply<kBc, D, Row, kHalves>(o, p, v, blk.lane);  // O += P~ V
+    uint32_t p[kBc / 16][4];
+    toA<kBc>(p, s);
+    multiply<kBc, D, Row>(o, p, v, blk.lane);  // O += P~ V
   });
 
   // O = accumulator / l, the row's sum being its 4 lanes' shares, and the log-sum-exp.
 #pragma unroll
-  for (int x = 0; x < kHalves; ++x) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float l = groupSum(rowSum[x][r]);
-      const bool empty = !(l > 0.f);  // only past T: the diagonal is never blocked
-      scaleRow<D>(o[x], r, empty ? 0.f : 1.f / l);
-      if (fl.t == 0 && i[x][r] < T) blk.stats(args.lse)[i[x][r]] = empty ? INFINITY : fmaf(rowMax[x][r], kLn2, logf(l));
-    }
-    storeStripe<D>(args.o, o[x], 1.f, qStripe + x * Ld<D>::tile, half[x]);
+  for (int r = 0; r < 2; ++r) {
+    const float l = groupSum(rowSum[r]);
+    const bool empty = !(l > 0.f);  // only past T: the diagonal is never blocked
+    scaleRow<D>(o, r, empty ? 0.f : 1.f / l);
+    if (fl.t == 0 && i[r] < T) blk.stats(args.lse)[i[r]] = empty ? INFINITY : fmaf(rowMax[r], kLn2, logf(l));
   }
+  storeStripe<D>(args.o, o, 1.f, qStripe, blk);
 }
 
 // ---- backward ----
@@ -693,32 +602,6 @@ __global__ void __launch_bounds__(kThreads) rowDotKernel(const BackwardArgs args
   if (inside && threadIdx.x % kPieces == 0) rowDot[rowIndex] = acc;
 }
 
-// The sum over a warp's 8 groups (warp_mma.cuh's g: the keys of a transposed tile) of each of 8
-// values, by halving exchanges (xor 16, 8, 4): 7 shuffles where summing each value apart takes 24.
-// Lane (g, t) ends with the sum of value g. The order of the additions is fixed.
-__device__ __forceinline__ float sumOverGroups(float (&v)[8], int g) {
-  const bool b2 = (g >> 2) & 1, b1 = (g >> 1) & 1, b0 = g & 1;
-#pragma unroll
-  for (int x = 0; x < 4; ++x) {  // then v[x] is value x + 4 b2
-    const float keep = b2 ? v[x + 4] : v[x], send = b2 ? v[x] : v[x + 4];
-    v[x] = keep + __shfl_xor_sync(0xffffffffu, send, 16);
-  }
-#pragma unroll
-  for (int x = 0; x < 2; ++x) {  // then v[x] is value x + 2 b1 + 4 b2
-    const float keep = b1 ? v[x + 2] : v[x], send = b1 ? v[x] : v[x + 2];
-    v[x] = keep + __shfl_xor_sync(0xffffffffu, send, 8);
-  }
-  const float keep = b0 ? v[1] : v[0], send = b0 ? v[0] : v[1];
-  return keep + __shfl_xor_sync(0xffffffffu, send, 4);
-}
-
-// The same for one value, which every lane gets.
-__device__ __forceinline__ float sumOverGroups(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 4);
-  x += __shfl_xor_sync(0xffffffffu, x, 8);
-  return x + __shfl_xor_sync(0xffffffffu, x, 16);
-}
-
 // This lane's three bias-gradient sums, summed over the block (lanes, then warps, in a fixed order)
 // into out[3] by threads 0-2. warpPartials: (kWarps, 3) doubles of shared memory.
 __device__ void sumBlockGrads(tile::BiasGrads<double> grads, double* warpPartials, double* out, int warp, int lane) {
@@ -736,254 +619,72 @@ __device__ void sumBlockGrads(tile::BiasGrads<double> grads, double* warpPartial
   }
 }
 
-// grid (key tiles, H, B): dK, dV of each key tile summed over every query tile. TwoPass: key
-// tiles = ceil(T / kBc), one per block; OnePass: keySplits, block s taking every keySplits-th key
-// tile in turn, from s. Its warps work transposed: S^T = K Q^T with the warp's 16 keys as rows,
-// so that P~^T and dS^T are the A operands of dV += P~^T dO and dK += dS^T Q.
-// kOnePass: each pair's dS^T also goes to shared memory, and warp w adds dS K of the pair's query
-// rows [16w, 16w + 16) into the block's fp32 dQ slice dqAccum[s] ((B, H, T, D)): every element of
-// a slice is added to by one thread, in key-tile order (red.global.add from one thread to one
-// address keeps program order), so the sums are the same from run to run. With kBiasGrads the
-// block also sums dS * dbias/dparameter over its cells into partials[(b * H + h) * keySplits + s]
-// and each query row's share of its tile::RowTerm into its row-statistics slice rowStats[s]
-// ((B, H, T, kRowStats)); dqSumKernel finishes both.
-// D 64 without dropout or bias gradients: at most 168 registers, so that 3 blocks fit an SM (ptxas
-// chose 183 after copyRows' unrolling, which fits 2; held to 168, TwoPass's spills none on
-// sm_90a, OnePass's 8). The one-pass kernel with bias gradients takes 242 (2 blocks): held to 168
-// it spilled 222 bytes, in the tile loop.
-template <int D, bool kOnePass, bool kBiasGrads, bool kDropout>
-__global__ void __launch_bounds__(kThreads, D == 64 && !kDropout && !kBiasGrads ? 3 : 0)
-    keyGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll, float* dqAccum, float* rowStatsAll,
-                  double* partials) {
-  static_assert(kOnePass || !kBiasGrads, "TwoPass's bias gradients are queryGrad's");
-  using S = KeyGradSmem<D, kOnePass, kBiasGrads>;
+// grid (ceil(T / kBc), H, B): one block per key tile; dK, dV summed over every query tile. Its
+// warps work transposed: S^T = K Q^T with the warp's 16 keys as rows, so that P~^T and dS^T are
+// the A operands of dV += P~^T dO and dK += dS^T Q.
+// D 64 without dropout: at most 168 registers, so that 3 blocks fit an SM (ptxas chose 183 after
+// copyRows' unrolling, which fits 2; held to 168 it spills none on sm_90a).
+template <int D, bool kDropout>
+__global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
+    keyGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll) {
+  using S = KeyGradSmem<D>;
   bf16 *ks = smemAt<bf16>(S::k), *vs = smemAt<bf16>(S::v), *qs = smemAt<bf16>(S::q), *dOs = smemAt<bf16>(S::dO);
-  bf16* dSs = smemAt<bf16>(S::dS);  // (kBc keys, kBr queries): dS^T
   float *lses = smemAt<float>(S::lse), *rowDots = smemAt<float>(S::rowDot);
-  float* warpRowStats = smemAt<float>(S::stats);  // (kWarps, kRowStats, kBr): each warp's row sums
   constexpr int Row = Ld<D>::rows;
-  const int T = args.shape.T;
-  const int64_t sliceRows = int64_t(args.shape.B) * args.shape.H * T;  // of one dQ or row-statistics slice
-  tile::BiasGrads<double> grads;  // this lane's cells over every key tile, summed in a fixed order
 
-  // Block s of S takes in round k the x-th key tile (in start order, tileBlock), x = k S + s in even
-  // rounds and k S + S - 1 - s in odd ones: walks that shorten with x (causal) even out over a block.
-  const int splits = int(gridDim.x), s = int(blockIdx.x);
-  for (int k = 0; k * splits < dv.qTiles; ++k) {
-    const int x = k * splits + (k % 2 ? splits - 1 - s : s);
-    if (x >= dv.qTiles) break;   // the last, partial round
-    if (k > 0) __syncthreads();  // the last key tile's dK, dV were staged through ks, vs
-    const TileBlock blk = tileBlock(args.shape, args.bias, tile::Walk::Queries, x, dv.qTiles);  // keys [c0, c1)
-    const FragmentLane& fl = blk.fl;
-    const int c0 = blk.lo;
-    bf16 *kStripe = ks + blk.stripe * Row, *vStripe = vs + blk.stripe * Row;
-    // The first row of this head in this block's slices (OnePass).
-    const int64_t sliceRow = int64_t(blockIdx.x) * sliceRows + int64_t(blk.batchHead) * T;
+  const TileBlock blk = tileBlock(args.shape, args.bias, tile::Walk::Queries);  // its tile: keys [c0, c1)
+  const FragmentLane& fl = blk.fl;
+  const int c0 = blk.lo;
+  bf16 *kStripe = ks + blk.stripe * Row, *vStripe = vs + blk.stripe * Row;
 
-    copyRows<D>(ks, args.k, blk, c0);
-    copyRows<D>(vs, args.v, blk, c0);
+  copyRows<D>(ks, args.k, blk, c0);
+  copyRows<D>(vs, args.v, blk, c0);
 
-    // This lane's two keys (rows of S^T) and their dropout group: keys j and j + 8 of one query are
-    // words w and w + 2 of one draw (tile::dropoutGroup).
-    const int j[2] = {blk.position(0), blk.position(1)};
-    const int group = tile::dropoutGroup(j[0]), word = tile::dropoutWord(j[0]);
-    float dK[D / 8][4] = {}, dV[D / 8][4] = {};  // (16, D)
+  // This lane's two keys (rows of S^T) and their dropout group: keys j and j + 8 of one query are
+  // words w and w + 2 of one draw (tile::dropoutGroup).
+  const int j[2] = {blk.position(0), blk.position(1)};
+  const int group = tile::dropoutGroup(j[0]), word = tile::dropoutWord(j[0]);
+  float dK[D / 8][4] = {}, dV[D / 8][4] = {};  // (16, D)
 
-    auto load = [&](int r0, int buffer) {
-      copyRows<D>(qs + buffer * Ld<D>::tile, args.q, blk, r0);
-      copyRows<D>(dOs + buffer * Ld<D>::tile, args.dO, blk, r0);
-      copyRowStats(lses + buffer * Ld<D>::stat, rowDots + buffer * Ld<D>::stat, args.lse, rowDotAll, blk, r0);
-    };
-    pipelinedWalk(blk, tile::Walk::Queries, load, [&](int r0, int buffer) {
-      const bf16 *q = qs + buffer * Ld<D>::tile, *dO = dOs + buffer * Ld<D>::tile;
-      const float *lseOf = lses + buffer * Ld<D>::stat, *rowDotOf = rowDots + buffer * Ld<D>::stat;
-      // (16 keys, kBr queries): the scores^T (startLogits) and dP~^T, then P~^T and dS^T
-      float pT[kBr / 8][4], dST[kBr / 8][4] = {};
-      const tile::LinearTile lt = blk.linearTile(tile::Walk::Queries, r0);
-      const float toBase2 = startLogits<true>(pT, blk, lt, args.scale, j, r0);
-      multiplyTransposed<D, kBr, Row>(&pT, kStripe, q, blk.lane);
-      finishLogits<true>(pT, blk, lt, args.scale, j, r0);
-      multiplyTransposed<D, kBr, Row>(&dST, vStripe, dO, blk.lane);
-      // P~^T and dS^T of the cells of query fragments 4 half .. 4 half + 3 (8 query columns: column
-      // k = 2 (n - 4 half) + c of the lane's), and with kBiasGrads each cell's share of the bias
-      // gradients through addCell(k, r, n, c, i, P, dS, dP after dropout) of the cell [n][2r + c].
-      auto forEachCell = [&](int half, auto addCell) {
+  auto load = [&](int r0, int buffer) {
+    copyRows<D>(qs + buffer * Ld<D>::tile, args.q, blk, r0);
+    copyRows<D>(dOs + buffer * Ld<D>::tile, args.dO, blk, r0);
+    copyRowStats(lses + buffer * Ld<D>::stat, rowDots + buffer * Ld<D>::stat, args.lse, rowDotAll, blk, r0);
+  };
+  pipelinedWalk(blk, tile::Walk::Queries, load, [&](int r0, int buffer) {
+    const bf16 *q = qs + buffer * Ld<D>::tile, *dO = dOs + buffer * Ld<D>::tile;
+    const float *lseOf = lses + buffer * Ld<D>::stat, *rowDotOf = rowDots + buffer * Ld<D>::stat;
+    // (16 keys, kBr queries): the scores^T (startLogits) and dP~^T, then P~^T and dS^T
+    float pT[kBr / 8][4], dST[kBr / 8][4] = {};
+    const tile::LinearTile lt = blk.linearTile(tile::Walk::Queries, r0);
+    const float toBase2 = startLogits<true>(pT, blk, lt, args.scale, j, r0);
+    multiplyTransposed<D, kBr, Row>(pT, kStripe, q, blk.lane);
+    finishLogits<true>(pT, blk, lt, args.scale, j, r0);
+    multiplyTransposed<D, kBr, Row>(dST, vStripe, dO, blk.lane);
 #pragma unroll
-        for (int nn = 0; nn < 4; ++nn)
+    for (int n = 0; n < kBr / 8; ++n)
 #pragma unroll
-          for (int c = 0; c < 2; ++c) {  // query column fl.column(n, c) of both rows
-            const int n = 4 * half + nn, q = fl.column(n, c), i = r0 + q;
-            const float lse2 = kLog2e * lseOf[q], rowDot = rowDotOf[q];
-            const uint32_t keep = keepGroup<kDropout>(args.seed, dv, blk.batchHead, i, group);
+      for (int c = 0; c < 2; ++c) {  // query column fl.column(n, c) of both rows
+        const int column = fl.column(n, c), i = r0 + column;
+        const float lse2 = kLog2e * lseOf[column], rowDot = rowDotOf[column];
+        const uint32_t keep = keepGroup<kDropout>(args.seed, dv, blk.batchHead, i, group);
 #pragma unroll
-            for (int r = 0; r < 2; ++r) {
-              const int e = 2 * r + c;
-              const bool kept = (keep >> (word + 2 * r)) & 1u;
-              const float prob = exp2f(fmaf(pT[n][e], toBase2, -lse2));  // 0 where the logit is -inf (padding too)
-              const float dPTilde = dST[n][e];
-              dST[n][e] = tile::scoreGrad(prob, dPTilde, kept, keepScale<kDropout>(dv), rowDot);
-              if constexpr (kBiasGrads)
-                addCell(2 * nn + c, r, n, c, i, prob, dST[n][e],
-                        tile::afterDropout(dPTilde, kept, keepScale<kDropout>(dv)));
-              pT[n][e] = tile::afterDropout(prob, kept, keepScale<kDropout>(dv));
-            }
-          }
-      };
-      // Statistic `stat` of query column `column`: this warp's sum over its keys.
-      auto putRowStat = [&](int stat, int column, float value) {
-        warpRowStats[(blk.warp * kRowStats + stat) * kBr + column] = value;
-      };
-      // A linear tile's RowTerm has one weight, of its term: statistic 1 (Past) or 2 (Future).
-      const int termStat = lt.term == tile::BiasTerm::Past ? 1 : 2;
-      if constexpr (!kBiasGrads) {
-        forEachCell(0, [](int, int, int, int, int, float, float, float) {});
-        forEachCell(1, [](int, int, int, int, int, float, float, float) {});
-      } else if (lt.linear) {
-        // Every cell is of one term, its distance lt.distanceSign (j - i) - lt.distanceShift (with
-        // i - j = columnMinusRow in this transposed tile): per row once, then per cell
-        // -distanceSign (8n + c) added in one FMA (small integers and halves: exact), and three FMAs
-        // per cell, as in queryGrad.
-        const float rowDistance[2] = {fmaf(-lt.distanceSign, blk.columnMinusRow(r0, j[0], 0, 0), -lt.distanceShift),
-                                      fmaf(-lt.distanceSign, blk.columnMinusRow(r0, j[1], 0, 0), -lt.distanceShift)};
-        float termGrad = 0.f;
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          float rowDot[8] = {}, weight[8] = {};
-          forEachCell(half, [&](int k, int r, int n, int c, int, float prob, float cellGrad, float cellDP) {
-            const float distance = fmaf(-lt.distanceSign, float(8 * n + c), rowDistance[r]);
-            termGrad -= cellGrad * distance;
-            rowDot[k] += prob * cellDP;
-            weight[k] -= prob * distance;
-          });
-          // Lane (g, t) ends with the sums of column k = g of the half's 8: fragment 4 half + g / 2.
-          const int column = fl.column(4 * half + (fl.g >> 1), fl.g & 1);
-          putRowStat(0, column, sumOverGroups(rowDot, fl.g));
-          putRowStat(termStat, column, sumOverGroups(weight, fl.g));
-        }
-        (lt.term == tile::BiasTerm::Past ? grads.past : grads.future) += termGrad;
-      } else {
-        // The diagonal band and first-token tiles (few): biasCell per cell, and each column's four
-        // row sums over the warp's keys as soon as its two cells are in (few registers).
-        tile::BiasGrads<float> tileGrads;
-        tile::RowTerm<float> column;  // this lane's two cells of the column
-#pragma unroll
-        for (int half = 0; half < 2; ++half)
-          forEachCell(half, [&](int, int r, int n, int c, int i, float prob, float cellGrad, float cellDP) {
-            if (r == 0) column = tile::RowTerm<float>();
-            if (i < T && j[r] < T) {
-              const tile::BiasCell cell = tile::biasCell(blk.hb, i, j[r]);
-              tileGrads.add(cell, cellGrad);
-              column.add(cell, prob, cellDP);
-            }
-            if (r == 1) {
-              const float sums[kRowStats] = {sumOverGroups(column.rowDot), sumOverGroups(column.weight.past),
-                                             sumOverGroups(column.weight.future), sumOverGroups(column.weight.first)};
-              if (fl.g == 0)
-                for (int stat = 0; stat < kRowStats; ++stat) putRowStat(stat, fl.column(n, c), sums[stat]);
-            }
-          });
-        grads.past += tileGrads.past, grads.future += tileGrads.future, grads.first += tileGrads.first;
-      }
-      uint32_t a[kBr / 16][4];
-      toA<kBr>(a, pT);
-      multiply<kBr, D, Row>(&dV, &a, dO, blk.lane);  // dV += P~^T dO
-      toA<kBr>(a, dST);
-      if constexpr (kOnePass) {
-        // This warp's rows of dS^T in shared memory, the bf16 pairs of its A fragments (toA):
-        // a[kk][2f + r] holds row g + 8r, columns 16kk + 8f + 2t and the next.
-#pragma unroll
-        for (int kk = 0; kk < kBr / 16; ++kk)
-#pragma unroll
-          for (int x = 0; x < 4; ++x)
-            *reinterpret_cast<uint32_t*>(dSs + (blk.stripe + fl.row(2 * (x & 1))) * kDsRow +
-                                         fl.column(2 * kk + (x >> 1), 0)) = a[kk][x];
-      }
-      multiply<kBr, D, Row>(&dK, &a, q, blk.lane);  // dK += dS^T Q
-      if constexpr (kOnePass) {
-        __syncthreads();  // every warp's dS^T rows and row sums are in
-        // dQ += dS K for query rows [stripe, stripe + 16) of this tile, 16 columns of D at a time:
-        // A = dS (16 queries by 64 keys) read transposed from dS^T, B = the key tile.
-        const int lr = blk.lane & 7, m = blk.lane >> 3;
-#pragma unroll
-        for (int kk = 0; kk < kBc / 16; ++kk)
-          mma::loadMatricesTransposed(a[kk], dSs + (16 * kk + lr + 8 * (m >> 1)) * kDsRow + blk.stripe + 8 * (m & 1));
-        const int i[2] = {r0 + blk.stripe + fl.row(0), r0 + blk.stripe + fl.row(2)};
-        float* dqRows = dqAccum + sliceRow * D;
-#pragma unroll
-        for (int chunk = 0; chunk < D / 16; ++chunk) {
-          float part[2][4] = {};
-          multiply<kBc, 16, Row>(&part, &a, ks + 16 * chunk, blk.lane);
-#pragma unroll
-          for (int n = 0; n < 2; ++n)
-#pragma unroll
-            for (int r = 0; r < 2; ++r)  // columns 2t and 2t + 1 of row r
-              if (i[r] < T)
-                addPair(dqRows + int64_t(i[r]) * D + 16 * chunk + fl.column(n, 0), part[n][2 * r], part[n][2 * r + 1]);
-        }
-        if constexpr (kBiasGrads) {  // the block's row sums of this tile, its warps' in order
-          float* statRows = rowStatsAll + sliceRow * kRowStats;
-          for (int y = int(threadIdx.x); y < kRowStats * kBr; y += kThreads) {
-            const int column = y % kBr, stat = y / kBr, row = r0 + column;
-            if (row >= T || (lt.linear && stat != 0 && stat != termStat)) continue;
-            float sum = 0.f;
-            for (int w = 0; w < kWarps; ++w) sum += warpRowStats[(w * kRowStats + stat) * kBr + column];
-            atomicAdd(statRows + int64_t(row) * kRowStats + stat, sum);
-          }
+        for (int r = 0; r < 2; ++r) {
+          const int e = 2 * r + c;
+          const bool kept = (keep >> (word + 2 * r)) & 1u;
+          const float prob = exp2f(fmaf(pT[n][e], toBase2, -lse2));  // 0 where the logit is -inf (padding too)
+          dST[n][e] = tile::scoreGrad(prob, dST[n][e], kept, keepScale<kDropout>(dv), rowDot);
+          pT[n][e] = tile::afterDropout(prob, kept, keepScale<kDropout>(dv));
         }
       }
-    });
-    storeStripe<D>(args.dk, dK, args.scale, kStripe, blk);
-    storeStripe<D>(args.dv, dV, 1.f, vStripe, blk);
-  }
-  if constexpr (kBiasGrads)
-    sumBlockGrads(grads, smemAt<double>(S::partial),
-                  partials + (int64_t(blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) * 3,
-                  int(threadIdx.x / 32), int(threadIdx.x % 32));
-}
-
-// grid (ceil(T / kBr), H, B), OnePass's last kernel: dq = scale x the sum of the keySplits fp32
-// slices, in slice order, as bf16. With kBiasGrads each row's RowTerm (its slices' sums, in order)
-// gives the row's correction (tile::addRowCorrection), summed over the tile's rows in order into
-// corrections[(b * H + h) * ceil(T / kBr) + tile]; 3 x 64 doubles of dynamic shared memory.
-template <int D, bool kBiasGrads>
-__global__ void __launch_bounds__(kThreads)
-    dqSumKernel(const BackwardArgs args, int splits, const float* dqAccum, const float* rowStatsAll,
-                const float* rowDotAll, double* corrections) {
-  const int T = args.shape.T, b = int(blockIdx.z), h = int(blockIdx.y), lo = int(blockIdx.x) * kBr;
-  const int64_t headRow = (int64_t(b) * args.shape.H + h) * T, sliceRows = int64_t(args.shape.B) * args.shape.H * T;
-  bf16* dq = headRows(args.dq, b, h);
-  for (int x = int(threadIdx.x); x < kBr * D; x += kThreads) {  // consecutive threads, consecutive floats
-    const int i = lo + x / D, d = x % D;
-    if (i >= T) break;
-    float sum = 0.f;
-    for (int s = 0; s < splits; ++s) sum += dqAccum[(s * sliceRows + headRow + i) * D + d];
-    dq[int64_t(i) * args.dq.st + d] = __float2bfloat16(sum * args.scale);
-  }
-  if constexpr (kBiasGrads) {
-    double* rowCorrections = smemAt<double>(0);  // (kBr, 3)
-    const int x = int(threadIdx.x), i = lo + x;
-    if (x < kBr) {
-      tile::BiasGrads<double> correction;
-      if (i < T) {
-        tile::RowTerm<float> row;
-        for (int s = 0; s < splits; ++s) {
-          const float* stat = rowStatsAll + (s * sliceRows + headRow + i) * kRowStats;
-          row.rowDot += stat[0];
-          row.weight.past += stat[1], row.weight.future += stat[2], row.weight.first += stat[3];
-        }
-        tile::addRowCorrection(correction, row, rowDotAll[headRow + i]);
-      }
-      rowCorrections[3 * x + 0] = correction.past;
-      rowCorrections[3 * x + 1] = correction.future;
-      rowCorrections[3 * x + 2] = correction.first;
-    }
-    __syncthreads();
-    if (x < 3) {
-      double sum = 0.0;
-      for (int r = 0; r < kBr; ++r) sum += rowCorrections[3 * r + x];
-      corrections[((int64_t(b) * args.shape.H + h) * gridDim.x + blockIdx.x) * 3 + x] = sum;
-    }
-  }
+    uint32_t a[kBr / 16][4];
+    toA<kBr>(a, pT);
+    multiply<kBr, D, Row>(dV, a, dO, blk.lane);  // dV += P~^T dO
+    toA<kBr>(a, dST);
+    multiply<kBr, D, Row>(dK, a, q, blk.lane);  // dK += dS^T Q
+  });
+  storeStripe<D>(args.dk, dK, args.scale, kStripe, blk);
+  storeStripe<D>(args.dv, dV, 1.f, vStripe, blk);
 }
 
 // grid (ceil(T / kBr), H, B): one block per query tile; dQ summed over every key tile, and with
@@ -1000,8 +701,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
   double* warpPartials = smemAt<double>(S::partial);  // (kWarps, 3)
   constexpr int Row = Ld<D>::rows;
 
-  // its tile: query rows [r0, r1)
-  const TileBlock blk = tileBlock(args.shape, args.bias, tile::Walk::Keys, int(blockIdx.x), int(gridDim.x));
+  const TileBlock blk = tileBlock(args.shape, args.bias, tile::Walk::Keys);  // its tile: query rows [r0, r1)
   const FragmentLane& fl = blk.fl;
   const int T = blk.T, r0 = blk.lo;
   bf16 *qStripe = qs + blk.stripe * Row, *dOStripe = dOs + blk.stripe * Row;
@@ -1027,9 +727,9 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
     float dS[kBc / 8][4], dP[kBc / 8][4] = {};  // (16, kBc): the scores (startLogits), then dS; dP~
     const tile::LinearTile lt = blk.linearTile(tile::Walk::Keys, c0);
     const float toBase2 = startLogits<false>(dS, blk, lt, args.scale, i, c0);
-    multiplyTransposed<D, kBc, Row>(&dS, qStripe, k, blk.lane);
+    multiplyTransposed<D, kBc, Row>(dS, qStripe, k, blk.lane);
     finishLogits<false>(dS, blk, lt, args.scale, i, c0);
-    multiplyTransposed<D, kBc, Row>(&dP, dOStripe, v, blk.lane);
+    multiplyTransposed<D, kBc, Row>(dP, dOStripe, v, blk.lane);
     // dS of every cell, and with kBiasGrads each cell's share of the bias gradients through
     // addCell(r, n, e, P, dS, dP after dropout) of the cell s[n][e] of row r.
     auto forEachCell = [&](auto addCell) {
@@ -1086,7 +786,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
     }
     uint32_t a[kBc / 16][4];
     toA<kBc>(a, dS);
-    multiply<kBc, D, Row>(&dQ, &a, k, blk.lane);  // dQ += dS K
+    multiply<kBc, D, Row>(dQ, a, k, blk.lane);  // dQ += dS K
   });
   storeStripe<D>(args.dq, dQ, args.scale, qStripe, blk);
 
@@ -1107,20 +807,17 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
   }
 }
 
-// One thread per (head, parameter): the sum over batches, then over the (B, H, n, 3) partials and
-// the (B, H, m, 3) corrections of each (batch, head) (m may be 0), in that fixed order.
-__global__ void reduceBiasGradsKernel(const double* partials, int n, const double* corrections, int m, int B, int H,
-                                      float* dPast, float* dFuture, float* dFirst) {
+// One thread per (head, parameter): the sum over batches and query tiles, in that fixed order.
+__global__ void reduceBiasGradsKernel(const double* partials, int B, int H, int qTiles, float* dPast, float* dFuture,
+                                      float* dFirst) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= H * 3) return;
   const int h = t / 3, which = t % 3;
   float* out = which == 0 ? dPast : (which == 1 ? dFuture : dFirst);
   if (out == nullptr) return;
   double sum = 0.0;
-  for (int b = 0; b < B; ++b) {
-    for (int x = 0; x < n; ++x) sum += partials[(int64_t(b * H + h) * n + x) * 3 + which];
-    for (int x = 0; x < m; ++x) sum += corrections[(int64_t(b * H + h) * m + x) * 3 + which];
-  }
+  for (int b = 0; b < B; ++b)
+    for (int tile = 0; tile < qTiles; ++tile) sum += partials[(int64_t(b * H + h) * qTiles + tile) * 3 + which];
   out[h] = float(sum);
 }
 
@@ -1157,85 +854,34 @@ cudaError_t allowSharedMemory(Kernel kernel, size_t bytes) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
 }
 
-template <int D, int kHalves>
+template <int D>
 cudaError_t forward(const ForwardArgs& args, cudaStream_t stream) {
   const Derived dv = derive(args.shape, args.dropout);
-  const auto kernel = dv.threshold > 0 ? forwardKernel<D, kHalves, true> : forwardKernel<D, kHalves, false>;
-  const size_t bytes = ForwardSmem<D, kHalves>::bytes;
+  const auto kernel = dv.threshold > 0 ? forwardKernel<D, true> : forwardKernel<D, false>;
+  const size_t bytes = ForwardSmem<D>::bytes;
   if (cudaError_t e = allowSharedMemory(kernel, bytes); e != cudaSuccess) return e;
-  const int blocks = ceilDiv(args.shape.T, kHalves * kBr);
-  return launch(kernel, dim3(blocks, args.shape.H, args.shape.B), bytes, stream, args, dv);
+  return launch(kernel, dim3(dv.qTiles, args.shape.H, args.shape.B), bytes, stream, args, dv);
 }
 
 bool wantsBiasGrads(const BackwardArgs& a) { return a.dSlopePast || a.dSlopeFuture || a.dFirstTokenBias; }
 
-// The one-pass key-tile kernel instance for these arguments, and its shared memory.
-template <int D>
-auto onePassKernel(const BackwardArgs& a) {
-  const bool biasGrads = wantsBiasGrads(a), dropout = tile::dropoutThreshold(a.dropout) > 0;
-  return biasGrads ? (dropout ? keyGradKernel<D, true, true, true> : keyGradKernel<D, true, true, false>)
-                   : (dropout ? keyGradKernel<D, true, false, true> : keyGradKernel<D, true, false, false>);
-}
-template <int D>
-size_t onePassBytes(const BackwardArgs& a) {
-  return wantsBiasGrads(a) ? KeyGradSmem<D, true, true>::bytes : KeyGradSmem<D, true, false>::bytes;
-}
-
-// The current GPU's SMs times the one-pass blocks one SM holds (1 where it cannot say).
-template <int D>
-int residentOnePassBlocks(const BackwardArgs& a) {
-  int device = 0, sms = 0, perSm = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    cudaGetLastError();  // not this process's error to keep
-    return 1;
-  }
-  const auto kernel = onePassKernel<D>(a);
-  if (allowSharedMemory(kernel, onePassBytes<D>(a)) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, kThreads, onePassBytes<D>(a)) != cudaSuccess) {
-    cudaGetLastError();
-    perSm = 1;
-  }
-  return std::max(1, sms) * std::max(1, perSm);
-}
-
-// The backward's workspace, in this order (byte offsets; a piece a call does not use is empty):
-// rowDot (B, H, T) fp32; with bias gradients, their per-block partials (B, H, n, 3) fp64, n =
-// qTiles (TwoPass: queryGrad's blocks) or keySplits (OnePass), and OnePass's per-tile row
-// corrections (B, H, qTiles, 3) fp64; OnePass's dQ slices (keySplits, B, H, T, D) fp32, and with
-// bias gradients its row statistics (keySplits, B, H, T, kRowStats) fp32.
-struct WorkspaceLayout {
-  int splits = 0;  // OnePass's keySplits
-  size_t partials = 0, corrections = 0, dqAccum = 0, rowStats = 0, bytes = 0;
-};
-
-WorkspaceLayout workspaceLayout(const BackwardArgs& a) {
+// The backward's workspace: rowDot (B, H, T) fp32, then with bias gradients queryGrad's per-block
+// partials (B, H, qTiles, 3) fp64 from byte partialsOffset.
+size_t partialsOffset(const AttentionShape& s) { return align128(size_t(s.B) * s.H * s.T * sizeof(float)); }
+size_t workspaceBytes(const BackwardArgs& a) {
   const AttentionShape& s = a.shape;
-  const size_t heads = size_t(s.B) * s.H, rows = heads * s.T, tiles = size_t(ceilDiv(s.T, kBr));
-  const bool onePass = a.scheme == BackwardScheme::OnePass, biasGrads = wantsBiasGrads(a);
-  WorkspaceLayout w;
-  w.splits = onePass ? linearBiasAttentionKeySplits(a) : 0;
-  w.partials = align128(rows * sizeof(float));
-  w.corrections = w.partials + (biasGrads ? align128(heads * (onePass ? w.splits : tiles) * 3 * sizeof(double)) : 0);
-  w.dqAccum = w.corrections + (biasGrads && onePass ? align128(heads * tiles * 3 * sizeof(double)) : 0);
-  w.rowStats = w.dqAccum + (onePass ? align128(size_t(w.splits) * rows * s.D * sizeof(float)) : 0);
-  w.bytes = w.rowStats + (onePass && biasGrads ? align128(size_t(w.splits) * rows * kRowStats * sizeof(float)) : 0);
-  return w;
-}
-
-template <typename T>
-T* workspaceAt(void* workspace, size_t offset) {
-  return reinterpret_cast<T*>(static_cast<unsigned char*>(workspace) + offset);
+  if (!wantsBiasGrads(a)) return partialsOffset(s);
+  return partialsOffset(s) + align128(size_t(s.B) * s.H * ceilDiv(s.T, kBr) * 3 * sizeof(double));
 }
 
 template <int D>
 cudaError_t backward(const BackwardArgs& args, void* workspace, cudaStream_t stream) {
   const AttentionShape& s = args.shape;
   const Derived dv = derive(s, args.dropout);
-  const WorkspaceLayout w = workspaceLayout(args);
   float* rowDot = static_cast<float*>(workspace);
   const bool biasGrads = wantsBiasGrads(args), dropout = dv.threshold > 0;
-  double* partials = biasGrads ? workspaceAt<double>(workspace, w.partials) : nullptr;
+  double* partials =
+      biasGrads ? reinterpret_cast<double*>(static_cast<unsigned char*>(workspace) + partialsOffset(s)) : nullptr;
 
   const int64_t rows = int64_t(s.B) * s.H * s.T;
   if (cudaError_t e = launch(rowDotKernel<D>, dim3(unsigned((rows + kRowDotRows<D> - 1) / kRowDotRows<D>)), 0, stream,
@@ -1243,50 +889,20 @@ cudaError_t backward(const BackwardArgs& args, void* workspace, cudaStream_t str
       e != cudaSuccess)
     return e;
 
-  if (args.scheme == BackwardScheme::TwoPass) {
-    const auto keyGrad = dropout ? keyGradKernel<D, false, false, true> : keyGradKernel<D, false, false, false>;
-    const auto queryGrad = biasGrads ? (dropout ? queryGradKernel<D, true, true> : queryGradKernel<D, true, false>)
-                                     : (dropout ? queryGradKernel<D, false, true> : queryGradKernel<D, false, false>);
-    const size_t keyBytes = KeyGradSmem<D, false, false>::bytes, queryBytes = QueryGradSmem<D>::bytes;
-    if (cudaError_t e = allowSharedMemory(keyGrad, keyBytes); e != cudaSuccess) return e;
-    if (cudaError_t e = allowSharedMemory(queryGrad, queryBytes); e != cudaSuccess) return e;
-    if (cudaError_t e =
-            launch(keyGrad, dim3(dv.qTiles, s.H, s.B), keyBytes, stream, args, dv, rowDot, static_cast<float*>(nullptr),
-                   static_cast<float*>(nullptr), static_cast<double*>(nullptr));
-        e != cudaSuccess)
-      return e;
-    if (cudaError_t e = launch(queryGrad, dim3(dv.qTiles, s.H, s.B), queryBytes, stream, args, dv, rowDot, partials);
-        e != cudaSuccess)
-      return e;
-    if (!biasGrads) return cudaSuccess;
-    return launch(reduceBiasGradsKernel, dim3(ceilDiv(s.H * 3, kThreads)), 0, stream, partials, dv.qTiles,
-                  static_cast<const double*>(nullptr), 0, s.B, s.H, args.dSlopePast, args.dSlopeFuture,
-                  args.dFirstTokenBias);
-  }
-
-  float* dqAccum = workspaceAt<float>(workspace, w.dqAccum);
-  float* rowStats = biasGrads ? workspaceAt<float>(workspace, w.rowStats) : nullptr;
-  double* corrections = biasGrads ? workspaceAt<double>(workspace, w.corrections) : nullptr;
-  // The slices are added into: zeros first (dQ slices and row statistics are contiguous).
-  if (cudaError_t e = cudaMemsetAsync(dqAccum, 0, w.bytes - w.dqAccum, stream); e != cudaSuccess) return e;
-  const auto keyGrad = onePassKernel<D>(args);
-  const size_t keyBytes = onePassBytes<D>(args);
+  const auto keyGrad = dropout ? keyGradKernel<D, true> : keyGradKernel<D, false>;
+  const auto queryGrad = biasGrads ? (dropout ? queryGradKernel<D, true, true> : queryGradKernel<D, true, false>)
+                                   : (dropout ? queryGradKernel<D, false, true> : queryGradKernel<D, false, false>);
+  const size_t keyBytes = KeyGradSmem<D>::bytes, queryBytes = QueryGradSmem<D>::bytes;
   if (cudaError_t e = allowSharedMemory(keyGrad, keyBytes); e != cudaSuccess) return e;
-  if (cudaError_t e =
-          launch(keyGrad, dim3(w.splits, s.H, s.B), keyBytes, stream, args, dv, rowDot, dqAccum, rowStats, partials);
-      e != cudaSuccess)
+  if (cudaError_t e = allowSharedMemory(queryGrad, queryBytes); e != cudaSuccess) return e;
+  if (cudaError_t e = launch(keyGrad, dim3(dv.qTiles, s.H, s.B), keyBytes, stream, args, dv, rowDot); e != cudaSuccess)
     return e;
-  const auto dqSum = biasGrads ? dqSumKernel<D, true> : dqSumKernel<D, false>;
-  const size_t sumBytes = biasGrads ? size_t(kBr) * 3 * sizeof(double) : 0;
-  if (cudaError_t e =
-          launch(dqSum, dim3(dv.qTiles, s.H, s.B), sumBytes, stream, args, w.splits, static_cast<const float*>(dqAccum),
-                 static_cast<const float*>(rowStats), static_cast<const float*>(rowDot), corrections);
+  if (cudaError_t e = launch(queryGrad, dim3(dv.qTiles, s.H, s.B), queryBytes, stream, args, dv, rowDot, partials);
       e != cudaSuccess)
     return e;
   if (!biasGrads) return cudaSuccess;
-  return launch(reduceBiasGradsKernel, dim3(ceilDiv(s.H * 3, kThreads)), 0, stream,
-                static_cast<const double*>(partials), w.splits, static_cast<const double*>(corrections), dv.qTiles, s.B,
-                s.H, args.dSlopePast, args.dSlopeFuture, args.dFirstTokenBias);
+  return launch(reduceBiasGradsKernel, dim3(ceilDiv(s.H * 3, kThreads)), 0, stream, partials, s.B, s.H, dv.qTiles,
+                args.dSlopePast, args.dSlopeFuture, args.dFirstTokenBias);
 }
 
 template <typename Kernel>
@@ -1305,33 +921,15 @@ cudaError_t factsOf(Kernel kernel, const char* name, size_t dynamicBytes, Kernel
 
 template <int D>
 cudaError_t kernelFacts(KernelFacts* facts) {
-  using Default = ForwardSmem<D, kForwardHalves<D>>;
-  if (cudaError_t e = factsOf(forwardKernel<D, kForwardHalves<D>, false>, "forward", Default::bytes, facts[0]);
-      e != cudaSuccess)
-    return e;
-  if (cudaError_t e = factsOf(forwardKernel<D, 1, false>, "forward16", ForwardSmem<D, 1>::bytes, facts[8]);
-      e != cudaSuccess)
+  if (cudaError_t e = factsOf(forwardKernel<D, false>, "forward", ForwardSmem<D>::bytes, facts[0]); e != cudaSuccess)
     return e;
   if (cudaError_t e = factsOf(rowDotKernel<D>, "rowDot", 0, facts[1]); e != cudaSuccess) return e;
-  if (cudaError_t e =
-          factsOf(keyGradKernel<D, false, false, false>, "keyGrad", KeyGradSmem<D, false, false>::bytes, facts[2]);
-      e != cudaSuccess)
+  if (cudaError_t e = factsOf(keyGradKernel<D, false>, "keyGrad", KeyGradSmem<D>::bytes, facts[2]); e != cudaSuccess)
     return e;
   if (cudaError_t e = factsOf(queryGradKernel<D, false, false>, "queryGrad", QueryGradSmem<D>::bytes, facts[3]);
       e != cudaSuccess)
     return e;
-  if (cudaError_t e = factsOf(queryGradKernel<D, true, false>, "queryGrad+bias", QueryGradSmem<D>::bytes, facts[4]);
-      e != cudaSuccess)
-    return e;
-  if (cudaError_t e =
-          factsOf(keyGradKernel<D, true, false, false>, "onePass", KeyGradSmem<D, true, false>::bytes, facts[5]);
-      e != cudaSuccess)
-    return e;
-  if (cudaError_t e =
-          factsOf(keyGradKernel<D, true, true, false>, "onePass+bias", KeyGradSmem<D, true, true>::bytes, facts[6]);
-      e != cudaSuccess)
-    return e;
-  return factsOf(dqSumKernel<D, false>, "dqSum", 0, facts[7]);
+  return factsOf(queryGradKernel<D, true, false>, "queryGrad+bias", QueryGradSmem<D>::bytes, facts[4]);
 }
 
 cudaError_t zeroBiasGrads(const BackwardArgs& args, cudaStream_t stream) {
@@ -1373,14 +971,11 @@ const char* linearBiasAttentionDeviceCheck(int device, int D) {
 
 cudaError_t linearBiasAttentionForward(const ForwardArgs& args, cudaStream_t stream) {
   if (linearBiasAttentionCheck(args.shape, args.dropout) != nullptr) return cudaErrorInvalidValue;
-  if (args.warpRows != 0 && args.warpRows != 16 && !(args.warpRows == 32 && args.shape.D == 64))
-    return cudaErrorInvalidValue;
   if (args.shape.T == 0) return cudaSuccess;  // empty tensors may have no storage at all
   if (!readable(args.q) || !readable(args.k) || !readable(args.v) || !readable(args.o) || args.lse == nullptr ||
       args.bias.slopePast == nullptr || args.bias.slopeFuture == nullptr)
     return cudaErrorInvalidValue;
-  if (args.shape.D == 128) return forward<128, 1>(args, stream);
-  return args.warpRows == 16 ? forward<64, 1>(args, stream) : forward<64, 2>(args, stream);
+  return args.shape.D == 64 ? forward<64>(args, stream) : forward<128>(args, stream);
 }
 
 cudaError_t linearBiasAttentionKernelFacts(int D, KernelFacts* facts) {
@@ -1388,18 +983,7 @@ cudaError_t linearBiasAttentionKernelFacts(int D, KernelFacts* facts) {
   return D == 64 ? kernelFacts<64>(facts) : kernelFacts<128>(facts);
 }
 
-int linearBiasAttentionKeySplits(const BackwardArgs& args) {
-  const AttentionShape& s = args.shape;
-  const int64_t tiles = std::max(1, ceilDiv(s.T, kBc)), heads = std::max<int64_t>(1, int64_t(s.B) * s.H);
-  int64_t wanted = args.keySplits;
-  if (wanted <= 0) {
-    const int resident = s.D == 64 ? residentOnePassBlocks<64>(args) : residentOnePassBlocks<128>(args);
-    wanted = resident / heads;
-  }
-  return int(std::clamp<int64_t>(wanted, 1, tiles));
-}
-
-size_t linearBiasAttentionBackwardWorkspace(const BackwardArgs& args) { return workspaceLayout(args).bytes; }
+size_t linearBiasAttentionBackwardWorkspace(const BackwardArgs& args) { return workspaceBytes(args); }
 
 cudaError_t linearBiasAttentionBackward(const BackwardArgs& args, void* workspace, cudaStream_t stream) {
   if (linearBiasAttentionCheck(args.shape, args.dropout) != nullptr) return cudaErrorInvalidValue;

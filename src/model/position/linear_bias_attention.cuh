@@ -46,32 +46,13 @@ struct ForwardArgs {
   float scale = 1.f;    // on q k^T only; the bias is added unscaled (Press et al.)
   float dropout = 0.f;  // in [0, 1)
   uint64_t seed = 0;
-  // Query rows a warp owns: 16 (blocks of 64 query rows) or, at D = 64 only, 32 (blocks of 128:
-  // every K and V fragment read from shared memory serves two tile products, for twice the
-  // registers); 0 chooses 32 at D = 64, 16 at D = 128. Which is faster at D = 64 is the GPU's to say
-  // (bench_attention times both): both are kept until then. Each row is computed the same way in
-  // both. Any other value (32 at D = 128 too) is refused (cudaErrorInvalidValue).
-  int warpRows = 0;
 };
 
-// How the backward sums dQ over key tiles. Both are deterministic (bit-identical run to run);
-// which is faster is the GPU's to say (bench_attention times both), so both are kept until then.
-enum class BackwardScheme {
-  // keyGrad (dK, dV over the query tiles) then queryGrad (dQ and the bias gradients over the key
-  // tiles): S = Q K^T and dP = dO V^T computed in both, 7 tile products per tile pair, every
-  // output summed by one block.
-  TwoPass,
-  // One key-tile kernel, FlashAttention-2's single backward in its deterministic mode: it also
-  // writes each pair's dS to shared memory and adds dS K into an fp32 dQ slice of its own (each
-  // block of a (batch, head) owns one of `keySplits` slices and walks every keySplits-th key tile),
-  // and the bias gradients' row sums likewise; a last kernel sums the slices in order. 5 tile
-  // products per pair, for fp32 traffic and keySplits x (B, H, T, D + 4) fp32 of workspace.
-  OnePass,
-};
-
-// Gradients of the forward above, given dL/do. dq, dk, dv are written (not accumulated).
-// dSlopePast / dSlopeFuture / dFirstTokenBias (H) are dL/d(slope) and dL/d(first-token bias)
-// when not nullptr, reduced in a fixed order: bit-identical from run to run.
+// Gradients of the forward above, given dL/do, in two passes: keyGrad (dK, dV over the query
+// tiles) then queryGrad (dQ and the bias gradients over the key tiles), every output summed by one
+// block. dq, dk, dv are written (not accumulated). dSlopePast / dSlopeFuture / dFirstTokenBias (H)
+// are dL/d(slope) and dL/d(first-token bias) when not nullptr, reduced in a fixed order:
+// bit-identical from run to run.
 struct BackwardArgs {
   AttentionShape shape;
   HeadsView q, k, v, o, dO;          // (B, H, T, D): the forward's inputs and output, and dL/do
@@ -84,21 +65,7 @@ struct BackwardArgs {
   float scale = 1.f;
   float dropout = 0.f;
   uint64_t seed = 0;
-  BackwardScheme scheme = BackwardScheme::TwoPass;
-  // OnePass: blocks (and dQ slices) per (batch, head), at most ceil(T / 64); 0 chooses
-  // (linearBiasAttentionKeySplits), asking the GPU in each call that needs it (the workspace's size
-  // and the launch): a caller that makes both can choose once and pass the result. The sums' order,
-  // so the last bits of dq and of the bias gradients, depend on it: the same on one GPU from run to
-  // run.
-  int keySplits = 0;
 };
-
-// The keySplits a OnePass backward of these arguments runs with: args.keySplits clipped to
-// [1, ceil(T / 64)], or where it is 0 as many as one wave of the one-pass kernel's blocks over the
-// B x H heads on the current GPU (its SMs times the blocks of that kernel one SM holds; 1 block per
-// SM where the GPU cannot say). A block's walk is long: a second, partial wave would double the
-// kernel's time.
-int linearBiasAttentionKeySplits(const BackwardArgs& args);
 
 // Why these arguments cannot run (a one-line reason), or nullptr. The launchers check it too and
 // return cudaErrorInvalidValue.
@@ -118,18 +85,16 @@ struct KernelFacts {
   size_t sharedBytes = 0;
   int blocksPerSm = 0;
 };
-// forward (warpRows 0), rowDot, keyGrad, queryGrad without and with bias gradients (TwoPass), the
-// one-pass kernel without and with bias gradients and its dQ sum (OnePass), the forward of 16 rows a
-// warp (the same kernel as the first at D = 128)
-constexpr int kKernelFactsCount = 9;
+// forward, rowDot, keyGrad, queryGrad without and with bias gradients
+constexpr int kKernelFactsCount = 5;
 // Fills facts[0..kKernelFactsCount) for head dimension D (64 or 128) on the current device: the
 // instances without dropout, which the benchmark and evaluation run.
 cudaError_t linearBiasAttentionKernelFacts(int D, KernelFacts* facts);
 
 cudaError_t linearBiasAttentionForward(const ForwardArgs& args, cudaStream_t stream);
 
-// Device scratch the backward of these arguments needs, in bytes (row statistics, per-block
-// gradient partials, and OnePass's dQ slices): their shape, scheme, keySplits and bias gradients.
+// Device scratch the backward of these arguments needs, in bytes (row statistics, and per-block
+// gradient partials where bias gradients are asked for).
 size_t linearBiasAttentionBackwardWorkspace(const BackwardArgs& args);
 cudaError_t linearBiasAttentionBackward(const BackwardArgs& args, void* workspace, cudaStream_t stream);
 
