@@ -70,10 +70,24 @@ std::string firstLine(const std::string& text) { return text.substr(0, text.find
 
 std::string heartbeatKey(int rank) { return fmt::format("heartbeat/{}", rank); }
 
+// "xtrap: error: DESCRIPTION: CAUSE" and exit status 1, from the first thread that comes here; a
+// later one waits for that exit. While a rank joins, two threads can see the store fail at once
+// (when what listens at MASTER_PORT is no store and closes): the joiner's call and a LibTorch
+// background thread. Each used to print its own line, in either order.
+std::atomic<bool> gFailureReported{false};
+[[noreturn]] void reportOnceAndExit(const char* description, const std::string& cause) {
+  if (!gFailureReported.exchange(true)) {
+    std::fprintf(stderr, "xtrap: error: %s: %s\n", description, cause.c_str());
+    std::_Exit(1);
+  }
+  for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
 // What a rank says when a LibTorch background thread (the store's callback client) dies of an
-// exception, which would otherwise abort with "terminate called ...": e.g. when what listens at
-// MASTER_PORT is no store and closes the connection.
-char gJobDescription[160];
+// exception, which would otherwise abort with "terminate called ...": while the rank joins, that
+// it cannot join; afterwards, that it lost the store.
+char gCannotJoin[160], gLostStore[160];
+std::atomic<bool> gJoining{false};
 [[noreturn]] void onBackgroundFailure() {
   std::string what = "unknown error";
   if (auto error = std::current_exception()) {
@@ -84,8 +98,7 @@ char gJobDescription[160];
     } catch (...) {
     }
   }
-  std::fprintf(stderr, "xtrap: error: %s: %s\n", gJobDescription, what.c_str());
-  std::_Exit(1);
+  reportOnceAndExit(gJoining ? gCannotJoin : gLostStore, what);
 }
 
 }  // namespace
@@ -96,9 +109,11 @@ DistGroup::DistGroup(const DistEnv& env, torch::Device device) : env_(env), devi
   // The job id keeps a rank that reached another job's store (a reused MASTER_PORT) out of it.
   std::string prefix = fmt::format("xtrap/{}/group{}", env_.jobId, groupsMade++);
   const std::string where = fmt::format("{}:{} (MASTER_PORT)", env_.masterAddr, env_.masterPort);
-  *fmt::format_to_n(gJobDescription, sizeof(gJobDescription) - 1, "rank {}: lost the job's store at {}", env_.rank,
-                    where)
-       .out = '\0';
+  *fmt::format_to_n(gCannotJoin, sizeof(gCannotJoin) - 1, "rank {}: cannot join the job at {}", env_.rank, where).out =
+      '\0';
+  *fmt::format_to_n(gLostStore, sizeof(gLostStore) - 1, "rank {}: lost the job's store at {}", env_.rank, where).out =
+      '\0';
+  gJoining = true;
   std::set_terminate(onBackgroundFailure);
   // Joining blocks inside LibTorch (connecting, the rendezvous), where no signal is seen; it runs
   // on a helper thread so that this one can honour SIGINT/SIGTERM meanwhile (join() keeps the time limit).
@@ -123,16 +138,16 @@ DistGroup::DistGroup(const DistEnv& env, torch::Device device) : env_(env), devi
   }
   joiner.join();
   if (error) {
+    // Nothing is written yet; the one line, whichever thread saw the failure first.
     try {
       std::rethrow_exception(error);
     } catch (const c10::Error& e) {
-      throw std::runtime_error(fmt::format("rank {}: cannot join the job at {}: {}", env_.rank, where,
-                                           firstLine(e.what_without_backtrace())));
+      reportOnceAndExit(gCannotJoin, firstLine(e.what_without_backtrace()));
     } catch (const std::exception& e) {
-      throw std::runtime_error(
-          fmt::format("rank {}: cannot join the job at {}: {}", env_.rank, where, firstLine(e.what())));
+      reportOnceAndExit(gCannotJoin, firstLine(e.what()));
     }
   }
+  gJoining = false;
   heartbeat_ = std::thread([this] { heartbeatLoop(); });
 }
 
