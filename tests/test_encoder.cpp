@@ -118,7 +118,7 @@ TEST_CASE("encoder sliding evaluation scores each masked token once") {
   }
 }
 
-TEST_CASE("bialibi: standard init and a <bos> by default, recorded in run.json; <bos> scored never") {
+TEST_CASE("bialibi: standard init and a <bos> by default, recorded in run.json, <bos> scored never") {
   auto cfg = test::tinyConfig("bialibi", "encoder");
   cfg.alibiInit.clear();  // the variant's default
   REQUIRE(cfg.usesBos());

@@ -60,7 +60,7 @@ TEST_CASE("encoder alibi: symmetric -m |i - j|") {
   checkRows(spec, 0, {{0, -0.5, -1}, {-0.5, 0, -0.5}, {-1, -0.5, 0}});
 }
 
-TEST_CASE("alibi-offset: past -m (i - j), future -m (j - i - 0.5); m = 1, L = 5") {
+TEST_CASE("alibi-offset: past -m (i - j), future -m (j - i - 0.5), m = 1, L = 5") {
   auto spec = makeLinearBiasSpec(PositionMethod::AlibiOffset, 1, false);
   spec.slopePast = {1.0};
   spec.slopeFuture = {1.0};

@@ -9,7 +9,7 @@
 
 using namespace xtrap;
 
-TEST_CASE("warmup then cosine to lr * minLrRatio; inverse sqrt") {
+TEST_CASE("warmup then cosine to lr * minLrRatio, inverse sqrt") {
   TrainConfig c;
   c.lr = 1.0;
   c.warmupSteps = 10;

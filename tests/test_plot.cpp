@@ -101,7 +101,7 @@ TEST_CASE("perplexity plot: a colour per method, variants by dash, one panel per
   CHECK(count(f.ppl, "set multiplot layout 1,1") == 1);
 }
 
-TEST_CASE("results CSV reads back what eval wrote, old headers too; bad files are named") {
+TEST_CASE("results CSV reads back what eval wrote, old headers too, bad files are named") {
   auto dir = fs::temp_directory_path() / "xtrap_test_plot_csv";
   fs::create_directories(dir);
   EvalRow r = row("alibi", "alibi", 256, "sliding", 123.4567);
@@ -156,7 +156,7 @@ TEST_CASE("attention picture script: masked cells blank, slopes in titles, unifo
   CHECK(poolStart(3, 10, 3) == 10);
 }
 
-TEST_CASE("a missing plotter is PlotterMissing; with gnuplot the PNGs appear") {
+TEST_CASE("a missing plotter is PlotterMissing, with gnuplot the PNGs appear") {
   auto dir = fs::temp_directory_path() / "xtrap_test_plot_draw";
   fs::create_directories(dir);
   std::vector<EvalRow> rows = {row("alibi", "alibi", 128, "nonoverlap", 480),

@@ -233,7 +233,7 @@ TEST_CASE("checkpoints load onto the execution context asked for", "[precision][
   CHECK(changed == int64_t(fresh->parameters().size()));  // 3 AdamW steps move every parameter
 }
 
-TEST_CASE("run.json records device and dtype; an old one without them reads as cpu / float32",
+TEST_CASE("run.json records device and dtype, an old one without them reads as cpu / float32",
           "[precision][checkpoint]") {
   TrainConfig t;
   t.device = "cuda";

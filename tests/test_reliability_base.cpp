@@ -221,7 +221,7 @@ TEST_CASE("one writer per run directory: a second lock names the holder, and is 
   fs::remove_all(dir);
 }
 
-TEST_CASE("stale temporaries of one output, files or directories, go; live and other ones stay",
+TEST_CASE("stale temporaries of one output, files or directories, go, live and other ones stay",
           "[reliability][issue27]") {
   auto dir = freshDir("stale-of");
   std::string live = std::to_string(::getpid());

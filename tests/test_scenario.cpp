@@ -204,7 +204,7 @@ ScenarioVariant resolvedOnCpu(ScenarioVariant v) {
 }
 }  // namespace
 
-TEST_CASE("run identity: existing runs keep their directory; cuda and bfloat16 runs get their own") {
+TEST_CASE("run identity: existing runs keep their directory, cuda and bfloat16 runs get their own") {
   Scenario s = parse(kSmokeBeforeDevices);
   ScenarioVariant alibi = resolvedOnCpu(s.variants[0]), sinusoidal = resolvedOnCpu(s.variants[1]);
   // A default float32 CPU variant's identity is the one it had before the keys existed.

@@ -14,8 +14,16 @@ nlohmann::json runIdentity(const ModelConfig& m, const TrainConfig& t) {
   nlohmann::json j = {{"model", m}, {"train", t}};
   j["model"].erase("vocab_size");
   j["train"].erase("threads");
+  // A key added to the configurations is left out at its default, which is what runs made before it
+  // had: their identity, so their directory, stays the same.
   if (t.device == "cpu") j["train"].erase("device");
   if (t.dtype == "float32") j["train"].erase("dtype");
+  if (m.attentionDropoutRate() == m.dropout) j["model"].erase("attention_dropout");
+  if (m.activationDropoutRate() == m.dropout) j["model"].erase("activation_dropout");
+  if (m.activation == "gelu") j["model"].erase("activation");
+  if (m.finalNorm) j["model"].erase("final_norm");
+  if (m.adaptiveSoftmaxDropout == 0.0) j["model"].erase("adaptive_softmax_dropout");
+  if (!m.adaptiveInput) j["model"].erase("adaptive_input");
   fs::path data = fs::path(t.dataDir).lexically_normal();
   if (data.filename().empty()) data = data.parent_path();
   j["train"]["data"] = data.filename().string();
