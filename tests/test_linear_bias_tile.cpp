@@ -185,10 +185,10 @@ TEST_CASE("tile classification and the tiles a block visits against brute force,
 }
 
 TEST_CASE(
-    "linear tiles: exactly the tiles of one open Past or Future term (the diagonal and a blocked other side "
-    "allowed), their bias slope (j - i) + offset or -inf where masked, their distance distanceSign (j - i) - "
-    "distanceShift") {
-  int linear = 0, masked = 0, general = 0;
+    "linear tiles: exactly the tiles of one open Past or Future term (the diagonal, a blocked other side or "
+    "first-token cells allowed, not both), their bias slope (j - i) + offset, -inf where masked or the first-token "
+    "bias, their distance distanceSign (j - i) - distanceShift") {
+  int linear = 0, masked = 0, withFirstToken = 0, general = 0;
   for (const auto& [name, spec] : allSpecs())
     for (int64_t h = 0; h < spec.heads(); ++h) {
       HeadBias hb = headBiasOf(spec, h);
@@ -198,35 +198,48 @@ TEST_CASE(
             for (int c0 = 0; c0 < T; c0 += size) {
               // Brute force, for each term: every cell inside the sequence, and of that term, or on the
               // diagonal where the term's formula gives its 0 (Past; Future without a shift), or blocked
-              // on the other side; one cell at least not blocked.
+              // on the other side, or a first-token cell (but not blocked cells and first-token cells
+              // in one tile); one cell at least of that term.
               auto allOf = [&](BiasTerm want) {
-                bool open = false;
+                bool open = false, blocked = false, first = false;
                 for (int i = r0; i < r0 + size; ++i)
                   for (int j = c0; j < c0 + size; ++j) {
                     if (i >= T || j >= T) return false;
                     const BiasTerm term = tile::biasCell(hb, i, j).term;
                     const bool otherSide = want == BiasTerm::Past ? j > i : j < i;
                     const bool diagonalFits = want == BiasTerm::Past || spec.futureShift == 0.0;
-                    if (term == BiasTerm::Blocked && otherSide) continue;
+                    blocked = blocked || term == BiasTerm::Blocked;
+                    first = first || term == BiasTerm::FirstToken;
+                    if ((term == BiasTerm::Blocked && otherSide) || term == BiasTerm::FirstToken) continue;
                     if (!(term == want || (term == BiasTerm::Diagonal && diagonalFits))) return false;
                     open = true;
                   }
-                return open;
+                return open && !(blocked && first);
               };
               const bool past = allOf(BiasTerm::Past), future = allOf(BiasTerm::Future);
               const tile::LinearTile lt = tile::linearTile(hb, r0, c0, size, T);
               INFO(name << " head " << h << " T " << T << " tile (" << r0 << ", " << c0 << ") of " << size);
               REQUIRE(lt.linear == (past || future));
-              (lt.linear ? (lt.maskPast || lt.maskFuture ? masked : linear) : general) += 1;
+              const bool firstTokens = lt.firstTokenRow || lt.firstTokenColumn;
+              (lt.linear ? (lt.maskPast || lt.maskFuture ? masked
+                            : firstTokens                ? withFirstToken
+                                                         : linear)
+                         : general) += 1;
               if (!lt.linear) continue;
               CHECK(lt.term == (past ? BiasTerm::Past : BiasTerm::Future));
+              CHECK(lt.firstTokenRow == (spec.hasFirstTokenBias && r0 == 0));
+              CHECK(lt.firstTokenColumn == (spec.hasFirstTokenBias && c0 == 0));
               double worst = 0, worstDistance = 0;
-              bool sameAsCell = true, maskRight = true;
+              bool sameAsCell = true, maskRight = true, firstRight = true;
               for (int i = r0; i < r0 + size; ++i)
                 for (int j = c0; j < c0 + size; ++j) {
                   const double expected = spec.bias(h, i, j, firstTokenBiasOf(h));
                   if ((lt.maskFuture && j > i) || (lt.maskPast && j < i)) {
                     maskRight = maskRight && std::isinf(expected) && expected < 0;
+                    continue;
+                  }
+                  if ((lt.firstTokenRow && i == 0) || (lt.firstTokenColumn && j == 0)) {
+                    firstRight = firstRight && float(expected) == hb.firstTokenBias;
                     continue;
                   }
                   const double got = double(lt.slope) * (j - i) + double(lt.offset);
@@ -243,10 +256,12 @@ TEST_CASE(
               CHECK(worstDistance < 1e-6);
               CHECK(sameAsCell);
               CHECK(maskRight);  // masked cells are exactly blocked ones
+              CHECK(firstRight);
             }
     }
   CHECK(linear > 0);
   CHECK(masked > 0);
+  CHECK(withFirstToken > 0);
   CHECK(general > 0);
 }
 

@@ -29,10 +29,10 @@
 // by one block, at the price of S and dP computed in both: 7 tile products per tile pair.
 // The bias gradients dslopePast = sum dS * (-(i - j)), dslopeFuture = sum dS * (-(j - i - shift)),
 // dfirstTokenBias = sum dS over first-token cells are summed per lane in a fixed cell order (on a
-// linear tile from its one term, without biasCell's branches), corrected for the rounding of D_i by
-// each row's exact sum of P o dP (tile::RowTerm, summed over the row's cells), then summed across
-// lanes and warps in a fixed order, written per block to a buffer, and summed over (batch, block)
-// in a fixed order by one thread per (head, parameter).
+// linear tile with no first-token cell from its one term, without biasCell's branches),
+// corrected for the rounding of D_i by each row's exact sum of P o dP (tile::RowTerm, summed over
+// the row's cells), then summed across lanes and warps in a fixed order, written per block to a
+// buffer, and summed over (batch, block) in a fixed order by one thread per (head, parameter).
 //
 // Dropout: Philox4x32-10 keyed by the seed, one draw per (batch*H + head, row, group of 4 keys)
 // (linear_bias_tile.h), so the backward regenerates the forward's mask cell by cell. A group is
@@ -432,6 +432,26 @@ __device__ __forceinline__ float startLogits(float (&s)[kBc / 8][4], const TileB
 template <bool kTransposed>
 __device__ __forceinline__ void finishLogits(float (&s)[kBc / 8][4], const TileBlock& blk, const tile::LinearTile& lt,
                                              float scale, const int (&rows)[2], int t0) {
+  if (lt.linear && (lt.firstTokenRow || lt.firstTokenColumn)) {
+    // The first-token cells (i = 0 or j = 0: the same test transposed) hold the term's bias / scale
+    // (startLogits' value, recomputed the same way) + q.k, which becomes firstTokenBias / scale +
+    // q.k: rounded as a linear cell's logit is, to the float spacing of that start. Column 0 is
+    // element c = 0 of fragment 0 in lane t = 0's two rows. Such a tile is never masked. Done here,
+    // not in startLogits, where the forward at D 64 spilled (12 bytes over its 128 registers).
+    const float invScale = 1.f / scale, slope = (kTransposed ? -lt.slope : lt.slope) * invScale,
+                offset = lt.offset * invScale, first = blk.hb.firstTokenBias * invScale;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float rowBias = fmaf(slope, blk.columnMinusRow(t0, rows[r], 0, 0), offset);
+      if (t0 == 0 && blk.fl.t == 0) s[0][2 * r] += first - rowBias;
+      if (rows[r] == 0)
+#pragma unroll
+        for (int n = 0; n < kBc / 8; ++n)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) s[n][2 * r + c] += first - fmaf(slope, float(8 * n + c), rowBias);
+    }
+    return;
+  }
   if (lt.linear) {
     const bool maskAbove = kTransposed ? lt.maskPast : lt.maskFuture,
                maskBelow = kTransposed ? lt.maskFuture : lt.maskPast;
@@ -751,7 +771,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
     };
     if constexpr (!kBiasGrads) {
       forEachCell([](int, int, int, float, float, float) {});
-    } else if (lt.linear) {
+    } else if (lt.linear && !lt.firstTokenRow && !lt.firstTokenColumn) {
       // Every cell is of one term, lt.term, its distance lt.distanceSign (j - i) - lt.distanceShift:
       // per row once, then per cell distanceSign (8n + c) added in one FMA (small integers and
       // halves: exact), and three FMAs per cell instead of biasCell's branches. One sum per lane for
@@ -773,6 +793,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
         rowTerm[0].weight.future += termWeight[0], rowTerm[1].weight.future += termWeight[1];
       }
     } else {
+      // Cell by cell through biasCell: the tiles that are not linear, and the linear ones that hold
+      // first-token cells (bialibi's row 0 and column 0), whose cells are of two terms.
       tile::BiasGrads<float> tileGrads;
       forEachCell([&](int r, int n, int e, float prob, float cellGrad, float cellDP) {
         const int j = c0 + fl.column(n, e);

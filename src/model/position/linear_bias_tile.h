@@ -113,29 +113,37 @@ XTRAP_HD bool visitsTile(const HeadBias& hb, Walk walk, int own0, int own1, int 
 
 // A tile pair whose every cell takes the same term of the bias, Past or Future, except cells of
 // the diagonal whose bias that term's formula gives too (0: always for Past, for Future when
-// futureShift is 0) and cells of the other side when the head blocks it (masked: -inf); no
-// first-token or padding cell. Its bias is linear in j - i, slope (j - i) + offset (Past: slope =
-// slopePast, offset = 0; Future: slope = -slopeFuture, offset = slopeFuture futureShift), which
-// the kernels compute in one FMA per cell instead of biasCell's branches (and a compare on a
-// masked tile), and so is the distance biasCell gives each open cell: distanceSign (j - i) -
-// distanceShift (Past: -1, 0; Future: 1, futureShift), the bias gradients' coefficient (0 on the
-// diagonal; a masked cell's probability, so its every gradient term, is 0). Every pair off the
-// diagonal band of a sequence is such unless its head blocks that side, and so are the diagonal
-// band's pairs of heads that block one side (causal, one-sided) with no first-token bias.
+// futureShift is 0), cells of the other side when the head blocks it (masked: -inf), and the
+// first-token cells of row 0 or column 0 (bialibi's; then nothing is masked); no padding cell. Its
+// bias is linear in j - i, slope (j - i) + offset (Past: slope = slopePast, offset = 0; Future:
+// slope = -slopeFuture, offset = slopeFuture futureShift), which the kernels compute in one FMA
+// per cell instead of biasCell's branches (and a compare on a masked tile, or on a tile of row 0 or
+// column 0, whose first-token cells take firstTokenBias instead), and so is the distance biasCell
+// gives each open cell of the term: distanceSign (j - i) - distanceShift (Past: -1, 0; Future: 1,
+// futureShift), the bias gradients' coefficient (0 on the diagonal; a masked cell's probability,
+// so its every gradient term, is 0). Every pair off the diagonal band of a sequence is such unless
+// its head blocks that side, and so are the diagonal band's pairs of heads that block one side
+// (causal, one-sided) with no first-token bias.
 struct LinearTile {
   bool linear = false;
   BiasTerm term = BiasTerm::Diagonal;  // where linear: Past or Future
   float slope = 0.f, offset = 0.f;
   float distanceSign = 0.f, distanceShift = 0.f;
   bool maskFuture = false, maskPast = false;  // cells with j > i (j < i) are -inf
+  // Row 0 (column 0) is in the tile and its cells are first-token ones: bias firstTokenBias.
+  bool firstTokenRow = false, firstTokenColumn = false;
 };
 
 // The tile of query rows [r0, r0 + size) and key columns [c0, c0 + size) of a sequence of T.
 XTRAP_HD LinearTile linearTile(const HeadBias& hb, int r0, int c0, int size, int T) {
   LinearTile lt;
   const int r1 = r0 + size, c1 = c0 + size;
-  if (r1 > T || c1 > T || (hb.hasFirstTokenBias && (r0 == 0 || c0 == 0))) return lt;
-  const bool allPast = c1 <= r0, allFuture = c0 >= r1;  // every j < i; every j > i
+  if (r1 > T || c1 > T) return lt;
+  const bool firstRow = hb.hasFirstTokenBias && r0 == 0, firstColumn = hb.hasFirstTokenBias && c0 == 0;
+  // The cells of one term: the tile without its first-token row and column.
+  const int termR0 = firstRow ? 1 : r0, termC0 = firstColumn ? 1 : c0;
+  if (termR0 >= r1 || termC0 >= c1) return lt;
+  const bool allPast = c1 <= termR0, allFuture = termC0 >= r1;  // every j < i; every j > i
   if (!hb.blockPast && (allPast || (hb.blockFuture && !allFuture))) {
     lt.linear = true;
     lt.term = BiasTerm::Past;
@@ -151,6 +159,11 @@ XTRAP_HD LinearTile linearTile(const HeadBias& hb, int r0, int c0, int size, int
     lt.distanceShift = hb.futureShift;
     lt.maskPast = !allFuture;
   }
+  if (!lt.linear) return lt;
+  // A first-token cell is never blocked: a tile that holds one is linear only where nothing is masked.
+  if ((firstRow || firstColumn) && (lt.maskFuture || lt.maskPast)) return LinearTile{};
+  lt.firstTokenRow = firstRow;
+  lt.firstTokenColumn = firstColumn;
   return lt;
 }
 
