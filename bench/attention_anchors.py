@@ -29,11 +29,13 @@ forward, so forward + backward = 3.5 x 4 B H L^2 D; halved for causal cases and 
 encoder case (every head sees one triangle) except for its sdpa-flash row, which runs unmasked.
 The same convention in bench_attention --fused-csv.
 
-CSV columns (--out): case, B, H, L, D, causal, method, ms, tflops, peak_mib, status.
+CSV columns (--out): case, B, H, L, D, causal, method, ms, tflops, peak_mib, status, fwd_ms (the
+forward alone, no graph kept, timed the same way after the forward + backward: with ms, the
+backward's share, as bench_attention's fused rows give it).
 
 Mode 2 (any python3, no torch needed): --join FUSED.csv ANCHORS.csv --md OUT.md joins
 build-cuda/bench_attention --fused-csv's rows (xtrap-fused-*) with these into one Markdown table
-per case: ms, the fused rows' forward alone (fwd_ms), TFLOP/s, peak MiB, status, and the ratio of
+per case: ms, the forward alone (fwd_ms), TFLOP/s, peak MiB, status, and the ratio of
 the fused kernel's time to each row's (the case's fixed-slope fused row, and the learned one where
 measured), then the targets:
 fixed causal ALiBi <= flex-alibi, >= 0.9x sdpa-flash (fixed <= flash / 0.9), learned <= 1.15x
@@ -47,7 +49,7 @@ import statistics
 import sys
 import time
 
-COLUMNS = ["case", "B", "H", "L", "D", "causal", "method", "ms", "tflops", "peak_mib", "status"]
+COLUMNS = ["case", "B", "H", "L", "D", "causal", "method", "ms", "tflops", "peak_mib", "status", "fwd_ms"]
 HEADS, HEAD_DIM = 16, 64
 # (B, L, causal, variant); the names match bench_attention.cpp's fusedCases().
 SHAPES = [(8, 2048, True, "alibi"), (2, 8192, True, "alibi"), (1, 16384, True, "alibi"),
@@ -187,41 +189,48 @@ def run_anchors(args):
         spec = variant_spec(variant, H)
         first = first_token_bias(variant, H)
 
+        def median_ms(work, what):
+            """Median ms of work() over --reps after --warmup, CUDA events around each rep. A slow
+            method (Flex's learned slopes: seconds a rep at 8k) gets fewer reps: warmup and timed
+            reps each stop once they have taken --method-seconds, after 1 and 3 reps."""
+            begun = time.monotonic()
+            for _ in range(args.warmup):
+                work()
+                torch.cuda.synchronize()
+                if time.monotonic() - begun > args.method_seconds:
+                    break
+            events = []
+            begun = time.monotonic()
+            for i in range(args.reps):
+                start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                work()
+                stop.record()
+                events.append((start, stop))
+                if i >= 2 and time.monotonic() - begun > args.method_seconds:
+                    break
+            torch.cuda.synchronize()
+            if len(events) < args.reps:
+                print(f"# {name} {what}: {len(events)} reps (--method-seconds {args.method_seconds})", flush=True)
+            return statistics.median(s.elapsed_time(e) for s, e in events)
+
         def measure(method, make_step):
-            """make_step() -> (step, extra inputs kept alive); one CSV row, never raises."""
+            """make_step() -> (step, forward, extra inputs kept alive): step is forward + backward,
+            forward the attention alone; one CSV row, never raises."""
             # Work done: a triangle for causal cases and for the masked one-sided methods.
             flops = fwd_bwd_flops(B, H, L, D, causal or (variant == "onesided" and method != "sdpa-flash"))
             row = dict(case=name, B=B, H=H, L=L, D=D, causal=int(causal), method=method,
-                       ms="", tflops="", peak_mib="", status="ok")
+                       ms="", tflops="", peak_mib="", status="ok", fwd_ms="")
             state = None
             try:
                 state = make_step()
-                step = state[0]
-                # A slow method (Flex's learned slopes: seconds a rep at 8k) gets fewer reps: warmup
-                # and timed reps each stop once they have taken --method-seconds, after 1 and 3 reps.
-                begun = time.monotonic()
-                for _ in range(args.warmup):
-                    step()
-                    torch.cuda.synchronize()
-                    if time.monotonic() - begun > args.method_seconds:
-                        break
+                step, forward = state[0], state[1]
                 torch.cuda.reset_peak_memory_stats()
-                events = []
-                begun = time.monotonic()
-                for i in range(args.reps):
-                    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    start.record()
-                    step()
-                    stop.record()
-                    events.append((start, stop))
-                    if i >= 2 and time.monotonic() - begun > args.method_seconds:
-                        break
-                torch.cuda.synchronize()
-                if len(events) < args.reps:
-                    print(f"# {name} {method}: {len(events)} reps (--method-seconds {args.method_seconds})", flush=True)
-                ms = statistics.median(s.elapsed_time(e) for s, e in events)
+                ms = median_ms(step, method)
                 row.update(ms=f"{ms:.4f}", tflops=f"{flops / (ms * 1e-3) / 1e12:.2f}",
                            peak_mib=f"{torch.cuda.max_memory_allocated() / 2**20:.1f}")
+                with torch.no_grad():
+                    row["fwd_ms"] = f"{median_ms(forward, method + ' forward'):.4f}"
             except Exception as e:  # noqa: BLE001 (an anchor's failure is a result)
                 row["status"] = status_of(e)
             del state
@@ -229,7 +238,7 @@ def run_anchors(args):
                 torch.cuda.synchronize()
                 torch.cuda.empty_cache()
             except Exception as e:  # noqa: BLE001
-                row.update(ms="", tflops="", peak_mib="", status=status_of(e))
+                row.update(ms="", tflops="", peak_mib="", fwd_ms="", status=status_of(e))
             print(",".join(str(row[c]) for c in COLUMNS), flush=True)
             writer.writerow(row)
             out.flush()
@@ -242,12 +251,14 @@ def run_anchors(args):
             def make():
                 bias = bias_tensor(L, spec, first) if with_bias else None
 
-                def step():
+                def forward():
                     with sdpa_kernel(backend):
-                        o = F.scaled_dot_product_attention(q, k, v, attn_mask=bias,
-                                                           is_causal=causal and bias is None)
-                    torch.autograd.grad(o, (q, k, v), dout)
-                return step, bias
+                        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias,
+                                                              is_causal=causal and bias is None)
+
+                def step():
+                    torch.autograd.grad(forward(), (q, k, v), dout)
+                return step, forward, bias
             return make
 
         measure("sdpa-flash", sdpa_step(SDPBackend.FLASH_ATTENTION, False))
@@ -267,10 +278,12 @@ def run_anchors(args):
                 params = (p,) if variant == "alibi" else (p, f) if t is None else (p, f, t)
                 inputs = (q, k, v) + (params if learned else ())
 
+                def forward():
+                    return flex(q, k, v, score_mod=mod, block_mask=mask)
+
                 def step():
-                    o = flex(q, k, v, score_mod=mod, block_mask=mask)
-                    torch.autograd.grad(o, inputs, dout)
-                return step, p, f, t, mask
+                    torch.autograd.grad(forward(), inputs, dout)
+                return step, forward, p, f, t, mask
             return make
 
         measure("flex-alibi", flex_step(False))
@@ -325,7 +338,7 @@ def join(fused_csv, anchors_csv, md_path):
     out = ["# Fused ALiBi-family attention vs PyTorch anchors (issue 23 item 5)", "",
            "bf16 forward + backward, H=16, D=64; median ms over the reps (CUDA events). TFLOP/s: "
            "forward 4BHL^2D, backward 2.5x, halved for causal and one-sided (not the one-sided case's "
-           "unmasked sdpa-flash). Forward ms: the fused kernel's forward alone (no graph). Ratios: the fused "
+           "unmasked sdpa-flash). Forward ms: the forward alone (no graph kept). Ratios: the fused "
            "kernel's time / this row's time (< 1: the fused kernel is faster).", ""]
     targets = []
 
