@@ -388,6 +388,23 @@ __device__ __forceinline__ void pipelinedWalk(const TileBlock& blk, tile::Walk w
   }
 }
 
+// A linear tile's bias / scale, the start of its accumulators: per row, then per cell (n, c) of
+// the row. startLogits and finishLogits compute it through here alike, bit for bit.
+struct ScaledLinearBias {
+  float slope, offset;  // slope' and offset' (startLogits, below)
+  __device__ float row(const TileBlock& blk, int t0, int position) const {
+    return fmaf(slope, blk.columnMinusRow(t0, position, 0, 0), offset);
+  }
+  __device__ float cell(float rowBias, int n, int c) const { return fmaf(slope, float(8 * n + c), rowBias); }
+};
+template <bool kTransposed>
+__device__ __forceinline__ ScaledLinearBias scaledLinearBias(const tile::LinearTile& lt, float scale) {
+  // 1 / scale is the same in every tile of the walk: the compiler takes it out of the loop, where
+  // a division of each tile's slope and offset by scale would be two divisions a tile.
+  const float invScale = 1.f / scale;
+  return {(kTransposed ? -lt.slope : lt.slope) * invScale, lt.offset * invScale};
+}
+
 // A (16, 64) score tile of this lane's warp, in two steps around its product, whose base-2 logits
 // (kLog2e (scale q.k + bias)) are then toBase2 times its values: rows at positions rows[0] and
 // rows[1] (FragmentLane), columns at t0 + column(n, e); queries by keys, or with kTransposed keys
@@ -411,17 +428,14 @@ __device__ __forceinline__ float startLogits(float (&s)[kBc / 8][4], const TileB
       for (int e = 0; e < 4; ++e) s[n][e] = 0.f;
     return 1.f;
   }
-  // 1 / scale is the same in every tile of the walk: the compiler takes it out of the loop, where
-  // a division of each tile's slope and offset by scale would be two divisions a tile.
-  const float invScale = 1.f / scale;
-  const float slope = (kTransposed ? -lt.slope : lt.slope) * invScale, offset = lt.offset * invScale;
+  const ScaledLinearBias bias = scaledLinearBias<kTransposed>(lt, scale);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const float rowBias = fmaf(slope, blk.columnMinusRow(t0, rows[r], 0, 0), offset);
+    const float rowBias = bias.row(blk, t0, rows[r]);
 #pragma unroll
     for (int n = 0; n < kBc / 8; ++n)
 #pragma unroll
-      for (int c = 0; c < 2; ++c) s[n][2 * r + c] = fmaf(slope, float(8 * n + c), rowBias);
+      for (int c = 0; c < 2; ++c) s[n][2 * r + c] = bias.cell(rowBias, n, c);
   }
   return kLog2e * scale;
 }
@@ -432,23 +446,23 @@ __device__ __forceinline__ float startLogits(float (&s)[kBc / 8][4], const TileB
 template <bool kTransposed>
 __device__ __forceinline__ void finishLogits(float (&s)[kBc / 8][4], const TileBlock& blk, const tile::LinearTile& lt,
                                              float scale, const int (&rows)[2], int t0) {
-  if (lt.linear && (lt.firstTokenRow || lt.firstTokenColumn)) {
+  if (lt.linear && lt.hasFirstTokenCells()) {
     // The first-token cells (i = 0 or j = 0: the same test transposed) hold the term's bias / scale
     // (startLogits' value, recomputed the same way) + q.k, which becomes firstTokenBias / scale +
     // q.k: rounded as a linear cell's logit is, to the float spacing of that start. Column 0 is
     // element c = 0 of fragment 0 in lane t = 0's two rows. Such a tile is never masked. Done here,
     // not in startLogits, where the forward at D 64 spilled (12 bytes over its 128 registers).
-    const float invScale = 1.f / scale, slope = (kTransposed ? -lt.slope : lt.slope) * invScale,
-                offset = lt.offset * invScale, first = blk.hb.firstTokenBias * invScale;
+    const ScaledLinearBias bias = scaledLinearBias<kTransposed>(lt, scale);
+    const float first = blk.hb.firstTokenBias * (1.f / scale);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float rowBias = fmaf(slope, blk.columnMinusRow(t0, rows[r], 0, 0), offset);
-      if (t0 == 0 && blk.fl.t == 0) s[0][2 * r] += first - rowBias;
+      const float rowBias = bias.row(blk, t0, rows[r]);
+      if (t0 == 0 && blk.fl.t == 0) s[0][2 * r] += first - rowBias;  // bias.cell(rowBias, 0, 0)
       if (rows[r] == 0)
 #pragma unroll
         for (int n = 0; n < kBc / 8; ++n)
 #pragma unroll
-          for (int c = 0; c < 2; ++c) s[n][2 * r + c] += first - fmaf(slope, float(8 * n + c), rowBias);
+          for (int c = 0; c < 2; ++c) s[n][2 * r + c] += first - bias.cell(rowBias, n, c);
     }
     return;
   }
@@ -771,7 +785,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
     };
     if constexpr (!kBiasGrads) {
       forEachCell([](int, int, int, float, float, float) {});
-    } else if (lt.linear && !lt.firstTokenRow && !lt.firstTokenColumn) {
+    } else if (lt.linear && !lt.hasFirstTokenCells()) {
       // Every cell is of one term, lt.term, its distance lt.distanceSign (j - i) - lt.distanceShift:
       // per row once, then per cell distanceSign (8n + c) added in one FMA (small integers and
       // halves: exact), and three FMAs per cell instead of biasCell's branches. One sum per lane for

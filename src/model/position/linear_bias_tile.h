@@ -132,6 +132,8 @@ struct LinearTile {
   bool maskFuture = false, maskPast = false;  // cells with j > i (j < i) are -inf
   // Row 0 (column 0) is in the tile and its cells are first-token ones: bias firstTokenBias.
   bool firstTokenRow = false, firstTokenColumn = false;
+
+  XTRAP_HD bool hasFirstTokenCells() const { return firstTokenRow || firstTokenColumn; }
 };
 
 // The tile of query rows [r0, r0 + size) and key columns [c0, c0 + size) of a sequence of T.
