@@ -18,6 +18,7 @@ PACKAGES=(
   python3-torch           # the PyTorch eager baseline in bench/
   python3-h5py            # tests/option_walk.py reads probe dumps; results/probes/compare_stats.py
   python3 util-linux      # test scripts (setpriv drops root for the read-only-directory cases)
+  iproute2 procps         # test scripts: ss (a rank connected to the store), pgrep (a launcher's ranks)
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
