@@ -321,6 +321,48 @@ def check(ok, text):
     return ("n.a." if ok is None else "PASS" if ok else "FAIL") + " " + text
 
 
+# The fused rows of the AtomicDq backward (bench_attention --fused-backward) end in this.
+ATOMIC = "-atomic"
+
+
+def case_targets(c, methods, by_case, scheme):
+    """The issue's targets for case c, as table rows, with the fused rows of one backward scheme
+    ("" or ATOMIC)."""
+    prim = primary_method(c) + scheme
+    learned = "xtrap-fused-learned" + scheme
+    prim_ms, learned_ms = ms_of(methods.get(prim)), ms_of(methods.get(learned))
+    first = next(iter(methods.values()))
+    targets = []
+
+    def vs(anchor, factor=1.0):
+        a = ms_of(methods.get(anchor))
+        return None if prim_ms is None or a is None else prim_ms <= a / factor
+
+    info = "" if c.startswith("causal-") else " (encoder: for information, the issue's target is causal)"
+    targets.append(f"| {c} | {check(vs('flex-alibi'), f'{prim} <= flex-alibi{info}')} |")
+    targets.append(f"| {c} | {check(vs('sdpa-flash', 0.9), f'{prim} >= 0.9x sdpa-flash (time <= flash / 0.9){info}')} |")
+    if learned in methods or c.startswith("causal-") or "-symmetric-" in c:
+        ok = None if prim_ms is None or learned_ms is None else learned_ms <= 1.15 * prim_ms
+        targets.append(f"| {c} | {check(ok, f'{learned} <= 1.15x {prim}')} |")
+    if "-onesided-" in c:
+        causal_case = "causal-" + c.split("-", 2)[2]  # same B and L
+        causal_fixed = "xtrap-fused-fixed" + scheme
+        causal_ms = ms_of(by_case.get(causal_case, {}).get(causal_fixed))
+        ok = None if prim_ms is None or causal_ms is None else prim_ms <= causal_ms
+        targets.append(f"| {c} | {check(ok, f'{prim} <= {causal_case} {causal_fixed}')} |")
+    if first["L"] == "16384":
+        fused = methods.get(prim)
+        ok = None
+        if fused is not None:
+            ok = fused.get("status") == "ok"
+            for anchor in ("sdpa-cudnn-bias", "sdpa-efficient-bias"):
+                a = methods.get(anchor)
+                if ok and a is not None and a.get("status") == "ok" and a.get("peak_mib"):
+                    ok = float(fused["peak_mib"]) < float(a["peak_mib"])
+        targets.append(f"| {c} | {check(ok, f'{prim} runs at 16k, peak below the bias-tensor paths (or they fail)')} |")
+    return targets
+
+
 def join(fused_csv, anchors_csv, md_path):
     # CSVs from before the one-pass backward was removed (results/gpu/) also hold its rows, methods
     # ending in -onepass, and a fwd16_ms column: both are left out.
@@ -339,7 +381,8 @@ def join(fused_csv, anchors_csv, md_path):
            "bf16 forward + backward, H=16, D=64; median ms over the reps (CUDA events). TFLOP/s: "
            "forward 4BHL^2D, backward 2.5x, halved for causal and one-sided (not the one-sided case's "
            "unmasked sdpa-flash). Forward ms: the forward alone (no graph kept). Ratios: the fused "
-           "kernel's time / this row's time (< 1: the fused kernel is faster).", ""]
+           "kernel's time / this row's time (< 1: the fused kernel is faster). Methods ending in `-atomic`: the "
+           "same kernel with its AtomicDq backward (the others: two-pass).", ""]
     targets = []
 
     def fmt(x, spec):
@@ -354,39 +397,17 @@ def join(fused_csv, anchors_csv, md_path):
                 f"{'causal' if first['causal'] == '1' else 'bidirectional'})", "",
                 f"| method | ms | forward ms | TFLOP/s | peak MiB | status | {prim} / this | xtrap-fused-learned / this |",
                 "|---|---:|---:|---:|---:|---|---:|---:|"]
-        for m in sorted(methods, key=lambda m: (rank.get(m, len(order)), m)):
+        for m in sorted(methods, key=lambda m: (rank.get(m.removesuffix(ATOMIC), len(order)), m)):
             r, t = methods[m], ms_of(methods[m])
             ratio = fmt(prim_ms / t, ".3f") if prim_ms and t else ""
             lratio = fmt(learned_ms / t, ".3f") if learned_ms and t else ""
             out.append(f"| {m} | {r['ms']} | {r.get('fwd_ms') or ''} | {r['tflops']} | {r['peak_mib']} | {r['status']} "
                        f"| {ratio} | {lratio} |")
         out.append("")
-
-        def vs(anchor, factor=1.0):
-            a = ms_of(methods.get(anchor))
-            return None if prim_ms is None or a is None else prim_ms <= a / factor
-
-        info = "" if c.startswith("causal-") else " (encoder: for information, the issue's target is causal)"
-        targets.append(f"| {c} | {check(vs('flex-alibi'), f'{prim} <= flex-alibi{info}')} |")
-        targets.append(f"| {c} | {check(vs('sdpa-flash', 0.9), f'{prim} >= 0.9x sdpa-flash (time <= flash / 0.9){info}')} |")
-        if "xtrap-fused-learned" in methods or c.startswith("causal-") or "-symmetric-" in c:
-            ok = None if prim_ms is None or learned_ms is None else learned_ms <= 1.15 * prim_ms
-            targets.append(f"| {c} | {check(ok, f'xtrap-fused-learned <= 1.15x {prim}')} |")
-        if "-onesided-" in c:
-            causal_case = "causal-" + c.split("-", 2)[2]  # same B and L
-            causal_ms = ms_of(by_case.get(causal_case, {}).get("xtrap-fused-fixed"))
-            ok = None if prim_ms is None or causal_ms is None else prim_ms <= causal_ms
-            targets.append(f"| {c} | {check(ok, f'{prim} <= {causal_case} xtrap-fused-fixed')} |")
-        if first["L"] == "16384":
-            fused = methods.get(prim)
-            ok = None
-            if fused is not None:
-                ok = fused.get("status") == "ok"
-                for anchor in ("sdpa-cudnn-bias", "sdpa-efficient-bias"):
-                    a = methods.get(anchor)
-                    if ok and a is not None and a.get("status") == "ok" and a.get("peak_mib"):
-                        ok = float(fused["peak_mib"]) < float(a["peak_mib"])
-            targets.append(f"| {c} | {check(ok, f'{prim} runs at 16k, peak below the bias-tensor paths (or they fail)')} |")
+        # The targets, for each backward scheme that was measured (bench_attention --fused-backward).
+        for scheme in ("", ATOMIC):
+            if prim + scheme in methods:
+                targets += case_targets(c, methods, by_case, scheme)
     out += ["## Targets", "", "| case | check |", "|---|---|"] + targets + [""]
     with open(md_path, "w") as fh:
         fh.write("\n".join(out))

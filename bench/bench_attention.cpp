@@ -8,9 +8,10 @@
 // tokens/s. Sizes are the quickstart model's (d = 128, 8 heads); 2048 tokens per iteration.
 // Threads: --threads is not a Google Benchmark flag; set XTRAP_THREADS (default 2).
 // Where LibTorch has CUDA (XTRAP_WITH_CUDA_KERNELS), `--fused-csv FILE [--fused-reps N]
-// [--fused-cases A,B]` instead times the fused ALiBi-family kernel (issue 23 item 5) at
-// bench/attention_anchors.py's cases (or the cases named) and writes its CSV columns
-// (bench/fused_attention.sh joins the two; bench/gpu_check.sh's ncu stage profiles one case).
+// [--fused-cases A,B] [--fused-backward two-pass|atomic|both]` instead times the fused ALiBi-family
+// kernel (issue 23 item 5) at bench/attention_anchors.py's cases (or the cases named), with each
+// backward scheme (default both), and writes its CSV columns (bench/fused_attention.sh joins the
+// two; bench/gpu_check.sh's ncu stage profiles one case and scheme).
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -31,6 +32,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/linear_bias_spec.h"
@@ -224,7 +226,9 @@ double medianMs(const std::function<void()>& work, int warmup, int reps) {
   return reps % 2 ? ms[reps / 2] : 0.5 * (ms[reps / 2 - 1] + ms[reps / 2]);
 }
 
-FusedResult timeFused(const FusedRow& r, int warmup, int reps) {
+// `backward`: the scheme of the kernel's backward (the AtomicDq rows' methods end in "-atomic",
+// which bench/attention_anchors.py --join reads).
+FusedResult timeFused(const FusedRow& r, cuda::BackwardScheme backward, int warmup, int reps) {
   FusedResult result;
   const int64_t H = kFusedHeads, D = kFusedHeadDim;
   try {
@@ -245,7 +249,7 @@ FusedResult timeFused(const FusedRow& r, int warmup, int reps) {
     for (const auto& p : bias->parameters()) inputs.push_back(p);
     const double scale = 1.0 / std::sqrt(double(D));
     auto step = [&] {
-      auto o = fusedLinearBiasAttention(q, k, v, *bias, r.causal, scale, 0.0);
+      auto o = fusedLinearBiasAttention(q, k, v, *bias, r.causal, scale, 0.0, backward);
       torch::autograd::grad({o}, inputs, {dO}, /*retain_graph=*/{}, /*create_graph=*/false, /*allow_unused=*/true);
     };
     resetPeakMemory(q.device());
@@ -282,8 +286,13 @@ void printKernelFacts() {
   }
 }
 
-// `cases`: comma-separated case names, or empty for every case.
-int writeFusedCsv(const std::string& path, int reps, const std::string& cases) {
+// `cases`: comma-separated case names, or empty for every case; `backward`: two-pass, atomic or both.
+int writeFusedCsv(const std::string& path, int reps, const std::string& cases, const std::string& backward) {
+  if (backward != "two-pass" && backward != "atomic" && backward != "both") {
+    std::fprintf(stderr, "bench_attention: --fused-backward must be two-pass, atomic or both, not '%s'\n",
+                 backward.c_str());
+    return 2;
+  }
   std::set<std::string> known, wanted;
   for (const FusedRow& r : fusedRows()) known.insert(r.caseName);
   std::istringstream names(cases);
@@ -306,25 +315,29 @@ int writeFusedCsv(const std::string& path, int reps, const std::string& cases) {
   const char* header = "case,B,H,L,D,causal,method,ms,tflops,peak_mib,status,fwd_ms\n";
   std::fputs(header, out);
   std::fputs(header, stdout);
-  for (const FusedRow& r : fusedRows()) {
-    if (!wanted.empty() && !wanted.count(r.caseName)) continue;
-    FusedResult t = timeFused(r, 5, reps);
-    std::replace(t.status.begin(), t.status.end(), ',', ';');  // one CSV field
-    bool half = r.causal || r.pos == PositionMethod::AlibiOneSided;
-    double flops = 3.5 * 4.0 * double(r.B * kFusedHeads * r.L) * double(r.L * kFusedHeadDim) * (half ? 0.5 : 1.0);
-    char numbers[128] = "";
-    if (t.status == "ok")
-      std::snprintf(numbers, sizeof numbers, "%.4f,%.2f,%.1f", t.ms, flops / (t.ms * 1e-3) / 1e12, t.peakMiB);
-    else
-      std::snprintf(numbers, sizeof numbers, ",,");
-    char forward[32] = "";
-    if (t.status == "ok") std::snprintf(forward, sizeof forward, "%.4f", t.forwardMs);
-    for (FILE* f : {out, stdout})
-      std::fprintf(f, "%s,%lld,%lld,%lld,%lld,%d,%s,%s,%s,%s\n", r.caseName.c_str(), (long long)r.B,
-                   (long long)kFusedHeads, (long long)r.L, (long long)kFusedHeadDim, int(r.causal), r.method.c_str(),
-                   numbers, t.status.c_str(), forward);
-    std::fflush(out);
-  }
+  const std::pair<cuda::BackwardScheme, const char*> schemes[] = {{cuda::BackwardScheme::TwoPass, ""},
+                                                                  {cuda::BackwardScheme::AtomicDq, "-atomic"}};
+  for (const FusedRow& r : fusedRows())
+    for (auto [scheme, suffix] : schemes) {
+      if (!wanted.empty() && !wanted.count(r.caseName)) continue;
+      if (backward != "both" && (backward == "atomic") != (scheme == cuda::BackwardScheme::AtomicDq)) continue;
+      FusedResult t = timeFused(r, scheme, 5, reps);
+      std::replace(t.status.begin(), t.status.end(), ',', ';');  // one CSV field
+      bool half = r.causal || r.pos == PositionMethod::AlibiOneSided;
+      double flops = 3.5 * 4.0 * double(r.B * kFusedHeads * r.L) * double(r.L * kFusedHeadDim) * (half ? 0.5 : 1.0);
+      char numbers[128] = "";
+      if (t.status == "ok")
+        std::snprintf(numbers, sizeof numbers, "%.4f,%.2f,%.1f", t.ms, flops / (t.ms * 1e-3) / 1e12, t.peakMiB);
+      else
+        std::snprintf(numbers, sizeof numbers, ",,");
+      char forward[32] = "";
+      if (t.status == "ok") std::snprintf(forward, sizeof forward, "%.4f", t.forwardMs);
+      for (FILE* f : {out, stdout})
+        std::fprintf(f, "%s,%lld,%lld,%lld,%lld,%d,%s,%s,%s,%s\n", r.caseName.c_str(), (long long)r.B,
+                     (long long)kFusedHeads, (long long)r.L, (long long)kFusedHeadDim, int(r.causal),
+                     (r.method + suffix).c_str(), numbers, t.status.c_str(), forward);
+      std::fflush(out);
+    }
   std::fclose(out);
   return 0;
 }
@@ -337,14 +350,15 @@ int main(int argc, char** argv) {
   const char* threads = std::getenv("XTRAP_THREADS");
   xtrap::configureRuntime(threads ? std::atoll(threads) : 2);
 #ifdef XTRAP_WITH_CUDA_KERNELS
-  std::string fusedCsv, fusedCases;
+  std::string fusedCsv, fusedCases, fusedBackward = "both";
   int fusedReps = 20;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--fused-csv") == 0) fusedCsv = argv[i + 1];
     if (std::strcmp(argv[i], "--fused-reps") == 0) fusedReps = std::max(1, std::atoi(argv[i + 1]));
     if (std::strcmp(argv[i], "--fused-cases") == 0) fusedCases = argv[i + 1];
+    if (std::strcmp(argv[i], "--fused-backward") == 0) fusedBackward = argv[i + 1];
   }
-  if (!fusedCsv.empty()) return xtrap::writeFusedCsv(fusedCsv, fusedReps, fusedCases);
+  if (!fusedCsv.empty()) return xtrap::writeFusedCsv(fusedCsv, fusedReps, fusedCases, fusedBackward);
 #endif
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

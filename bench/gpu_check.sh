@@ -16,8 +16,9 @@
 #            bench/fused_attention.sh: OUTDIR/fused_attention.md). XTRAP_TARGETS=bench_attention
 #            builds only what it needs.
 #   ncu      Nsight Compute on the fused kernels at NCU_CASE (default causal-B8-L2048): speed of
-#            light, occupancy, memory and warp-stall sections of one forward and backward
-#            (OUTDIR/ncu.txt), the profile asked for when the kernel misses a target.
+#            light, occupancy, memory and warp-stall sections of one forward and backward with each
+#            backward scheme in NCU_BACKWARD (default "two-pass atomic"; OUTDIR/ncu-two-pass.txt,
+#            OUTDIR/ncu-atomic.txt), the profile asked for when the kernel misses a target.
 #   scenarios the GPU studies of issue 22 item 5, in order: SCENARIOS (default "paper-table2-gpu
 #            interp-gpu encoder-variants-gpu"; interp-gpu reuses paper-table2-gpu's runs when both
 #            run in one call), results in OUTDIR/results/<scenario>/ (table, CSV, plot; copy them
@@ -139,16 +140,19 @@ if wants fused; then
   summary "fused attention vs anchors: rc=$? in $((SECONDS - start)) s: $(tail -1 "$OUT/fused_attention.log") (fused_attention.md)"
 fi
 # Nsight Compute on the second forward + backward of one case (the first is a warm-up): one launch
-# each of the forward and the two backward kernels.
+# each of the forward and the two backward tile kernels (two-pass: keyGrad, queryGrad; atomic:
+# keyGrad with its dQ adds, roundQueryGrad).
 if wants ncu; then
-  start=$SECONDS
   if command -v ncu >/dev/null; then
-    ncu -k 'regex:forwardKernel|keyGradKernel|queryGradKernel' --launch-skip 3 --launch-count 3 \
-      --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
-      --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
-      build-cuda/bench_attention --fused-csv "$OUT/ncu_case.csv" --fused-reps 1 \
-      --fused-cases "${NCU_CASE:-causal-B8-L2048}" >"$OUT/ncu.txt" 2>&1
-    summary "ncu (${NCU_CASE:-causal-B8-L2048}): rc=$? in $((SECONDS - start)) s (ncu.txt)"
+    for scheme in ${NCU_BACKWARD:-two-pass atomic}; do
+      start=$SECONDS
+      ncu -k 'regex:forwardKernel|keyGradKernel|queryGradKernel|roundQueryGradKernel' --launch-skip 3 --launch-count 3 \
+        --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
+        --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+        build-cuda/bench_attention --fused-csv "$OUT/ncu_case.csv" --fused-reps 1 \
+        --fused-cases "${NCU_CASE:-causal-B8-L2048}" --fused-backward "$scheme" >"$OUT/ncu-$scheme.txt" 2>&1
+      summary "ncu (${NCU_CASE:-causal-B8-L2048}, $scheme backward): rc=$? in $((SECONDS - start)) s (ncu-$scheme.txt)"
+    done
   else
     summary "ncu: not on PATH (nothing profiled)"
   fi

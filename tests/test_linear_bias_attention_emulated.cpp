@@ -197,8 +197,9 @@ std::vector<double> toDoubles(const Buffer<T>& buffer, size_t n) {
   return out;
 }
 
-// The kernels' forward and backward through their C++ API; FAILs on a launch error or fault.
-Result runKernels(const Problem& p, const Inputs& in) {
+// The kernels' forward and backward (of `scheme`) through their C++ API; FAILs on a launch error or
+// fault.
+Result runKernels(const Problem& p, const Inputs& in, xtrap::cuda::BackwardScheme scheme) {
   const AttentionShape& s = p.shape;
   const size_t n = size_t(s.B) * s.H * s.T * s.D, rows = size_t(s.B) * s.H * s.T;
   Buffer<bf16> qkv(in.qkv.size()), dO(n), o(n), dq(n), dk(n), dv(n);
@@ -238,7 +239,7 @@ Result runKernels(const Problem& p, const Inputs& in) {
   ba.dSlopePast = p.slopeGradients ? dPast.data() : nullptr;
   ba.dSlopeFuture = p.slopeGradients ? dFuture.data() : nullptr;
   ba.dFirstTokenBias = p.variant.firstToken.empty() ? nullptr : dFirst.data();
-  ba.bias = bias, ba.scale = scale, ba.dropout = p.dropout, ba.seed = p.seed;
+  ba.bias = bias, ba.scale = scale, ba.dropout = p.dropout, ba.seed = p.seed, ba.scheme = scheme;
   Buffer<unsigned char> workspace(xtrap::cuda::linearBiasAttentionBackwardWorkspace(ba));
   e = xtrap::cuda::linearBiasAttentionBackward(ba, workspace.data(), nullptr);
   INFO("backward: " << cuda_emulation::lastFault());
@@ -274,8 +275,7 @@ double relativeMaxDiff(const std::vector<double>& reference, const std::vector<d
 // corrected for the rounding of D_i (tile::RowTerm): here they come within 4e-6 of the largest
 // head's (absolute below 1e-2), so they are held to 1e-4, which a wrong sign in the correction's
 // weights (1e-3 off) fails; the GPU test keeps the 1e-2.
-void compare(const Problem& p, const Inputs& in, const Result& got) {
-  const Result want = reference(p, in);
+void compare(const Result& want, const Result& got) {
   CHECK(relativeMaxDiff(want.o, got.o, 1e-3) <= 2e-2);
   CHECK(relativeMaxDiff(want.lse, got.lse, 1.0) <= 1e-4);
   CHECK(relativeMaxDiff(want.dq, got.dq, 1e-3) <= 2e-2);
@@ -288,18 +288,32 @@ void compare(const Problem& p, const Inputs& in, const Result& got) {
   if (!got.dFirst.empty()) CHECK(relativeMaxDiff(want.dFirst, got.dFirst, 1e-2) <= 1e-4);
 }
 
-// Runs p under both schedules, requires bit-identical results, and compares with the reference.
+// Runs p with each backward scheme under both schedules, requires bit-identical results from the
+// two schedules, compares with the reference, and requires the two schemes to differ in dq alone:
+// AtomicDq sums dq's fp32 terms in another order (here, where blocks run one after the other, a
+// fixed one) and runs every other output through the same code.
 void check(const Problem& p) {
   const AttentionShape& s = p.shape;
   INFO(p.variant.name << " B=" << s.B << " H=" << s.H << " T=" << s.T << " D=" << s.D << " dropout=" << p.dropout);
   const Inputs in = makeInputs(s, p.seed);
-  cuda_emulation::setSchedule(cuda_emulation::Schedule::Ascending);
-  const Result ascending = runKernels(p, in);
-  cuda_emulation::setSchedule(cuda_emulation::Schedule::Descending);
-  const Result descending = runKernels(p, in);
-  cuda_emulation::setSchedule(cuda_emulation::Schedule::Ascending);
-  CHECK(ascending == descending);  // else a thread reads what another writes without a barrier
-  compare(p, in, ascending);
+  const Result want = reference(p, in);
+  Result got[2];
+  for (xtrap::cuda::BackwardScheme scheme :
+       {xtrap::cuda::BackwardScheme::TwoPass, xtrap::cuda::BackwardScheme::AtomicDq}) {
+    INFO("backward scheme " << int(scheme));
+    cuda_emulation::setSchedule(cuda_emulation::Schedule::Ascending);
+    const Result ascending = runKernels(p, in, scheme);
+    cuda_emulation::setSchedule(cuda_emulation::Schedule::Descending);
+    const Result descending = runKernels(p, in, scheme);
+    cuda_emulation::setSchedule(cuda_emulation::Schedule::Ascending);
+    CHECK(ascending == descending);  // else a thread reads what another writes without a barrier
+    compare(want, ascending);
+    got[int(scheme)] = ascending;
+  }
+  Result atomicWithTwoPassDq = got[1];
+  atomicWithTwoPassDq.dq = got[0].dq;
+  CHECK(atomicWithTwoPassDq == got[0]);
+  CHECK(relativeMaxDiff(got[0].dq, got[1].dq, 1e-3) <= 1e-2);  // both round the same sum once to bf16
 }
 
 // Toy kernels for the emulation's own checks. Thread t writes slot t of `shared` (global memory

@@ -101,6 +101,13 @@ inline float __uint_as_float(unsigned u) {
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline int min(int a, int b) { return a < b ? a : b; }
+// Atomic only in that nothing else runs while it does: blocks run one after the other, and a block's
+// threads switch only where they wait.
+inline float atomicAdd(float* address, float value) {
+  const float old = *address;
+  *address = old + value;
+  return old;
+}
 void __syncthreads();
 void __pipeline_memcpy_async(void* dst, const void* src, size_t sizeAndAlign, size_t zfill = 0);
 void __pipeline_commit();

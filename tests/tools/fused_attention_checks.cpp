@@ -20,6 +20,7 @@
 #include <limits>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "../test_support.h"
@@ -133,11 +134,16 @@ std::vector<torch::Tensor> takeParamGrads(LinearBias& bias) {
   return grads;
 }
 
+// The backward schemes (cuda::BackwardScheme), each checked alike, and how the checks name them.
+constexpr std::pair<cuda::BackwardScheme, const char*> kSchemes[] = {{cuda::BackwardScheme::TwoPass, "two-pass"},
+                                                                     {cuda::BackwardScheme::AtomicDq, "atomic dQ"}};
+
 // The kernel: o and every gradient of sum(o * dO), for bf16 q, k, v.
 Grads kernelPass(LinearBias& bias, bool causal, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                 const torch::Tensor& dO, double scale, double dropout = 0.0) {
+                 const torch::Tensor& dO, double scale, double dropout = 0.0,
+                 cuda::BackwardScheme scheme = cuda::BackwardScheme::TwoPass) {
   auto ql = q.detach().requires_grad_(), kl = k.detach().requires_grad_(), vl = v.detach().requires_grad_();
-  auto o = fusedLinearBiasAttention(ql, kl, vl, bias, causal, scale, dropout);  // (B, H, T, D) bf16
+  auto o = fusedLinearBiasAttention(ql, kl, vl, bias, causal, scale, dropout, scheme);  // (B, H, T, D) bf16
   o.backward(dO);
   return {o.detach(), ql.grad(), kl.grad(), vl.grad(), takeParamGrads(bias)};
 }
@@ -187,49 +193,54 @@ void kernelMatchesReference() {
                v = torch::randn({B, H, T, D}, bf16), dO = torch::randn({B, H, T, D}, bf16);
           const double scale = 1.0 / std::sqrt(double(D));
           Grads ref = referencePass(*bias, variant.causal, q, k, v, dO, scale);
-          Grads got = kernelPass(*bias, variant.causal, q, k, v, dO, scale);
-          double worst = 0;
-          std::string detail;
-          for (auto [label, r, g] : {std::tuple{"o", ref.o, got.o}, std::tuple{"dq", ref.dq, got.dq},
-                                     std::tuple{"dk", ref.dk, got.dk}, std::tuple{"dv", ref.dv, got.dv}}) {
-            double e = relativeMaxDiff(r, g);
-            worst = std::max(worst, e);
-            detail += std::string(" ") + label + " " + fmtDouble(e);
+          for (auto [scheme, schemeName] : kSchemes) {
+            Grads got = kernelPass(*bias, variant.causal, q, k, v, dO, scale, 0.0, scheme);
+            double worst = 0;
+            std::string detail;
+            for (auto [label, r, g] : {std::tuple{"o", ref.o, got.o}, std::tuple{"dq", ref.dq, got.dq},
+                                       std::tuple{"dk", ref.dk, got.dk}, std::tuple{"dv", ref.dv, got.dv}}) {
+              double e = relativeMaxDiff(r, g);
+              worst = std::max(worst, e);
+              detail += std::string(" ") + label + " " + fmtDouble(e);
+            }
+            double worstParam = 0;
+            bool finite = got.o.isfinite().all().item<bool>();
+            for (size_t p = 0; p < ref.params.size(); ++p) {
+              finite = finite && got.params[p].isfinite().all().item<bool>();
+              worstParam = std::max(worstParam, relativeParamDiff(ref.params[p], got.params[p]));
+            }
+            check(finite && worst <= kTensorTolerance && worstParam <= kParamTolerance,
+                  std::string(schemeName) + " backward, " + variant.name + " H=" + std::to_string(H) +
+                      " D=" + std::to_string(D) + " T=" + std::to_string(T) + ":" + detail + ", learned parameters " +
+                      fmtDouble(worstParam) + " (" + std::to_string(ref.params.size()) + " tensors; tolerances " +
+                      fmtDouble(kTensorTolerance) + ", " + fmtDouble(kParamTolerance) + " of the largest element)");
           }
-          double worstParam = 0;
-          bool finite = got.o.isfinite().all().item<bool>();
-          for (size_t p = 0; p < ref.params.size(); ++p) {
-            finite = finite && got.params[p].isfinite().all().item<bool>();
-            worstParam = std::max(worstParam, relativeParamDiff(ref.params[p], got.params[p]));
-          }
-          check(finite && worst <= kTensorTolerance && worstParam <= kParamTolerance,
-                variant.name + " H=" + std::to_string(H) + " D=" + std::to_string(D) + " T=" + std::to_string(T) + ":" +
-                    detail + ", learned parameters " + fmtDouble(worstParam) + " (" +
-                    std::to_string(ref.params.size()) + " tensors; tolerances " + fmtDouble(kTensorTolerance) + ", " +
-                    fmtDouble(kParamTolerance) + " of the largest element)");
         }
 }
 
-// The slope and first-token-bias gradients are reduced in a fixed order: bit-identical run to run.
+// The slope and first-token-bias gradients are reduced in a fixed order: bit-identical run to run,
+// whichever the backward scheme (the atomic one's dq is not).
 void slopeGradientsDeterministic() {
-  for (const char* name : {"bialibi", "causal alibi (slopes learned)"}) {
-    for (const Variant& variant : variants(12)) {
-      if (variant.name != name) continue;
-      auto bias = makeBias(variant);
-      torch::manual_seed(5);
-      auto bf16 = torch::TensorOptions(torch::kBFloat16).device(kGpu);
-      auto q = torch::randn({4, 12, 2000, 64}, bf16), k = torch::randn_like(q), v = torch::randn_like(q),
-           dO = torch::randn_like(q);
-      Grads a = kernelPass(*bias, variant.causal, q, k, v, dO, 0.125);
-      Grads b = kernelPass(*bias, variant.causal, q, k, v, dO, 0.125);
-      bool same = !a.params.empty() && a.params.size() == b.params.size();
-      for (size_t p = 0; same && p < a.params.size(); ++p) same = torch::equal(a.params[p], b.params[p]);
-      bool sameQkv = torch::equal(a.dq, b.dq) && torch::equal(a.dk, b.dk) && torch::equal(a.dv, b.dv);
-      check(same, variant.name + " B=4 H=12 T=2000 D=64: learned-parameter gradients bit-identical across two runs (" +
-                      std::to_string(a.params.size()) + " tensors; dq, dk, dv " +
-                      (sameQkv ? "bit-identical too" : "not bit-identical, not required") + ")");
+  for (auto [scheme, schemeName] : kSchemes)
+    for (const char* name : {"bialibi", "causal alibi (slopes learned)"}) {
+      for (const Variant& variant : variants(12)) {
+        if (variant.name != name) continue;
+        auto bias = makeBias(variant);
+        torch::manual_seed(5);
+        auto bf16 = torch::TensorOptions(torch::kBFloat16).device(kGpu);
+        auto q = torch::randn({4, 12, 2000, 64}, bf16), k = torch::randn_like(q), v = torch::randn_like(q),
+             dO = torch::randn_like(q);
+        Grads a = kernelPass(*bias, variant.causal, q, k, v, dO, 0.125, 0.0, scheme);
+        Grads b = kernelPass(*bias, variant.causal, q, k, v, dO, 0.125, 0.0, scheme);
+        bool same = !a.params.empty() && a.params.size() == b.params.size();
+        for (size_t p = 0; same && p < a.params.size(); ++p) same = torch::equal(a.params[p], b.params[p]);
+        bool sameQkv = torch::equal(a.dq, b.dq) && torch::equal(a.dk, b.dk) && torch::equal(a.dv, b.dv);
+        check(same, std::string(schemeName) + " backward, " + variant.name +
+                        " B=4 H=12 T=2000 D=64: learned-parameter gradients bit-identical across two runs (" +
+                        std::to_string(a.params.size()) + " tensors; dq, dk, dv " +
+                        (sameQkv ? "bit-identical too" : "not bit-identical, not required") + ")");
+      }
     }
-  }
 }
 
 // T = 0 (empty tensors, which may have no storage): empty outputs and zero learned-parameter
@@ -275,6 +286,18 @@ void dropoutMaskConsistent() {
       check(std::abs(kept - (1 - p)) <= 0.015,
             variant.name + " dropout 0.3: kept fraction " + fmtDouble(kept) + " (expected 0.7 +- 0.015)");
       Grads ref = referencePass(*bias, variant.causal, q, k, v, dO, scale, keep, p);
+      // The forward is the same for both schemes: the atomic backward against the same reference.
+      torch::manual_seed(42);
+      Grads atomic = kernelPass(*bias, variant.causal, q, k, v, dO, scale, p, cuda::BackwardScheme::AtomicDq);
+      const double worstAtomic = std::max(
+          {relativeMaxDiff(ref.dq, atomic.dq), relativeMaxDiff(ref.dk, atomic.dk), relativeMaxDiff(ref.dv, atomic.dv)});
+      double worstAtomicParam = 0;
+      for (size_t i = 0; i < ref.params.size(); ++i)
+        worstAtomicParam = std::max(worstAtomicParam, relativeParamDiff(ref.params[i], atomic.params[i]));
+      check(torch::equal(atomic.o, got.o) && worstAtomic <= kTensorTolerance && worstAtomicParam <= kParamTolerance,
+            variant.name + " dropout 0.3, atomic dQ backward: the same output, and gradients against the reference " +
+                "with the forward's mask: " + fmtDouble(worstAtomic) + ", learned parameters " +
+                fmtDouble(worstAtomicParam));
       double worst = std::max({relativeMaxDiff(ref.o, got.o), relativeMaxDiff(ref.dq, got.dq),
                                relativeMaxDiff(ref.dk, got.dk), relativeMaxDiff(ref.dv, got.dv)});
       double worstParam = 0;

@@ -26,7 +26,11 @@
 // keyGrad (one block per key tile: dK, dV in registers over every query tile, its warps computing
 // S^T = K Q^T, so that P~^T and dS^T are A operands in registers) and queryGrad (one block per
 // query tile: dQ in registers over every key tile, and the bias gradients). Every output is summed
-// by one block, at the price of S and dP computed in both: 7 tile products per tile pair.
+// by one block, at the price of S and dP computed in both: 7 tile products per tile pair
+// (BackwardScheme::TwoPass). BackwardScheme::AtomicDq is FlashAttention-2's own way: keyGrad also
+// writes dS^T to shared memory, reads it back as dS and adds dS K to an fp32 dQ in global memory with
+// atomic adds (addQueryGrad), which roundQueryGradKernel scales and rounds to bf16: 5 products per
+// pair, and queryGrad runs only for the bias gradients.
 // The bias gradients dslopePast = sum dS * (-(i - j)), dslopeFuture = sum dS * (-(j - i - shift)),
 // dfirstTokenBias = sum dS over first-token cells are summed per lane in a fixed cell order (on a
 // linear tile with no first-token cell from its one term, without biasCell's branches),
@@ -104,6 +108,13 @@ struct KeyGradSmem {
                           lse = dO + 2 * Ld<D>::rowsBytes, rowDot = lse + 2 * Ld<D>::statBytes,
                           bytes = rowDot + 2 * Ld<D>::statBytes;
 };
+// AtomicDq's keyGrad adds its dS^T tile: (kBc keys, kBr queries) bf16, rows of kBr + 8 elements
+// (ldmatrix's 8 rows in 32 different banks again).  D=64: 64 KiB, D=128: 112 KiB.
+constexpr int kDsRow = kBr + kPadHalf;
+template <int D>
+constexpr size_t keyGradAtomicSmem() {
+  return KeyGradSmem<D>::bytes + align128(size_t(kBc) * kDsRow * sizeof(bf16));
+}
 // queryGrad: Q, dO, lse, D_i | K, V x 2 | warp partials.  D=64: 55 KiB, D=128: 103 KiB.
 template <int D>
 struct QueryGradSmem {
@@ -115,7 +126,7 @@ struct QueryGradSmem {
 // The most shared memory any of the kernels for head dimension D asks for.
 template <int D>
 constexpr size_t largestSmem() {
-  return std::max({ForwardSmem<D>::bytes, KeyGradSmem<D>::bytes, QueryGradSmem<D>::bytes});
+  return std::max({ForwardSmem<D>::bytes, keyGradAtomicSmem<D>(), QueryGradSmem<D>::bytes});
 }
 
 // The A100 gives a block up to 163 KiB of shared memory (the H100 227, sm_86/89 GPUs 99: there only
@@ -653,17 +664,61 @@ __device__ void sumBlockGrads(tile::BiasGrads<double> grads, double* warpPartial
   }
 }
 
-// grid (ceil(T / kBc), H, B): one block per key tile; dK, dV summed over every query tile. Its
-// warps work transposed: S^T = K Q^T with the warp's 16 keys as rows, so that P~^T and dS^T are
-// the A operands of dV += P~^T dO and dK += dS^T Q.
+// AtomicDq, its first step: this warp's dS^T (its 16 keys by the kBr queries of the tile, as the
+// A fragments `a` of dK += dS^T Q) into the block's dS^T tile in shared memory, in the C layout's
+// pairs (toA: a[kk] holds fragments 2kk and 2kk + 1, rows g and g + 8).
+__device__ __forceinline__ void storeScoreGradT(bf16* dsT, const uint32_t (&a)[kBr / 16][4], const TileBlock& blk) {
+  bf16* mine = dsT + (blk.stripe + blk.fl.g) * kDsRow + 2 * blk.fl.t;
+#pragma unroll
+  for (int kk = 0; kk < kBr / 16; ++kk)
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        *reinterpret_cast<uint32_t*>(mine + 8 * r * kDsRow + 16 * kk + 8 * half) = a[kk][2 * half + r];
+}
+
+// AtomicDq, its second step, once every warp has stored its dS^T: dQ += dS K for the query tile at
+// r0, warp w taking queries [16w, 16w + 16) of it. dS is read back transposed (ldmatrix .trans of
+// the (keys, queries) tile gives dS's A fragments), K is the block's own tile, and the (16, D)
+// product is added to dqAccum's rows (B, H, T, D fp32, unscaled) by atomic adds, rows past T left
+// out. Blocks of other key tiles add to the same rows in whatever order they arrive.
+template <int D>
+__device__ __forceinline__ void addQueryGrad(float* dqAccum, const bf16* dsT, const bf16* ks, const TileBlock& blk,
+                                             int r0) {
+  const int r = blk.lane & 7, m = blk.lane >> 3;
+  uint32_t ds[kBc / 16][4];  // (16 queries, kBc keys): matrices queries 0-7 | 8-15 by keys 16kk + 0-7 | 8-15
+#pragma unroll
+  for (int kk = 0; kk < kBc / 16; ++kk)
+    mma::loadMatricesTransposed(ds[kk], dsT + (16 * kk + 8 * (m >> 1) + r) * kDsRow + blk.stripe + 8 * (m & 1));
+  float dQ[D / 8][4] = {};  // (16, D)
+  multiply<kBc, D, Ld<D>::rows>(dQ, ds, ks, blk.lane);
+  const int first = r0 + blk.stripe;  // the warp's first query
+  float* rows = dqAccum + (int64_t(blk.batchHead) * blk.T + first) * D;
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int row = blk.fl.row(2 * rr);
+    if (first + row >= blk.T) continue;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) atomicAdd(rows + row * D + blk.fl.column(n, c), dQ[n][2 * rr + c]);
+  }
+}
+
+// grid (ceil(T / kBc), H, B): one block per key tile; dK, dV summed over every query tile (and with
+// kAtomicDq each pair's dS K added to dqAccum: addQueryGrad). Its warps work transposed: S^T = K Q^T
+// with the warp's 16 keys as rows, so that P~^T and dS^T are the A operands of dV += P~^T dO and
+// dK += dS^T Q.
 // D 64 without dropout: at most 168 registers, so that 3 blocks fit an SM (ptxas chose 183 after
 // copyRows' unrolling, which fits 2; held to 168 it spills none on sm_90a).
-template <int D, bool kDropout>
+template <int D, bool kDropout, bool kAtomicDq>
 __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
-    keyGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll) {
+    keyGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll, float* dqAccum) {
   using S = KeyGradSmem<D>;
   bf16 *ks = smemAt<bf16>(S::k), *vs = smemAt<bf16>(S::v), *qs = smemAt<bf16>(S::q), *dOs = smemAt<bf16>(S::dO);
   float *lses = smemAt<float>(S::lse), *rowDots = smemAt<float>(S::rowDot);
+  bf16* dsT = smemAt<bf16>(S::bytes);  // kAtomicDq only (keyGradAtomicSmem)
   constexpr int Row = Ld<D>::rows;
 
   const TileBlock blk = tileBlock(args.shape, args.bias, tile::Walk::Queries);  // its tile: keys [c0, c1)
@@ -715,7 +770,12 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
     toA<kBr>(a, pT);
     multiply<kBr, D, Row>(dV, a, dO, blk.lane);  // dV += P~^T dO
     toA<kBr>(a, dST);
+    if constexpr (kAtomicDq) storeScoreGradT(dsT, a, blk);
     multiply<kBr, D, Row>(dK, a, q, blk.lane);  // dK += dS^T Q
+    if constexpr (kAtomicDq) {
+      __syncthreads();  // every warp's dS^T is in dsT (pipelinedWalk's next barrier precedes its next write)
+      addQueryGrad<D>(dqAccum, dsT, ks, blk, r0);
+    }
   });
   storeStripe<D>(args.dk, dK, args.scale, kStripe, blk);
   storeStripe<D>(args.dv, dV, 1.f, vStripe, blk);
@@ -724,9 +784,10 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
 // grid (ceil(T / kBr), H, B): one block per query tile; dQ summed over every key tile, and with
 // kBiasGrads this block's share of the bias gradients written to
 // partials[(b * H + h) * qTiles + tile][3]. kBiasGrads is a template parameter so that the
-// fixed-slope backward compiles without the per-cell bias bookkeeping. D 64 without bias gradients:
-// held to 128 registers (ptxas chose 129), so that 4 blocks fit an SM as their shared memory allows.
-template <int D, bool kBiasGrads, bool kDropout>
+// fixed-slope backward compiles without the per-cell bias bookkeeping. Without kDq (AtomicDq, whose
+// keyGrad sums dQ) it computes the bias gradients alone. D 64 without bias gradients: held to 128
+// registers (ptxas chose 129), so that 4 blocks fit an SM as their shared memory allows.
+template <int D, bool kBiasGrads, bool kDropout, bool kDq = true>
 __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
     queryGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll, double* partials) {
   using S = QueryGradSmem<D>;
@@ -820,11 +881,13 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
       });
       grads.past += tileGrads.past, grads.future += tileGrads.future, grads.first += tileGrads.first;
     }
-    uint32_t a[kBc / 16][4];
-    toA<kBc>(a, dS);
-    multiply<kBc, D, Row>(dQ, a, k, blk.lane);  // dQ += dS K
+    if constexpr (kDq) {
+      uint32_t a[kBc / 16][4];
+      toA<kBc>(a, dS);
+      multiply<kBc, D, Row>(dQ, a, k, blk.lane);  // dQ += dS K
+    }
   });
-  storeStripe<D>(args.dq, dQ, args.scale, qStripe, blk);
+  if constexpr (kDq) storeStripe<D>(args.dq, dQ, args.scale, qStripe, blk);
 
   if constexpr (kBiasGrads) {
     // Each row's whole RowTerm (its 4 lanes' shares), its correction added once, by the group's
@@ -841,6 +904,24 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
     sumBlockGrads(grads, warpPartials, partials + (int64_t(blk.batchHead) * gridDim.x + blk.lo / kBr) * 3, blk.warp,
                   blk.lane);
   }
+}
+
+// AtomicDq's last step: dq = scale * dqAccum rounded to bf16, 8 elements (16 bytes) a thread.
+template <int D>
+__global__ void __launch_bounds__(kThreads) roundQueryGradKernel(const BackwardArgs args, const float* dqAccum) {
+  constexpr int kPieces = D / 8;
+  const int T = args.shape.T, H = args.shape.H;
+  const int64_t piece = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (piece >= int64_t(args.shape.B) * H * T * kPieces) return;
+  const int64_t rowIndex = piece / kPieces;
+  const int i = int(rowIndex % T), bh = int(rowIndex / T), b = bh / H, h = bh % H, col = int(piece % kPieces) * 8;
+  const uint4 lo = *reinterpret_cast<const uint4*>(dqAccum + rowIndex * D + col);
+  const uint4 hi = *reinterpret_cast<const uint4*>(dqAccum + rowIndex * D + col + 4);
+  auto word = [&](unsigned a, unsigned b) {
+    return bf16Word(args.scale * __uint_as_float(a), args.scale * __uint_as_float(b));
+  };
+  *reinterpret_cast<uint4*>(headRows(args.dq, b, h) + i * args.dq.st + col) =
+      make_uint4(word(lo.x, lo.y), word(lo.z, lo.w), word(hi.x, hi.y), word(hi.z, hi.w));
 }
 
 // One thread per (head, parameter): the sum over batches and query tiles, in that fixed order.
@@ -901,23 +982,34 @@ cudaError_t forward(const ForwardArgs& args, cudaStream_t stream) {
 
 bool wantsBiasGrads(const BackwardArgs& a) { return a.dSlopePast || a.dSlopeFuture || a.dFirstTokenBias; }
 
-// The backward's workspace: rowDot (B, H, T) fp32, then with bias gradients queryGrad's per-block
-// partials (B, H, qTiles, 3) fp64 from byte partialsOffset.
-size_t partialsOffset(const AttentionShape& s) { return align128(size_t(s.B) * s.H * s.T * sizeof(float)); }
-size_t workspaceBytes(const BackwardArgs& a) {
+bool atomicDq(const BackwardArgs& a) { return a.scheme == BackwardScheme::AtomicDq; }
+
+// The backward's workspace, in bytes from its start: rowDot (B, H, T) fp32 at 0, then with AtomicDq
+// dqAccum (B, H, T, D) fp32, then with bias gradients queryGrad's per-block partials
+// (B, H, qTiles, 3) fp64.
+struct WorkspaceLayout {
+  size_t dqAccum = 0, partials = 0, bytes = 0;
+};
+WorkspaceLayout workspaceLayout(const BackwardArgs& a) {
   const AttentionShape& s = a.shape;
-  if (!wantsBiasGrads(a)) return partialsOffset(s);
-  return partialsOffset(s) + align128(size_t(s.B) * s.H * ceilDiv(s.T, kBr) * 3 * sizeof(double));
+  const size_t rows = size_t(s.B) * s.H * s.T;
+  WorkspaceLayout w;
+  w.dqAccum = align128(rows * sizeof(float));
+  w.partials = w.dqAccum + (atomicDq(a) ? align128(rows * s.D * sizeof(float)) : 0);
+  w.bytes = w.partials + (wantsBiasGrads(a) ? align128(size_t(s.B) * s.H * ceilDiv(s.T, kBr) * 3 * sizeof(double)) : 0);
+  return w;
 }
 
 template <int D>
 cudaError_t backward(const BackwardArgs& args, void* workspace, cudaStream_t stream) {
   const AttentionShape& s = args.shape;
   const Derived dv = derive(s, args.dropout);
-  float* rowDot = static_cast<float*>(workspace);
-  const bool biasGrads = wantsBiasGrads(args), dropout = dv.threshold > 0;
-  double* partials =
-      biasGrads ? reinterpret_cast<double*>(static_cast<unsigned char*>(workspace) + partialsOffset(s)) : nullptr;
+  const WorkspaceLayout layout = workspaceLayout(args);
+  unsigned char* bytes = static_cast<unsigned char*>(workspace);
+  float* rowDot = reinterpret_cast<float*>(bytes);
+  const bool biasGrads = wantsBiasGrads(args), dropout = dv.threshold > 0, atomic = atomicDq(args);
+  float* dqAccum = atomic ? reinterpret_cast<float*>(bytes + layout.dqAccum) : nullptr;
+  double* partials = biasGrads ? reinterpret_cast<double*>(bytes + layout.partials) : nullptr;
 
   const int64_t rows = int64_t(s.B) * s.H * s.T;
   if (cudaError_t e = launch(rowDotKernel<D>, dim3(unsigned((rows + kRowDotRows<D> - 1) / kRowDotRows<D>)), 0, stream,
@@ -925,17 +1017,34 @@ cudaError_t backward(const BackwardArgs& args, void* workspace, cudaStream_t str
       e != cudaSuccess)
     return e;
 
-  const auto keyGrad = dropout ? keyGradKernel<D, true> : keyGradKernel<D, false>;
-  const auto queryGrad = biasGrads ? (dropout ? queryGradKernel<D, true, true> : queryGradKernel<D, true, false>)
-                                   : (dropout ? queryGradKernel<D, false, true> : queryGradKernel<D, false, false>);
-  const size_t keyBytes = KeyGradSmem<D>::bytes, queryBytes = QueryGradSmem<D>::bytes;
+  const auto keyGrad = atomic ? (dropout ? keyGradKernel<D, true, true> : keyGradKernel<D, false, true>)
+                              : (dropout ? keyGradKernel<D, true, false> : keyGradKernel<D, false, false>);
+  // AtomicDq runs queryGrad for the bias gradients alone, and only where they are asked for.
+  const auto queryGrad =
+      biasGrads ? (atomic ? (dropout ? queryGradKernel<D, true, true, false> : queryGradKernel<D, true, false, false>)
+                          : (dropout ? queryGradKernel<D, true, true> : queryGradKernel<D, true, false>))
+                : (dropout ? queryGradKernel<D, false, true> : queryGradKernel<D, false, false>);
+  const bool runQueryGrad = !atomic || biasGrads;
+  const size_t keyBytes = atomic ? keyGradAtomicSmem<D>() : KeyGradSmem<D>::bytes, queryBytes = QueryGradSmem<D>::bytes;
   if (cudaError_t e = allowSharedMemory(keyGrad, keyBytes); e != cudaSuccess) return e;
   if (cudaError_t e = allowSharedMemory(queryGrad, queryBytes); e != cudaSuccess) return e;
-  if (cudaError_t e = launch(keyGrad, dim3(dv.qTiles, s.H, s.B), keyBytes, stream, args, dv, rowDot); e != cudaSuccess)
-    return e;
-  if (cudaError_t e = launch(queryGrad, dim3(dv.qTiles, s.H, s.B), queryBytes, stream, args, dv, rowDot, partials);
+  if (atomic)
+    if (cudaError_t e = cudaMemsetAsync(dqAccum, 0, layout.partials - layout.dqAccum, stream); e != cudaSuccess)
+      return e;
+  if (cudaError_t e = launch(keyGrad, dim3(dv.qTiles, s.H, s.B), keyBytes, stream, args, dv, rowDot, dqAccum);
       e != cudaSuccess)
     return e;
+  if (runQueryGrad)
+    if (cudaError_t e = launch(queryGrad, dim3(dv.qTiles, s.H, s.B), queryBytes, stream, args, dv, rowDot, partials);
+        e != cudaSuccess)
+      return e;
+  if (atomic) {
+    const int64_t pieces = rows * (D / 8);
+    if (cudaError_t e = launch(roundQueryGradKernel<D>, dim3(unsigned((pieces + kThreads - 1) / kThreads)), 0, stream,
+                               args, dqAccum);
+        e != cudaSuccess)
+      return e;
+  }
   if (!biasGrads) return cudaSuccess;
   return launch(reduceBiasGradsKernel, dim3(ceilDiv(s.H * 3, kThreads)), 0, stream, partials, s.B, s.H, dv.qTiles,
                 args.dSlopePast, args.dSlopeFuture, args.dFirstTokenBias);
@@ -960,12 +1069,19 @@ cudaError_t kernelFacts(KernelFacts* facts) {
   if (cudaError_t e = factsOf(forwardKernel<D, false>, "forward", ForwardSmem<D>::bytes, facts[0]); e != cudaSuccess)
     return e;
   if (cudaError_t e = factsOf(rowDotKernel<D>, "rowDot", 0, facts[1]); e != cudaSuccess) return e;
-  if (cudaError_t e = factsOf(keyGradKernel<D, false>, "keyGrad", KeyGradSmem<D>::bytes, facts[2]); e != cudaSuccess)
+  if (cudaError_t e = factsOf(keyGradKernel<D, false, false>, "keyGrad", KeyGradSmem<D>::bytes, facts[2]);
+      e != cudaSuccess)
     return e;
   if (cudaError_t e = factsOf(queryGradKernel<D, false, false>, "queryGrad", QueryGradSmem<D>::bytes, facts[3]);
       e != cudaSuccess)
     return e;
-  return factsOf(queryGradKernel<D, true, false>, "queryGrad+bias", QueryGradSmem<D>::bytes, facts[4]);
+  if (cudaError_t e = factsOf(queryGradKernel<D, true, false>, "queryGrad+bias", QueryGradSmem<D>::bytes, facts[4]);
+      e != cudaSuccess)
+    return e;
+  if (cudaError_t e = factsOf(keyGradKernel<D, false, true>, "keyGrad+dQ", keyGradAtomicSmem<D>(), facts[5]);
+      e != cudaSuccess)
+    return e;
+  return factsOf(roundQueryGradKernel<D>, "roundQueryGrad", 0, facts[6]);
 }
 
 cudaError_t zeroBiasGrads(const BackwardArgs& args, cudaStream_t stream) {
@@ -1019,7 +1135,7 @@ cudaError_t linearBiasAttentionKernelFacts(int D, KernelFacts* facts) {
   return D == 64 ? kernelFacts<64>(facts) : kernelFacts<128>(facts);
 }
 
-size_t linearBiasAttentionBackwardWorkspace(const BackwardArgs& args) { return workspaceBytes(args); }
+size_t linearBiasAttentionBackwardWorkspace(const BackwardArgs& args) { return workspaceLayout(args).bytes; }
 
 cudaError_t linearBiasAttentionBackward(const BackwardArgs& args, void* workspace, cudaStream_t stream) {
   if (linearBiasAttentionCheck(args.shape, args.dropout) != nullptr) return cudaErrorInvalidValue;

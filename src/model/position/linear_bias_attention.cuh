@@ -48,11 +48,25 @@ struct ForwardArgs {
   uint64_t seed = 0;
 };
 
-// Gradients of the forward above, given dL/do, in two passes: keyGrad (dK, dV over the query
-// tiles) then queryGrad (dQ and the bias gradients over the key tiles), every output summed by one
-// block. dq, dk, dv are written (not accumulated). dSlopePast / dSlopeFuture / dFirstTokenBias (H)
-// are dL/d(slope) and dL/d(first-token bias) when not nullptr, reduced in a fixed order:
-// bit-identical from run to run.
+// How the backward sums dQ over key tiles. Which is faster is the GPU's to say (bench_attention
+// times both), so both are kept until then.
+enum class BackwardScheme {
+  // keyGrad (dK, dV over the query tiles) then queryGrad (dQ and the bias gradients over the key
+  // tiles): S = Q K^T and dP = dO V^T computed in both, 7 tile products per tile pair, every output
+  // summed by one block: dq, dk, dv bit-identical from run to run.
+  TwoPass,
+  // FlashAttention-2's own backward: keyGrad also writes each pair's dS to shared memory and adds
+  // dS K into an fp32 dQ of (B, H, T, D) in global memory with atomic adds, which a last kernel
+  // scales and rounds to bf16: 5 tile products per pair, for (B, H, T, D) fp32 of workspace, and dq
+  // summed in the order the blocks arrive (its last bits vary from run to run; dk, dv and the bias
+  // gradients do not). With bias gradients queryGrad still runs, for them alone (S and dP: 7
+  // products per pair in all).
+  AtomicDq,
+};
+
+// Gradients of the forward above, given dL/do (BackwardScheme). dq, dk, dv are written (not
+// accumulated). dSlopePast / dSlopeFuture / dFirstTokenBias (H) are dL/d(slope) and dL/d(first-token
+// bias) when not nullptr, reduced in a fixed order: bit-identical from run to run.
 struct BackwardArgs {
   AttentionShape shape;
   HeadsView q, k, v, o, dO;          // (B, H, T, D): the forward's inputs and output, and dL/do
@@ -65,6 +79,7 @@ struct BackwardArgs {
   float scale = 1.f;
   float dropout = 0.f;
   uint64_t seed = 0;
+  BackwardScheme scheme = BackwardScheme::TwoPass;
 };
 
 // Why these arguments cannot run (a one-line reason), or nullptr. The launchers check it too and
@@ -85,16 +100,17 @@ struct KernelFacts {
   size_t sharedBytes = 0;
   int blocksPerSm = 0;
 };
-// forward, rowDot, keyGrad, queryGrad without and with bias gradients
-constexpr int kKernelFactsCount = 5;
+// forward, rowDot, keyGrad, queryGrad without and with bias gradients (TwoPass); keyGrad with its
+// dQ adds, and dQ's rounding (AtomicDq)
+constexpr int kKernelFactsCount = 7;
 // Fills facts[0..kKernelFactsCount) for head dimension D (64 or 128) on the current device: the
 // instances without dropout, which the benchmark and evaluation run.
 cudaError_t linearBiasAttentionKernelFacts(int D, KernelFacts* facts);
 
 cudaError_t linearBiasAttentionForward(const ForwardArgs& args, cudaStream_t stream);
 
-// Device scratch the backward of these arguments needs, in bytes (row statistics, and per-block
-// gradient partials where bias gradients are asked for).
+// Device scratch the backward of these arguments needs, in bytes (row statistics, AtomicDq's fp32
+// dQ, and per-block gradient partials where bias gradients are asked for).
 size_t linearBiasAttentionBackwardWorkspace(const BackwardArgs& args);
 cudaError_t linearBiasAttentionBackward(const BackwardArgs& args, void* workspace, cudaStream_t stream);
 

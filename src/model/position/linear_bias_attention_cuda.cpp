@@ -28,12 +28,14 @@ void check(cudaError_t status, const char* what) {
 }
 
 // Inputs: q, k, v (B, H, T, D) bf16; slopePast, slopeFuture, firstTokenBias (H) float32 on the same
-// GPU (firstTokenBias all zeros and ignored unless hasFirstTokenBias); then the spec's constants.
+// GPU (firstTokenBias all zeros and ignored unless hasFirstTokenBias); then the spec's constants and
+// the backward's scheme (a cuda::BackwardScheme).
 struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAttention> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const torch::Tensor& slopePast, const torch::Tensor& slopeFuture,
                                const torch::Tensor& firstTokenBias, int64_t blockPast, int64_t blockFuture,
-                               double futureShift, bool hasFirstTokenBias, bool causal, double scale, double dropout) {
+                               double futureShift, bool hasFirstTokenBias, bool causal, double scale, double dropout,
+                               int64_t backwardScheme) {
     c10::cuda::CUDAGuard guard(q.device());
     const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
     auto o = torch::empty({B, H, T, D}, q.options());                        // (B, H, T, D)
@@ -64,6 +66,7 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["dropout"] = dropout;
     ctx->saved_data["seed"] = seed;
+    ctx->saved_data["backwardScheme"] = backwardScheme;
     return o;
   }
 
@@ -100,12 +103,13 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
     a.scale = float(ctx->saved_data["scale"].toDouble());
     a.dropout = float(ctx->saved_data["dropout"].toDouble());
     a.seed = uint64_t(ctx->saved_data["seed"].toInt());
+    a.scheme = cuda::BackwardScheme(ctx->saved_data["backwardScheme"].toInt());
     auto workspace =
         torch::empty({int64_t(cuda::linearBiasAttentionBackwardWorkspace(a))}, q.options().dtype(torch::kUInt8));
     check(cuda::linearBiasAttentionBackward(a, workspace.data_ptr(), c10::cuda::getCurrentCUDAStream().stream()),
           "backward");
-    // One gradient per forward input: the 6 tensors, then none for the 7 constants.
-    return {dq, dk, dv, dSlopePast, dSlopeFuture, dFirstTokenBias, {}, {}, {}, {}, {}, {}, {}};
+    // One gradient per forward input: the 6 tensors, then none for the 8 constants.
+    return {dq, dk, dv, dSlopePast, dSlopeFuture, dFirstTokenBias, {}, {}, {}, {}, {}, {}, {}, {}};
   }
 };
 
@@ -136,7 +140,8 @@ std::string fusedLinearBiasAttentionUnsupported(const torch::Tensor& q, const to
 }
 
 torch::Tensor fusedLinearBiasAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                       const LinearBias& bias, bool causal, double scale, double dropout) {
+                                       const LinearBias& bias, bool causal, double scale, double dropout,
+                                       cuda::BackwardScheme backward) {
   std::string reason = fusedLinearBiasAttentionUnsupported(q, k, v, dropout);
   TORCH_CHECK(reason.empty(), reason);
   const LinearBiasSpec& spec = bias.spec();
@@ -148,10 +153,10 @@ torch::Tensor fusedLinearBiasAttention(const torch::Tensor& q, const torch::Tens
   auto onDevice = [&](const torch::Tensor& t) { return t.to(q.device(), torch::kFloat32).contiguous(); };
   torch::Tensor firstTokenBias =
       spec.hasFirstTokenBias ? onDevice(bias.firstTokenBias()) : torch::zeros({H}, q.options().dtype(torch::kFloat32));
-  return FusedLinearBiasAttention::apply(readable(q), readable(k), readable(v), onDevice(bias.slopePast()),
-                                         onDevice(bias.slopeFuture()), firstTokenBias,
-                                         int64_t(headMask(spec.blockPast)), int64_t(headMask(spec.blockFuture)),
-                                         spec.futureShift, spec.hasFirstTokenBias, causal, scale, dropout);
+  return FusedLinearBiasAttention::apply(
+      readable(q), readable(k), readable(v), onDevice(bias.slopePast()), onDevice(bias.slopeFuture()), firstTokenBias,
+      int64_t(headMask(spec.blockPast)), int64_t(headMask(spec.blockFuture)), spec.futureShift, spec.hasFirstTokenBias,
+      causal, scale, dropout, int64_t(backward));
 }
 
 }  // namespace xtrap

@@ -23,7 +23,9 @@ std::string fusedLinearBiasAttentionUnsupported(const torch::Tensor& q, const to
 // softmax(scale q k^T + bias) v with dropout `dropout` on the probabilities: (B, H, T, D) bf16.
 // The bias is `bias`'s spec with its current slopes and first-token bias; `causal` also blocks
 // every later key. Dropout draws its seed from LibTorch's default CPU generator (torch::manual_seed).
+// `backward`: the scheme of the backward (cuda::BackwardScheme).
 torch::Tensor fusedLinearBiasAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                       const LinearBias& bias, bool causal, double scale, double dropout);
+                                       const LinearBias& bias, bool causal, double scale, double dropout,
+                                       cuda::BackwardScheme backward = cuda::BackwardScheme::TwoPass);
 
 }  // namespace xtrap
