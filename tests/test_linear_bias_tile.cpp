@@ -509,7 +509,9 @@ TEST_CASE("the kernel's tile algorithm equals materialised attention, forward an
   CHECK(skipped > 0);  // causal and one-sided heads skipped whole tiles
 }
 
-TEST_CASE("the row correction gives the bias gradients of the exact softmax row term") {
+TEST_CASE(
+    "the row correction, and the sums centred on the row weights, give the bias gradients of the exact softmax row "
+    "term") {
   // One row i = 5 of a BiAlibi-like head over T = 9 keys (first-token, past, diagonal and future
   // cells): P a softmax, dP arbitrary, D' = sum_j P_ij dP_ij + delta (the rounded dO . O the kernel
   // uses). The gradients from dS' = P (dP - D') plus addRowCorrection must equal those from the
@@ -544,6 +546,15 @@ TEST_CASE("the row correction gives the bias gradients of the exact softmax row 
   CHECK(used.past == Approx(exact.past).margin(1e-6));
   CHECK(used.future == Approx(exact.future).margin(1e-6));
   CHECK(used.first == Approx(exact.first).margin(1e-6));
+  // CentredBiasGrads: the same from each cell's P dP and the row's weights W alone, no row sum of dP.
+  tile::BiasGrads<float> rowWeight;
+  rowWeight.past = float(row.weight.past), rowWeight.future = float(row.weight.future);
+  rowWeight.first = float(row.weight.first);
+  tile::CentredBiasGrads<double> centred;
+  for (int j = 0; j < T; ++j) centred.add(tile::biasCell(hb, i, j), float(prob[j] * dP[j]), rowWeight);
+  CHECK(centred.past == Approx(exact.past).margin(1e-6));
+  CHECK(centred.future == Approx(exact.future).margin(1e-6));
+  CHECK(centred.first == Approx(exact.first).margin(1e-6));
 }
 
 TEST_CASE("dropout groups: every key in one group, and dropoutKeepGroup is dropoutKeep of its 4 keys") {

@@ -30,13 +30,15 @@
 // (BackwardScheme::TwoPass). BackwardScheme::AtomicDq is FlashAttention-2's own way: keyGrad also
 // writes dS^T to shared memory, reads it back as dS and adds dS K to an fp32 dQ in global memory with
 // atomic adds (addQueryGrad), which roundQueryGradKernel scales and rounds to bf16: 5 products per
-// pair, and queryGrad runs only for the bias gradients.
-// The bias gradients dslopePast = sum dS * (-(i - j)), dslopeFuture = sum dS * (-(j - i - shift)),
-// dfirstTokenBias = sum dS over first-token cells are summed per lane in a fixed cell order (on a
-// linear tile with no first-token cell from its one term, without biasCell's branches),
-// corrected for the rounding of D_i by each row's exact sum of P o dP (tile::RowTerm, summed over
-// the row's cells), then summed across lanes and warps in a fixed order, written per block to a
-// buffer, and summed over (batch, block) in a fixed order by one thread per (head, parameter).
+// pair, and no queryGrad. Its keyGrad also sums the bias gradients, each cell's P dP centred on its
+// row's weights, which the forward sums with the softmax (tile::CentredBiasGrads): a key tile sees
+// each row in part, and needs no row's sum of P dP.
+// In TwoPass's queryGrad the bias gradients dslopePast = sum dS * (-(i - j)), dslopeFuture =
+// sum dS * (-(j - i - shift)), dfirstTokenBias = sum dS over first-token cells are summed per lane in a fixed cell
+// order (on a linear tile with no first-token cell from its one term, without biasCell's branches), corrected for the
+// rounding of D_i by each row's exact sum of P o dP (tile::RowTerm, summed over the row's cells), then summed across
+// lanes and warps in a fixed order, written per block to a buffer, and summed over (batch, block) in a fixed order by
+// one thread per (head, parameter).
 //
 // Dropout: Philox4x32-10 keyed by the seed, one draw per (batch*H + head, row, group of 4 keys)
 // (linear_bias_tile.h), so the backward regenerates the forward's mask cell by cell. A group is
@@ -109,12 +111,15 @@ struct KeyGradSmem {
                           bytes = rowDot + 2 * Ld<D>::statBytes;
 };
 // AtomicDq's keyGrad adds its dS^T tile: (kBc keys, kBr queries) bf16, rows of kBr + 8 elements
-// (ldmatrix's 8 rows in 32 different banks again).  D=64: 64 KiB, D=128: 112 KiB.
+// (ldmatrix's 8 rows in 32 different banks again); for the bias gradients the query rows' weights
+// (3 statistics x 2) and warp partials.  D=64: 66 KiB, D=128: 114 KiB.
 constexpr int kDsRow = kBr + kPadHalf;
 template <int D>
-constexpr size_t keyGradAtomicSmem() {
-  return KeyGradSmem<D>::bytes + align128(size_t(kBc) * kDsRow * sizeof(bf16));
-}
+struct KeyGradAtomicSmem {
+  static constexpr size_t dsT = KeyGradSmem<D>::bytes, weights = dsT + align128(size_t(kBc) * kDsRow * sizeof(bf16)),
+                          partial = weights + 6 * Ld<D>::statBytes,
+                          bytes = partial + align128(kWarps * 3 * sizeof(double));
+};
 // queryGrad: Q, dO, lse, D_i | K, V x 2 | warp partials.  D=64: 55 KiB, D=128: 103 KiB.
 template <int D>
 struct QueryGradSmem {
@@ -126,7 +131,7 @@ struct QueryGradSmem {
 // The most shared memory any of the kernels for head dimension D asks for.
 template <int D>
 constexpr size_t largestSmem() {
-  return std::max({ForwardSmem<D>::bytes, keyGradAtomicSmem<D>(), QueryGradSmem<D>::bytes});
+  return std::max({ForwardSmem<D>::bytes, KeyGradAtomicSmem<D>::bytes, QueryGradSmem<D>::bytes});
 }
 
 // The A100 gives a block up to 163 KiB of shared memory (the H100 227, sm_86/89 GPUs 99: there only
@@ -365,17 +370,21 @@ __device__ __forceinline__ void copyRows(bf16* tile, const HeadsView& view, cons
   }
 }
 
-// The lse and D_i of query rows [r0, r0 + kBr) into shared memory as copyRows does, zeros past T
-// (the logits of padding rows are -inf, so their P is 0 whatever their lse).
-__device__ void copyRowStats(float* lseTile, float* rowDotTile, const float* lseAll, const float* rowDotAll,
-                             const TileBlock& blk, int r0) {
-  const float *lse = blk.stats(lseAll), *rowDot = blk.stats(rowDotAll);
+// A (B, H, T) row statistic of query rows [r0, r0 + kBr) into shared memory as copyRows does, zeros
+// past T (the logits of padding rows are -inf, so their P is 0 whatever their statistics).
+__device__ void copyRowStat(float* tile, const float* all, const TileBlock& blk, int r0) {
+  const float* row = blk.stats(all);
   for (int x = threadIdx.x; x < kBr; x += kThreads) {
     const bool inside = r0 + x < blk.T;
-    const int i = inside ? r0 + x : 0;
-    async::copy<4>(lseTile + x, lse + i, inside ? 4 : 0);
-    async::copy<4>(rowDotTile + x, rowDot + i, inside ? 4 : 0);
+    async::copy<4>(tile + x, row + (inside ? r0 + x : 0), inside ? 4 : 0);
   }
+}
+
+// Their lse and D_i.
+__device__ void copyRowStats(float* lseTile, float* rowDotTile, const float* lseAll, const float* rowDotAll,
+                             const TileBlock& blk, int r0) {
+  copyRowStat(lseTile, lseAll, blk, r0);
+  copyRowStat(rowDotTile, rowDotAll, blk, r0);
 }
 
 // The block's walk over the tiles of the other axis it visits (tile::Walk), double-buffered:
@@ -504,6 +513,23 @@ __device__ __forceinline__ void finishLogits(float (&s)[kBc / 8][4], const TileB
     }
 }
 
+// The distance of a linear tile's cells in its term's gradient (tile::biasCell's distance),
+// lt.distanceSign (j - i) - lt.distanceShift: per row once, then per cell distanceSign (8n + c)
+// added in one FMA (small integers and halves: exact). Rows at positions rows[0] and rows[1],
+// columns from t0 (FragmentLane); kTransposed: keyGrad's tiles, rows keys and columns queries.
+struct LinearDistance {
+  float sign, rowDistance[2];
+  __device__ float cell(int r, int n, int c) const { return fmaf(sign, float(8 * n + c), rowDistance[r]); }
+};
+template <bool kTransposed>
+__device__ __forceinline__ LinearDistance linearDistance(const TileBlock& blk, const tile::LinearTile& lt, int t0,
+                                                         const int (&rows)[2]) {
+  const float sign = kTransposed ? -lt.distanceSign : lt.distanceSign;  // columnMinusRow is i - j transposed
+  return {sign,
+          {fmaf(sign, blk.columnMinusRow(t0, rows[0], 0, 0), -lt.distanceShift),
+           fmaf(sign, blk.columnMinusRow(t0, rows[1], 0, 0), -lt.distanceShift)}};
+}
+
 // Dropout's keep bits of this lane's 4 keys of row i in fragments 2m and 2m + 1 of a (16, kBc) tile
 // of keys from c0, one group (tile::dropoutGroup): bit w for element [2m + w / 2][2r + w % 2].
 template <bool kDropout>
@@ -544,8 +570,9 @@ __device__ void storeStripe(const HeadsView& view, const float (&acc)[D / 8][4],
 // grid (ceil(T / kBr), H, B): one block per 64-row query tile, warp w owning its stripe w. Writes
 // O (B, H, T, D) and lse (B, H, T). ptxas sm_90a, D 64: held to 128 registers (no spills), so that
 // 4 blocks fit an SM as their shared memory allows. A minimum of 0 blocks is none (no
-// .minnctapersm): a minimum of 1 made ptxas take more registers than none did.
-template <int D, bool kDropout>
+// .minnctapersm): a minimum of 1 made ptxas take more registers than none did. With kRowWeights it
+// also writes args.rowWeights, summed like the row's sum of P: rescaled with it, divided by it.
+template <int D, bool kDropout, bool kRowWeights>
 __global__ void __launch_bounds__(kThreads, D == 64 ? 4 : 0) forwardKernel(const ForwardArgs args, const Derived dv) {
   using S = ForwardSmem<D>;
   bf16 *qs = smemAt<bf16>(S::q), *ks = smemAt<bf16>(S::k), *vs = smemAt<bf16>(S::v);
@@ -562,7 +589,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 4 : 0) forwardKernel(const
   // lane's share of their running sum and of their O.
   const int i[2] = {blk.position(0), blk.position(1)};
   float rowMax[2] = {-INFINITY, -INFINITY}, rowSum[2] = {0.f, 0.f};
-  float o[D / 8][4] = {};  // (16, D)
+  float o[D / 8][4] = {};            // (16, D)
+  tile::BiasGrads<float> weight[2];  // kRowWeights: this lane's share of its rows' sum of P~ c
 
   auto load = [&](int c0, int buffer) {
     copyRows<D>(ks + buffer * Ld<D>::tile, args.k, blk, c0);
@@ -575,6 +603,10 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 4 : 0) forwardKernel(const
     const float toBase2 = startLogits<false>(s, blk, lt, args.scale, i, c0);
     multiplyTransposed<D, kBc, Row>(s, qStripe, k, blk.lane);
     finishLogits<false>(s, blk, lt, args.scale, i, c0);
+    // kRowWeights: on a linear tile without first-token cells every cell is of lt.term, at ld's
+    // distance; elsewhere biasCell says.
+    const bool termTile = lt.linear && !lt.hasFirstTokenCells();
+    const LinearDistance ld = linearDistance<false>(blk, lt, c0, i);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float tileMax = -INFINITY;  // of the scores: toBase2 > 0 makes it the base-2 logits' max
@@ -585,17 +617,32 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 4 : 0) forwardKernel(const
       // and its rescaling factor are exp2(-inf) = 0, and its sum and O stay 0.
       const float base = newMax == -INFINITY ? 0.f : newMax;
       const float alpha = exp2f(rowMax[r] - base);
-      float tileSum = 0.f;
+      float tileSum = 0.f, termWeight = 0.f;
+      tile::BiasGrads<float> tileWeight;
 #pragma unroll
       for (int m = 0; m < kBc / 16; ++m) {  // fragments 2m, 2m + 1: one dropout group per lane
         const uint32_t keep = groupKeep<kDropout>(args.seed, dv, blk, i[r], c0, m);
 #pragma unroll
         for (int word = 0; word < 4; ++word) {
-          float& p = s[2 * m + (word >> 1)][2 * r + (word & 1)];
+          const int n = 2 * m + (word >> 1), c = word & 1;
+          float& p = s[n][2 * r + c];
           const float prob = exp2f(fmaf(p, toBase2, -base));
           tileSum += prob;  // the sum before dropout
           p = tile::afterDropout(prob, (keep >> word) & 1u, keepScale<kDropout>(dv));
+          if constexpr (kRowWeights) {
+            const int j = c0 + fl.column(n, c);
+            if (termTile)
+              termWeight -= prob * ld.cell(r, n, c);
+            else if (i[r] < T && j < T)
+              tileWeight.add(tile::biasCell(blk.hb, i[r], j), prob);
+          }
         }
+      }
+      if constexpr (kRowWeights) {
+        if (termTile) (lt.term == tile::BiasTerm::Past ? tileWeight.past : tileWeight.future) += termWeight;
+        weight[r].past = fmaf(weight[r].past, alpha, tileWeight.past);
+        weight[r].future = fmaf(weight[r].future, alpha, tileWeight.future);
+        weight[r].first = fmaf(weight[r].first, alpha, tileWeight.first);
       }
       rowSum[r] = rowSum[r] * alpha + tileSum;
       rowMax[r] = newMax;
@@ -613,6 +660,16 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 4 : 0) forwardKernel(const
     const bool empty = !(l > 0.f);  // only past T: the diagonal is never blocked
     scaleRow<D>(o, r, empty ? 0.f : 1.f / l);
     if (fl.t == 0 && i[r] < T) blk.stats(args.lse)[i[r]] = empty ? INFINITY : fmaf(rowMax[r], kLn2, logf(l));
+    if constexpr (kRowWeights) {
+      // (3, B, H, T): the planes of slopePast, slopeFuture, firstTokenBias.
+      const int64_t plane = int64_t(args.shape.B) * args.shape.H * T;
+      const float past = groupSum(weight[r].past), future = groupSum(weight[r].future),
+                  first = groupSum(weight[r].first);
+      if (fl.t == 0 && i[r] < T) {
+        float* w = blk.stats(args.rowWeights) + i[r];
+        w[0] = past / l, w[plane] = future / l, w[2 * plane] = first / l;
+      }
+    }
   }
   storeStripe<D>(args.o, o, 1.f, qStripe, blk);
 }
@@ -710,15 +767,21 @@ __device__ __forceinline__ void addQueryGrad(float* dqAccum, const bf16* dsT, co
 // kAtomicDq each pair's dS K added to dqAccum: addQueryGrad). Its warps work transposed: S^T = K Q^T
 // with the warp's 16 keys as rows, so that P~^T and dS^T are the A operands of dV += P~^T dO and
 // dK += dS^T Q.
+// With kBiasGrads (kAtomicDq only) it also sums the bias gradients of its cells, centred on the
+// forward's row weights (tile::CentredBiasGrads), into partials[(b * H + h) * tiles + tile][3].
 // D 64 without dropout: at most 168 registers, so that 3 blocks fit an SM (ptxas chose 183 after
 // copyRows' unrolling, which fits 2; held to 168 it spills none on sm_90a).
-template <int D, bool kDropout, bool kAtomicDq>
+template <int D, bool kDropout, bool kAtomicDq, bool kBiasGrads = false>
 __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
-    keyGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll, float* dqAccum) {
+    keyGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll, float* dqAccum, double* partials) {
+  static_assert(kAtomicDq || !kBiasGrads, "TwoPass sums the bias gradients in queryGrad");
   using S = KeyGradSmem<D>;
+  using A = KeyGradAtomicSmem<D>;  // kAtomicDq only
   bf16 *ks = smemAt<bf16>(S::k), *vs = smemAt<bf16>(S::v), *qs = smemAt<bf16>(S::q), *dOs = smemAt<bf16>(S::dO);
   float *lses = smemAt<float>(S::lse), *rowDots = smemAt<float>(S::rowDot);
-  bf16* dsT = smemAt<bf16>(S::bytes);  // kAtomicDq only (keyGradAtomicSmem)
+  bf16* dsT = smemAt<bf16>(A::dsT);
+  float* weights = smemAt<float>(A::weights);         // (2 buffers, 3 statistics, kBr)
+  double* warpPartials = smemAt<double>(A::partial);  // (kWarps, 3)
   constexpr int Row = Ld<D>::rows;
 
   const TileBlock blk = tileBlock(args.shape, args.bias, tile::Walk::Queries);  // its tile: keys [c0, c1)
@@ -734,11 +797,16 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
   const int j[2] = {blk.position(0), blk.position(1)};
   const int group = tile::dropoutGroup(j[0]), word = tile::dropoutWord(j[0]);
   float dK[D / 8][4] = {}, dV[D / 8][4] = {};  // (16, D)
+  tile::BiasGrads<double> grads;               // kBiasGrads: this lane's cells, summed in a fixed order
+  const int64_t weightPlane = int64_t(args.shape.B) * args.shape.H * blk.T;
 
   auto load = [&](int r0, int buffer) {
     copyRows<D>(qs + buffer * Ld<D>::tile, args.q, blk, r0);
     copyRows<D>(dOs + buffer * Ld<D>::tile, args.dO, blk, r0);
     copyRowStats(lses + buffer * Ld<D>::stat, rowDots + buffer * Ld<D>::stat, args.lse, rowDotAll, blk, r0);
+    if constexpr (kBiasGrads)
+      for (int p = 0; p < 3; ++p)
+        copyRowStat(weights + (3 * buffer + p) * Ld<D>::stat, args.rowWeights + p * weightPlane, blk, r0);
   };
   pipelinedWalk(blk, tile::Walk::Queries, load, [&](int r0, int buffer) {
     const bf16 *q = qs + buffer * Ld<D>::tile, *dO = dOs + buffer * Ld<D>::tile;
@@ -750,6 +818,12 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
     multiplyTransposed<D, kBr, Row>(pT, kStripe, q, blk.lane);
     finishLogits<true>(pT, blk, lt, args.scale, j, r0);
     multiplyTransposed<D, kBr, Row>(dST, vStripe, dO, blk.lane);
+    // kBiasGrads: on a linear tile without first-token cells every cell is of lt.term, at ld's
+    // distance; elsewhere biasCell says.
+    const bool termTile = lt.linear && !lt.hasFirstTokenCells();
+    const LinearDistance ld = linearDistance<true>(blk, lt, r0, j);
+    const float* weightOf = weights + 3 * buffer * Ld<D>::stat;
+    tile::CentredBiasGrads<float> tileGrads;
 #pragma unroll
     for (int n = 0; n < kBr / 8; ++n)
 #pragma unroll
@@ -757,15 +831,28 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
         const int column = fl.column(n, c), i = r0 + column;
         const float lse2 = kLog2e * lseOf[column], rowDot = rowDotOf[column];
         const uint32_t keep = keepGroup<kDropout>(args.seed, dv, blk.batchHead, i, group);
+        tile::BiasGrads<float> rowWeight;  // query i's
+        if constexpr (kBiasGrads)
+          rowWeight.past = weightOf[column], rowWeight.future = weightOf[Ld<D>::stat + column],
+          rowWeight.first = weightOf[2 * Ld<D>::stat + column];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const int e = 2 * r + c;
           const bool kept = (keep >> (word + 2 * r)) & 1u;
           const float prob = exp2f(fmaf(pT[n][e], toBase2, -lse2));  // 0 where the logit is -inf (padding too)
+          if constexpr (kBiasGrads) {
+            const float u = prob * tile::afterDropout(dST[n][e], kept, keepScale<kDropout>(dv));
+            if (termTile)
+              tileGrads.add({lt.term, ld.cell(r, n, c)}, u, rowWeight);
+            else if (i < blk.T && j[r] < blk.T)
+              tileGrads.add(tile::biasCell(blk.hb, i, j[r]), u, rowWeight);
+          }
           dST[n][e] = tile::scoreGrad(prob, dST[n][e], kept, keepScale<kDropout>(dv), rowDot);
           pT[n][e] = tile::afterDropout(prob, kept, keepScale<kDropout>(dv));
         }
       }
+    if constexpr (kBiasGrads)
+      grads.past += tileGrads.past, grads.future += tileGrads.future, grads.first += tileGrads.first;
     uint32_t a[kBr / 16][4];
     toA<kBr>(a, pT);
     multiply<kBr, D, Row>(dV, a, dO, blk.lane);  // dV += P~^T dO
@@ -779,15 +866,17 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
   });
   storeStripe<D>(args.dk, dK, args.scale, kStripe, blk);
   storeStripe<D>(args.dv, dV, 1.f, vStripe, blk);
+  if constexpr (kBiasGrads)
+    sumBlockGrads(grads, warpPartials, partials + (int64_t(blk.batchHead) * gridDim.x + blk.lo / kBc) * 3, blk.warp,
+                  blk.lane);
 }
 
 // grid (ceil(T / kBr), H, B): one block per query tile; dQ summed over every key tile, and with
 // kBiasGrads this block's share of the bias gradients written to
 // partials[(b * H + h) * qTiles + tile][3]. kBiasGrads is a template parameter so that the
-// fixed-slope backward compiles without the per-cell bias bookkeeping. Without kDq (AtomicDq, whose
-// keyGrad sums dQ) it computes the bias gradients alone. D 64 without bias gradients: held to 128
-// registers (ptxas chose 129), so that 4 blocks fit an SM as their shared memory allows.
-template <int D, bool kBiasGrads, bool kDropout, bool kDq = true>
+// fixed-slope backward compiles without the per-cell bias bookkeeping. D 64 without bias gradients:
+// held to 128 registers (ptxas chose 129), so that 4 blocks fit an SM as their shared memory allows.
+template <int D, bool kBiasGrads, bool kDropout>
 __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
     queryGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll, double* partials) {
   using S = QueryGradSmem<D>;
@@ -847,15 +936,13 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
     if constexpr (!kBiasGrads) {
       forEachCell([](int, int, int, float, float, float) {});
     } else if (lt.linear && !lt.hasFirstTokenCells()) {
-      // Every cell is of one term, lt.term, its distance lt.distanceSign (j - i) - lt.distanceShift:
-      // per row once, then per cell distanceSign (8n + c) added in one FMA (small integers and
-      // halves: exact), and three FMAs per cell instead of biasCell's branches. One sum per lane for
-      // the tile's gradient and per row for the RowTerm's weight, added to that term's below.
-      const float rowDistance[2] = {fmaf(lt.distanceSign, blk.columnMinusRow(c0, i[0], 0, 0), -lt.distanceShift),
-                                    fmaf(lt.distanceSign, blk.columnMinusRow(c0, i[1], 0, 0), -lt.distanceShift)};
+      // Every cell is of one term, lt.term, at its LinearDistance, and three FMAs per cell instead of
+      // biasCell's branches. One sum per lane for the tile's gradient and per row for the RowTerm's
+      // weight, added to that term's below.
+      const LinearDistance ld = linearDistance<false>(blk, lt, c0, i);
       float termGrad = 0.f, termWeight[2] = {0.f, 0.f};
       forEachCell([&](int r, int n, int e, float prob, float cellGrad, float cellDP) {
-        const float distance = fmaf(lt.distanceSign, float(8 * n + (e & 1)), rowDistance[r]);
+        const float distance = ld.cell(r, n, e & 1);
         termGrad -= cellGrad * distance;
         rowTerm[r].rowDot += prob * cellDP;
         termWeight[r] -= prob * distance;
@@ -881,13 +968,11 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
       });
       grads.past += tileGrads.past, grads.future += tileGrads.future, grads.first += tileGrads.first;
     }
-    if constexpr (kDq) {
-      uint32_t a[kBc / 16][4];
-      toA<kBc>(a, dS);
-      multiply<kBc, D, Row>(dQ, a, k, blk.lane);  // dQ += dS K
-    }
+    uint32_t a[kBc / 16][4];
+    toA<kBc>(a, dS);
+    multiply<kBc, D, Row>(dQ, a, k, blk.lane);  // dQ += dS K
   });
-  if constexpr (kDq) storeStripe<D>(args.dq, dQ, args.scale, qStripe, blk);
+  storeStripe<D>(args.dq, dQ, args.scale, qStripe, blk);
 
   if constexpr (kBiasGrads) {
     // Each row's whole RowTerm (its 4 lanes' shares), its correction added once, by the group's
@@ -974,7 +1059,9 @@ cudaError_t allowSharedMemory(Kernel kernel, size_t bytes) {
 template <int D>
 cudaError_t forward(const ForwardArgs& args, cudaStream_t stream) {
   const Derived dv = derive(args.shape, args.dropout);
-  const auto kernel = dv.threshold > 0 ? forwardKernel<D, true> : forwardKernel<D, false>;
+  const bool dropout = dv.threshold > 0;
+  const auto kernel = args.rowWeights ? (dropout ? forwardKernel<D, true, true> : forwardKernel<D, false, true>)
+                                      : (dropout ? forwardKernel<D, true, false> : forwardKernel<D, false, false>);
   const size_t bytes = ForwardSmem<D>::bytes;
   if (cudaError_t e = allowSharedMemory(kernel, bytes); e != cudaSuccess) return e;
   return launch(kernel, dim3(dv.qTiles, args.shape.H, args.shape.B), bytes, stream, args, dv);
@@ -1017,28 +1104,29 @@ cudaError_t backward(const BackwardArgs& args, void* workspace, cudaStream_t str
       e != cudaSuccess)
     return e;
 
-  const auto keyGrad = atomic ? (dropout ? keyGradKernel<D, true, true> : keyGradKernel<D, false, true>)
-                              : (dropout ? keyGradKernel<D, true, false> : keyGradKernel<D, false, false>);
-  // AtomicDq runs queryGrad for the bias gradients alone, and only where they are asked for.
-  const auto queryGrad =
-      biasGrads ? (atomic ? (dropout ? queryGradKernel<D, true, true, false> : queryGradKernel<D, true, false, false>)
-                          : (dropout ? queryGradKernel<D, true, true> : queryGradKernel<D, true, false>))
-                : (dropout ? queryGradKernel<D, false, true> : queryGradKernel<D, false, false>);
-  const bool runQueryGrad = !atomic || biasGrads;
-  const size_t keyBytes = atomic ? keyGradAtomicSmem<D>() : KeyGradSmem<D>::bytes, queryBytes = QueryGradSmem<D>::bytes;
+  // TwoPass: keyGrad, then queryGrad (dQ and the bias gradients). AtomicDq: keyGrad alone (dQ's adds
+  // and the bias gradients), then dQ's rounding.
+  const auto keyGrad = !atomic ? (dropout ? keyGradKernel<D, true, false> : keyGradKernel<D, false, false>)
+                       : biasGrads
+                           ? (dropout ? keyGradKernel<D, true, true, true> : keyGradKernel<D, false, true, true>)
+                           : (dropout ? keyGradKernel<D, true, true> : keyGradKernel<D, false, true>);
+  const size_t keyBytes = atomic ? KeyGradAtomicSmem<D>::bytes : KeyGradSmem<D>::bytes;
   if (cudaError_t e = allowSharedMemory(keyGrad, keyBytes); e != cudaSuccess) return e;
-  if (cudaError_t e = allowSharedMemory(queryGrad, queryBytes); e != cudaSuccess) return e;
   if (atomic)
     if (cudaError_t e = cudaMemsetAsync(dqAccum, 0, layout.partials - layout.dqAccum, stream); e != cudaSuccess)
       return e;
-  if (cudaError_t e = launch(keyGrad, dim3(dv.qTiles, s.H, s.B), keyBytes, stream, args, dv, rowDot, dqAccum);
+  if (cudaError_t e = launch(keyGrad, dim3(dv.qTiles, s.H, s.B), keyBytes, stream, args, dv, rowDot, dqAccum, partials);
       e != cudaSuccess)
     return e;
-  if (runQueryGrad)
+  if (!atomic) {
+    const auto queryGrad = biasGrads ? (dropout ? queryGradKernel<D, true, true> : queryGradKernel<D, true, false>)
+                                     : (dropout ? queryGradKernel<D, false, true> : queryGradKernel<D, false, false>);
+    const size_t queryBytes = QueryGradSmem<D>::bytes;
+    if (cudaError_t e = allowSharedMemory(queryGrad, queryBytes); e != cudaSuccess) return e;
     if (cudaError_t e = launch(queryGrad, dim3(dv.qTiles, s.H, s.B), queryBytes, stream, args, dv, rowDot, partials);
         e != cudaSuccess)
       return e;
-  if (atomic) {
+  } else {
     const int64_t pieces = rows * (D / 8);
     if (cudaError_t e = launch(roundQueryGradKernel<D>, dim3(unsigned((pieces + kThreads - 1) / kThreads)), 0, stream,
                                args, dqAccum);
@@ -1066,7 +1154,8 @@ cudaError_t factsOf(Kernel kernel, const char* name, size_t dynamicBytes, Kernel
 
 template <int D>
 cudaError_t kernelFacts(KernelFacts* facts) {
-  if (cudaError_t e = factsOf(forwardKernel<D, false>, "forward", ForwardSmem<D>::bytes, facts[0]); e != cudaSuccess)
+  if (cudaError_t e = factsOf(forwardKernel<D, false, false>, "forward", ForwardSmem<D>::bytes, facts[0]);
+      e != cudaSuccess)
     return e;
   if (cudaError_t e = factsOf(rowDotKernel<D>, "rowDot", 0, facts[1]); e != cudaSuccess) return e;
   if (cudaError_t e = factsOf(keyGradKernel<D, false, false>, "keyGrad", KeyGradSmem<D>::bytes, facts[2]);
@@ -1078,10 +1167,15 @@ cudaError_t kernelFacts(KernelFacts* facts) {
   if (cudaError_t e = factsOf(queryGradKernel<D, true, false>, "queryGrad+bias", QueryGradSmem<D>::bytes, facts[4]);
       e != cudaSuccess)
     return e;
-  if (cudaError_t e = factsOf(keyGradKernel<D, false, true>, "keyGrad+dQ", keyGradAtomicSmem<D>(), facts[5]);
+  if (cudaError_t e = factsOf(keyGradKernel<D, false, true>, "keyGrad+dQ", KeyGradAtomicSmem<D>::bytes, facts[5]);
       e != cudaSuccess)
     return e;
-  return factsOf(roundQueryGradKernel<D>, "roundQueryGrad", 0, facts[6]);
+  if (cudaError_t e =
+          factsOf(keyGradKernel<D, false, true, true>, "keyGrad+dQ+bias", KeyGradAtomicSmem<D>::bytes, facts[6]);
+      e != cudaSuccess)
+    return e;
+  if (cudaError_t e = factsOf(roundQueryGradKernel<D>, "roundQueryGrad", 0, facts[7]); e != cudaSuccess) return e;
+  return factsOf(forwardKernel<D, false, true>, "forward+weights", ForwardSmem<D>::bytes, facts[8]);
 }
 
 cudaError_t zeroBiasGrads(const BackwardArgs& args, cudaStream_t stream) {
@@ -1144,6 +1238,7 @@ cudaError_t linearBiasAttentionBackward(const BackwardArgs& args, void* workspac
     if (!readable(*view)) return cudaErrorInvalidValue;
   if (args.lse == nullptr || workspace == nullptr || args.bias.slopePast == nullptr || args.bias.slopeFuture == nullptr)
     return cudaErrorInvalidValue;
+  if (atomicDq(args) && wantsBiasGrads(args) && args.rowWeights == nullptr) return cudaErrorInvalidValue;
   return args.shape.D == 64 ? backward<64>(args, workspace, stream) : backward<128>(args, workspace, stream);
 }
 

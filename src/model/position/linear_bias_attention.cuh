@@ -46,6 +46,11 @@ struct ForwardArgs {
   float scale = 1.f;    // on q k^T only; the bias is added unscaled (Press et al.)
   float dropout = 0.f;  // in [0, 1)
   uint64_t seed = 0;
+  // (3, B, H, T) contiguous output, or nullptr: per row, W = sum_j P_ij c_ij for the three bias
+  // parameters (slopePast, slopeFuture, firstTokenBias; c the cell's derivative of its bias), which
+  // the AtomicDq backward centres its bias gradients on (tile::CentredBiasGrads). Only that backward
+  // with bias gradients needs them.
+  float* rowWeights = nullptr;
 };
 
 // How the backward sums dQ over key tiles. Which is faster is the GPU's to say (bench_attention
@@ -59,8 +64,8 @@ enum class BackwardScheme {
   // dS K into an fp32 dQ of (B, H, T, D) in global memory with atomic adds, which a last kernel
   // scales and rounds to bf16: 5 tile products per pair, for (B, H, T, D) fp32 of workspace, and dq
   // summed in the order the blocks arrive (its last bits vary from run to run; dk, dv and the bias
-  // gradients do not). With bias gradients queryGrad still runs, for them alone (S and dP: 7
-  // products per pair in all).
+  // gradients do not). keyGrad also sums the bias gradients, centred on the forward's rowWeights
+  // (which BackwardArgs::rowWeights must then pass on).
   AtomicDq,
 };
 
@@ -80,6 +85,8 @@ struct BackwardArgs {
   float dropout = 0.f;
   uint64_t seed = 0;
   BackwardScheme scheme = BackwardScheme::TwoPass;
+  const float* rowWeights = nullptr;  // (3, B, H, T) from the forward (ForwardArgs::rowWeights): AtomicDq
+                                      // with bias gradients only
 };
 
 // Why these arguments cannot run (a one-line reason), or nullptr. The launchers check it too and
@@ -88,8 +95,8 @@ const char* linearBiasAttentionCheck(const AttentionShape& shape, float dropout)
 
 // Why GPU `device` cannot run the kernels of head dimension D (a one-line reason), or nullptr: they
 // need compute capability 8.0+ (bf16 tensor cores: mma.sync, ldmatrix, cp.async) and their largest
-// tile layout for D in shared memory (D = 128: about 103 KiB a block, which the A100 and H100 give
-// and sm_86/89 GPUs do not; D = 64: about 55 KiB).
+// tile layout for D in shared memory (AtomicDq's keyGrad: about 114 KiB a block at D = 128, which the
+// A100 and H100 give and sm_86/89 GPUs do not; about 66 KiB at D = 64).
 const char* linearBiasAttentionDeviceCheck(int device, int D);
 
 // One kernel as compiled for this GPU (a profile's static part): registers per thread, shared
@@ -101,8 +108,9 @@ struct KernelFacts {
   int blocksPerSm = 0;
 };
 // forward, rowDot, keyGrad, queryGrad without and with bias gradients (TwoPass); keyGrad with its
-// dQ adds, and dQ's rounding (AtomicDq)
-constexpr int kKernelFactsCount = 7;
+// dQ adds, without and with bias gradients, dQ's rounding, and the forward with row weights
+// (AtomicDq)
+constexpr int kKernelFactsCount = 9;
 // Fills facts[0..kKernelFactsCount) for head dimension D (64 or 128) on the current device: the
 // instances without dropout, which the benchmark and evaluation run.
 cudaError_t linearBiasAttentionKernelFacts(int D, KernelFacts* facts);

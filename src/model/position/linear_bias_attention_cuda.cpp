@@ -28,14 +28,14 @@ void check(cudaError_t status, const char* what) {
 }
 
 // Inputs: q, k, v (B, H, T, D) bf16; slopePast, slopeFuture, firstTokenBias (H) float32 on the same
-// GPU (firstTokenBias all zeros and ignored unless hasFirstTokenBias); then the spec's constants and
-// the backward's scheme (a cuda::BackwardScheme).
+// GPU (firstTokenBias all zeros and ignored unless hasFirstTokenBias); then the spec's constants,
+// the backward's scheme (a cuda::BackwardScheme) and whether a bias parameter will get a gradient.
 struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAttention> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const torch::Tensor& slopePast, const torch::Tensor& slopeFuture,
                                const torch::Tensor& firstTokenBias, int64_t blockPast, int64_t blockFuture,
                                double futureShift, bool hasFirstTokenBias, bool causal, double scale, double dropout,
-                               int64_t backwardScheme) {
+                               int64_t backwardScheme, bool biasGrads) {
     c10::cuda::CUDAGuard guard(q.device());
     const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
     auto o = torch::empty({B, H, T, D}, q.options());                        // (B, H, T, D)
@@ -55,9 +55,16 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
               float(futureShift),
               causal};
     a.scale = float(scale), a.dropout = float(dropout), a.seed = uint64_t(seed);
+    // The AtomicDq backward's bias gradients are centred on the rows' weights, which only the
+    // forward can sum.
+    torch::Tensor rowWeights;  // (3, B, H, T) or undefined
+    if (cuda::BackwardScheme(backwardScheme) == cuda::BackwardScheme::AtomicDq && biasGrads) {
+      rowWeights = torch::empty({3, B, H, T}, q.options().dtype(torch::kFloat32));
+      a.rowWeights = rowWeights.data_ptr<float>();
+    }
     check(cuda::linearBiasAttentionForward(a, c10::cuda::getCurrentCUDAStream().stream()), "forward");
 
-    ctx->save_for_backward({q, k, v, o, lse, slopePast, slopeFuture, firstTokenBias});
+    ctx->save_for_backward({q, k, v, o, lse, slopePast, slopeFuture, firstTokenBias, rowWeights});
     ctx->saved_data["blockPast"] = blockPast;
     ctx->saved_data["blockFuture"] = blockFuture;
     ctx->saved_data["futureShift"] = futureShift;
@@ -73,7 +80,7 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &o = saved[3], &lse = saved[4];
-    const auto &slopePast = saved[5], &slopeFuture = saved[6], &firstTokenBias = saved[7];
+    const auto &slopePast = saved[5], &slopeFuture = saved[6], &firstTokenBias = saved[7], &rowWeights = saved[8];
     c10::cuda::CUDAGuard guard(q.device());
     const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
     const bool hasFirstTokenBias = ctx->saved_data["hasFirstTokenBias"].toBool();
@@ -104,12 +111,13 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
     a.dropout = float(ctx->saved_data["dropout"].toDouble());
     a.seed = uint64_t(ctx->saved_data["seed"].toInt());
     a.scheme = cuda::BackwardScheme(ctx->saved_data["backwardScheme"].toInt());
+    a.rowWeights = rowWeights.defined() ? rowWeights.data_ptr<float>() : nullptr;
     auto workspace =
         torch::empty({int64_t(cuda::linearBiasAttentionBackwardWorkspace(a))}, q.options().dtype(torch::kUInt8));
     check(cuda::linearBiasAttentionBackward(a, workspace.data_ptr(), c10::cuda::getCurrentCUDAStream().stream()),
           "backward");
-    // One gradient per forward input: the 6 tensors, then none for the 8 constants.
-    return {dq, dk, dv, dSlopePast, dSlopeFuture, dFirstTokenBias, {}, {}, {}, {}, {}, {}, {}, {}};
+    // One gradient per forward input: the 6 tensors, then none for the 9 constants.
+    return {dq, dk, dv, dSlopePast, dSlopeFuture, dFirstTokenBias, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   }
 };
 
@@ -151,12 +159,17 @@ torch::Tensor fusedLinearBiasAttention(const torch::Tensor& q, const torch::Tens
   // a causal call with it would let query 0 see the future (makeLinearBiasSpec never makes one).
   TORCH_CHECK(!(causal && spec.hasFirstTokenBias), "fused ALiBi attention: a first-token bias is for encoders only");
   auto onDevice = [&](const torch::Tensor& t) { return t.to(q.device(), torch::kFloat32).contiguous(); };
+  torch::Tensor slopePast = onDevice(bias.slopePast()), slopeFuture = onDevice(bias.slopeFuture());
   torch::Tensor firstTokenBias =
       spec.hasFirstTokenBias ? onDevice(bias.firstTokenBias()) : torch::zeros({H}, q.options().dtype(torch::kFloat32));
-  return FusedLinearBiasAttention::apply(
-      readable(q), readable(k), readable(v), onDevice(bias.slopePast()), onDevice(bias.slopeFuture()), firstTokenBias,
-      int64_t(headMask(spec.blockPast)), int64_t(headMask(spec.blockFuture)), spec.futureShift, spec.hasFirstTokenBias,
-      causal, scale, dropout, int64_t(backward));
+  // Whether a bias parameter will get a gradient: asked here, as the Function's forward runs with
+  // grad mode off, and its context cannot say where it is off here too (evaluation).
+  const bool biasGrads = torch::GradMode::is_enabled() &&
+                         (slopePast.requires_grad() || slopeFuture.requires_grad() || firstTokenBias.requires_grad());
+  return FusedLinearBiasAttention::apply(readable(q), readable(k), readable(v), slopePast, slopeFuture, firstTokenBias,
+                                         int64_t(headMask(spec.blockPast)), int64_t(headMask(spec.blockFuture)),
+                                         spec.futureShift, spec.hasFirstTokenBias, causal, scale, dropout,
+                                         int64_t(backward), biasGrads);
 }
 
 }  // namespace xtrap

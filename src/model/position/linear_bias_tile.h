@@ -226,6 +226,26 @@ XTRAP_HD void addRowCorrection(BiasGrads<G>& grads, const RowTerm<F>& row, float
   grads.first += delta * G(row.weight.first);
 }
 
+// The same gradients without any row's sum of P o dP, for a backward that sees each row in pieces
+// (BackwardScheme::AtomicDq's key-tile blocks). With c_ij a cell's coefficient in a gradient (as in
+// BiasGrads::add) and W_i = sum_j P_ij c_ij (RowTerm's weight, which the forward sums with the
+// softmax), sum_j P_ij (dP_ij - rowDot_i) c_ij = sum_j P_ij dP_ij (c_ij - W_i): each cell adds
+// u (c - W) with u = P dP, whatever the cells of its row elsewhere.
+template <typename F>
+struct CentredBiasGrads {
+  F past = 0, future = 0, first = 0;
+
+  // u: P dP of the cell (dP after dropout); rowWeight: its row's W for the three gradients.
+  XTRAP_HD void add(BiasCell cell, float u, const BiasGrads<float>& rowWeight) {
+    const float cPast = cell.term == BiasTerm::Past ? -cell.distance : 0.f;
+    const float cFuture = cell.term == BiasTerm::Future ? -cell.distance : 0.f;
+    const float cFirst = cell.term == BiasTerm::FirstToken ? 1.f : 0.f;
+    past += u * (cPast - rowWeight.past);
+    future += u * (cFuture - rowWeight.future);
+    first += u * (cFirst - rowWeight.first);
+  }
+};
+
 // ---- Dropout: a counter-based generator, so the backward regenerates the forward's mask ----
 
 // Philox4x32-10 (Salmon et al., SC'11; Random123's constants): 4 random words for a 128-bit
