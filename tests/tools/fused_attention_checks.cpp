@@ -286,18 +286,18 @@ void dropoutMaskConsistent() {
       check(std::abs(kept - (1 - p)) <= 0.015,
             variant.name + " dropout 0.3: kept fraction " + fmtDouble(kept) + " (expected 0.7 +- 0.015)");
       Grads ref = referencePass(*bias, variant.causal, q, k, v, dO, scale, keep, p);
-      // The forward is the same for both schemes: the atomic backward against the same reference.
+      // The same seed, so the same mask: the atomic backward against the same reference.
       torch::manual_seed(42);
       Grads atomic = kernelPass(*bias, variant.causal, q, k, v, dO, scale, p, cuda::BackwardScheme::AtomicDq);
-      const double worstAtomic = std::max(
-          {relativeMaxDiff(ref.dq, atomic.dq), relativeMaxDiff(ref.dk, atomic.dk), relativeMaxDiff(ref.dv, atomic.dv)});
+      const double worstAtomic = std::max({relativeMaxDiff(ref.o, atomic.o), relativeMaxDiff(ref.dq, atomic.dq),
+                                           relativeMaxDiff(ref.dk, atomic.dk), relativeMaxDiff(ref.dv, atomic.dv)});
       double worstAtomicParam = 0;
       for (size_t i = 0; i < ref.params.size(); ++i)
         worstAtomicParam = std::max(worstAtomicParam, relativeParamDiff(ref.params[i], atomic.params[i]));
-      check(torch::equal(atomic.o, got.o) && worstAtomic <= kTensorTolerance && worstAtomicParam <= kParamTolerance,
-            variant.name + " dropout 0.3, atomic dQ backward: the same output, and gradients against the reference " +
-                "with the forward's mask: " + fmtDouble(worstAtomic) + ", learned parameters " +
-                fmtDouble(worstAtomicParam));
+      check(worstAtomic <= kTensorTolerance && worstAtomicParam <= kParamTolerance,
+            variant.name + " dropout 0.3, atomic dQ backward: output and gradients against the reference with the " +
+                "first pass's mask: " + fmtDouble(worstAtomic) + ", learned parameters " + fmtDouble(worstAtomicParam) +
+                " (its forward may sum the row weights too: the same mask still)");
       double worst = std::max({relativeMaxDiff(ref.o, got.o), relativeMaxDiff(ref.dq, got.dq),
                                relativeMaxDiff(ref.dk, got.dk), relativeMaxDiff(ref.dv, got.dv)});
       double worstParam = 0;
