@@ -258,6 +258,19 @@ void emptySequence() {
   }
 }
 
+// The worst relative difference from ref of o, dq, dk and dv, and of the learned-parameter gradients.
+struct Errors {
+  double tensors = 0, params = 0;
+};
+Errors errorsAgainst(const Grads& ref, const Grads& got) {
+  Errors e;
+  e.tensors = std::max({relativeMaxDiff(ref.o, got.o), relativeMaxDiff(ref.dq, got.dq), relativeMaxDiff(ref.dk, got.dk),
+                        relativeMaxDiff(ref.dv, got.dv)});
+  for (size_t i = 0; i < ref.params.size(); ++i)
+    e.params = std::max(e.params, relativeParamDiff(ref.params[i], got.params[i]));
+  return e;
+}
+
 // Dropout: with v the identity (T <= D), o[i, j] = P_ij keep_ij / (1 - p), which shows the mask the
 // forward drew; the backward must use the same one. The reference takes that mask as a constant.
 void dropoutMaskConsistent() {
@@ -289,23 +302,15 @@ void dropoutMaskConsistent() {
       // The same seed, so the same mask: the atomic backward against the same reference.
       torch::manual_seed(42);
       Grads atomic = kernelPass(*bias, variant.causal, q, k, v, dO, scale, p, cuda::BackwardScheme::AtomicDq);
-      const double worstAtomic = std::max({relativeMaxDiff(ref.o, atomic.o), relativeMaxDiff(ref.dq, atomic.dq),
-                                           relativeMaxDiff(ref.dk, atomic.dk), relativeMaxDiff(ref.dv, atomic.dv)});
-      double worstAtomicParam = 0;
-      for (size_t i = 0; i < ref.params.size(); ++i)
-        worstAtomicParam = std::max(worstAtomicParam, relativeParamDiff(ref.params[i], atomic.params[i]));
-      check(worstAtomic <= kTensorTolerance && worstAtomicParam <= kParamTolerance,
+      const Errors atomicErrors = errorsAgainst(ref, atomic);
+      check(atomicErrors.tensors <= kTensorTolerance && atomicErrors.params <= kParamTolerance,
             variant.name + " dropout 0.3, atomic dQ backward: output and gradients against the reference with the " +
-                "first pass's mask: " + fmtDouble(worstAtomic) + ", learned parameters " + fmtDouble(worstAtomicParam) +
-                " (its forward may sum the row weights too: the same mask still)");
-      double worst = std::max({relativeMaxDiff(ref.o, got.o), relativeMaxDiff(ref.dq, got.dq),
-                               relativeMaxDiff(ref.dk, got.dk), relativeMaxDiff(ref.dv, got.dv)});
-      double worstParam = 0;
-      for (size_t i = 0; i < ref.params.size(); ++i)
-        worstParam = std::max(worstParam, relativeParamDiff(ref.params[i], got.params[i]));
-      check(worst <= kTensorTolerance && worstParam <= kParamTolerance,
+                "first pass's mask: " + fmtDouble(atomicErrors.tensors) + ", learned parameters " +
+                fmtDouble(atomicErrors.params) + " (its forward may sum the row weights too: the same mask still)");
+      const Errors errors = errorsAgainst(ref, got);
+      check(errors.tensors <= kTensorTolerance && errors.params <= kParamTolerance,
             variant.name + " dropout 0.3: output and gradients against the reference with the forward's mask: " +
-                fmtDouble(worst) + ", learned parameters " + fmtDouble(worstParam) +
+                fmtDouble(errors.tensors) + ", learned parameters " + fmtDouble(errors.params) +
                 " (the backward regenerates the forward's mask)");
       torch::manual_seed(42);
       Grads again = kernelPass(*bias, variant.causal, q, k, v, dO, scale, p);

@@ -1072,8 +1072,8 @@ bool wantsBiasGrads(const BackwardArgs& a) { return a.dSlopePast || a.dSlopeFutu
 bool atomicDq(const BackwardArgs& a) { return a.scheme == BackwardScheme::AtomicDq; }
 
 // The backward's workspace, in bytes from its start: rowDot (B, H, T) fp32 at 0, then with AtomicDq
-// dqAccum (B, H, T, D) fp32, then with bias gradients queryGrad's per-block partials
-// (B, H, qTiles, 3) fp64.
+// dqAccum (B, H, T, D) fp32, then with bias gradients the per-block partials of the kernel that sums
+// them (TwoPass: queryGrad, AtomicDq: keyGrad), (B, H, tiles, 3) fp64.
 struct WorkspaceLayout {
   size_t dqAccum = 0, partials = 0, bytes = 0;
 };
