@@ -502,4 +502,20 @@ TEST_CASE("fused ALiBi attention kernels (CPU emulation): launch checks", "[cuda
   CHECK(xtrap::cuda::linearBiasAttentionForward(empty, nullptr) == cudaSuccess);
   empty.shape.D = 64;
   CHECK(xtrap::cuda::linearBiasAttentionForward(empty, nullptr) == cudaSuccess);
+  // The AtomicDq backward with bias gradients needs the forward's row weights; TwoPass does not.
+  Buffer<bf16> x(8 * 64);
+  Buffer<float> lse(8), slope(1), dPast(1), rowWeights(3 * 8);
+  const HeadsView view{x.data(), 8 * 64, 8 * 64, 64};
+  xtrap::cuda::BackwardArgs backward;
+  backward.shape = {1, 1, 8, 64};
+  backward.q = backward.k = backward.v = backward.o = backward.dO = backward.dq = backward.dk = backward.dv = view;
+  backward.lse = lse.data(), backward.dSlopePast = dPast.data();
+  backward.bias.slopePast = backward.bias.slopeFuture = slope.data();
+  backward.scheme = xtrap::cuda::BackwardScheme::AtomicDq;
+  Buffer<unsigned char> workspace(xtrap::cuda::linearBiasAttentionBackwardWorkspace(backward));
+  CHECK(xtrap::cuda::linearBiasAttentionBackward(backward, workspace.data(), nullptr) == cudaErrorInvalidValue);
+  backward.rowWeights = rowWeights.data();
+  CHECK(xtrap::cuda::linearBiasAttentionBackward(backward, workspace.data(), nullptr) == cudaSuccess);
+  backward.rowWeights = nullptr, backward.scheme = xtrap::cuda::BackwardScheme::TwoPass;
+  CHECK(xtrap::cuda::linearBiasAttentionBackward(backward, workspace.data(), nullptr) == cudaSuccess);
 }
