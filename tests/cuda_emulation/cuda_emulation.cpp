@@ -404,6 +404,16 @@ double __shfl_xor_sync(unsigned mask, double value, int laneMask, int width) {
   return cuda_emulation::shuffleXor(mask, value, laneMask, width);
 }
 
+float4 atomicAdd(float4* address, float4 value) {
+  if (reinterpret_cast<uintptr_t>(address) % 16 != 0) {
+    cuda_emulation::fault("a float4 atomicAdd's address is not 16-byte aligned");
+    return {};
+  }
+  const float4 old = *address;
+  *address = {old.x + value.x, old.y + value.y, old.z + value.z, old.w + value.w};
+  return old;
+}
+
 void __pipeline_memcpy_async(void* dst, const void* src, size_t sizeAndAlign, size_t zfill) {
   using cuda_emulation::fault;
   auto& r = cuda_emulation::runtime();

@@ -66,6 +66,10 @@ struct alignas(16) uint4 {
   unsigned x, y, z, w;
 };
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 
 extern uint3 threadIdx, blockIdx;
 extern dim3 blockDim, gridDim;
@@ -108,6 +112,9 @@ inline float atomicAdd(float* address, float value) {
   *address = old + value;
   return old;
 }
+// sm_90's vector add: each element added on its own, as four float adds would. The address must be
+// 16-byte aligned (a misaligned address faults on the GPU).
+float4 atomicAdd(float4* address, float4 value);
 void __syncthreads();
 void __pipeline_memcpy_async(void* dst, const void* src, size_t sizeAndAlign, size_t zfill = 0);
 void __pipeline_commit();

@@ -29,7 +29,8 @@
 // by one block, at the price of S and dP computed in both: 7 tile products per tile pair
 // (BackwardScheme::TwoPass). BackwardScheme::AtomicDq is FlashAttention-2's own way: keyGrad also
 // writes dS^T to shared memory, reads it back as dS and adds dS K to an fp32 dQ in global memory with
-// atomic adds (addQueryGrad), which roundQueryGradKernel scales and rounds to bf16: 5 products per
+// atomic adds (addQueryGrad; laid out in the adding lanes' order, queryGradStripe, so that each add
+// of a warp fills whole sectors), which roundQueryGradKernel scales and rounds to bf16: 5 products per
 // pair, and no queryGrad. Its keyGrad also sums the bias gradients, each cell's P dP centred on its
 // row's weights, which the forward sums with the softmax (tile::CentredBiasGrads): a key tile sees
 // each row in part, and needs no row's sum of P dP.
@@ -735,31 +736,53 @@ __device__ __forceinline__ void storeScoreGradT(bf16* dsT, const uint32_t (&a)[k
         *reinterpret_cast<uint32_t*>(mine + 8 * r * kDsRow + 16 * kk + 8 * half) = a[kk][2 * half + r];
 }
 
+// AtomicDq's fp32 dQ, (B, H, stripes, kStripe x D) with 4 stripes of 16 queries a query tile (the
+// sequence's last tile padded): each warp's (16, D) product of a pair is added in its fragment
+// order, element e of lane l's fragment n at float 4 (32 n + l) + e of the stripe, so that the
+// adds of a warp's fragment n fill 512 contiguous bytes (16 whole sectors; one vector add a lane on
+// sm_90). Laid out as dq is, (row, column), one add of a warp reaches 8 rows, 4 floats in each of
+// their sectors. FlashAttention-2 lays its dQ accumulator out in its threads' order for the same
+// reason. roundQueryGradKernel reads it back through the same FragmentLane.
+template <int D>
+__device__ __forceinline__ float4* queryGradStripe(float* dqAccum, const Derived& dv, uint32_t batchHead,
+                                                   int firstQuery) {
+  return reinterpret_cast<float4*>(dqAccum + (int64_t(batchHead) * dv.qTiles * kBr + firstQuery) * D);
+}
+// x += fragment (4 floats), atomically: one vector add on sm_90, four float adds before it.
+__device__ __forceinline__ void addFragment(float4* x, const float (&fragment)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  float* xs = reinterpret_cast<float*>(x);
+  for (int e = 0; e < 4; ++e) atomicAdd(xs + e, fragment[e]);
+#else
+  atomicAdd(x, make_float4(fragment[0], fragment[1], fragment[2], fragment[3]));
+#endif
+}
+
 // AtomicDq, its second step, once every warp has stored its dS^T: dQ += dS K for the query tile at
 // r0, warp w taking queries [16w, 16w + 16) of it. dS is read back transposed (ldmatrix .trans of
 // the (keys, queries) tile gives dS's A fragments), K is the block's own tile, and the (16, D)
-// product is added to dqAccum's rows (B, H, T, D fp32, unscaled) by atomic adds, rows past T left
-// out. Blocks of other key tiles add to the same rows in whatever order they arrive.
+// product is added to the warp's stripe of dqAccum (queryGradStripe, unscaled) by atomic adds:
+// padding rows past T add their zeros to the padding. Blocks of other key tiles add to the same
+// stripes in whatever order they arrive.
 template <int D>
-__device__ __forceinline__ void addQueryGrad(float* dqAccum, const bf16* dsT, const bf16* ks, const TileBlock& blk,
-                                             int r0) {
+__device__ __forceinline__ void addQueryGrad(float* dqAccum, const Derived& dv, const bf16* dsT, const bf16* ks,
+                                             const TileBlock& blk, int r0) {
   const int r = blk.lane & 7, m = blk.lane >> 3;
   uint32_t ds[kBc / 16][4];  // (16 queries, kBc keys): matrices queries 0-7 | 8-15 by keys 16kk + 0-7 | 8-15
 #pragma unroll
   for (int kk = 0; kk < kBc / 16; ++kk)
     mma::loadMatricesTransposed(ds[kk], dsT + (16 * kk + 8 * (m >> 1) + r) * kDsRow + blk.stripe + 8 * (m & 1));
-  float dQ[D / 8][4] = {};  // (16, D)
-  multiply<kBc, D, Ld<D>::rows>(dQ, ds, ks, blk.lane);
-  const int first = r0 + blk.stripe;  // the warp's first query
-  float* rows = dqAccum + (int64_t(blk.batchHead) * blk.T + first) * D;
-#pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    const int row = blk.fl.row(2 * rr);
-    if (first + row >= blk.T) continue;
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n)
-#pragma unroll
-      for (int c = 0; c < 2; ++c) atomicAdd(rows + row * D + blk.fl.column(n, c), dQ[n][2 * rr + c]);
+  float4* mine = queryGradStripe<D>(dqAccum, dv, blk.batchHead, r0 + blk.stripe) + blk.lane;
+  // 16 columns of the (16, D) product at a time, added as soon as they are summed, in a loop that is
+  // not unrolled: 8 accumulators live instead of the product's 32 at D 64. ptxas sm_90a spilled
+  // 16 to 80 bytes at D 64 with the whole product, or with these steps unrolled, where the old
+  // layout's float adds (a row-by-row layout with a test for rows past T) spilled none.
+#pragma unroll 1
+  for (int n = 0; n < D / 8; n += 2) {
+    float dQ[2][4] = {};  // (16, 16): fragments n, n + 1
+    multiply<kBc, 16, Ld<D>::rows>(dQ, ds, ks + 8 * n, blk.lane);
+    addFragment(mine + 32 * n, dQ[0]);
+    addFragment(mine + 32 * (n + 1), dQ[1]);
   }
 }
 
@@ -861,7 +884,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
     multiply<kBr, D, Row>(dK, a, q, blk.lane);  // dK += dS^T Q
     if constexpr (kAtomicDq) {
       __syncthreads();  // every warp's dS^T is in dsT (pipelinedWalk's next barrier precedes its next write)
-      addQueryGrad<D>(dqAccum, dsT, ks, blk, r0);
+      addQueryGrad<D>(dqAccum, dv, dsT, ks, blk, r0);
     }
   });
   storeStripe<D>(args.dk, dK, args.scale, kStripe, blk);
@@ -991,22 +1014,27 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
   }
 }
 
-// AtomicDq's last step: dq = scale * dqAccum rounded to bf16, 8 elements (16 bytes) a thread.
+// AtomicDq's last step: dq = scale * dqAccum rounded to bf16. A thread per float4 of dqAccum,
+// lane l's fragment n of a stripe (queryGradStripe): its elements are columns 8n + 2t, 8n + 2t + 1
+// of the stripe's rows g and g + 8 (FragmentLane), two bf16 pairs; padding rows are left out.
 template <int D>
-__global__ void __launch_bounds__(kThreads) roundQueryGradKernel(const BackwardArgs args, const float* dqAccum) {
-  constexpr int kPieces = D / 8;
-  const int T = args.shape.T, H = args.shape.H;
-  const int64_t piece = int64_t(blockIdx.x) * kThreads + threadIdx.x;
-  if (piece >= int64_t(args.shape.B) * H * T * kPieces) return;
-  const int64_t rowIndex = piece / kPieces;
-  const int i = int(rowIndex % T), bh = int(rowIndex / T), b = bh / H, h = bh % H, col = int(piece % kPieces) * 8;
-  const uint4 lo = *reinterpret_cast<const uint4*>(dqAccum + rowIndex * D + col);
-  const uint4 hi = *reinterpret_cast<const uint4*>(dqAccum + rowIndex * D + col + 4);
-  auto word = [&](unsigned a, unsigned b) {
-    return bf16Word(args.scale * __uint_as_float(a), args.scale * __uint_as_float(b));
-  };
-  *reinterpret_cast<uint4*>(headRows(args.dq, b, h) + i * args.dq.st + col) =
-      make_uint4(word(lo.x, lo.y), word(lo.z, lo.w), word(hi.x, hi.y), word(hi.z, hi.w));
+__global__ void __launch_bounds__(kThreads)
+    roundQueryGradKernel(const BackwardArgs args, const Derived dv, const float4* dqAccum) {
+  constexpr int kFragments = kStripe * D / 4;  // a stripe's float4s
+  const int T = args.shape.T, H = args.shape.H, stripes = dv.qTiles * kWarps;
+  const int64_t index = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (index >= int64_t(args.shape.B) * H * stripes * kFragments) return;
+  const int64_t stripe = index / kFragments;  // of (B, H, stripes)
+  const int n = int(index % kFragments) / 32, bh = int(stripe / stripes), b = bh / H, h = bh % H;
+  const FragmentLane fl = fragmentLane(int(index % 32));
+  const int first = int(stripe % stripes) * kStripe;
+  const float4 x = dqAccum[index];
+  bf16* column = headRows(args.dq, b, h) + fl.column(n, 0);
+  const float s = args.scale;
+  if (const int i = first + fl.row(0); i < T)
+    *reinterpret_cast<uint32_t*>(column + i * args.dq.st) = bf16Word(s * x.x, s * x.y);
+  if (const int i = first + fl.row(2); i < T)
+    *reinterpret_cast<uint32_t*>(column + i * args.dq.st) = bf16Word(s * x.z, s * x.w);
 }
 
 // One thread per (head, parameter): the sum over batches and query tiles, in that fixed order.
@@ -1072,8 +1100,9 @@ bool wantsBiasGrads(const BackwardArgs& a) { return a.dSlopePast || a.dSlopeFutu
 bool atomicDq(const BackwardArgs& a) { return a.scheme == BackwardScheme::AtomicDq; }
 
 // The backward's workspace, in bytes from its start: rowDot (B, H, T) fp32 at 0, then with AtomicDq
-// dqAccum (B, H, T, D) fp32, then with bias gradients the per-block partials of the kernel that sums
-// them (TwoPass: queryGrad, AtomicDq: keyGrad), (B, H, tiles, 3) fp64.
+// dqAccum (B, H, T rounded up to 64, D) fp32 (queryGradStripe), then with bias gradients the
+// per-block partials of the kernel that sums them (TwoPass: queryGrad, AtomicDq: keyGrad),
+// (B, H, tiles, 3) fp64.
 struct WorkspaceLayout {
   size_t dqAccum = 0, partials = 0, bytes = 0;
 };
@@ -1082,7 +1111,8 @@ WorkspaceLayout workspaceLayout(const BackwardArgs& a) {
   const size_t rows = size_t(s.B) * s.H * s.T;
   WorkspaceLayout w;
   w.dqAccum = align128(rows * sizeof(float));
-  w.partials = w.dqAccum + (atomicDq(a) ? align128(rows * s.D * sizeof(float)) : 0);
+  const size_t paddedRows = size_t(s.B) * s.H * ceilDiv(s.T, kBr) * kBr;
+  w.partials = w.dqAccum + (atomicDq(a) ? align128(paddedRows * s.D * sizeof(float)) : 0);
   w.bytes = w.partials + (wantsBiasGrads(a) ? align128(size_t(s.B) * s.H * ceilDiv(s.T, kBr) * 3 * sizeof(double)) : 0);
   return w;
 }
@@ -1127,9 +1157,9 @@ cudaError_t backward(const BackwardArgs& args, void* workspace, cudaStream_t str
         e != cudaSuccess)
       return e;
   } else {
-    const int64_t pieces = rows * (D / 8);
-    if (cudaError_t e = launch(roundQueryGradKernel<D>, dim3(unsigned((pieces + kThreads - 1) / kThreads)), 0, stream,
-                               args, dqAccum);
+    const int64_t fragments = int64_t(s.B) * s.H * dv.qTiles * kBr * D / 4;  // dqAccum's float4s
+    if (cudaError_t e = launch(roundQueryGradKernel<D>, dim3(unsigned((fragments + kThreads - 1) / kThreads)), 0,
+                               stream, args, dv, reinterpret_cast<const float4*>(dqAccum));
         e != cudaSuccess)
       return e;
   }

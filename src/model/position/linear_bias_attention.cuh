@@ -61,8 +61,8 @@ enum class BackwardScheme {
   // summed by one block: dq, dk, dv bit-identical from run to run.
   TwoPass,
   // FlashAttention-2's own backward: keyGrad also writes each pair's dS to shared memory and adds
-  // dS K into an fp32 dQ of (B, H, T, D) in global memory with atomic adds, which a last kernel
-  // scales and rounds to bf16: 5 tile products per pair, for (B, H, T, D) fp32 of workspace, and dq
+  // dS K into an fp32 dQ in global memory with atomic adds, which a last kernel scales and rounds
+  // to bf16: 5 tile products per pair, for (B, H, T rounded up to 64, D) fp32 of workspace, and dq
   // summed in the order the blocks arrive (its last bits vary from run to run; dk, dv and the bias
   // gradients do not). keyGrad also sums the bias gradients, centred on the forward's rowWeights
   // (which BackwardArgs::rowWeights must then pass on).
