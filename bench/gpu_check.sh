@@ -16,7 +16,8 @@
 #            bench/fused_attention.sh: OUTDIR/fused_attention.md). XTRAP_TARGETS=bench_attention
 #            builds only what it needs.
 #   ncu      Nsight Compute on the fused kernels at NCU_CASE (default causal-B8-L2048): speed of
-#            light, occupancy, memory and warp-stall sections of one forward and backward with each
+#            light, occupancy, memory (with the L2's table of atomic and reduction requests, where
+#            AtomicDq's dQ adds go) and warp-stall sections of one forward and backward with each
 #            backward scheme in NCU_BACKWARD (default "two-pass atomic"; OUTDIR/ncu-two-pass.txt,
 #            OUTDIR/ncu-atomic.txt), the profile asked for when the kernel misses a target.
 #   scenarios the GPU studies of issue 22 item 5, in order: SCENARIOS (default "paper-table2-gpu
@@ -148,6 +149,7 @@ if wants ncu; then
       start=$SECONDS
       ncu -k 'regex:forwardKernel|keyGradKernel|queryGradKernel|roundQueryGradKernel' --launch-skip 3 --launch-count 3 \
         --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
+        --section MemoryWorkloadAnalysis_Tables \
         --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
         build-cuda/bench_attention --fused-csv "$OUT/ncu_case.csv" --fused-reps 1 \
         --fused-cases "${NCU_CASE:-causal-B8-L2048}" --fused-backward "$scheme" >"$OUT/ncu-$scheme.txt" 2>&1
