@@ -1184,28 +1184,22 @@ cudaError_t factsOf(Kernel kernel, const char* name, size_t dynamicBytes, Kernel
 
 template <int D>
 cudaError_t kernelFacts(KernelFacts* facts) {
-  if (cudaError_t e = factsOf(forwardKernel<D, false, false>, "forward", ForwardSmem<D>::bytes, facts[0]);
-      e != cudaSuccess)
-    return e;
-  if (cudaError_t e = factsOf(rowDotKernel<D>, "rowDot", 0, facts[1]); e != cudaSuccess) return e;
-  if (cudaError_t e = factsOf(keyGradKernel<D, false, false>, "keyGrad", KeyGradSmem<D>::bytes, facts[2]);
-      e != cudaSuccess)
-    return e;
-  if (cudaError_t e = factsOf(queryGradKernel<D, false, false>, "queryGrad", QueryGradSmem<D>::bytes, facts[3]);
-      e != cudaSuccess)
-    return e;
-  if (cudaError_t e = factsOf(queryGradKernel<D, true, false>, "queryGrad+bias", QueryGradSmem<D>::bytes, facts[4]);
-      e != cudaSuccess)
-    return e;
-  if (cudaError_t e = factsOf(keyGradKernel<D, false, true>, "keyGrad+dQ", KeyGradAtomicSmem<D>::bytes, facts[5]);
-      e != cudaSuccess)
-    return e;
-  if (cudaError_t e =
-          factsOf(keyGradKernel<D, false, true, true>, "keyGrad+dQ+bias", KeyGradAtomicSmem<D>::bytes, facts[6]);
-      e != cudaSuccess)
-    return e;
-  if (cudaError_t e = factsOf(roundQueryGradKernel<D>, "roundQueryGrad", 0, facts[7]); e != cudaSuccess) return e;
-  return factsOf(forwardKernel<D, false, true>, "forward+weights", ForwardSmem<D>::bytes, facts[8]);
+  // facts[next++] of each kernel in kKernelFactsCount's order, until one fails.
+  cudaError_t e = cudaSuccess;
+  int next = 0;
+  auto add = [&](auto kernel, const char* name, size_t dynamicBytes) {
+    if (e == cudaSuccess) e = factsOf(kernel, name, dynamicBytes, facts[next++]);
+  };
+  add(forwardKernel<D, false, false>, "forward", ForwardSmem<D>::bytes);
+  add(rowDotKernel<D>, "rowDot", 0);
+  add(keyGradKernel<D, false, false>, "keyGrad", KeyGradSmem<D>::bytes);
+  add(queryGradKernel<D, false, false>, "queryGrad", QueryGradSmem<D>::bytes);
+  add(queryGradKernel<D, true, false>, "queryGrad+bias", QueryGradSmem<D>::bytes);
+  add(keyGradKernel<D, false, true>, "keyGrad+dQ", KeyGradAtomicSmem<D>::bytes);
+  add(keyGradKernel<D, false, true, true>, "keyGrad+dQ+bias", KeyGradAtomicSmem<D>::bytes);
+  add(roundQueryGradKernel<D>, "roundQueryGrad", 0);
+  add(forwardKernel<D, false, true>, "forward+weights", ForwardSmem<D>::bytes);
+  return e;
 }
 
 cudaError_t zeroBiasGrads(const BackwardArgs& args, cudaStream_t stream) {
