@@ -1108,12 +1108,11 @@ struct WorkspaceLayout {
 };
 WorkspaceLayout workspaceLayout(const BackwardArgs& a) {
   const AttentionShape& s = a.shape;
-  const size_t rows = size_t(s.B) * s.H * s.T;
+  const size_t heads = size_t(s.B) * s.H, tiles = heads * ceilDiv(s.T, kBr);  // tiles of all heads
   WorkspaceLayout w;
-  w.dqAccum = align128(rows * sizeof(float));
-  const size_t paddedRows = size_t(s.B) * s.H * ceilDiv(s.T, kBr) * kBr;
-  w.partials = w.dqAccum + (atomicDq(a) ? align128(paddedRows * s.D * sizeof(float)) : 0);
-  w.bytes = w.partials + (wantsBiasGrads(a) ? align128(size_t(s.B) * s.H * ceilDiv(s.T, kBr) * 3 * sizeof(double)) : 0);
+  w.dqAccum = align128(heads * s.T * sizeof(float));
+  w.partials = w.dqAccum + (atomicDq(a) ? align128(tiles * kBr * s.D * sizeof(float)) : 0);
+  w.bytes = w.partials + (wantsBiasGrads(a) ? align128(tiles * 3 * sizeof(double)) : 0);
   return w;
 }
 
