@@ -20,9 +20,11 @@ and ratio 2^(-8/H)): causal -m(i-j), future blocked; symmetric -m|i-j|; offset p
 future -m(j-i-0.5); one-sided: heads [0, H/2) see only the past (-m'(i-j), m' the slopes of H/2
 heads), heads [H/2, H) only the future (-m'(j-i)), -inf on the other side; bialibi: symmetric, except that
 every pair touching position 0 gets a per-head bias instead (here linspace(-1, 1, H)).
-Every method is in try/except: an out-of-memory or an unsupported backend becomes a row with its
-status and the run goes on. Peak memory is torch.cuda.max_memory_allocated over the timed reps,
-counted from the inputs (q, k, v, upstream gradient and any bias tensor) already allocated.
+--cases and --methods choose some of them (bench/gpu_check.sh's ncu stage profiles one case's
+sdpa-flash and flex-alibi). Every method is in try/except: an out-of-memory or an unsupported
+backend becomes a row with its status and the run goes on. Peak memory is
+torch.cuda.max_memory_allocated over the timed reps, counted from the inputs (q, k, v, upstream
+gradient and any bias tensor) already allocated.
 
 FLOP convention (TFLOP/s column): the forward is 4 B H L^2 D (two matmuls), the backward 2.5x the
 forward, so forward + backward = 3.5 x 4 B H L^2 D; halved for causal cases and in the one-sided
@@ -122,6 +124,7 @@ def run_anchors(args):
     dev = torch.device("cuda")
     torch.manual_seed(0)
     wanted = set(args.cases.split(",")) if args.cases else None
+    methods = set(args.methods.split(",")) if args.methods else set(ANCHORS)
     rows = []
     # Each row is written as soon as it is measured: a command cut off at its time limit, or a
     # fault that ends the process, still leaves every finished row in the CSV.
@@ -216,7 +219,10 @@ def run_anchors(args):
 
         def measure(method, make_step):
             """make_step() -> (step, forward, extra inputs kept alive): step is forward + backward,
-            forward the attention alone; one CSV row, never raises."""
+            forward the attention alone; one CSV row, never raises. Nothing for a method that
+            --methods leaves out."""
+            if method not in methods:
+                return
             # Work done: a triangle for causal cases and for the masked one-sided methods.
             flops = fwd_bwd_flops(B, H, L, D, causal or (variant == "onesided" and method != "sdpa-flash"))
             row = dict(case=name, B=B, H=H, L=L, D=D, causal=int(causal), method=method,
@@ -425,6 +431,7 @@ def main(argv=None):
     ap.add_argument("--method-seconds", type=float, default=8.0,
                     help="a method's warmup, and its timed reps, stop after this long (at least 1 and 3 reps)")
     ap.add_argument("--cases", default="", help="comma-separated case names (default: all)")
+    ap.add_argument("--methods", default="", help="comma-separated anchors (default: all): " + ", ".join(ANCHORS))
     ap.add_argument("--join", nargs=2, metavar=("FUSED_CSV", "ANCHORS_CSV"), help="mode 2: join two CSVs")
     ap.add_argument("--md", help="Markdown output of --join")
     args = ap.parse_args(argv)
@@ -434,6 +441,11 @@ def main(argv=None):
         return join(args.join[0], args.join[1], args.md)
     if not args.out:
         ap.error("--out (or --join) is required")
+    known_cases = [case_name(*shape) for shape in SHAPES]
+    for given, known, what in ((args.cases, known_cases, "case"), (args.methods, ANCHORS, "method")):
+        unknown = [x for x in given.split(",") if given and x not in known]
+        if unknown:
+            ap.error(f"no {what} {unknown[0]!r} (known: {', '.join(known)})")
     run_anchors(args)
     return 0
 

@@ -15,11 +15,17 @@
 #   fused    the fused ALiBi-family kernel against SDPA / FlexAttention anchors (issue 23 item 5;
 #            bench/fused_attention.sh: OUTDIR/fused_attention.md). XTRAP_TARGETS=bench_attention
 #            builds only what it needs.
-#   ncu      Nsight Compute on the fused kernels at NCU_CASE (default causal-B8-L2048): speed of
-#            light, occupancy, memory (with the L2's table of atomic and reduction requests, where
-#            AtomicDq's dQ adds go) and warp-stall sections of one forward and backward with each
-#            backward scheme in NCU_BACKWARD (default "two-pass atomic"; OUTDIR/ncu-two-pass.txt,
-#            OUTDIR/ncu-atomic.txt), the profile asked for when the kernel misses a target.
+#   ncu      Nsight Compute's full set of sections on the fused kernels at NCU_CASE (default
+#            causal-B8-L2048), one forward and backward with each backward scheme in NCU_BACKWARD
+#            (default "two-pass atomic"): the profile asked for when the kernel misses a target.
+#            Per scheme OUTDIR/ncu-SCHEME.ncu-rep (the report, for the Nsight Compute GUI),
+#            ncu-SCHEME.txt (its details page: speed of light, pipes, shared memory and L2 tables,
+#            the L2's atomic and reduction requests where AtomicDq's dQ adds go, occupancy, warp
+#            state) and ncu-SCHEME-raw.csv (every metric collected, by name: the warp-stall
+#            reasons and pipe utilisations that the details page draws as charts). Then the same
+#            for the anchors in NCU_ANCHORS (default "sdpa-flash flex-alibi") at that case, their
+#            first forward + backward (bench/attention_anchors.py --methods): ncu-ANCHOR.*, the
+#            kernels the fused one is measured against, profiled alike.
 #   scenarios the GPU studies of issue 22 item 5, in order: SCENARIOS (default "paper-table2-gpu
 #            interp-gpu encoder-variants-gpu"; interp-gpu reuses paper-table2-gpu's runs when both
 #            run in one call), results in OUTDIR/results/<scenario>/ (table, CSV, plot; copy them
@@ -142,18 +148,41 @@ if wants fused; then
 fi
 # Nsight Compute on the second forward + backward of one case (the first is a warm-up): one launch
 # each of the forward and the two backward tile kernels (two-pass: keyGrad, queryGrad; atomic:
-# keyGrad with its dQ adds, roundQueryGrad).
+# keyGrad with its dQ adds, roundQueryGrad). The full set rather than named sections: one name
+# this version lacks would stop the profile, and the set has the source counters' stall sampling.
+# Each anchor's kernels of its first forward + backward: SDPA flash's forward and its backward's
+# three (dO.O, the tile loop, dQ's conversion), FlexAttention's two Triton templates (its other
+# Triton kernels, such as the block mask's, left out).
 if wants ncu; then
   if command -v ncu >/dev/null; then
-    for scheme in ${NCU_BACKWARD:-two-pass atomic}; do
+    # profile NAME KERNEL_REGEX SKIP COUNT COMMAND...: OUTDIR/ncu-NAME.{ncu-rep,txt,log}, -raw.csv
+    profile() {
+      local name=$1 kernels=$2 skip=$3 count=$4 report=$OUT/ncu-$1 rc
+      shift 4
       start=$SECONDS
-      ncu -k 'regex:forwardKernel|keyGradKernel|queryGradKernel|roundQueryGradKernel' --launch-skip 3 --launch-count 3 \
-        --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
-        --section MemoryWorkloadAnalysis_Tables \
-        --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+      ncu -f -o "$report" --set full -k "regex:$kernels" --launch-skip "$skip" --launch-count "$count" "$@" \
+        >"$report.log" 2>&1
+      rc=$?
+      ncu --import "$report.ncu-rep" >"$report.txt" 2>&1
+      ncu --import "$report.ncu-rep" --page raw --csv >"$report-raw.csv" 2>&1
+      summary "ncu (${NCU_CASE:-causal-B8-L2048}, $name): rc=$rc in $((SECONDS - start)) s (ncu-$name.txt, ncu-$name-raw.csv, ncu-$name.log)"
+    }
+    for scheme in ${NCU_BACKWARD:-two-pass atomic}; do
+      profile "$scheme" 'forwardKernel|keyGradKernel|queryGradKernel|roundQueryGradKernel' 3 3 \
         build-cuda/bench_attention --fused-csv "$OUT/ncu_case.csv" --fused-reps 1 \
-        --fused-cases "${NCU_CASE:-causal-B8-L2048}" --fused-backward "$scheme" >"$OUT/ncu-$scheme.txt" 2>&1
-      summary "ncu (${NCU_CASE:-causal-B8-L2048}, $scheme backward): rc=$? in $((SECONDS - start)) s (ncu-$scheme.txt)"
+        --fused-cases "${NCU_CASE:-causal-B8-L2048}" --fused-backward "$scheme"
+    done
+    # The wheel's Python without the Debian libraries put first for xtrap (bench/fused_attention.sh).
+    python_libs=$(tr ':' '\n' <<<"${LD_LIBRARY_PATH:-}" | grep -v '^/tmp/deps/' | paste -sd:)
+    for anchor in ${NCU_ANCHORS:-sdpa-flash flex-alibi}; do
+      case $anchor in
+        sdpa-flash) kernels='flash_fwd|flash_bwd' count=4 ;;
+        flex-*) kernels='triton_tem' count=2 ;;
+        *) kernels='.' count=8 ;;
+      esac
+      LD_LIBRARY_PATH=$python_libs profile "$anchor" "$kernels" 0 "$count" \
+        python3 bench/attention_anchors.py --out "$OUT/ncu_anchor_$anchor.csv" --reps 1 --warmup 1 \
+        --cases "${NCU_CASE:-causal-B8-L2048}" --methods "$anchor"
     done
   else
     summary "ncu: not on PATH (nothing profiled)"
