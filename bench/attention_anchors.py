@@ -380,7 +380,7 @@ def join(fused_csv, anchors_csv, md_path):
             cases.append(r["case"])
     by_case = {c: {r["method"]: r for r in rows if r["case"] == c} for c in cases}
     # Fused rows first, then the anchors in their usual order, then anything else.
-    order = ["xtrap-fused-fixed", "xtrap-fused-symmetric", "xtrap-fused-offset", "xtrap-fused-onesided",
+    order = ["xtrap-fused-fixed", "xtrap-fused-fixed-dense", "xtrap-fused-symmetric", "xtrap-fused-offset", "xtrap-fused-onesided",
              "xtrap-fused-bialibi", "xtrap-fused-learned"] + ANCHORS
     rank = {m: i for i, m in enumerate(order)}
     out = ["# Fused ALiBi-family attention vs PyTorch anchors (issue 23 item 5)", "",
@@ -388,7 +388,10 @@ def join(fused_csv, anchors_csv, md_path):
            "forward 4BHL^2D, backward 2.5x, halved for causal and one-sided (not the one-sided case's "
            "unmasked sdpa-flash). Forward ms: the forward alone (no graph kept). Ratios: the fused "
            "kernel's time / this row's time (< 1: the fused kernel is faster). Methods ending in `-atomic`: the "
-           "same kernel with its AtomicDq backward (the others: two-pass).", ""]
+           "same kernel with its AtomicDq backward (the others: two-pass). The fused kernel skips the tile pairs "
+           "whose every probability is below 2^-136 (far from the diagonal, ALiBi's bias makes them underflow); "
+           "`xtrap-fused-fixed-dense` is the same kernel computing every open pair. TFLOP/s count the same work "
+           "for every row of a case, skipped pairs included.", ""]
     targets = []
 
     def fmt(x, spec):

@@ -9,9 +9,10 @@
 // log-sum-exp, dq, dk, dv, and the slope and first-token-bias gradients (of every variant at D 128,
 // the fixed-slope ones as if learned); dropout's mask the same in the backward as in the forward.
 // Every kernel instance runs: D 64 and 128, with and without dropout, with and without bias
-// gradients. Every case runs under both of the emulation's extreme schedules
-// and must give bit-identical results: a difference is a missing barrier (a race on the GPU).
-// What this cannot show (speed, the GPU's memory model, ex2.approx's rounding) is the gpu-labelled
+// gradients. Every case skips negligible pairs (ForwardArgs::tileBounds); slopes steep enough for
+// some to be skipped, and v made NaN where only skipped pairs would read it, show that they are. Every case runs under
+// both of the emulation's extreme schedules and must give bit-identical results: a difference is a missing barrier (a
+// race on the GPU). What this cannot show (speed, the GPU's memory model, ex2.approx's rounding) is the gpu-labelled
 // fused_attention_checks' job on the GPU machine.
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -82,6 +83,7 @@ struct Problem {
   float dropout = 0.f;
   uint64_t seed = 0x1234'5678'9abcULL;
   bool slopeGradients = false;  // ask for dslopePast and dslopeFuture (the first-token bias's always)
+  bool negligibleTiles = true;  // the forward computes the tile bounds, and both passes skip negligible pairs
 };
 
 // The variants whose slopes the model learns; the others' are buffers, with no gradient asked.
@@ -205,6 +207,7 @@ Result runKernels(const Problem& p, const Inputs& in, xtrap::cuda::BackwardSchem
   Buffer<bf16> qkv(in.qkv.size()), dO(n), o(n), dq(n), dk(n), dv(n);
   Buffer<float> lse(rows), past(size_t(s.H)), future(size_t(s.H)), first(size_t(s.H));
   Buffer<float> dPast(size_t(s.H)), dFuture(size_t(s.H)), dFirst(size_t(s.H)), rowWeights(3 * rows);
+  Buffer<float> tileBounds(size_t(s.B) * s.H * ((s.T + 63) / 64) * 4);
   std::copy(in.qkv.begin(), in.qkv.end(), qkv.data());
   std::copy(in.dO.begin(), in.dO.end(), dO.data());
   for (int h = 0; h < s.H; ++h) {
@@ -232,6 +235,7 @@ Result runKernels(const Problem& p, const Inputs& in, xtrap::cuda::BackwardSchem
   // The AtomicDq backward's bias gradients need the forward's row weights (as the glue asks for them).
   const bool biasGrads = p.slopeGradients || !p.variant.firstToken.empty();
   if (scheme == xtrap::cuda::BackwardScheme::AtomicDq && biasGrads) fa.rowWeights = rowWeights.data();
+  if (p.negligibleTiles) fa.tileBounds = tileBounds.data();
   cudaError_t e = xtrap::cuda::linearBiasAttentionForward(fa, nullptr);
   INFO("forward: " << cuda_emulation::lastFault());
   REQUIRE(e == cudaSuccess);
@@ -243,15 +247,16 @@ Result runKernels(const Problem& p, const Inputs& in, xtrap::cuda::BackwardSchem
   ba.dSlopeFuture = p.slopeGradients ? dFuture.data() : nullptr;
   ba.dFirstTokenBias = p.variant.firstToken.empty() ? nullptr : dFirst.data();
   ba.bias = bias, ba.scale = scale, ba.dropout = p.dropout, ba.seed = p.seed, ba.scheme = scheme;
-  ba.rowWeights = fa.rowWeights;
+  ba.rowWeights = fa.rowWeights, ba.tileBounds = fa.tileBounds;
   Buffer<unsigned char> workspace(xtrap::cuda::linearBiasAttentionBackwardWorkspace(ba));
   e = xtrap::cuda::linearBiasAttentionBackward(ba, workspace.data(), nullptr);
   INFO("backward: " << cuda_emulation::lastFault());
   REQUIRE(e == cudaSuccess);
 
-  for (bool intact : {qkv.guardIntact(), dO.guardIntact(), o.guardIntact(), dq.guardIntact(), dk.guardIntact(),
-                      dv.guardIntact(), lse.guardIntact(), dPast.guardIntact(), dFuture.guardIntact(),
-                      dFirst.guardIntact(), rowWeights.guardIntact(), workspace.guardIntact()})
+  for (bool intact :
+       {qkv.guardIntact(), dO.guardIntact(), o.guardIntact(), dq.guardIntact(), dk.guardIntact(), dv.guardIntact(),
+        lse.guardIntact(), dPast.guardIntact(), dFuture.guardIntact(), dFirst.guardIntact(), rowWeights.guardIntact(),
+        tileBounds.guardIntact(), workspace.guardIntact()})
     REQUIRE(intact);  // no write past the end of a buffer
   Result r;
   r.o = toDoubles(o, n), r.lse = toDoubles(lse, rows), r.dq = toDoubles(dq, n), r.dk = toDoubles(dk, n);
@@ -478,6 +483,61 @@ TEST_CASE("fused ALiBi attention kernels (CPU emulation): every variant with slo
 TEST_CASE("fused ALiBi attention kernels (CPU emulation): every variant with slope gradients on linear tiles, D 64",
           "[cuda_emulation]") {
   for (const Variant& v : variants(2)) check({{1, 2, 200, 64}, v, 0.f, 0x1357'9bdfULL, true});
+}
+
+// v with its slopes times 8 (4 down to 0.5 for H = 2): steep enough that at T 330 the pairs two or
+// three 64-row tiles apart are negligible (tile::negligibleTile), as far pairs of long sequences
+// are with ALiBi's slopes.
+Variant steep(Variant v) {
+  for (float& m : v.past) m *= 8.f;
+  for (float& m : v.future) m *= 8.f;
+  return v;
+}
+
+// Negligible pairs skipped: every variant against the reference as above, and with the bounds left
+// out (every open pair computed).
+TEST_CASE("fused ALiBi attention kernels (CPU emulation): steep slopes, negligible pairs skipped, D 64",
+          "[cuda_emulation]") {
+  for (const Variant& v : variants(2)) check({{1, 2, 330, 64}, steep(v), 0.f, 0x5eed'0330ULL, true});
+  Problem dense{{1, 2, 330, 64}, steep(variants(2)[0]), 0.f, 0x5eed'0330ULL, true};
+  dense.negligibleTiles = false;
+  check(dense);
+}
+
+// That the pairs are skipped, not computed and found to add nothing: v of key tile 0 (keys 0-63)
+// is NaN, which any pair computed with it spreads to its query rows (0 x NaN). Rows from 192 on,
+// whose pairs with key tile 0 are negligible for both heads, stay finite, and equal the reference's
+// with those v rows 0; so do their dq (their dS with those keys is 0, not computed).
+TEST_CASE("fused ALiBi attention kernels (CPU emulation): negligible pairs are never computed", "[cuda_emulation]") {
+  const std::vector<Variant> all = variants(2);
+  for (const Variant& v : {steep(all[0]), steep(all[1])}) {
+    const Problem p{{1, 2, 330, 64}, v, 0.f, 0x0bad'f00dULL, false};
+    const AttentionShape& s = p.shape;
+    INFO(v.name);
+    Inputs in = makeInputs(s, p.seed), zeroed = in;
+    for (int h = 0; h < s.H; ++h)
+      for (int t = 0; t < 64; ++t)
+        for (int d = 0; d < s.D; ++d) {
+          in.qkv[fusedIndex(s, 2, 0, h, t, d)] = __float2bfloat16(NAN);
+          zeroed.qkv[fusedIndex(s, 2, 0, h, t, d)] = __float2bfloat16(0.f);
+        }
+    const Result want = reference(p, zeroed);
+    for (xtrap::cuda::BackwardScheme scheme :
+         {xtrap::cuda::BackwardScheme::TwoPass, xtrap::cuda::BackwardScheme::AtomicDq}) {
+      INFO("backward scheme " << int(scheme));
+      const Result got = runKernels(p, in, scheme);
+      // Rows 192 to 329 of each head.
+      auto farRows = [&](const std::vector<double>& x) {
+        std::vector<double> rows;
+        for (int h = 0; h < s.H; ++h)
+          for (int t = 192; t < s.T; ++t)
+            for (int d = 0; d < s.D; ++d) rows.push_back(x[headsIndex(s, 0, h, t, d)]);
+        return rows;
+      };
+      CHECK(relativeMaxDiff(farRows(want.o), farRows(got.o), 1e-3) <= 2e-2);  // infinite where not finite
+      CHECK(relativeMaxDiff(farRows(want.dq), farRows(got.dq), 1e-3) <= 2e-2);
+    }
+  }
 }
 
 TEST_CASE("fused ALiBi attention kernels (CPU emulation): dropout's mask is the same in the backward",

@@ -5,6 +5,7 @@
 // - the tile classification (blocked / unblocked / mixed) and the tiles a block's loop visits,
 //   walking keys or queries, against brute force over each tile's cells, tail tiles included, and
 //   the linear tiles (one open Past or Future term) against brute force and the spec's bias;
+// - the negligible tiles (every probability below 2^-136 by their bounds) against brute force;
 // - Philox4x32-10 against Random123's known answers, and the dropout mask's rate;
 // - the kernel's tile algorithm (skip blocked tiles, online softmax, saved log-sum-exp, the
 //   FlashAttention-2 backward with dropout, bias gradients from dS) written out in plain loops with
@@ -263,6 +264,76 @@ TEST_CASE(
   CHECK(masked > 0);
   CHECK(withFirstToken > 0);
   CHECK(general > 0);
+}
+
+// negligibleTile against brute force: every pair it flags has every probability below
+// 2^kNegligibleLog2, computed in double from the materialised bias and the row's true maximum;
+// it flags pairs (steep slopes, as a long sequence's far tiles are for ALiBi's), never one with a
+// diagonal or first-token cell, nor one whose bounds are not finite.
+TEST_CASE("negligible tiles: every probability of a flagged pair is below 2^-136, by brute force") {
+  constexpr int T = 160, D = 16, kSize = 16;
+  constexpr float kScale = 0.25f;
+  std::mt19937 rng(41);
+  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+  int flagged = 0, pairs = 0;
+  for (auto [name, spec] : allSpecs()) {
+    // Steeper than ALiBi's, so that pairs a few 16-row tiles apart underflow.
+    for (double& m : spec.slopePast) m *= 16.0;
+    for (double& m : spec.slopeFuture) m *= 16.0;
+    for (int64_t h = 0; h < spec.heads(); ++h) {
+      const HeadBias hb = headBiasOf(spec, h);
+      // q and k, row norms from 0 to 2 (a row scaled down, a row scaled up) per draw.
+      std::vector<float> q(T * D), k(T * D);
+      for (int t = 0; t < T; ++t) {
+        const float rowScale = 2.f * float(t % 7) / 6.f;
+        for (int d = 0; d < D; ++d) q[t * D + d] = rowScale * uniform(rng), k[t * D + d] = uniform(rng);
+      }
+      auto dot = [&](int i, int j) {
+        double s = 0;
+        for (int d = 0; d < D; ++d) s += double(q[i * D + d]) * k[j * D + d];
+        return s;
+      };
+      auto norm = [&](const std::vector<float>& x, int t) {
+        double s = 0;
+        for (int d = 0; d < D; ++d) s += double(x[t * D + d]) * x[t * D + d];
+        return std::sqrt(s);
+      };
+      auto logit = [&](int i, int j) { return kScale * dot(i, j) + spec.bias(h, i, j, firstTokenBiasOf(h)); };
+      // Each tile's bounds, as the kernels' tileBoundsKernel computes them.
+      std::vector<tile::TileBound> bounds(T / kSize);
+      for (int t = 0; t < T; ++t) {
+        tile::TileBound& b = bounds[size_t(t / kSize)];
+        if (t % kSize == 0) b.diagonal = INFINITY;
+        b.queryNorm = std::max(b.queryNorm, float(norm(q, t)));
+        b.keyNorm = std::max(b.keyNorm, float(norm(k, t)));
+        b.diagonal = std::min(b.diagonal, float(kScale * dot(t, t)));
+      }
+      for (int r0 = 0; r0 < T; r0 += kSize)
+        for (int c0 = 0; c0 < T; c0 += kSize) {
+          ++pairs;
+          const tile::TileBound &rows = bounds[size_t(r0 / kSize)], &columns = bounds[size_t(c0 / kSize)];
+          if (!tile::negligibleTile(hb, r0, c0, kSize, kScale, rows, columns)) continue;
+          ++flagged;
+          INFO(name << " head " << h << " tile rows " << r0 << " columns " << c0);
+          CHECK((r0 >= c0 + kSize || c0 >= r0 + kSize));  // no diagonal cell
+          CHECK(!(spec.hasFirstTokenBias && (r0 == 0 || c0 == 0)));
+          double worst = -INFINITY;  // of log2 P_ij over the pair's cells
+          for (int i = r0; i < r0 + kSize; ++i) {
+            double rowMax = -INFINITY;
+            for (int j = 0; j < T; ++j) rowMax = std::max(rowMax, logit(i, j));
+            for (int j = c0; j < c0 + kSize; ++j) worst = std::max(worst, (logit(i, j) - rowMax) / std::log(2.0));
+          }
+          CHECK(worst < double(tile::kNegligibleLog2));
+          // Not finite bounds (a NaN or infinite q or k) flag nothing.
+          tile::TileBound nanRows = rows, infiniteColumns = columns;
+          nanRows.queryNorm = NAN, infiniteColumns.keyNorm = INFINITY;
+          CHECK_FALSE(tile::negligibleTile(hb, r0, c0, kSize, kScale, nanRows, columns));
+          CHECK_FALSE(tile::negligibleTile(hb, r0, c0, kSize, kScale, rows, infiniteColumns));
+        }
+    }
+  }
+  INFO(flagged << " of " << pairs << " pairs flagged");
+  CHECK(flagged > pairs / 10);
 }
 
 TEST_CASE("Philox4x32-10 gives Random123's known answers") {

@@ -41,6 +41,14 @@
 // lanes and warps in a fixed order, written per block to a buffer, and summed over (batch, block) in a fixed order by
 // one thread per (head, parameter).
 //
+// Negligible pairs: far from the diagonal ALiBi's bias makes a head's probabilities underflow (with
+// slope 0.5, keys some 200 tokens away). With ForwardArgs::tileBounds the forward first computes
+// each 64-row tile's largest |q| and |k| and smallest diagonal logit (tileBoundsKernel, one read of
+// q and k), and every tile loop then skips the pairs whose every probability these bounds show to
+// be below 2^-136 (tile::negligibleTile), as it skips blocked ones: the backward would compute their
+// P as exactly 0, the forward's sum and output lose less than 2^-136 of theirs. A pure function of
+// the inputs, so the backward skips the same pairs.
+//
 // Dropout: Philox4x32-10 keyed by the seed, one draw per (batch*H + head, row, group of 4 keys)
 // (linear_bias_tile.h), so the backward regenerates the forward's mask cell by cell. A group is
 // the 4 keys one lane holds in two adjacent fragments: the forward and queryGrad draw once per 4
@@ -63,6 +71,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cstdint>
 #include <utility>
 
@@ -290,6 +299,8 @@ struct TileBlock {
   int warp, lane, stripe;
   FragmentLane fl;
   tile::HeadBias hb;
+  const tile::TileBound* bounds;  // this head's (ceil(T / 64)) tile bounds, or nullptr: no negligible pairs
+  float scale;
 
   // This head's (T, D) slice of a (B, H, T, D) view.
   __device__ bf16* rows(const HeadsView& view) const { return headRows(view, b, h); }
@@ -298,10 +309,16 @@ struct TileBlock {
   __device__ F* stats(F* all) const {
     return all + int64_t(batchHead) * T;
   }
-  // Whether the tile loop visits the tile of the other axis that starts at t0 (tile::visitsTile):
-  // the same answer for the whole block, so skipping keeps the __syncthreads aligned.
+  // Whether the tile loop visits the tile of the other axis that starts at t0: whether the pair has
+  // a cell that is not blocked (tile::visitsTile) and is not negligible (tile::negligibleTile, by
+  // the tiles' bounds). The same answer for the whole block, so skipping keeps the __syncthreads
+  // aligned.
   __device__ bool visits(tile::Walk walk, int t0) const {
-    return tile::visitsTile(hb, walk, lo, hi, t0, walk == tile::Walk::Keys ? kBc : kBr, T);
+    if (!tile::visitsTile(hb, walk, lo, hi, t0, walk == tile::Walk::Keys ? kBc : kBr, T)) return false;
+    if (bounds == nullptr) return true;
+    const tile::TileBound &own = bounds[lo / kBr], &other = bounds[t0 / kBr];
+    return walk == tile::Walk::Keys ? !tile::negligibleTile(hb, lo, t0, kBr, scale, own, other)
+                                    : !tile::negligibleTile(hb, t0, lo, kBr, scale, other, own);
   }
   // The position of this lane's row r (0, 1) in [0, T): a query (a key in keyGrad).
   __device__ int position(int r) const { return lo + stripe + fl.row(2 * r); }
@@ -325,12 +342,17 @@ struct TileBlock {
 // start in blockIdx order, x fastest, and a head that blocks one side gives its tiles walks of 1 to
 // ceil(T / 64) tiles: longest first, so that the grid's last wave holds short walks rather than one
 // long walk started late. Blocking the future (causal), query tile x walks x + 1 key tiles;
-// blocking the past, key tile x is walked by x + 1 query tiles: both in reverse.
-__device__ TileBlock tileBlock(const AttentionShape& shape, const LinearBiasArgs& bias, tile::Walk walk) {
+// blocking the past, key tile x is walked by x + 1 query tiles: both in reverse. bounds: the
+// (B, H, ceil(T / 64)) tile bounds of tileBoundsKernel, or nullptr (every pair that is not blocked
+// is visited).
+__device__ TileBlock tileBlock(const AttentionShape& shape, const LinearBiasArgs& bias, tile::Walk walk,
+                               const float* bounds, float scale) {
   TileBlock blk;
   blk.T = shape.T, blk.b = blockIdx.z, blk.h = blockIdx.y;
   blk.batchHead = uint32_t(blk.b * shape.H + blk.h);
   blk.hb = headBias(bias, blk.h);
+  blk.bounds = bounds ? reinterpret_cast<const tile::TileBound*>(bounds) + int64_t(blk.batchHead) * gridDim.x : nullptr;
+  blk.scale = scale;
   const bool shortestFirst = walk == tile::Walk::Keys ? blk.hb.blockFuture : blk.hb.blockPast;
   const int tile = shortestFirst ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
   blk.lo = tile * kBr, blk.hi = min(shape.T, blk.lo + kBr);  // kBr == kBc: keyGrad's key tiles too
@@ -566,6 +588,69 @@ __device__ void storeStripe(const HeadsView& view, const float (&acc)[D / 8][4],
   }
 }
 
+// ---- the tile bounds of negligible pairs ----
+
+// grid (ceil(T / kBr), H, B): each 64-row tile's tile::TileBound into bounds[(b * H + h) * tiles +
+// tile]. Two threads a row, each summing q.q, k.k and q.k over half of the row in fp32 from 16-byte
+// loads; then the tile's largest norms and smallest scale q.k over its rows below T, the warps'
+// through shared memory (kWarps x 4 floats). A row that is not finite (an overflow, a NaN) makes
+// the tile's bounds NaN: negligibleTile then flags none of its pairs.
+template <int D>
+__global__ void __launch_bounds__(kThreads) tileBoundsKernel(const ForwardArgs args, tile::TileBound* bounds) {
+  constexpr int kHalf = D / 2, kWords = kHalf / 8;  // a thread's elements, and its 16-byte loads of q and of k
+  const int b = blockIdx.z, h = blockIdx.y, i = int(blockIdx.x) * kBr + int(threadIdx.x) / 2;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const bool inside = i < args.shape.T;
+  float qq = 0.f, kk = 0.f, qk = 0.f;
+  if (inside) {
+    const int col = int(threadIdx.x % 2) * kHalf;
+    const uint4* q = reinterpret_cast<const uint4*>(headRows(args.q, b, h) + int64_t(i) * args.q.st + col);
+    const uint4* k = reinterpret_cast<const uint4*>(headRows(args.k, b, h) + int64_t(i) * args.k.st + col);
+#pragma unroll
+    for (int w = 0; w < kWords; ++w) {
+      const uint4 qw4 = q[w], kw4 = k[w];
+      const uint32_t qw[4] = {qw4.x, qw4.y, qw4.z, qw4.w}, kw[4] = {kw4.x, kw4.y, kw4.z, kw4.w};
+#pragma unroll
+      for (int x = 0; x < 4; ++x) {
+        const float q0 = lowBf16(qw[x]), q1 = highBf16(qw[x]), k0 = lowBf16(kw[x]), k1 = highBf16(kw[x]);
+        qq = fmaf(q1, q1, fmaf(q0, q0, qq));
+        kk = fmaf(k1, k1, fmaf(k0, k0, kk));
+        qk = fmaf(q1, k1, fmaf(q0, k0, qk));
+      }
+    }
+  }
+  qq += __shfl_xor_sync(0xffffffffu, qq, 1);
+  kk += __shfl_xor_sync(0xffffffffu, kk, 1);
+  qk += __shfl_xor_sync(0xffffffffu, qk, 1);
+  // Neutral past T: norms 0 for the max, +inf for the min. fmaxf and fminf drop a NaN, so a row
+  // that is not finite is counted apart.
+  float queryNorm = inside ? sqrtf(qq) : 0.f, keyNorm = inside ? sqrtf(kk) : 0.f;
+  float diagonal = inside ? args.scale * qk : INFINITY;
+  float notFinite = inside && !(fabsf(qq) <= FLT_MAX && fabsf(kk) <= FLT_MAX && fabsf(qk) <= FLT_MAX) ? 1.f : 0.f;
+  for (int o = 2; o < 32; o <<= 1) {  // the warp's 16 rows
+    queryNorm = fmaxf(queryNorm, __shfl_xor_sync(0xffffffffu, queryNorm, o));
+    keyNorm = fmaxf(keyNorm, __shfl_xor_sync(0xffffffffu, keyNorm, o));
+    diagonal = fminf(diagonal, __shfl_xor_sync(0xffffffffu, diagonal, o));
+    notFinite = fmaxf(notFinite, __shfl_xor_sync(0xffffffffu, notFinite, o));
+  }
+  float* partial = smemAt<float>(0);  // (kWarps, 4)
+  if (lane == 0)
+    partial[4 * warp] = queryNorm, partial[4 * warp + 1] = keyNorm, partial[4 * warp + 2] = diagonal,
+                partial[4 * warp + 3] = notFinite;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  for (int w = 1; w < kWarps; ++w) {
+    queryNorm = fmaxf(queryNorm, partial[4 * w]), keyNorm = fmaxf(keyNorm, partial[4 * w + 1]);
+    diagonal = fminf(diagonal, partial[4 * w + 2]), notFinite = fmaxf(notFinite, partial[4 * w + 3]);
+  }
+  tile::TileBound bound;
+  bound.queryNorm = notFinite > 0.f ? NAN : queryNorm;
+  bound.keyNorm = notFinite > 0.f ? NAN : keyNorm;
+  bound.diagonal = notFinite > 0.f ? NAN : diagonal;
+  bounds[(int64_t(b) * gridDim.y + h) * gridDim.x + blockIdx.x] = bound;
+}
+constexpr size_t kTileBoundsSmem = kWarps * 4 * sizeof(float);
+
 // ---- forward ----
 
 // grid (ceil(T / kBr), H, B): one block per 64-row query tile, warp w owning its stripe w. Writes
@@ -579,7 +664,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 4 : 0) forwardKernel(const
   bf16 *qs = smemAt<bf16>(S::q), *ks = smemAt<bf16>(S::k), *vs = smemAt<bf16>(S::v);
   constexpr int Row = Ld<D>::rows;
 
-  const TileBlock blk = tileBlock(args.shape, args.bias, tile::Walk::Keys);  // its tile: query rows [r0, r1)
+  const TileBlock blk =
+      tileBlock(args.shape, args.bias, tile::Walk::Keys, args.tileBounds, args.scale);  // its tile: query rows [r0, r1)
   const FragmentLane& fl = blk.fl;
   const int T = blk.T, r0 = blk.lo;
   bf16* qStripe = qs + blk.stripe * Row;
@@ -807,7 +893,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
   double* warpPartials = smemAt<double>(A::partial);  // (kWarps, 3)
   constexpr int Row = Ld<D>::rows;
 
-  const TileBlock blk = tileBlock(args.shape, args.bias, tile::Walk::Queries);  // its tile: keys [c0, c1)
+  const TileBlock blk =
+      tileBlock(args.shape, args.bias, tile::Walk::Queries, args.tileBounds, args.scale);  // its tile: keys [c0, c1)
   const FragmentLane& fl = blk.fl;
   const int c0 = blk.lo;
   bf16 *kStripe = ks + blk.stripe * Row, *vStripe = vs + blk.stripe * Row;
@@ -908,7 +995,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
   double* warpPartials = smemAt<double>(S::partial);  // (kWarps, 3)
   constexpr int Row = Ld<D>::rows;
 
-  const TileBlock blk = tileBlock(args.shape, args.bias, tile::Walk::Keys);  // its tile: query rows [r0, r1)
+  const TileBlock blk =
+      tileBlock(args.shape, args.bias, tile::Walk::Keys, args.tileBounds, args.scale);  // its tile: query rows [r0, r1)
   const FragmentLane& fl = blk.fl;
   const int T = blk.T, r0 = blk.lo;
   bf16 *qStripe = qs + blk.stripe * Row, *dOStripe = dOs + blk.stripe * Row;
@@ -1088,11 +1176,17 @@ template <int D>
 cudaError_t forward(const ForwardArgs& args, cudaStream_t stream) {
   const Derived dv = derive(args.shape, args.dropout);
   const bool dropout = dv.threshold > 0;
+  const dim3 grid(dv.qTiles, args.shape.H, args.shape.B);
+  if (args.tileBounds != nullptr)
+    if (cudaError_t e = launch(tileBoundsKernel<D>, grid, kTileBoundsSmem, stream, args,
+                               reinterpret_cast<tile::TileBound*>(args.tileBounds));
+        e != cudaSuccess)
+      return e;
   const auto kernel = args.rowWeights ? (dropout ? forwardKernel<D, true, true> : forwardKernel<D, false, true>)
                                       : (dropout ? forwardKernel<D, true, false> : forwardKernel<D, false, false>);
   const size_t bytes = ForwardSmem<D>::bytes;
   if (cudaError_t e = allowSharedMemory(kernel, bytes); e != cudaSuccess) return e;
-  return launch(kernel, dim3(dv.qTiles, args.shape.H, args.shape.B), bytes, stream, args, dv);
+  return launch(kernel, grid, bytes, stream, args, dv);
 }
 
 bool wantsBiasGrads(const BackwardArgs& a) { return a.dSlopePast || a.dSlopeFuture || a.dFirstTokenBias; }
@@ -1198,6 +1292,7 @@ cudaError_t kernelFacts(KernelFacts* facts) {
   add(keyGradKernel<D, false, true, true>, "keyGrad+dQ+bias", KeyGradAtomicSmem<D>::bytes);
   add(roundQueryGradKernel<D>, "roundQueryGrad", 0);
   add(forwardKernel<D, false, true>, "forward+weights", ForwardSmem<D>::bytes);
+  add(tileBoundsKernel<D>, "tileBounds", kTileBoundsSmem);
   return e;
 }
 
@@ -1242,7 +1337,8 @@ cudaError_t linearBiasAttentionForward(const ForwardArgs& args, cudaStream_t str
   if (linearBiasAttentionCheck(args.shape, args.dropout) != nullptr) return cudaErrorInvalidValue;
   if (args.shape.T == 0) return cudaSuccess;  // empty tensors may have no storage at all
   if (!readable(args.q) || !readable(args.k) || !readable(args.v) || !readable(args.o) || args.lse == nullptr ||
-      args.bias.slopePast == nullptr || args.bias.slopeFuture == nullptr)
+      args.bias.slopePast == nullptr || args.bias.slopeFuture == nullptr ||
+      reinterpret_cast<uintptr_t>(args.tileBounds) % alignof(tile::TileBound) != 0)
     return cudaErrorInvalidValue;
   return args.shape.D == 64 ? forward<64>(args, stream) : forward<128>(args, stream);
 }
@@ -1262,6 +1358,7 @@ cudaError_t linearBiasAttentionBackward(const BackwardArgs& args, void* workspac
   if (args.lse == nullptr || workspace == nullptr || args.bias.slopePast == nullptr || args.bias.slopeFuture == nullptr)
     return cudaErrorInvalidValue;
   if (atomicDq(args) && wantsBiasGrads(args) && args.rowWeights == nullptr) return cudaErrorInvalidValue;
+  if (reinterpret_cast<uintptr_t>(args.tileBounds) % alignof(tile::TileBound) != 0) return cudaErrorInvalidValue;
   return args.shape.D == 64 ? backward<64>(args, workspace, stream) : backward<128>(args, workspace, stream);
 }
 

@@ -2,7 +2,8 @@
 // Fused attention for the whole ALiBi family on CUDA (issue 23): one flash-attention-style kernel
 // pair (forward, backward) parameterised per head by a LinearBiasSpec. The bias is computed per
 // score tile inside the tile loop from the per-head numbers below and never stored; tiles whose
-// every cell is blocked (causal heads, one-sided heads) are skipped. bf16 inputs and outputs,
+// every cell is blocked (causal heads, one-sided heads) are skipped, and so are those whose every
+// probability underflows (ForwardArgs::tileBounds: far from the diagonal). bf16 inputs and outputs,
 // float32 accumulation and softmax statistics.
 //
 // A plain C++ API over raw device pointers (no LibTorch): the LibTorch glue is
@@ -51,6 +52,13 @@ struct ForwardArgs {
   // the AtomicDq backward centres its bias gradients on (tile::CentredBiasGrads). Only that backward
   // with bias gradients needs them.
   float* rowWeights = nullptr;
+  // (B, H, ceil(T / 64), 4) contiguous fp32 output, 16-byte aligned, or nullptr: per 64-row tile
+  // the bounds of its logits (tile::TileBound: max |q_i|, max |k_i|, min scale q_i . k_i), which
+  // the forward computes first and then skips the tile pairs whose every probability they show
+  // to be below 2^-136 (tile::negligibleTile: far from the diagonal, where ALiBi's bias makes them
+  // underflow). The backward takes them too (BackwardArgs::tileBounds). nullptr: every pair that
+  // is not blocked is computed.
+  float* tileBounds = nullptr;
 };
 
 // How the backward sums dQ over key tiles. Which is faster is the GPU's to say (bench_attention
@@ -87,6 +95,9 @@ struct BackwardArgs {
   BackwardScheme scheme = BackwardScheme::TwoPass;
   const float* rowWeights = nullptr;  // (3, B, H, T) from the forward (ForwardArgs::rowWeights): AtomicDq
                                       // with bias gradients only
+  // (B, H, ceil(T / 64), 4) from the forward (ForwardArgs::tileBounds), or nullptr: the pairs whose
+  // every probability is below 2^-136 are skipped, whose exp2 the backward would flush to 0 anyway.
+  const float* tileBounds = nullptr;
 };
 
 // Why these arguments cannot run (a one-line reason), or nullptr. The launchers check it too and
@@ -109,8 +120,8 @@ struct KernelFacts {
 };
 // forward, rowDot, keyGrad, queryGrad without and with bias gradients (TwoPass); keyGrad with its
 // dQ adds, without and with bias gradients, dQ's rounding, and the forward with row weights
-// (AtomicDq)
-constexpr int kKernelFactsCount = 9;
+// (AtomicDq); the tile bounds
+constexpr int kKernelFactsCount = 10;
 // Fills facts[0..kKernelFactsCount) for head dimension D (64 or 128) on the current device: the
 // instances without dropout, which the benchmark and evaluation run.
 cudaError_t linearBiasAttentionKernelFacts(int D, KernelFacts* facts);

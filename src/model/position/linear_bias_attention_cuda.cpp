@@ -29,13 +29,14 @@ void check(cudaError_t status, const char* what) {
 
 // Inputs: q, k, v (B, H, T, D) bf16; slopePast, slopeFuture, firstTokenBias (H) float32 on the same
 // GPU (firstTokenBias all zeros and ignored unless hasFirstTokenBias); then the spec's constants,
-// the backward's scheme (a cuda::BackwardScheme) and whether a bias parameter will get a gradient.
+// the backward's scheme (a cuda::BackwardScheme), whether a bias parameter will get a gradient and
+// whether both passes skip negligible pairs (ForwardArgs::tileBounds).
 struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAttention> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const torch::Tensor& slopePast, const torch::Tensor& slopeFuture,
                                const torch::Tensor& firstTokenBias, int64_t blockPast, int64_t blockFuture,
                                double futureShift, bool hasFirstTokenBias, bool causal, double scale, double dropout,
-                               int64_t backwardScheme, bool biasGrads) {
+                               int64_t backwardScheme, bool biasGrads, bool skipNegligible) {
     c10::cuda::CUDAGuard guard(q.device());
     const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
     auto o = torch::empty({B, H, T, D}, q.options());                        // (B, H, T, D)
@@ -62,9 +63,14 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
       rowWeights = torch::empty({3, B, H, T}, q.options().dtype(torch::kFloat32));
       a.rowWeights = rowWeights.data_ptr<float>();
     }
+    torch::Tensor tileBounds;  // (B, H, ceil(T / 64), 4) or undefined
+    if (skipNegligible) {
+      tileBounds = torch::empty({B, H, (T + 63) / 64, 4}, q.options().dtype(torch::kFloat32));
+      a.tileBounds = tileBounds.data_ptr<float>();
+    }
     check(cuda::linearBiasAttentionForward(a, c10::cuda::getCurrentCUDAStream().stream()), "forward");
 
-    ctx->save_for_backward({q, k, v, o, lse, slopePast, slopeFuture, firstTokenBias, rowWeights});
+    ctx->save_for_backward({q, k, v, o, lse, slopePast, slopeFuture, firstTokenBias, rowWeights, tileBounds});
     ctx->saved_data["blockPast"] = blockPast;
     ctx->saved_data["blockFuture"] = blockFuture;
     ctx->saved_data["futureShift"] = futureShift;
@@ -81,6 +87,7 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
     auto saved = ctx->get_saved_variables();
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &o = saved[3], &lse = saved[4];
     const auto &slopePast = saved[5], &slopeFuture = saved[6], &firstTokenBias = saved[7], &rowWeights = saved[8];
+    const auto& tileBounds = saved[9];
     c10::cuda::CUDAGuard guard(q.device());
     const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
     const bool hasFirstTokenBias = ctx->saved_data["hasFirstTokenBias"].toBool();
@@ -112,12 +119,13 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
     a.seed = uint64_t(ctx->saved_data["seed"].toInt());
     a.scheme = cuda::BackwardScheme(ctx->saved_data["backwardScheme"].toInt());
     a.rowWeights = rowWeights.defined() ? rowWeights.data_ptr<float>() : nullptr;
+    a.tileBounds = tileBounds.defined() ? tileBounds.data_ptr<float>() : nullptr;
     auto workspace =
         torch::empty({int64_t(cuda::linearBiasAttentionBackwardWorkspace(a))}, q.options().dtype(torch::kUInt8));
     check(cuda::linearBiasAttentionBackward(a, workspace.data_ptr(), c10::cuda::getCurrentCUDAStream().stream()),
           "backward");
-    // One gradient per forward input: the 6 tensors, then none for the 9 constants.
-    return {dq, dk, dv, dSlopePast, dSlopeFuture, dFirstTokenBias, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+    // One gradient per forward input: the 6 tensors, then none for the 10 constants.
+    return {dq, dk, dv, dSlopePast, dSlopeFuture, dFirstTokenBias, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   }
 };
 
@@ -149,7 +157,7 @@ std::string fusedLinearBiasAttentionUnsupported(const torch::Tensor& q, const to
 
 torch::Tensor fusedLinearBiasAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const LinearBias& bias, bool causal, double scale, double dropout,
-                                       cuda::BackwardScheme backward) {
+                                       cuda::BackwardScheme backward, bool skipNegligible) {
   std::string reason = fusedLinearBiasAttentionUnsupported(q, k, v, dropout);
   TORCH_CHECK(reason.empty(), reason);
   const LinearBiasSpec& spec = bias.spec();
@@ -169,7 +177,7 @@ torch::Tensor fusedLinearBiasAttention(const torch::Tensor& q, const torch::Tens
   return FusedLinearBiasAttention::apply(readable(q), readable(k), readable(v), slopePast, slopeFuture, firstTokenBias,
                                          int64_t(headMask(spec.blockPast)), int64_t(headMask(spec.blockFuture)),
                                          spec.futureShift, spec.hasFirstTokenBias, causal, scale, dropout,
-                                         int64_t(backward), biasGrads);
+                                         int64_t(backward), biasGrads, skipNegligible);
 }
 
 }  // namespace xtrap

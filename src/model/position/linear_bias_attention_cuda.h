@@ -23,9 +23,13 @@ std::string fusedLinearBiasAttentionUnsupported(const torch::Tensor& q, const to
 // softmax(scale q k^T + bias) v with dropout `dropout` on the probabilities: (B, H, T, D) bf16.
 // The bias is `bias`'s spec with its current slopes and first-token bias; `causal` also blocks
 // every later key. Dropout draws its seed from LibTorch's default CPU generator (torch::manual_seed).
-// `backward`: the scheme of the backward (cuda::BackwardScheme).
+// `backward`: the scheme of the backward (cuda::BackwardScheme). `skipNegligible`: skip the tile
+// pairs whose every probability is below 2^-136 (ForwardArgs::tileBounds), which change no output
+// bit in the backward and less than 2^-136 of it in the forward; false computes every open pair
+// (bench_attention's dense rows, to show what the skipping gains).
 torch::Tensor fusedLinearBiasAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const LinearBias& bias, bool causal, double scale, double dropout,
-                                       cuda::BackwardScheme backward = cuda::BackwardScheme::TwoPass);
+                                       cuda::BackwardScheme backward = cuda::BackwardScheme::TwoPass,
+                                       bool skipNegligible = true);
 
 }  // namespace xtrap

@@ -169,6 +169,56 @@ XTRAP_HD LinearTile linearTile(const HeadBias& hb, int r0, int c0, int size, int
   return lt;
 }
 
+// ---- Negligible tiles: whose every probability underflows ----
+//
+// ALiBi's bias falls linearly with distance, so far from the diagonal a head's probabilities are
+// below what fp32 can hold: with slope 0.5 (the first of 8 heads), keys some 200 tokens away are
+// below e^-100 of the diagonal's. A tile pair whose every cell is provably that small changes no
+// output (their sum is below the rounding of the others'), and the kernels skip it as they skip
+// blocked pairs. The proof per pair, for every query i and key j of it, in natural units:
+//   logit_ij - max_j' logit_ij' <= logit_ij - logit_ii                  (the diagonal is never blocked)
+//                               <= scale |q_i| |k_j| + bias_ij - scale q_i.k_i    (Cauchy-Schwarz)
+//                               <= scale Q K + maxBias - diagonal
+// with Q, K the largest |q_i| of the query tile and |k_j| of the key tile, diagonal the smallest
+// scale q_i.k_i of the query tile (TileBound, one per 64-row tile), and maxBias the bias of the
+// pair's nearest cell. Where that is below kNegligibleLog2 / log2(e), every probability is below
+// 2^kNegligibleLog2: the backward's exp2(logit - lse) of such a cell is 0 in fp32 (ex2.approx.ftz
+// flushes what is below 2^-126), so skipping the pair there changes no bit, and the forward's sum
+// and output lose less than 2^-136 of theirs.
+
+// log2 of the largest probability of a negligible pair: 10 below fp32's smallest normal (2^-126),
+// a margin that covers the rounding of the bound, of the norms and of the kernel's own logits.
+constexpr float kNegligibleLog2 = -136.f;
+
+// What bounds the logits of one tile of rows [t0, min(T, t0 + 64)) of one head, from its q and k
+// rows (padding rows past T left out).
+struct alignas(16) TileBound {
+  float queryNorm = 0.f;  // max |q_i|
+  float keyNorm = 0.f;    // max |k_i|
+  float diagonal = 0.f;   // min scale q_i . k_i: each row's logit on the diagonal, less its bias (0)
+  float unused = 0.f;     // 16 bytes: one vector load
+};
+
+// Whether every probability of the pair of query rows [r0, r0 + size) and key columns [c0, c0 + size)
+// (tiles of one grid, so off the diagonal they are apart by whole tiles) is below 2^kNegligibleLog2,
+// by the bound above; rows, columns: the TileBounds of the query and the key tile. Never a pair
+// with a diagonal cell or a first-token cell (bialibi's row and column 0: their bias is not the
+// distance's), and never where a bound is not finite (a NaN or infinite q or k).
+XTRAP_HD bool negligibleTile(const HeadBias& hb, int r0, int c0, int size, float scale, const TileBound& rows,
+                             const TileBound& columns) {
+  if (hb.hasFirstTokenBias && (r0 == 0 || c0 == 0)) return false;
+  float maxBias;
+  if (c0 + size <= r0)  // every j < i: the nearest cell is (r0, c0 + size - 1)
+    maxBias = -hb.slopePast * float(r0 - (c0 + size - 1));
+  else if (c0 >= r0 + size)  // every j > i: the nearest is (r0 + size - 1, c0)
+    maxBias = -hb.slopeFuture * (float(c0 - (r0 + size - 1)) - hb.futureShift);
+  else
+    return false;
+  // 2^-10 of the product for the rounding of the norms and of the kernel's dot products.
+  const float bound = scale * rows.queryNorm * columns.keyNorm * (1.f + 0x1p-10f) + maxBias - rows.diagonal;
+  return bound < kNegligibleLog2 * 0.6931471805599453f;  // false for NaN
+}
+
 // ---- Per cell: dropout, and the backward's gradients ----
 
 // A value through dropout: scaled by keepScale = 1 / (1 - p) where kept, 0 where dropped. P~ from
