@@ -44,10 +44,11 @@
 // Negligible pairs: far from the diagonal ALiBi's bias makes a head's probabilities underflow (with
 // slope 0.5, keys some 200 tokens away). With ForwardArgs::tileBounds the forward first computes
 // each 64-row tile's largest |q| and |k| and smallest diagonal logit (tileBoundsKernel, one read of
-// q and k), and every tile loop then skips the pairs whose every probability these bounds show to
-// be below 2^-136 (tile::negligibleTile), as it skips blocked ones: the backward would compute their
-// P as exactly 0, the forward's sum and output lose less than 2^-136 of theirs. A pure function of
-// the inputs, so the backward skips the same pairs.
+// q and k), then where each tile's walks start and end once the pairs whose every probability these
+// bounds show to be below 2^-136 (tile::negligibleTile) are left out at both ends
+// (tileWalksKernel). Every tile loop walks only that span: the backward would compute the
+// probabilities left out as exactly 0, the forward's sum and output lose less than 2^-136 of theirs.
+// A pure function of the inputs, so the backward skips the same pairs.
 //
 // Dropout: Philox4x32-10 keyed by the seed, one draw per (batch*H + head, row, group of 4 keys)
 // (linear_bias_tile.h), so the backward regenerates the forward's mask cell by cell. A group is
@@ -288,6 +289,22 @@ __device__ __forceinline__ void scaleRow(float (&x)[N / 8][4], int r, float fact
 
 // ---- what the three tile kernels share ----
 
+// A tile's walks (TileBlock::scanVisits): the first tile of the other axis that its block visits and
+// the end of its last, walking keys (as forward's and queryGrad's query tile) and queries (as
+// keyGrad's key tile).
+struct TileWalks {
+  int keysBegin, keysEnd, queriesBegin, queriesEnd;
+};
+
+// ForwardArgs::tileBounds' buffer: the (B, H, tiles) tile::TileBounds (tileBoundsKernel), then the
+// (B, H, tiles) TileWalks (tileWalksKernel), 16 bytes each.
+struct NegligibleTiles {
+  const float* buffer;
+  int64_t tiles;  // B * H * ceil(T / 64)
+  __device__ const tile::TileBound* bounds() const { return reinterpret_cast<const tile::TileBound*>(buffer); }
+  __device__ const TileWalks* walks() const { return reinterpret_cast<const TileWalks*>(bounds() + tiles); }
+};
+
 // Where a block of forwardKernel, keyGradKernel or queryGradKernel works. Their grids are
 // (ceil(T / 64), H, B): the block owns the tile [lo, hi) of [0, T) (query rows; keys in keyGrad),
 // shorter in the tail tile, of head h in batch b; its warp owns the 16 rows
@@ -299,7 +316,9 @@ struct TileBlock {
   int warp, lane, stripe;
   FragmentLane fl;
   tile::HeadBias hb;
-  const tile::TileBound* bounds;  // this head's (ceil(T / 64)) tile bounds, or nullptr: no negligible pairs
+  // This head's tile bounds and walks (NegligibleTiles), or nullptr: no pair is negligible.
+  const tile::TileBound* bounds;
+  const TileWalks* walks;
   float scale;
 
   // This head's (T, D) slice of a (B, H, T, D) view.
@@ -309,12 +328,14 @@ struct TileBlock {
   __device__ F* stats(F* all) const {
     return all + int64_t(batchHead) * T;
   }
-  // Whether the tile loop visits the tile of the other axis that starts at t0: whether the pair has
-  // a cell that is not blocked (tile::visitsTile) and is not negligible (tile::negligibleTile, by
-  // the tiles' bounds). The same answer for the whole block, so skipping keeps the __syncthreads
-  // aligned.
+  // Whether the pair with the tile of the other axis that starts at t0 has a cell that is not
+  // blocked (tile::visitsTile).
+  __device__ bool open(tile::Walk walk, int t0) const {
+    return tile::visitsTile(hb, walk, lo, hi, t0, walk == tile::Walk::Keys ? kBc : kBr, T);
+  }
+  // Whether that pair is open and not negligible (tile::negligibleTile, by the tiles' bounds).
   __device__ bool visits(tile::Walk walk, int t0) const {
-    if (!tile::visitsTile(hb, walk, lo, hi, t0, walk == tile::Walk::Keys ? kBc : kBr, T)) return false;
+    if (!open(walk, t0)) return false;
     if (bounds == nullptr) return true;
     const tile::TileBound &own = bounds[lo / kBr], &other = bounds[t0 / kBr];
     return walk == tile::Walk::Keys ? !tile::negligibleTile(hb, lo, t0, kBr, scale, own, other)
@@ -327,10 +348,25 @@ struct TileBlock {
   __device__ float columnMinusRow(int t0, int position, int n, int c) const {
     return float(t0 + 2 * fl.t - position) + float(8 * n + c);
   }
-  // The first tile of the other axis at or after t0 that the block visits, or T if none.
-  __device__ int nextVisit(tile::Walk walk, int t0) const {
-    while (t0 < T && !visits(walk, t0)) t0 += kBr;
-    return t0;
+  // The first tile of the other axis that the block visits (the last with fromEnd; there is one:
+  // the diagonal's pair is never blocked nor negligible). This warp tests 32 tiles at once, lane l
+  // the l-th from where it stands, and takes the nearest by a min over its lanes: negligible pairs
+  // can be hundreds in a row (the far part of every causal walk at 16k), each test a load of their
+  // bounds. Every lane of the warp calls it (warp shuffles).
+  __device__ int scanVisits(tile::Walk walk, bool fromEnd) const {
+    const int last = (T - 1) / kBr * kBr, step = fromEnd ? -kBr : kBr;
+    for (int base = fromEnd ? last : 0; base >= 0 && base <= last; base += 32 * step) {
+      const int mine = base + lane * step;
+      float nearest = mine >= 0 && mine <= last && visits(walk, mine) ? float(lane) : 32.f;
+      for (int o = 16; o > 0; o >>= 1) nearest = fminf(nearest, __shfl_xor_sync(0xffffffffu, nearest, o));
+      if (nearest < 32.f) return base + int(nearest) * step;
+    }
+    return lo;  // not reached: the diagonal's tile
+  }
+  // The first tile at or after t0 and before end whose pair is open, or end if none.
+  __device__ int nextOpen(tile::Walk walk, int t0, int end) const {
+    while (t0 < end && !open(walk, t0)) t0 += kBr;
+    return min(t0, end);
   }
   // tile::linearTile of the pair with the tile of the other axis that starts at t0.
   __device__ tile::LinearTile linearTile(tile::Walk walk, int t0) const {
@@ -338,27 +374,35 @@ struct TileBlock {
   }
 };
 
-// The block of a kernel walking `walk` (forward and queryGrad: keys; keyGrad: queries). Blocks
-// start in blockIdx order, x fastest, and a head that blocks one side gives its tiles walks of 1 to
-// ceil(T / 64) tiles: longest first, so that the grid's last wave holds short walks rather than one
-// long walk started late. Blocking the future (causal), query tile x walks x + 1 key tiles;
-// blocking the past, key tile x is walked by x + 1 query tiles: both in reverse. bounds: the
-// (B, H, ceil(T / 64)) tile bounds of tileBoundsKernel, or nullptr (every pair that is not blocked
-// is visited).
-__device__ TileBlock tileBlock(const AttentionShape& shape, const LinearBiasArgs& bias, tile::Walk walk,
-                               const float* bounds, float scale) {
+// The block of tile `tile` (tileBlock below); tileBounds: NegligibleTiles' buffer or nullptr.
+__device__ TileBlock tileBlockAt(const AttentionShape& shape, const LinearBiasArgs& bias, int tile,
+                                 const float* tileBounds, float scale) {
   TileBlock blk;
   blk.T = shape.T, blk.b = blockIdx.z, blk.h = blockIdx.y;
   blk.batchHead = uint32_t(blk.b * shape.H + blk.h);
   blk.hb = headBias(bias, blk.h);
-  blk.bounds = bounds ? reinterpret_cast<const tile::TileBound*>(bounds) + int64_t(blk.batchHead) * gridDim.x : nullptr;
+  const NegligibleTiles negligible{tileBounds, int64_t(shape.B) * shape.H * int(gridDim.x)};
+  blk.bounds = tileBounds ? negligible.bounds() + int64_t(blk.batchHead) * gridDim.x : nullptr;
+  blk.walks = tileBounds ? negligible.walks() + int64_t(blk.batchHead) * gridDim.x : nullptr;
   blk.scale = scale;
-  const bool shortestFirst = walk == tile::Walk::Keys ? blk.hb.blockFuture : blk.hb.blockPast;
-  const int tile = shortestFirst ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
   blk.lo = tile * kBr, blk.hi = min(shape.T, blk.lo + kBr);  // kBr == kBc: keyGrad's key tiles too
   blk.warp = threadIdx.x / 32, blk.lane = threadIdx.x % 32, blk.stripe = blk.warp * kStripe;
   blk.fl = fragmentLane(blk.lane);
   return blk;
+}
+
+// The block of a kernel walking `walk` (forward and queryGrad: keys; keyGrad: queries). Blocks
+// start in blockIdx order, x fastest, and a head that blocks one side gives its tiles walks of 1 to
+// ceil(T / 64) tiles: longest first, so that the grid's last wave holds short walks rather than one
+// long walk started late. Blocking the future (causal), query tile x walks x + 1 key tiles;
+// blocking the past, key tile x is walked by x + 1 query tiles: both in reverse (negligible pairs
+// cut the longest walks short, most at the far ends).
+__device__ TileBlock tileBlock(const AttentionShape& shape, const LinearBiasArgs& bias, tile::Walk walk,
+                               const float* tileBounds, float scale) {
+  const bool shortestFirst = walk == tile::Walk::Keys ? bias.causal || ((bias.blockFuture >> blockIdx.y) & 1u)
+                                                      : (bias.blockPast >> blockIdx.y) & 1u;
+  const int tile = shortestFirst ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+  return tileBlockAt(shape, bias, tile, tileBounds, scale);
 }
 
 // Rows [row0, row0 + kBr) of this head's (T, D) slice of `view` into a shared tile, zeros past T
@@ -410,18 +454,27 @@ __device__ void copyRowStats(float* lseTile, float* rowDotTile, const float* lse
   copyRowStat(rowDotTile, rowDotAll, blk, r0);
 }
 
-// The block's walk over the tiles of the other axis it visits (tile::Walk), double-buffered:
-// load(t0, buffer) queues the copies of the tile at t0 into buffer 0 or 1, work(t0, buffer)
-// computes on it, while the next tile's copies are in flight. Copies queued before the walk (the
-// block's own tile) land with the first tile's.
+// The block's walk over the tiles of the other axis it visits (tile::Walk): from the first to the
+// last that is open and not negligible (its TileWalks), the open ones between them, double-buffered
+// (between the two, pairs are rarely negligible: ALiBi's bias falls away from the diagonal on each
+// side; one computed gives what skipping it would, and the loop stays free of the bounds' loads
+// and of the registers their tests take): load(t0, buffer) queues the copies of the tile at t0 into buffer 0 or 1,
+// work(t0, buffer) computes on it, while the next tile's copies are in flight. Copies queued
+// before the walk (the block's own tile) land with the first tile's.
 template <typename Load, typename Work>
 __device__ __forceinline__ void pipelinedWalk(const TileBlock& blk, tile::Walk walk, Load load, Work work) {
-  int t0 = blk.nextVisit(walk, 0);  // there is one: the diagonal's cells are never blocked
+  int t0 = 0, end = blk.T;  // without walks: every open pair
+  if (blk.walks != nullptr) {
+    const TileWalks w = blk.walks[blk.lo / kBr];
+    t0 = walk == tile::Walk::Keys ? w.keysBegin : w.queriesBegin;
+    end = walk == tile::Walk::Keys ? w.keysEnd : w.queriesEnd;
+  }
+  t0 = blk.nextOpen(walk, t0, end);  // there is one: the diagonal's cells are never blocked
   load(t0, 0);
   __pipeline_commit();
-  for (int buffer = 0; t0 < blk.T; buffer ^= 1) {
-    const int next = blk.nextVisit(walk, t0 + kBr);
-    if (next < blk.T) load(next, buffer ^ 1);
+  for (int buffer = 0; t0 < end; buffer ^= 1) {
+    const int next = blk.nextOpen(walk, t0 + kBr, end);
+    if (next < end) load(next, buffer ^ 1);
     __pipeline_commit();
     __pipeline_wait_prior(1);  // this thread's copies of tile t0 have landed
     __syncthreads();           // and every thread's
@@ -650,6 +703,20 @@ __global__ void __launch_bounds__(kThreads) tileBoundsKernel(const ForwardArgs a
   bounds[(int64_t(b) * gridDim.y + h) * gridDim.x + blockIdx.x] = bound;
 }
 constexpr size_t kTileBoundsSmem = kWarps * 4 * sizeof(float);
+
+// grid (ceil(T / kBr), H, B), after tileBoundsKernel: each tile's TileWalks, warp w scanning
+// (TileBlock::scanVisits) for field w: the first and the last key tile of the query tile's walk,
+// then of the key tile's walk over query tiles.
+__global__ void __launch_bounds__(kThreads) tileWalksKernel(const ForwardArgs args) {
+  const TileBlock blk = tileBlockAt(args.shape, args.bias, int(blockIdx.x), args.tileBounds, args.scale);
+  const bool fromEnd = blk.warp % 2 == 1;
+  const int found = blk.scanVisits(blk.warp < 2 ? tile::Walk::Keys : tile::Walk::Queries, fromEnd);
+  const int64_t tiles = int64_t(gridDim.x) * gridDim.y * gridDim.z;
+  TileWalks* walks = reinterpret_cast<TileWalks*>(reinterpret_cast<tile::TileBound*>(args.tileBounds) + tiles);
+  if (blk.lane == 0)
+    reinterpret_cast<int*>(walks + int64_t(blk.batchHead) * gridDim.x + blockIdx.x)[blk.warp] =
+        fromEnd ? found + kBr : found;
+}
 
 // ---- forward ----
 
@@ -1177,11 +1244,13 @@ cudaError_t forward(const ForwardArgs& args, cudaStream_t stream) {
   const Derived dv = derive(args.shape, args.dropout);
   const bool dropout = dv.threshold > 0;
   const dim3 grid(dv.qTiles, args.shape.H, args.shape.B);
-  if (args.tileBounds != nullptr)
+  if (args.tileBounds != nullptr) {
     if (cudaError_t e = launch(tileBoundsKernel<D>, grid, kTileBoundsSmem, stream, args,
                                reinterpret_cast<tile::TileBound*>(args.tileBounds));
         e != cudaSuccess)
       return e;
+    if (cudaError_t e = launch(tileWalksKernel, grid, 0, stream, args); e != cudaSuccess) return e;
+  }
   const auto kernel = args.rowWeights ? (dropout ? forwardKernel<D, true, true> : forwardKernel<D, false, true>)
                                       : (dropout ? forwardKernel<D, true, false> : forwardKernel<D, false, false>);
   const size_t bytes = ForwardSmem<D>::bytes;
@@ -1293,6 +1362,7 @@ cudaError_t kernelFacts(KernelFacts* facts) {
   add(roundQueryGradKernel<D>, "roundQueryGrad", 0);
   add(forwardKernel<D, false, true>, "forward+weights", ForwardSmem<D>::bytes);
   add(tileBoundsKernel<D>, "tileBounds", kTileBoundsSmem);
+  add(tileWalksKernel, "tileWalks", 0);
   return e;
 }
 

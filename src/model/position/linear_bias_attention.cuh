@@ -52,12 +52,12 @@ struct ForwardArgs {
   // the AtomicDq backward centres its bias gradients on (tile::CentredBiasGrads). Only that backward
   // with bias gradients needs them.
   float* rowWeights = nullptr;
-  // (B, H, ceil(T / 64), 4) contiguous fp32 output, 16-byte aligned, or nullptr: per 64-row tile
-  // the bounds of its logits (tile::TileBound: max |q_i|, max |k_i|, min scale q_i . k_i), which
-  // the forward computes first and then skips the tile pairs whose every probability they show
-  // to be below 2^-136 (tile::negligibleTile: far from the diagonal, where ALiBi's bias makes them
-  // underflow). The backward takes them too (BackwardArgs::tileBounds). nullptr: every pair that
-  // is not blocked is computed.
+  // (B, H, ceil(T / 64), 8) contiguous fp32 scratch, 16-byte aligned, or nullptr: per 64-row tile
+  // the bounds of its logits (tile::TileBound: max |q_i|, max |k_i|, min scale q_i . k_i) and where
+  // its walks start and end, which the forward computes first; it then skips the tile pairs whose
+  // every probability the bounds show to be below 2^-136 (tile::negligibleTile: far from the
+  // diagonal, where ALiBi's bias makes them underflow) at either end of each walk. The backward
+  // takes them too (BackwardArgs::tileBounds). nullptr: every pair that is not blocked is computed.
   float* tileBounds = nullptr;
 };
 
@@ -95,7 +95,7 @@ struct BackwardArgs {
   BackwardScheme scheme = BackwardScheme::TwoPass;
   const float* rowWeights = nullptr;  // (3, B, H, T) from the forward (ForwardArgs::rowWeights): AtomicDq
                                       // with bias gradients only
-  // (B, H, ceil(T / 64), 4) from the forward (ForwardArgs::tileBounds), or nullptr: the pairs whose
+  // (B, H, ceil(T / 64), 8) from the forward (ForwardArgs::tileBounds), or nullptr: the pairs whose
   // every probability is below 2^-136 are skipped, whose exp2 the backward would flush to 0 anyway.
   const float* tileBounds = nullptr;
 };
@@ -120,8 +120,8 @@ struct KernelFacts {
 };
 // forward, rowDot, keyGrad, queryGrad without and with bias gradients (TwoPass); keyGrad with its
 // dQ adds, without and with bias gradients, dQ's rounding, and the forward with row weights
-// (AtomicDq); the tile bounds
-constexpr int kKernelFactsCount = 10;
+// (AtomicDq); the tile bounds and walks
+constexpr int kKernelFactsCount = 11;
 // Fills facts[0..kKernelFactsCount) for head dimension D (64 or 128) on the current device: the
 // instances without dropout, which the benchmark and evaluation run.
 cudaError_t linearBiasAttentionKernelFacts(int D, KernelFacts* facts);
