@@ -8,7 +8,8 @@
 // fixed-slope one also with learned slopes, and interpolated slopes), H in {8, 12}, D in {64, 128},
 // T in {1, 7, 128, 1000, 4099}: the output and dq, dk, dv, and the gradients of the learned slopes
 // and first-token bias (through their sigmoid parameterisation, by autograd on both sides). Then:
-// slope gradients bit-identical across two runs; dropout's mask the same in the backward pass as
+// slope gradients bit-identical across two runs; negligible pairs skipped (the same results as
+// computing them, and never read); dropout's mask the same in the backward pass as
 // in the forward, kept at rate 1 - p, a function of torch::manual_seed; and at model level, the
 // attention plan's choice of the kernel for the ALiBi family in bf16 on CUDA, with the model's
 // features, loss and gradients within the bf16 tolerances of gpu_checks against fp32.
@@ -139,11 +140,13 @@ constexpr std::pair<cuda::BackwardScheme, const char*> kSchemes[] = {{cuda::Back
                                                                      {cuda::BackwardScheme::AtomicDq, "atomic dQ"}};
 
 // The kernel: o and every gradient of sum(o * dO), for bf16 q, k, v.
+// skipNegligible: as fusedLinearBiasAttention's (false: every open pair computed).
 Grads kernelPass(LinearBias& bias, bool causal, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                  const torch::Tensor& dO, double scale, double dropout = 0.0,
-                 cuda::BackwardScheme scheme = cuda::BackwardScheme::TwoPass) {
+                 cuda::BackwardScheme scheme = cuda::BackwardScheme::TwoPass, bool skipNegligible = true) {
   auto ql = q.detach().requires_grad_(), kl = k.detach().requires_grad_(), vl = v.detach().requires_grad_();
-  auto o = fusedLinearBiasAttention(ql, kl, vl, bias, causal, scale, dropout, scheme);  // (B, H, T, D) bf16
+  auto o = fusedLinearBiasAttention(ql, kl, vl, bias, causal, scale, dropout, scheme,
+                                    skipNegligible);  // (B, H, T, D) bf16
   o.backward(dO);
   return {o.detach(), ql.grad(), kl.grad(), vl.grad(), takeParamGrads(bias)};
 }
@@ -241,6 +244,55 @@ void slopeGradientsDeterministic() {
                         (sameQkv ? "bit-identical too" : "not bit-identical, not required") + ")");
       }
     }
+}
+
+// Negligible pairs (every probability below 2^-136) skipped against every open pair computed, causal
+// ALiBi with learned slopes at H 8, T 4099 (head 0's slope 0.5 leaves pairs some 250 tokens apart
+// out): the same o, dq, dk, dv and slope gradients within 2^-20 of their largest element (the
+// backward's skipped cells are exactly 0 either way; the forward's differ by less than 2^-136), and
+// said whether bit for bit. Then v of keys 0-63 NaN: head 0's rows from 512 on, whose pairs with
+// those keys are skipped, stay finite; computing every pair, they are NaN (0 x NaN).
+void negligiblePairsSkipped() {
+  for (const Variant& variant : variants(8)) {
+    if (variant.name != "causal alibi (slopes learned)") continue;
+    for (auto [scheme, schemeName] : kSchemes) {
+      auto bias = makeBias(variant);
+      torch::manual_seed(17);
+      auto bf16 = torch::TensorOptions(torch::kBFloat16).device(kGpu);
+      auto q = torch::randn({2, 8, 4099, 64}, bf16), k = torch::randn_like(q), v = torch::randn_like(q),
+           dO = torch::randn_like(q);
+      Grads skip = kernelPass(*bias, true, q, k, v, dO, 0.125, 0.0, scheme, true);
+      Grads dense = kernelPass(*bias, true, q, k, v, dO, 0.125, 0.0, scheme, false);
+      double worst = 0;
+      bool exact = true;
+      std::vector<std::pair<torch::Tensor, torch::Tensor>> pairs = {
+          {dense.o, skip.o}, {dense.dk, skip.dk}, {dense.dv, skip.dv}};
+      if (scheme == cuda::BackwardScheme::TwoPass) pairs.push_back({dense.dq, skip.dq});  // AtomicDq's dq varies
+      for (size_t p = 0; p < dense.params.size(); ++p) pairs.push_back({dense.params[p], skip.params[p]});
+      for (const auto& [want, got] : pairs) {
+        worst = std::max(worst, checks::relativeMaxDiff(want, got));
+        exact = exact && torch::equal(want, got);
+      }
+      check(worst <= std::ldexp(1.0, -20),
+            std::string(schemeName) + " backward, causal alibi (slopes learned) B=2 H=8 T=4099 D=64: negligible " +
+                "pairs skipped against computed, o, dk, dv" + (scheme == cuda::BackwardScheme::TwoPass ? ", dq" : "") +
+                " and slope gradients differ by " + fmtDouble(worst) + " of the largest element (<= 2^-20; " +
+                (exact ? "bit-identical" : "not bit-identical") + ")");
+
+      auto poisoned = v.clone();
+      poisoned.index_put_({torch::indexing::Slice(), torch::indexing::Slice(), torch::indexing::Slice(0, 64)},
+                          std::numeric_limits<float>::quiet_NaN());
+      auto far = [](const Grads& g) {
+        return g.o.index({torch::indexing::Slice(), 0, torch::indexing::Slice(512)}).isfinite().all().item<bool>();
+      };
+      const bool skipFinite = far(kernelPass(*bias, true, q, k, poisoned, dO, 0.125, 0.0, scheme, true));
+      const bool denseFinite = far(kernelPass(*bias, true, q, k, poisoned, dO, 0.125, 0.0, scheme, false));
+      check(skipFinite && !denseFinite,
+            std::string(schemeName) + " backward: with v of keys 0-63 NaN, head 0's rows 512-4098 are " +
+                (skipFinite ? "finite" : "not finite") + " when negligible pairs are skipped (want finite) and " +
+                (denseFinite ? "finite" : "not finite") + " when every pair is computed (want not)");
+    }
+  }
 }
 
 // T = 0 (empty tensors, which may have no storage): empty outputs and zero learned-parameter
@@ -417,6 +469,7 @@ int main() {
   try {
     kernelMatchesReference();
     slopeGradientsDeterministic();
+    negligiblePairsSkipped();
     emptySequence();
     dropoutMaskConsistent();
     modelUsesKernel();
