@@ -380,8 +380,8 @@ def join(fused_csv, anchors_csv, md_path):
             cases.append(r["case"])
     by_case = {c: {r["method"]: r for r in rows if r["case"] == c} for c in cases}
     # Fused rows first, then the anchors in their usual order, then anything else.
-    order = ["xtrap-fused-fixed", "xtrap-fused-fixed-dense", "xtrap-fused-symmetric", "xtrap-fused-offset", "xtrap-fused-onesided",
-             "xtrap-fused-bialibi", "xtrap-fused-learned"] + ANCHORS
+    order = ["xtrap-fused-fixed", "xtrap-fused-fixed-dense", "xtrap-fused-symmetric", "xtrap-fused-offset",
+             "xtrap-fused-onesided", "xtrap-fused-bialibi", "xtrap-fused-learned"] + ANCHORS
     rank = {m: i for i, m in enumerate(order)}
     out = ["# Fused ALiBi-family attention vs PyTorch anchors (issue 23 item 5)", "",
            "bf16 forward + backward, H=16, D=64; median ms over the reps (CUDA events). TFLOP/s: "

@@ -10,10 +10,11 @@
 // the fixed-slope ones as if learned); dropout's mask the same in the backward as in the forward.
 // Every kernel instance runs: D 64 and 128, with and without dropout, with and without bias
 // gradients. Every case skips negligible pairs (ForwardArgs::tileBounds); slopes steep enough for
-// some to be skipped, and v made NaN where only skipped pairs would read it, show that they are. Every case runs under
-// both of the emulation's extreme schedules and must give bit-identical results: a difference is a missing barrier (a
-// race on the GPU). What this cannot show (speed, the GPU's memory model, ex2.approx's rounding) is the gpu-labelled
-// fused_attention_checks' job on the GPU machine.
+// some to be skipped, and v made NaN where only skipped pairs would read it, show that they are.
+// Every case runs under both of the emulation's extreme schedules and must give bit-identical
+// results: a difference is a missing barrier (a race on the GPU). What this cannot show (speed,
+// the GPU's memory model, ex2.approx's rounding) is the gpu-labelled fused_attention_checks' job on
+// the GPU machine.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -207,7 +208,7 @@ Result runKernels(const Problem& p, const Inputs& in, xtrap::cuda::BackwardSchem
   Buffer<bf16> qkv(in.qkv.size()), dO(n), o(n), dq(n), dk(n), dv(n);
   Buffer<float> lse(rows), past(size_t(s.H)), future(size_t(s.H)), first(size_t(s.H));
   Buffer<float> dPast(size_t(s.H)), dFuture(size_t(s.H)), dFirst(size_t(s.H)), rowWeights(3 * rows);
-  Buffer<float> tileBounds(size_t(s.B) * s.H * ((s.T + 63) / 64) * 8);
+  Buffer<float> tileBounds(xtrap::cuda::linearBiasAttentionTileBoundsFloats(s));
   std::copy(in.qkv.begin(), in.qkv.end(), qkv.data());
   std::copy(in.dO.begin(), in.dO.end(), dO.data());
   for (int h = 0; h < s.H; ++h) {
@@ -580,5 +581,17 @@ TEST_CASE("fused ALiBi attention kernels (CPU emulation): launch checks", "[cuda
   backward.rowWeights = rowWeights.data();
   CHECK(xtrap::cuda::linearBiasAttentionBackward(backward, workspace.data(), nullptr) == cudaSuccess);
   backward.rowWeights = nullptr, backward.scheme = xtrap::cuda::BackwardScheme::TwoPass;
+  CHECK(xtrap::cuda::linearBiasAttentionBackward(backward, workspace.data(), nullptr) == cudaSuccess);
+  // Tile bounds not 16-byte aligned are refused, forward and backward.
+  Buffer<float> bounds(xtrap::cuda::linearBiasAttentionTileBoundsFloats(backward.shape) + 1);
+  xtrap::cuda::ForwardArgs forward;
+  forward.shape = backward.shape, forward.q = forward.k = forward.v = forward.o = view, forward.lse = lse.data();
+  forward.bias = backward.bias, forward.tileBounds = bounds.data() + 1;
+  CHECK(xtrap::cuda::linearBiasAttentionForward(forward, nullptr) == cudaErrorInvalidValue);
+  forward.tileBounds = bounds.data();
+  CHECK(xtrap::cuda::linearBiasAttentionForward(forward, nullptr) == cudaSuccess);
+  backward.tileBounds = bounds.data() + 1;
+  CHECK(xtrap::cuda::linearBiasAttentionBackward(backward, workspace.data(), nullptr) == cudaErrorInvalidValue);
+  backward.tileBounds = bounds.data();
   CHECK(xtrap::cuda::linearBiasAttentionBackward(backward, workspace.data(), nullptr) == cudaSuccess);
 }

@@ -711,11 +711,9 @@ __global__ void __launch_bounds__(kThreads) tileWalksKernel(const ForwardArgs ar
   const TileBlock blk = tileBlockAt(args.shape, args.bias, int(blockIdx.x), args.tileBounds, args.scale);
   const bool fromEnd = blk.warp % 2 == 1;
   const int found = blk.scanVisits(blk.warp < 2 ? tile::Walk::Keys : tile::Walk::Queries, fromEnd);
-  const int64_t tiles = int64_t(gridDim.x) * gridDim.y * gridDim.z;
-  TileWalks* walks = reinterpret_cast<TileWalks*>(reinterpret_cast<tile::TileBound*>(args.tileBounds) + tiles);
+  // blk.walks is the head's row of args.tileBounds' walks, read-only to the tile kernels.
   if (blk.lane == 0)
-    reinterpret_cast<int*>(walks + int64_t(blk.batchHead) * gridDim.x + blockIdx.x)[blk.warp] =
-        fromEnd ? found + kBr : found;
+    reinterpret_cast<int*>(const_cast<TileWalks*>(blk.walks) + blockIdx.x)[blk.warp] = fromEnd ? found + kBr : found;
 }
 
 // ---- forward ----
@@ -1208,6 +1206,11 @@ __global__ void reduceBiasGradsKernel(const double* partials, int B, int H, int 
 
 // ---- host side ----
 
+// Whether a tile-bounds buffer (ForwardArgs::tileBounds) is aligned for its 16-byte bounds and walks.
+bool boundsAligned(const float* tileBounds) {
+  return reinterpret_cast<uintptr_t>(tileBounds) % alignof(tile::TileBound) == 0;
+}
+
 bool readable(const HeadsView& view) {
   return view.data != nullptr && reinterpret_cast<uintptr_t>(view.data) % 16 == 0 && view.sb % 8 == 0 &&
          view.sh % 8 == 0 && view.st % 8 == 0;
@@ -1407,8 +1410,7 @@ cudaError_t linearBiasAttentionForward(const ForwardArgs& args, cudaStream_t str
   if (linearBiasAttentionCheck(args.shape, args.dropout) != nullptr) return cudaErrorInvalidValue;
   if (args.shape.T == 0) return cudaSuccess;  // empty tensors may have no storage at all
   if (!readable(args.q) || !readable(args.k) || !readable(args.v) || !readable(args.o) || args.lse == nullptr ||
-      args.bias.slopePast == nullptr || args.bias.slopeFuture == nullptr ||
-      reinterpret_cast<uintptr_t>(args.tileBounds) % alignof(tile::TileBound) != 0)
+      args.bias.slopePast == nullptr || args.bias.slopeFuture == nullptr || !boundsAligned(args.tileBounds))
     return cudaErrorInvalidValue;
   return args.shape.D == 64 ? forward<64>(args, stream) : forward<128>(args, stream);
 }
@@ -1416,6 +1418,12 @@ cudaError_t linearBiasAttentionForward(const ForwardArgs& args, cudaStream_t str
 cudaError_t linearBiasAttentionKernelFacts(int D, KernelFacts* facts) {
   if (D != 64 && D != 128) return cudaErrorInvalidValue;
   return D == 64 ? kernelFacts<64>(facts) : kernelFacts<128>(facts);
+}
+
+size_t linearBiasAttentionTileBoundsFloats(const AttentionShape& shape) {
+  // Per tile a TileBound and a TileWalks, 4 floats' bytes each (NegligibleTiles).
+  static_assert(sizeof(tile::TileBound) == 4 * sizeof(float) && sizeof(TileWalks) == 4 * sizeof(float));
+  return size_t(shape.B) * shape.H * ceilDiv(shape.T, kBr) * 8;
 }
 
 size_t linearBiasAttentionBackwardWorkspace(const BackwardArgs& args) { return workspaceLayout(args).bytes; }
@@ -1428,7 +1436,7 @@ cudaError_t linearBiasAttentionBackward(const BackwardArgs& args, void* workspac
   if (args.lse == nullptr || workspace == nullptr || args.bias.slopePast == nullptr || args.bias.slopeFuture == nullptr)
     return cudaErrorInvalidValue;
   if (atomicDq(args) && wantsBiasGrads(args) && args.rowWeights == nullptr) return cudaErrorInvalidValue;
-  if (reinterpret_cast<uintptr_t>(args.tileBounds) % alignof(tile::TileBound) != 0) return cudaErrorInvalidValue;
+  if (!boundsAligned(args.tileBounds)) return cudaErrorInvalidValue;
   return args.shape.D == 64 ? backward<64>(args, workspace, stream) : backward<128>(args, workspace, stream);
 }
 

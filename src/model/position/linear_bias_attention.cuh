@@ -52,7 +52,7 @@ struct ForwardArgs {
   // the AtomicDq backward centres its bias gradients on (tile::CentredBiasGrads). Only that backward
   // with bias gradients needs them.
   float* rowWeights = nullptr;
-  // (B, H, ceil(T / 64), 8) contiguous fp32 scratch, 16-byte aligned, or nullptr: per 64-row tile
+  // linearBiasAttentionTileBoundsFloats fp32 of scratch, 16-byte aligned, or nullptr: per 64-row tile
   // the bounds of its logits (tile::TileBound: max |q_i|, max |k_i|, min scale q_i . k_i) and where
   // its walks start and end, which the forward computes first; it then skips the tile pairs whose
   // every probability the bounds show to be below 2^-136 (tile::negligibleTile: far from the
@@ -95,7 +95,7 @@ struct BackwardArgs {
   BackwardScheme scheme = BackwardScheme::TwoPass;
   const float* rowWeights = nullptr;  // (3, B, H, T) from the forward (ForwardArgs::rowWeights): AtomicDq
                                       // with bias gradients only
-  // (B, H, ceil(T / 64), 8) from the forward (ForwardArgs::tileBounds), or nullptr: the pairs whose
+  // The forward's ForwardArgs::tileBounds, or nullptr: the pairs whose
   // every probability is below 2^-136 are skipped, whose exp2 the backward would flush to 0 anyway.
   const float* tileBounds = nullptr;
 };
@@ -125,6 +125,9 @@ constexpr int kKernelFactsCount = 11;
 // Fills facts[0..kKernelFactsCount) for head dimension D (64 or 128) on the current device: the
 // instances without dropout, which the benchmark and evaluation run.
 cudaError_t linearBiasAttentionKernelFacts(int D, KernelFacts* facts);
+
+// The floats of ForwardArgs::tileBounds for this shape: 8 per 64-row tile of each head.
+size_t linearBiasAttentionTileBoundsFloats(const AttentionShape& shape);
 
 cudaError_t linearBiasAttentionForward(const ForwardArgs& args, cudaStream_t stream);
 

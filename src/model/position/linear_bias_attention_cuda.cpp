@@ -63,9 +63,10 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
       rowWeights = torch::empty({3, B, H, T}, q.options().dtype(torch::kFloat32));
       a.rowWeights = rowWeights.data_ptr<float>();
     }
-    torch::Tensor tileBounds;  // (B, H, ceil(T / 64), 8) or undefined
+    torch::Tensor tileBounds;  // the kernel's scratch (linearBiasAttentionTileBoundsFloats) or undefined
     if (skipNegligible) {
-      tileBounds = torch::empty({B, H, (T + 63) / 64, 8}, q.options().dtype(torch::kFloat32));
+      tileBounds = torch::empty({int64_t(cuda::linearBiasAttentionTileBoundsFloats(a.shape))},
+                                q.options().dtype(torch::kFloat32));
       a.tileBounds = tileBounds.data_ptr<float>();
     }
     check(cuda::linearBiasAttentionForward(a, c10::cuda::getCurrentCUDAStream().stream()), "forward");
