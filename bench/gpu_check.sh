@@ -18,14 +18,17 @@
 #   ncu      Nsight Compute's full set of sections on the fused kernels at NCU_CASE (default
 #            causal-B8-L2048), one forward and backward with each backward scheme in NCU_BACKWARD
 #            (default "two-pass atomic"): the profile asked for when the kernel misses a target.
-#            Per scheme OUTDIR/ncu-SCHEME.ncu-rep (the report, for the Nsight Compute GUI),
-#            ncu-SCHEME.txt (its details page: speed of light, pipes, shared memory and L2 tables,
+#            Per scheme NCU_REPORTS/ncu-SCHEME.ncu-rep (the report, default /tmp/ncu-reports:
+#            only ncu reads it, so it stays on the machine) and in OUTDIR ncu-SCHEME.txt (its details page: speed of light, pipes, shared memory and L2 tables,
 #            the L2's atomic and reduction requests where AtomicDq's dQ adds go, occupancy, warp
-#            state) and ncu-SCHEME-raw.csv (every metric collected, by name: the warp-stall
-#            reasons and pipe utilisations that the details page draws as charts). Then the same
-#            for the anchors in NCU_ANCHORS (default "sdpa-flash flex-alibi") at that case, their
-#            first forward + backward (bench/attention_anchors.py --methods): ncu-ANCHOR.*, the
-#            kernels the fused one is measured against, profiled alike.
+#            state), ncu-SCHEME-raw.csv (every metric collected, by name: the warp-stall reasons
+#            and pipe utilisations that the details page draws as charts), ncu-SCHEME-sass.csv and
+#            -lines.csv (the source page: stall samples and instructions executed per SASS
+#            instruction, and per line of the .cu). Then the same for the anchors in NCU_ANCHORS
+#            (default "sdpa-flash flex-alibi") at that case, their first forward + backward
+#            (bench/attention_anchors.py --methods): ncu-ANCHOR.*, the kernels the fused one is
+#            measured against, profiled alike. ncu_summary.md: every profiled kernel in one table
+#            (bench/ncu_summary.py); kernels.sass: the fused kernels' machine code (cuobjdump).
 #   scenarios the GPU studies of issue 22 item 5, in order: SCENARIOS (default "paper-table2-gpu
 #            interp-gpu encoder-variants-gpu"; interp-gpu reuses paper-table2-gpu's runs when both
 #            run in one call), results in OUTDIR/results/<scenario>/ (table, CSV, plot; copy them
@@ -147,28 +150,39 @@ if wants fused; then
   summary "fused attention vs anchors: rc=$? in $((SECONDS - start)) s: $(tail -1 "$OUT/fused_attention.log") (fused_attention.md)"
 fi
 # Nsight Compute on the second forward + backward of one case (the first is a warm-up): one launch
-# each of the forward and the two backward tile kernels (two-pass: keyGrad, queryGrad; atomic:
-# keyGrad with its dQ adds, roundQueryGrad). The full set rather than named sections: one name
-# this version lacks would stop the profile, and the set has the source counters' stall sampling.
+# each of the tile bounds and walks kernels, the forward and the two backward tile kernels
+# (two-pass: keyGrad, queryGrad; atomic: keyGrad with its dQ adds, roundQueryGrad). The full set
+# rather than named sections: one name this version lacks would stop the profile, and the set has
+# the source counters' stall sampling, which the source pages put on each SASS instruction
+# (-sass.csv) and on each line of the .cu (-lines.csv; the kernels carry -lineinfo). The clocks are
+# left as a plain run has them (--clock-control none), so that the times compare with the benchmark's.
 # Each anchor's kernels of its first forward + backward: SDPA flash's forward and its backward's
 # three (dO.O, the tile loop, dQ's conversion), FlexAttention's two Triton templates (its other
 # Triton kernels, such as the block mask's, left out).
 if wants ncu; then
   if command -v ncu >/dev/null; then
-    # profile NAME KERNEL_REGEX SKIP COUNT COMMAND...: OUTDIR/ncu-NAME.{ncu-rep,txt,log}, -raw.csv
+    # The reports themselves stay on the machine (NCU_REPORTS): only ncu opens them, the CPU
+    # machines have none, and with the sources imported they could take the archive past the
+    # 16 MiB that a device command returns per file. Their pages, printed here, come back.
+    reports=${NCU_REPORTS:-/tmp/ncu-reports}
+    mkdir -p "$reports"
+    # profile NAME KERNEL_REGEX SKIP COUNT COMMAND...: NCU_REPORTS/ncu-NAME.ncu-rep, and in OUTDIR
+    # ncu-NAME.{txt,log}, -raw.csv, -sass.csv, -lines.csv
     profile() {
-      local name=$1 kernels=$2 skip=$3 count=$4 report=$OUT/ncu-$1 rc
+      local name=$1 kernels=$2 skip=$3 count=$4 page=$OUT/ncu-$1 report=$reports/ncu-$1 rc
       shift 4
       start=$SECONDS
-      ncu -f -o "$report" --set full -k "regex:$kernels" --launch-skip "$skip" --launch-count "$count" "$@" \
-        >"$report.log" 2>&1
+      ncu -f -o "$report" --set full --import-source yes --clock-control none -k "regex:$kernels" --launch-skip "$skip" --launch-count "$count" "$@" \
+        >"$page.log" 2>&1
       rc=$?
-      ncu --import "$report.ncu-rep" >"$report.txt" 2>&1
-      ncu --import "$report.ncu-rep" --page raw --csv >"$report-raw.csv" 2>&1
-      summary "ncu (${NCU_CASE:-causal-B8-L2048}, $name): rc=$rc in $((SECONDS - start)) s (ncu-$name.txt, ncu-$name-raw.csv, ncu-$name.log)"
+      ncu --import "$report.ncu-rep" >"$page.txt" 2>&1
+      ncu --import "$report.ncu-rep" --page raw --csv >"$page-raw.csv" 2>&1
+      ncu --import "$report.ncu-rep" --page source --print-source sass --csv >"$page-sass.csv" 2>&1
+      ncu --import "$report.ncu-rep" --page source --print-source cuda --csv >"$page-lines.csv" 2>&1
+      summary "ncu (${NCU_CASE:-causal-B8-L2048}, $name): rc=$rc in $((SECONDS - start)) s (ncu-$name.txt, -raw.csv, -sass.csv, -lines.csv, .log)"
     }
     for scheme in ${NCU_BACKWARD:-two-pass atomic}; do
-      profile "$scheme" 'forwardKernel|keyGradKernel|queryGradKernel|roundQueryGradKernel' 3 3 \
+      profile "$scheme" 'tileBoundsKernel|tileWalksKernel|forwardKernel|keyGradKernel|queryGradKernel|roundQueryGradKernel' 5 5 \
         build-cuda/bench_attention --fused-csv "$OUT/ncu_case.csv" --fused-reps 1 \
         --fused-cases "${NCU_CASE:-causal-B8-L2048}" --fused-backward "$scheme"
     done
@@ -184,6 +198,14 @@ if wants ncu; then
         python3 bench/attention_anchors.py --out "$OUT/ncu_anchor_$anchor.csv" --reps 1 --warmup 1 \
         --cases "${NCU_CASE:-causal-B8-L2048}" --methods "$anchor"
     done
+    LD_LIBRARY_PATH=$python_libs python3 bench/ncu_summary.py --md "$OUT/ncu_summary.md" "$OUT"/ncu-*-raw.csv >"$OUT/ncu_summary.log" 2>&1
+    summary "ncu summary: rc=$? (ncu_summary.md: every profiled kernel's time, pipes, occupancy, stall reasons)"
+    # The fused kernels' machine code, every instantiation, to read beside the -sass.csv pages.
+    kernels_lib=$(find build-cuda -name 'libxtrap_cuda_kernels.a' | head -1)
+    if command -v cuobjdump >/dev/null && [[ -n $kernels_lib ]]; then
+      cuobjdump --dump-sass "$kernels_lib" >"$OUT/kernels.sass" 2>&1
+      summary "cuobjdump --dump-sass $kernels_lib: rc=$? (kernels.sass)"
+    fi
   else
     summary "ncu: not on PATH (nothing profiled)"
   fi
