@@ -438,13 +438,16 @@ __device__ __forceinline__ void copyRows(bf16* tile, const HeadsView& view, cons
 }
 
 // A (B, H, T) row statistic of query rows [r0, r0 + kBr) into shared memory as copyRows does, zeros
-// past T (the logits of padding rows are -inf, so their P is 0 whatever their statistics).
-__device__ void copyRowStat(float* tile, const float* all, const TileBlock& blk, int r0) {
-  const float* row = blk.stats(all);
-  for (int x = threadIdx.x; x < kBr; x += kThreads) {
-    const bool inside = r0 + x < blk.T;
-    async::copy<4>(tile + x, row + (inside ? r0 + x : 0), inside ? 4 : 0);
-  }
+// past T (the logits of padding rows are -inf, so their P is 0 whatever their statistics): thread x
+// of the first kBr copies row x, 4 bytes (a row of statistics starts 16-byte aligned only where T
+// is a multiple of 4). A loop over x from threadIdx.x, whose trip count the compiler cannot know,
+// took some 80 instructions a statistic in keyGrad's walk, a copy of two a tile pair (SASS sm_90a).
+__device__ __forceinline__ void copyRowStat(float* tile, const float* all, const TileBlock& blk, int r0) {
+  static_assert(kThreads >= kBr, "a thread per row");
+  const int x = threadIdx.x;
+  if (x >= kBr) return;  // whole warps
+  const bool inside = r0 + x < blk.T;
+  async::copy<4>(tile + x, blk.stats(all) + (inside ? r0 + x : 0), inside ? 4 : 0);
 }
 
 // Their lse and D_i.
