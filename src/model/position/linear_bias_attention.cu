@@ -441,7 +441,8 @@ __device__ __forceinline__ void copyRows(bf16* tile, const HeadsView& view, cons
 // past T (the logits of padding rows are -inf, so their P is 0 whatever their statistics): thread x
 // of the first kBr copies row x, 4 bytes (a row of statistics starts 16-byte aligned only where T
 // is a multiple of 4). A loop over x from threadIdx.x, whose trip count the compiler cannot know,
-// took some 80 instructions a statistic in keyGrad's walk, a copy of two a tile pair (SASS sm_90a).
+// took some 80 instructions per statistic in keyGrad's walk, which copies two every tile pair
+// (SASS sm_90a).
 __device__ __forceinline__ void copyRowStat(float* tile, const float* all, const TileBlock& blk, int r0) {
   static_assert(kThreads >= kBr, "a thread per row");
   const int x = threadIdx.x;
