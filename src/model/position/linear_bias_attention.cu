@@ -399,8 +399,8 @@ __device__ TileBlock tileBlockAt(const AttentionShape& shape, const LinearBiasAr
 // cut the longest walks short, most at the far ends).
 __device__ TileBlock tileBlock(const AttentionShape& shape, const LinearBiasArgs& bias, tile::Walk walk,
                                const float* tileBounds, float scale) {
-  const bool shortestFirst = walk == tile::Walk::Keys ? bias.causal || ((bias.blockFuture >> blockIdx.y) & 1u)
-                                                      : (bias.blockPast >> blockIdx.y) & 1u;
+  const tile::HeadBias hb = headBias(bias, int(blockIdx.y));
+  const bool shortestFirst = walk == tile::Walk::Keys ? hb.blockFuture : hb.blockPast;
   const int tile = shortestFirst ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
   return tileBlockAt(shape, bias, tile, tileBounds, scale);
 }
@@ -462,9 +462,9 @@ __device__ void copyRowStats(float* lseTile, float* rowDotTile, const float* lse
 // last that is open and not negligible (its TileWalks), the open ones between them, double-buffered
 // (between the two, pairs are rarely negligible: ALiBi's bias falls away from the diagonal on each
 // side; one computed gives what skipping it would, and the loop stays free of the bounds' loads
-// and of the registers their tests take): load(t0, buffer) queues the copies of the tile at t0 into buffer 0 or 1,
-// work(t0, buffer) computes on it, while the next tile's copies are in flight. Copies queued
-// before the walk (the block's own tile) land with the first tile's.
+// and of the registers their tests take): load(t0, buffer) queues the copies of the tile at t0
+// into buffer 0 or 1, work(t0, buffer) computes on it, while the next tile's copies are in flight.
+// Copies queued before the walk (the block's own tile) land with the first tile's.
 template <typename Load, typename Work>
 __device__ __forceinline__ void pipelinedWalk(const TileBlock& blk, tile::Walk walk, Load load, Work work) {
   int t0 = 0, end = blk.T;  // without walks: every open pair

@@ -95,8 +95,8 @@ struct BackwardArgs {
   BackwardScheme scheme = BackwardScheme::TwoPass;
   const float* rowWeights = nullptr;  // (3, B, H, T) from the forward (ForwardArgs::rowWeights): AtomicDq
                                       // with bias gradients only
-  // The forward's ForwardArgs::tileBounds, or nullptr: the pairs whose
-  // every probability is below 2^-136 are skipped, whose exp2 the backward would flush to 0 anyway.
+  // The forward's ForwardArgs::tileBounds, or nullptr: the pairs whose every probability is below
+  // 2^-136 are skipped, whose exp2 the backward would flush to 0 anyway.
   const float* tileBounds = nullptr;
 };
 

@@ -175,8 +175,8 @@ XTRAP_HD LinearTile linearTile(const HeadBias& hb, int r0, int c0, int size, int
 // below what fp32 can hold: with slope 0.5 (the first of 8 heads), keys some 200 tokens away are
 // below e^-100 of the diagonal's. A tile pair whose every cell is provably that small changes no
 // output (their sum is below the rounding of the others'), and the kernels leave such pairs out at
-// both ends of each tile's walk (linear_bias_attention.cu). The proof per pair, for every query i and key j of it, in
-// natural units:
+// both ends of each tile's walk (linear_bias_attention.cu). The proof per pair, for every query i
+// and key j of it, in natural units:
 //   logit_ij - max_j' logit_ij' <= logit_ij - logit_ii                  (the diagonal is never blocked)
 //                               <= scale |q_i| |k_j| + bias_ij - scale q_i.k_i    (Cauchy-Schwarz)
 //                               <= scale Q K + maxBias - diagonal
