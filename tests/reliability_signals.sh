@@ -47,6 +47,9 @@ no_temporaries "$WORK/run"
 # --- eval: sliding windows with stride 1 take seconds; signalled once its progress line shows scoring began ---
 "$XTRAP" train --out "$WORK/small" --data "$WORK/data" "${TINY[@]}" --steps 2 --eval-tokens 64 > /dev/null ||
   fail "training the eval run failed"
+# err still holds the resumed train's line: waiting on it could signal the shell's child before it
+# runs xtrap (that child runs this script's EXIT trap on SIGINT, or ignores SIGINT and xtrap never sees it).
+rm -f "$WORK/err"
 "$XTRAP" eval "$WORK/small" --Lvalid 64 --mode sliding --stride 1 --threads 1 \
   --out "$WORK/eval.csv" --per-position "$WORK/pos.csv" > /dev/null 2> "$WORK/err" &
 pid=$!
