@@ -29,6 +29,13 @@
 #            (bench/attention_anchors.py --methods): ncu-ANCHOR.*, the kernels the fused one is
 #            measured against, profiled alike. ncu_summary.md: every profiled kernel in one table
 #            (bench/ncu_summary.py); kernels.sass: the fused kernels' machine code (cuobjdump).
+#   sanitize compute-sanitizer's tools (SANITIZE_TOOLS, default "memcheck racecheck synccheck
+#            initcheck") on the fused kernels as fused_attention_checks --sanitize runs them (every
+#            variant at T 130, D 64 and 128, both backward schemes, dropout, negligible pairs skipped
+#            at T 600), each tool limited to SANITIZE_SECONDS (default 150): what the CPU emulation
+#            cannot show, the GPU's own ordering of shared-memory accesses within and across warps,
+#            its barriers, and reads of global memory never written. sanitize-TOOL.log each.
+#            Nothing is checked on a gVisor machine (the H200s: the tool refuses the device).
 #   scenarios the GPU studies of issue 22 item 5, in order: SCENARIOS (default "paper-table2-gpu
 #            interp-gpu encoder-variants-gpu"; interp-gpu reuses paper-table2-gpu's runs when both
 #            run in one call), results in OUTDIR/results/<scenario>/ (table, CSV, plot; copy them
@@ -42,15 +49,15 @@
 # scenarios' results 3 deep): keep OUTDIR outside $OUT and set ARCHIVE=$OUT/NAME.tar.gz. OUTDIR is
 # packed into ARCHIVE (replaced whole, never half-written) every 30 s and when the script ends, so
 # a command cut off at its limit still returns what its stages wrote up to then.
-#   ARCHIVE=$OUT/c1.tar.gz bash bench/gpu_check.sh /tmp/c1 [tests] [gputests] [compare] [eval] [fused] [ncu] [scenarios]
+#   ARCHIVE=$OUT/c1.tar.gz bash bench/gpu_check.sh /tmp/c1 [tests] [gputests] [compare] [eval] [fused] [ncu] [sanitize] [scenarios]
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-OUT=${1:?usage: bench/gpu_check.sh OUTDIR [tests] [gputests] [compare] [eval] [fused] [ncu] [scenarios]}
+OUT=${1:?usage: bench/gpu_check.sh OUTDIR [tests] [gputests] [compare] [eval] [fused] [ncu] [sanitize] [scenarios]}
 shift
 STAGES=("$@")
 ((${#STAGES[@]})) || STAGES=(tests compare eval fused)
 for stage in "${STAGES[@]}"; do
-  [[ $stage =~ ^(tests|gputests|compare|eval|fused|ncu|scenarios)$ ]] || { echo "bench/gpu_check.sh: unknown stage '$stage'" >&2; exit 2; }
+  [[ $stage =~ ^(tests|gputests|compare|eval|fused|ncu|sanitize|scenarios)$ ]] || { echo "bench/gpu_check.sh: unknown stage '$stage'" >&2; exit 2; }
 done
 wants() { [[ " ${STAGES[*]} " == *" $1 "* ]]; }
 mkdir -p "$OUT"
@@ -208,6 +215,35 @@ if wants ncu; then
     fi
   else
     summary "ncu: not on PATH (nothing profiled)"
+  fi
+fi
+# compute-sanitizer on the fused kernels alone: LibTorch's and cuBLAS's kernels around them are not
+# instrumented (not this project's to check, and slow under the tools; initcheck also reports
+# cuBLAS's reads of its own workspace). The filter's option is --kernel-regex in older versions and
+# --kernel-name in newer ones; kns= matches a substring of the mangled name (xtrap::cuda's kernels).
+# Every tensor its own allocation (PYTORCH_NO_CUDA_MEMORY_CACHING=1): with LibTorch's caching
+# allocator, memcheck would not see a read past a tensor into its neighbour in the same block, nor
+# initcheck a read of memory another tensor had written before.
+if wants sanitize; then
+  if command -v compute-sanitizer >/dev/null; then
+    sanitizer_help=$(compute-sanitizer --help 2>&1)
+    filter=()
+    if grep -q -- '--kernel-name ' <<<"$sanitizer_help"; then
+      filter=(--kernel-name kns=xtrap)
+    elif grep -q -- '--kernel-regex ' <<<"$sanitizer_help"; then
+      filter=(--kernel-regex kns=xtrap)
+    fi
+    for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
+      start=$SECONDS
+      PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "${SANITIZE_SECONDS:-150}" compute-sanitizer --tool "$tool" "${filter[@]}" \
+        --error-exitcode 1 --print-limit 50 build-cuda/fused_attention_checks --sanitize >"$OUT/sanitize-$tool.log" 2>&1
+      rc=$?
+      found=$(grep -E '(ERROR|RACECHECK) SUMMARY|fused_attention_checks --sanitize:' "$OUT/sanitize-$tool.log" | paste -sd';')
+      ((rc != 124)) || found="cut off at ${SANITIZE_SECONDS:-150} s; ${found:-no summary line}"
+      summary "compute-sanitizer $tool${filter:+ (${filter[*]})}: rc=$rc in $((SECONDS - start)) s: ${found:-no summary line} (sanitize-$tool.log)"
+    done
+  else
+    summary "compute-sanitizer: not on PATH (nothing checked)"
   fi
 fi
 # The GPU scenarios (issue 22 item 5), one after another; a finished variant is not retrained.

@@ -14,6 +14,7 @@
 // attention plan's choice of the kernel for the ALiBi family in bf16 on CUDA, with the model's
 // features, loss and gradients within the bf16 tolerances of gpu_checks against fp32.
 // Without the kernels (no CUDA LibTorch or no nvcc) or without a GPU it reports itself skipped.
+// --sanitize: the kernel's own checks at a few small sizes, for compute-sanitizer (see main).
 #include <torch/torch.h>
 
 #include <cmath>
@@ -183,11 +184,20 @@ std::shared_ptr<LinearBias> makeBias(const Variant& variant) {
 // with cancelling signs (each row of dS sums to zero): 1e-2 of the largest head's gradient.
 constexpr double kTensorTolerance = 2e-2, kParamTolerance = 1e-2;
 
-void kernelMatchesReference() {
-  for (int64_t H : {8, 12})
-    for (int64_t D : {64, 128})
+// The sizes the checks run at: every size issue 23 names, or (--sanitize) a few small ones that
+// still take every path of the kernels (several tiles and a tail tile, both head dimensions).
+struct Sizes {
+  std::vector<int64_t> heads, headDims, lengths;
+  int64_t negligibleB, negligibleT;  // negligiblePairsSkipped's batch and length
+};
+const Sizes kIssueSizes{{8, 12}, {64, 128}, {1, 7, 128, 1000, 4099}, 2, 4099};
+const Sizes kSanitizerSizes{{8}, {64, 128}, {130}, 1, 600};
+
+void kernelMatchesReference(const Sizes& sizes) {
+  for (int64_t H : sizes.heads)
+    for (int64_t D : sizes.headDims)
       for (const Variant& variant : variants(H))
-        for (int64_t T : {1, 7, 128, 1000, 4099}) {
+        for (int64_t T : sizes.lengths) {
           const int64_t B = T > 1000 ? 1 : 2;
           auto bias = makeBias(variant);
           torch::manual_seed(T * 131 + H * 7 + D);
@@ -247,19 +257,20 @@ void slopeGradientsDeterministic() {
 }
 
 // Negligible pairs (every probability below 2^-136) skipped against every open pair computed, causal
-// ALiBi with learned slopes at H 8, T 4099 (head 0's slope 0.5 leaves pairs some 250 tokens apart
-// out): the same o, dq, dk, dv and slope gradients within 2^-20 of their largest element (the
-// backward's skipped cells are exactly 0 either way; the forward's differ by less than 2^-136), and
-// said whether bit for bit. Then v of keys 0-63 NaN: head 0's rows from 512 on, whose pairs with
+// ALiBi with learned slopes at H 8, batch B, length T > 512 (head 0's slope 0.5 leaves pairs some 250
+// tokens apart out): the same o, dq, dk, dv and slope gradients within 2^-20 of their largest element
+// (the backward's skipped cells are exactly 0 either way; the forward's differ by less than 2^-136),
+// and said whether bit for bit. Then v of keys 0-63 NaN: head 0's rows from 512 on, whose pairs with
 // those keys are skipped, stay finite; computing every pair, they are NaN (0 x NaN).
-void negligiblePairsSkipped() {
+void negligiblePairsSkipped(int64_t B, int64_t T) {
+  const std::string shape = " B=" + std::to_string(B) + " H=8 T=" + std::to_string(T) + " D=64";
   for (const Variant& variant : variants(8)) {
     if (variant.name != "causal alibi (slopes learned)") continue;
     for (auto [scheme, schemeName] : kSchemes) {
       auto bias = makeBias(variant);
       torch::manual_seed(17);
       auto bf16 = torch::TensorOptions(torch::kBFloat16).device(kGpu);
-      auto q = torch::randn({2, 8, 4099, 64}, bf16), k = torch::randn_like(q), v = torch::randn_like(q),
+      auto q = torch::randn({B, 8, T, 64}, bf16), k = torch::randn_like(q), v = torch::randn_like(q),
            dO = torch::randn_like(q);
       Grads skip = kernelPass(*bias, true, q, k, v, dO, 0.125, 0.0, scheme, true);
       Grads dense = kernelPass(*bias, true, q, k, v, dO, 0.125, 0.0, scheme, false);
@@ -274,7 +285,7 @@ void negligiblePairsSkipped() {
         exact = exact && torch::equal(want, got);
       }
       check(worst <= std::ldexp(1.0, -20),
-            std::string(schemeName) + " backward, causal alibi (slopes learned) B=2 H=8 T=4099 D=64: negligible " +
+            std::string(schemeName) + " backward, causal alibi (slopes learned)" + shape + ": negligible " +
                 "pairs skipped against computed, o, dk, dv" + (scheme == cuda::BackwardScheme::TwoPass ? ", dq" : "") +
                 " and slope gradients differ by " + fmtDouble(worst) + " of the largest element (<= 2^-20; " +
                 (exact ? "bit-identical" : "not bit-identical") + ")");
@@ -288,9 +299,10 @@ void negligiblePairsSkipped() {
       const bool skipFinite = far(kernelPass(*bias, true, q, k, poisoned, dO, 0.125, 0.0, scheme, true));
       const bool denseFinite = far(kernelPass(*bias, true, q, k, poisoned, dO, 0.125, 0.0, scheme, false));
       check(skipFinite && !denseFinite,
-            std::string(schemeName) + " backward: with v of keys 0-63 NaN, head 0's rows 512-4098 are " +
-                (skipFinite ? "finite" : "not finite") + " when negligible pairs are skipped (want finite) and " +
-                (denseFinite ? "finite" : "not finite") + " when every pair is computed (want not)");
+            std::string(schemeName) + " backward," + shape + ": with v of keys 0-63 NaN, head 0's rows 512-" +
+                std::to_string(T - 1) + " are " + (skipFinite ? "finite" : "not finite") +
+                " when negligible pairs are skipped (want finite) and " + (denseFinite ? "finite" : "not finite") +
+                " when every pair is computed (want not)");
     }
   }
 }
@@ -457,7 +469,21 @@ void modelUsesKernel() {
 
 }  // namespace
 
-int main() {
+// fused_attention_checks [--sanitize]. --sanitize: under compute-sanitizer (bench/gpu_check.sh's
+// sanitize stage), whose instrumented kernels run some 10-100x slower, the checks of the kernel
+// itself at kSanitizerSizes; not the run-to-run determinism (two runs of a large case) nor the
+// model-level check (LibTorch's kernels around the fused ones).
+int main(int argc, char** argv) {
+  bool sanitize = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) != "--sanitize") {
+      std::fprintf(stderr,
+                   "fused_attention_checks: unknown argument '%s' (usage: fused_attention_checks [--sanitize])\n",
+                   argv[i]);
+      return 2;
+    }
+    sanitize = true;
+  }
 #ifndef XTRAP_WITH_CUDA_KERNELS
   std::puts("skipped: this build has no fused CUDA kernels (a CUDA LibTorch and nvcc are needed)");
   return 77;
@@ -466,16 +492,17 @@ int main() {
     std::puts("skipped: no CUDA");
     return 77;
   }
+  const Sizes& sizes = sanitize ? kSanitizerSizes : kIssueSizes;
   try {
-    kernelMatchesReference();
-    slopeGradientsDeterministic();
-    negligiblePairsSkipped();
+    kernelMatchesReference(sizes);
+    if (!sanitize) slopeGradientsDeterministic();
+    negligiblePairsSkipped(sizes.negligibleB, sizes.negligibleT);
     emptySequence();
     dropoutMaskConsistent();
-    modelUsesKernel();
+    if (!sanitize) modelUsesKernel();
   } catch (const std::exception& e) {
     check(false, std::string("exception: ") + e.what());
   }
-  return checks::report("fused_attention_checks");
+  return checks::report(sanitize ? "fused_attention_checks --sanitize" : "fused_attention_checks");
 #endif
 }
