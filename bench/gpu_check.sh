@@ -175,13 +175,22 @@ if wants ncu; then
     mkdir -p "$reports"
     # profile NAME KERNEL_REGEX SKIP COUNT COMMAND...: NCU_REPORTS/ncu-NAME.ncu-rep, and in OUTDIR
     # ncu-NAME.{txt,log}, -raw.csv, -sass.csv, -lines.csv
+    # Once ncu has said it cannot profile on this machine (on gVisor: "Failed to initialize the
+    # profiler: LibraryNotLoaded"; without the counters' permission: ERR_NVGPUCTRPERM), the later
+    # profiles are not tried: each would only spend its program's run (FlexAttention's compilation).
+    profiler_unusable=""
     profile() {
       local name=$1 kernels=$2 skip=$3 count=$4 page=$OUT/ncu-$1 report=$reports/ncu-$1 rc
       shift 4
+      if [[ -n $profiler_unusable ]]; then
+        summary "ncu ($name): not tried, ncu cannot profile here: $profiler_unusable"
+        return
+      fi
       start=$SECONDS
       ncu -f -o "$report" --set full --import-source yes --clock-control none -k "regex:$kernels" --launch-skip "$skip" --launch-count "$count" "$@" \
         >"$page.log" 2>&1
       rc=$?
+      profiler_unusable=$(grep -m 1 -E 'Failed to initialize the profiler|ERR_NVGPUCTRPERM' "$page.log")
       ncu --import "$report.ncu-rep" >"$page.txt" 2>&1
       ncu --import "$report.ncu-rep" --page raw --csv >"$page-raw.csv" 2>&1
       ncu --import "$report.ncu-rep" --page source --print-source sass --csv >"$page-sass.csv" 2>&1
