@@ -93,6 +93,7 @@ bool learnsSlopes(const Variant& v) { return v.name == "learned" || v.name == "b
 // What the kernels return, in the order the reference is compared.
 struct Result {
   std::vector<double> o, lse, dq, dk, dv, dPast, dFuture, dFirst;
+  std::vector<xtrap::tile::TileBound> tileBounds;  // (B, H, tiles): the forward's, where it computed them
   bool operator==(const Result& other) const {
     return o == other.o && lse == other.lse && dq == other.dq && dk == other.dk && dv == other.dv &&
            dPast == other.dPast && dFuture == other.dFuture && dFirst == other.dFirst;
@@ -264,6 +265,10 @@ Result runKernels(const Problem& p, const Inputs& in, xtrap::cuda::BackwardSchem
   r.dv = toDoubles(dv, n);
   if (p.slopeGradients) r.dPast = toDoubles(dPast, size_t(s.H)), r.dFuture = toDoubles(dFuture, size_t(s.H));
   if (!p.variant.firstToken.empty()) r.dFirst = toDoubles(dFirst, size_t(s.H));
+  if (p.negligibleTiles) {
+    const auto* bounds = reinterpret_cast<const xtrap::tile::TileBound*>(tileBounds.data());
+    r.tileBounds.assign(bounds, bounds + size_t(s.B) * s.H * ((s.T + 63) / 64));
+  }
   return r;
 }
 
@@ -506,6 +511,25 @@ TEST_CASE("fused ALiBi attention kernels (CPU emulation): steep slopes, negligib
   // At T 2200 (35 tiles) causal walks skip up to 32 negligible tiles in a row at their far end:
   // the first or last tile they visit is found past one warp's 32 tests at once.
   check({{1, 2, 2200, 64}, steep(variants(2)[0]), 0.f, 0x5eed'2200ULL, false});
+}
+
+// A head whose bias cannot make a pair negligible within T is not read for bounds
+// (tile::biasCanReachNegligible): causal, H 2, T 330 (6 tiles), the farthest pair's nearest cell is
+// 257 apart. Head 0's slope 0.5 makes its bias -128.5 there, below -136 ln 2 = -94.3: its tiles'
+// bounds are q's and k's. Head 1's 0.177 makes it -45.4: its bounds are NaN (skip nothing), and the
+// results are the reference's all the same.
+TEST_CASE("fused ALiBi attention kernels (CPU emulation): tile bounds only of heads whose bias can reach",
+          "[cuda_emulation]") {
+  const Problem p{{1, 2, 330, 64}, variants(2)[0], 0.f, 0x0330'0002ULL, false};
+  check(p);
+  const Result r = runKernels(p, makeInputs(p.shape, p.seed), xtrap::cuda::BackwardScheme::TwoPass);
+  REQUIRE(r.tileBounds.size() == 12);
+  for (int t = 0; t < 6; ++t) {
+    INFO("tile " << t);
+    const xtrap::tile::TileBound &head0 = r.tileBounds[size_t(t)], &head1 = r.tileBounds[size_t(6 + t)];
+    CHECK((head0.queryNorm > 0.f && head0.keyNorm > 0.f && std::isfinite(head0.diagonal)));
+    CHECK((std::isnan(head1.queryNorm) && std::isnan(head1.keyNorm) && std::isnan(head1.diagonal)));
+  }
 }
 
 // That the pairs are skipped, not computed and found to add nothing: v of key tile 0 (keys 0-63)

@@ -5,7 +5,8 @@
 // - the tile classification (blocked / unblocked / mixed) and the tiles a block's loop visits,
 //   walking keys or queries, against brute force over each tile's cells, tail tiles included, and
 //   the linear tiles (one open Past or Future term) against brute force and the spec's bias;
-// - the negligible tiles (every probability below 2^-136 by their bounds) against brute force;
+// - the negligible tiles (every probability below 2^-136 by their bounds) against brute force, and
+//   the heads whose bias cannot make any pair negligible within T;
 // - Philox4x32-10 against Random123's known answers, and the dropout mask's rate;
 // - the kernel's tile algorithm (skip blocked tiles, online softmax, saved log-sum-exp, the
 //   FlashAttention-2 backward with dropout, bias gradients from dS) written out in plain loops with
@@ -334,6 +335,69 @@ TEST_CASE("negligible tiles: every probability of a flagged pair is below 2^-136
   }
   INFO(flagged << " of " << pairs << " pairs flagged");
   CHECK(flagged > pairs / 10);
+}
+
+// biasCanReachNegligible against brute force: whether the largest bias of some pair of tiles off the
+// diagonal band (the spec's bias at every cell; blocked pairs, and row and column 0 pairs with a
+// first-token bias, left out) is below 136 ln 2 below 0; and where it is not, negligibleTile flags
+// no open pair of that head for any bounds whose query tile's smallest diagonal logit is at most
+// scale Q K.
+TEST_CASE("negligible tiles: a head whose bias cannot reach the bound within T, by brute force") {
+  constexpr int kSize = 16;
+  constexpr float kScale = 0.25f;
+  const double limit = double(tile::kNegligibleLog2) * std::log(2.0);
+  std::mt19937 rng(43);
+  std::uniform_real_distribution<float> unit(0.f, 1.f);
+  int reaching = 0, notReaching = 0;
+  // And specs at the edge: at T 333 (21 tiles) the farthest pair's nearest cell is 305 apart, 289
+  // with a first-token bias, and its future distance less the shift; slopes that reach the bound a
+  // quarter of a token either side of those, and of the tile starts' distance (320).
+  std::vector<std::pair<std::string, LinearBiasSpec>> specs = allSpecs();
+  for (double distance : {288.75, 289.25, 304.25, 304.75, 305.25, 319.75, 320.25})
+    for (bool first : {false, true})
+      for (double shift : {0.0, 0.5}) {
+        LinearBiasSpec edge;
+        edge.slopePast = {-limit / distance, 0.0};
+        edge.slopeFuture = {0.0, -limit / distance};
+        edge.blockPast = {false, true};
+        edge.blockFuture = {true, false};
+        edge.futureShift = shift, edge.hasFirstTokenBias = first;
+        specs.emplace_back(
+            "edge " + std::to_string(distance) + (first ? " first" : "") + " shift " + std::to_string(shift), edge);
+      }
+  for (auto [name, spec] : specs)
+    for (int T : {1, 16, 17, 100, 333}) {
+      for (int64_t h = 0; h < spec.heads(); ++h) {
+        double lowestMax = INFINITY;  // over the open pairs, of the pair's largest bias
+        std::vector<std::pair<int, int>> open;
+        for (int r0 = 0; r0 < T; r0 += kSize)
+          for (int c0 = 0; c0 < T; c0 += kSize) {
+            if (std::abs(r0 - c0) < kSize || (spec.hasFirstTokenBias && (r0 == 0 || c0 == 0))) continue;
+            double largest = -INFINITY;
+            for (int i = r0; i < std::min(T, r0 + kSize); ++i)
+              for (int j = c0; j < std::min(T, c0 + kSize); ++j)
+                largest = std::max(largest, spec.bias(h, i, j, firstTokenBiasOf(h)));
+            if (largest == -INFINITY) continue;  // blocked: the kernels never visit it
+            lowestMax = std::min(lowestMax, largest);
+            open.emplace_back(r0, c0);
+          }
+        const HeadBias hb = headBiasOf(spec, h);
+        const bool reaches = tile::biasCanReachNegligible(hb, T, kSize);
+        INFO(name << " head " << h << " T " << T << ": lowest largest bias of a pair " << lowestMax);
+        CHECK(reaches == (lowestMax < limit));
+        (reaches ? reaching : notReaching) += 1;
+        if (reaches) continue;
+        for (auto [r0, c0] : open) {
+          tile::TileBound rows, columns;
+          rows.queryNorm = 3.f * unit(rng), columns.keyNorm = 3.f * unit(rng);
+          rows.diagonal = kScale * rows.queryNorm * columns.keyNorm * (2.f * unit(rng) - 1.f);
+          CHECK_FALSE(tile::negligibleTile(hb, r0, c0, kSize, kScale, rows, columns));
+        }
+      }
+    }
+  INFO(reaching << " heads reach the bound, " << notReaching << " do not");
+  CHECK(reaching > 20);
+  CHECK(notReaching > 20);
 }
 
 TEST_CASE("Philox4x32-10 gives Random123's known answers") {

@@ -656,6 +656,13 @@ template <int D>
 __global__ void __launch_bounds__(kThreads) tileBoundsKernel(const ForwardArgs args, tile::TileBound* bounds) {
   constexpr int kHalf = D / 2, kWords = kHalf / 8;  // a thread's elements, and its 16-byte loads of q and of k
   const int b = blockIdx.z, h = blockIdx.y, i = int(blockIdx.x) * kBr + int(threadIdx.x) / 2;
+  tile::TileBound& out = bounds[(int64_t(b) * gridDim.y + h) * gridDim.x + blockIdx.x];
+  // A head whose bias stays above the bound within T: bounds that skip nothing (not finite), and
+  // its q and k not read (tile::biasCanReachNegligible).
+  if (!tile::biasCanReachNegligible(headBias(args.bias, h), args.shape.T, kBr)) {
+    if (threadIdx.x == 0) out = tile::TileBound{NAN, NAN, NAN, 0.f};
+    return;
+  }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const bool inside = i < args.shape.T;
   float qq = 0.f, kk = 0.f, qk = 0.f;
@@ -704,7 +711,7 @@ __global__ void __launch_bounds__(kThreads) tileBoundsKernel(const ForwardArgs a
   bound.queryNorm = notFinite > 0.f ? NAN : queryNorm;
   bound.keyNorm = notFinite > 0.f ? NAN : keyNorm;
   bound.diagonal = notFinite > 0.f ? NAN : diagonal;
-  bounds[(int64_t(b) * gridDim.y + h) * gridDim.x + blockIdx.x] = bound;
+  out = bound;
 }
 constexpr size_t kTileBoundsSmem = kWarps * 4 * sizeof(float);
 

@@ -54,9 +54,10 @@ struct ForwardArgs {
   float* rowWeights = nullptr;
   // linearBiasAttentionTileBoundsFloats fp32 of scratch, 16-byte aligned, or nullptr: per 64-row tile
   // the bounds of its logits (tile::TileBound: max |q_i|, max |k_i|, min scale q_i . k_i) and where
-  // its walks start and end, which the forward computes first; it then skips the tile pairs whose
-  // every probability the bounds show to be below 2^-136 (tile::negligibleTile: far from the
-  // diagonal, where ALiBi's bias makes them underflow) at either end of each walk. The backward
+  // its walks start and end, which the forward computes first (for the heads whose bias can fall
+  // that low within T, tile::biasCanReachNegligible; the others skip nothing); it then skips the tile
+  // pairs whose every probability the bounds show to be below 2^-136 (tile::negligibleTile: far from
+  // the diagonal, where ALiBi's bias makes them underflow) at either end of each walk. The backward
   // takes them too (BackwardArgs::tileBounds). nullptr: every pair that is not blocked is computed.
   float* tileBounds = nullptr;
 };

@@ -220,6 +220,23 @@ XTRAP_HD bool negligibleTile(const HeadBias& hb, int r0, int c0, int size, float
   return bound < kNegligibleLog2 * 0.6931471805599453f;  // false for NaN
 }
 
+// Whether some tile pair of a head can be negligible by its bias alone, in a sequence of T positions
+// cut into tiles of `size`: whether the bias of the farthest pair's nearest cell is below
+// kNegligibleLog2 (in natural units). negligibleTile needs that much of the bias wherever scale Q K
+// is at least the query tile's smallest diagonal logit, which holds unless the query tile's own
+// keys are longer than the far key tile's (Cauchy-Schwarz). For a head where it is not, the kernels
+// skip nothing and read none of its q and k for bounds (tileBoundsKernel): at a training length
+// (L 512, H 8) that is 6 heads of 8, whose bounds would cost more than they could save.
+XTRAP_HD bool biasCanReachNegligible(const HeadBias& hb, int T, int size) {
+  // The farthest pair: the first and the last tile, or with a first-token bias the second and the last.
+  const int apart = (T + size - 1) / size - 1 - (hb.hasFirstTokenBias ? 1 : 0);
+  if (apart < 1) return false;
+  const float farthest = float(apart * size - (size - 1));  // its nearest cell's distance
+  const float limit = kNegligibleLog2 * 0.6931471805599453f;
+  return (!hb.blockPast && -hb.slopePast * farthest < limit) ||
+         (!hb.blockFuture && -hb.slopeFuture * (farthest - hb.futureShift) < limit);
+}
+
 // ---- Per cell: dropout, and the backward's gradients ----
 
 // A value through dropout: scaled by keepScale = 1 / (1 - p) where kept, 0 where dropped. P~ from
