@@ -5,8 +5,8 @@ largest |q_i|, the largest |k_i| and the smallest diagonal logit scale q_i.k_i, 
 negligible where scale max|q| max|k| (1 + 2^-10) + (the bias of its nearest cell) - (that smallest
 diagonal logit) < -136 ln 2 (tile::negligibleTile in linear_bias_tile.h), and walks each query
 tile's key tiles from the first pair that is open and not negligible to the last; a head whose bias
-cannot fall that low within T (tile::biasCanReachNegligible) has no bounds computed and skips nothing. This script does
-the same arithmetic on the CPU for q and k drawn as bench_attention draws them (randn, bf16), at
+cannot fall that low within T (tile::biasCanReachNegligible) has no bounds computed and skips
+nothing. This script does the same arithmetic on the CPU for q and k drawn as bench_attention draws them (randn, bf16), at
 bench/attention_anchors.py's cases (H 16, D 64, ALiBi's slopes), and prints the share of the open
 pairs that the walks leave out: what the benchmark's fused rows save against its -dense rows,
 before any timing. Another draw of q and k gives another count; trained models' norms differ.
@@ -19,9 +19,10 @@ import math
 import torch
 
 TILE, HEADS, HEAD_DIM = 64, 16, 64
-NEGLIGIBLE_LOG2 = -136.0
-CASES = [("causal-B32-L512", 512, "causal"), ("causal-B8-L2048", 2048, "causal"), ("causal-B2-L8192", 8192, "causal"),
-         ("causal-B1-L16384", 16384, "causal"), ("encoder-symmetric-B8-L2048", 2048, "symmetric")]
+NEGLIGIBLE_LOGIT = -136.0 * math.log(2.0)  # tile::kNegligibleLogit: 2^-136 in natural units
+CASES = [("causal-B32-L512", 512, "causal"), ("causal-B8-L2048", 2048, "causal"),
+         ("causal-B2-L8192", 8192, "causal"), ("causal-B1-L16384", 16384, "causal"),
+         ("encoder-symmetric-B8-L2048", 2048, "symmetric")]
 
 
 def alibi_slopes(n):
@@ -54,7 +55,7 @@ def negligible(slope, r, c, scale, qn, kn, diag):
     else:
         return False
     bound = scale * qn[r] * kn[c] * (1 + 2.0 ** -10) + max_bias - diag[r]
-    return bound < NEGLIGIBLE_LOG2 * math.log(2.0)
+    return bound < NEGLIGIBLE_LOGIT
 
 
 def bias_can_reach(slope, T):
@@ -62,7 +63,7 @@ def bias_can_reach(slope, T):
     pair's nearest cell has a bias below 136 ln 2 below 0. The kernel reads no bounds of a head where
     it has not, and skips none of its pairs."""
     apart = (T + TILE - 1) // TILE - 1
-    return apart >= 1 and -slope * (apart * TILE - (TILE - 1)) < NEGLIGIBLE_LOG2 * math.log(2.0)
+    return apart >= 1 and -slope * (apart * TILE - (TILE - 1)) < NEGLIGIBLE_LOGIT
 
 
 def left_out(T, kind, seed):

@@ -190,6 +190,7 @@ XTRAP_HD LinearTile linearTile(const HeadBias& hb, int r0, int c0, int size, int
 // log2 of the largest probability of a negligible pair: 10 below fp32's smallest normal (2^-126),
 // a margin that covers the rounding of the bound, of the norms and of the kernel's own logits.
 constexpr float kNegligibleLog2 = -136.f;
+constexpr float kNegligibleLogit = kNegligibleLog2 * 0.6931471805599453f;  // in natural units: -94.3
 
 // What bounds the logits of one tile of rows [t0, min(T, t0 + 64)) of one head, from its q and k
 // rows (padding rows past T left out).
@@ -217,12 +218,12 @@ XTRAP_HD bool negligibleTile(const HeadBias& hb, int r0, int c0, int size, float
     return false;
   // 2^-10 of the product for the rounding of the norms and of the kernel's dot products.
   const float bound = scale * rows.queryNorm * columns.keyNorm * (1.f + 0x1p-10f) + maxBias - rows.diagonal;
-  return bound < kNegligibleLog2 * 0.6931471805599453f;  // false for NaN
+  return bound < kNegligibleLogit;  // false for NaN
 }
 
 // Whether some tile pair of a head can be negligible by its bias alone, in a sequence of T positions
 // cut into tiles of `size`: whether the bias of the farthest pair's nearest cell is below
-// kNegligibleLog2 (in natural units). negligibleTile needs that much of the bias wherever scale Q K
+// kNegligibleLogit. negligibleTile needs that much of the bias wherever scale Q K
 // is at least the query tile's smallest diagonal logit, which holds unless the query tile's own
 // keys are longer than the far key tile's (Cauchy-Schwarz). For a head where it is not, the kernels
 // skip nothing and read none of its q and k for bounds (tileBoundsKernel): at a training length
@@ -232,9 +233,8 @@ XTRAP_HD bool biasCanReachNegligible(const HeadBias& hb, int T, int size) {
   const int apart = (T + size - 1) / size - 1 - (hb.hasFirstTokenBias ? 1 : 0);
   if (apart < 1) return false;
   const float farthest = float(apart * size - (size - 1));  // its nearest cell's distance
-  const float limit = kNegligibleLog2 * 0.6931471805599453f;
-  return (!hb.blockPast && -hb.slopePast * farthest < limit) ||
-         (!hb.blockFuture && -hb.slopeFuture * (farthest - hb.futureShift) < limit);
+  return (!hb.blockPast && -hb.slopePast * farthest < kNegligibleLogit) ||
+         (!hb.blockFuture && -hb.slopeFuture * (farthest - hb.futureShift) < kNegligibleLogit);
 }
 
 // ---- Per cell: dropout, and the backward's gradients ----
