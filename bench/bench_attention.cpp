@@ -204,6 +204,7 @@ std::vector<FusedRow> fusedRows() {
 
 struct FusedResult {
   double ms = 0, forwardMs = 0, peakMiB = 0;
+  double forwardWarpgroupMs = -1;  // the forward alone with warpgroup MMA products; -1: this GPU has none
   std::string status = "ok";
 };
 
@@ -267,6 +268,16 @@ FusedResult timeFused(const FusedRow& r, cuda::BackwardScheme backward, int warm
           fusedLinearBiasAttention(q, k, v, *bias, r.causal, scale, 0.0, backward, !r.dense);
         },
         warmup, reps);
+    // The same with the forward's products by the warpgroup MMA (cuda::ForwardProducts): which
+    // forward is faster.
+    if (!cuda::linearBiasAttentionProductsCheck(q.get_device(), cuda::ForwardProducts::WarpgroupMma))
+      result.forwardWarpgroupMs = medianMs(
+          [&] {
+            torch::NoGradGuard noGrad;
+            fusedLinearBiasAttention(q, k, v, *bias, r.causal, scale, 0.0, backward, !r.dense,
+                                     cuda::ForwardProducts::WarpgroupMma);
+          },
+          warmup, reps);
   } catch (const std::exception& e) {
     std::string what = e.what();
     what = what.substr(0, std::min(what.find('\n'), size_t(160)));
@@ -316,8 +327,9 @@ int writeFusedCsv(const std::string& path, int reps, const std::string& cases, c
     return 1;
   }
   printKernelFacts();
-  // attention_anchors.py's columns, then the forward alone (the join reads columns by name).
-  const char* header = "case,B,H,L,D,causal,method,ms,tflops,peak_mib,status,fwd_ms\n";
+  // attention_anchors.py's columns, then the forward alone, with mma.sync and with warpgroup MMA
+  // products (the join reads columns by name).
+  const char* header = "case,B,H,L,D,causal,method,ms,tflops,peak_mib,status,fwd_ms,fwd_wgmma_ms\n";
   std::fputs(header, out);
   std::fputs(header, stdout);
   const std::pair<cuda::BackwardScheme, const char*> schemes[] = {{cuda::BackwardScheme::TwoPass, ""},
@@ -335,8 +347,10 @@ int writeFusedCsv(const std::string& path, int reps, const std::string& cases, c
         std::snprintf(numbers, sizeof numbers, "%.4f,%.2f,%.1f", t.ms, flops / (t.ms * 1e-3) / 1e12, t.peakMiB);
       else
         std::snprintf(numbers, sizeof numbers, ",,");
-      char forward[32] = "";
-      if (t.status == "ok") std::snprintf(forward, sizeof forward, "%.4f", t.forwardMs);
+      char forward[64] = ",";  // fwd_ms, fwd_wgmma_ms
+      if (t.status == "ok")
+        std::snprintf(forward, sizeof forward, t.forwardWarpgroupMs >= 0 ? "%.4f,%.4f" : "%.4f,", t.forwardMs,
+                      t.forwardWarpgroupMs);
       for (FILE* f : {out, stdout})
         std::fprintf(f, "%s,%lld,%lld,%lld,%lld,%d,%s,%s,%s,%s\n", r.caseName.c_str(), (long long)r.B,
                      (long long)kFusedHeads, (long long)r.L, (long long)kFusedHeadDim, int(r.causal),

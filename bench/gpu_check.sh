@@ -24,7 +24,9 @@
 #            state), ncu-SCHEME-raw.csv (every metric collected, by name: the warp-stall reasons
 #            and pipe utilisations that the details page draws as charts), ncu-SCHEME-sass.csv and
 #            -lines.csv (the source page: stall samples and instructions executed per SASS
-#            instruction, and per line of the .cu). Then the same for the anchors in NCU_ANCHORS
+#            instruction, and per line of the .cu). Then ncu-wgmma-forward.*: the forward with warpgroup
+#            MMA products (ForwardProducts::WarpgroupMma; compute capability 9.0 only: elsewhere
+#            no launch matches). Then the same for the anchors in NCU_ANCHORS
 #            (default "sdpa-flash flex-alibi") at that case, their first forward + backward
 #            (bench/attention_anchors.py --methods): ncu-ANCHOR.*, the kernels the fused one is
 #            measured against, profiled alike. ncu_summary.md: every profiled kernel in one table
@@ -202,6 +204,12 @@ if wants ncu; then
         build-cuda/bench_attention --fused-csv "$OUT/ncu_case.csv" --fused-reps 1 \
         --fused-cases "${NCU_CASE:-causal-B8-L2048}" --fused-backward "$scheme"
     done
+    # The forward with warpgroup MMA products: bench_attention's first row of the case runs the
+    # forward 6 times with its backward and 6 times alone (5 warm-up runs and 1 timed each), then 6
+    # times with these products; the 14th forward launch is the second of those.
+    profile wgmma-forward 'forwardKernel' 13 1 \
+      build-cuda/bench_attention --fused-csv "$OUT/ncu_case.csv" --fused-reps 1 \
+      --fused-cases "${NCU_CASE:-causal-B8-L2048}" --fused-backward two-pass
     # The wheel's Python without the Debian libraries put first for xtrap (bench/fused_attention.sh).
     python_libs=$(tr ':' '\n' <<<"${LD_LIBRARY_PATH:-}" | grep -v '^/tmp/deps/' | paste -sd:)
     for anchor in ${NCU_ANCHORS:-sdpa-flash flex-alibi}; do

@@ -12,7 +12,10 @@
 // gradients. Every case skips negligible pairs (ForwardArgs::tileBounds); slopes steep enough for
 // some to be skipped, and v made NaN where only skipped pairs would read it, show that they are.
 // Every case runs under both of the emulation's extreme schedules and must give bit-identical
-// results: a difference is a missing barrier (a race on the GPU). What this cannot show (speed,
+// results: a difference is a missing barrier (a race on the GPU). The forward of warpgroup MMA
+// products (ForwardProducts::WarpgroupMma) must give the mma.sync forward's o and log-sum-exp bit
+// for bit: the emulation sums both products' terms in the same order, so any difference is a
+// layout or an order the two disagree on. What this cannot show (speed,
 // the GPU's memory model, ex2.approx's rounding) is the gpu-labelled fused_attention_checks' job on
 // the GPU machine.
 #include <catch2/catch.hpp>
@@ -27,9 +30,11 @@
 #include "cuda_emulation.h"
 #include "cuda_pipeline_primitives.h"
 #include "device_buffer.h"
+#include "model/position/core_matrix_tile.h"
 #include "model/position/linear_bias_attention.cuh"
 #include "model/position/linear_bias_tile.h"
 #include "model/position/warp_mma.cuh"
+#include "model/position/warpgroup_mma.cuh"
 
 using cuda_emulation::Buffer;
 using xtrap::cuda::AttentionShape;
@@ -201,9 +206,10 @@ std::vector<double> toDoubles(const Buffer<T>& buffer, size_t n) {
   return out;
 }
 
-// The kernels' forward and backward (of `scheme`) through their C++ API; FAILs on a launch error or
-// fault.
-Result runKernels(const Problem& p, const Inputs& in, xtrap::cuda::BackwardScheme scheme) {
+// The kernels' forward (with `products`) and backward (of `scheme`; none without `backward`: its
+// results are left empty) through their C++ API; FAILs on a launch error or fault.
+Result runKernels(const Problem& p, const Inputs& in, xtrap::cuda::BackwardScheme scheme,
+                  xtrap::cuda::ForwardProducts products = xtrap::cuda::ForwardProducts::WarpMma, bool backward = true) {
   const AttentionShape& s = p.shape;
   const size_t n = size_t(s.B) * s.H * s.T * s.D, rows = size_t(s.B) * s.H * s.T;
   Buffer<bf16> qkv(in.qkv.size()), dO(n), o(n), dq(n), dk(n), dv(n);
@@ -238,9 +244,15 @@ Result runKernels(const Problem& p, const Inputs& in, xtrap::cuda::BackwardSchem
   const bool biasGrads = p.slopeGradients || !p.variant.firstToken.empty();
   if (scheme == xtrap::cuda::BackwardScheme::AtomicDq && biasGrads) fa.rowWeights = rowWeights.data();
   if (p.negligibleTiles) fa.tileBounds = tileBounds.data();
+  fa.products = products;
   cudaError_t e = xtrap::cuda::linearBiasAttentionForward(fa, nullptr);
   INFO("forward: " << cuda_emulation::lastFault());
   REQUIRE(e == cudaSuccess);
+  if (!backward) {
+    Result r;
+    r.o = toDoubles(o, n), r.lse = toDoubles(lse, rows);
+    return r;
+  }
 
   xtrap::cuda::BackwardArgs ba;
   ba.shape = s, ba.q = fa.q, ba.k = fa.k, ba.v = fa.v, ba.o = fa.o, ba.dO = headsView(dO), ba.lse = lse.data();
@@ -330,6 +342,18 @@ void check(const Problem& p) {
   CHECK(got[0].lse == got[1].lse);
   CHECK(got[0].dk == got[1].dk);
   CHECK(got[0].dv == got[1].dv);
+  // The warpgroup MMA forward, under both schedules (its products computed at their wait, or at
+  // their issue), with the row weights that AtomicDq's bias gradients ask for.
+  for (cuda_emulation::Schedule schedule :
+       {cuda_emulation::Schedule::Ascending, cuda_emulation::Schedule::Descending}) {
+    INFO("warpgroup MMA forward, schedule " << int(schedule));
+    cuda_emulation::setSchedule(schedule);
+    const Result warpgroup = runKernels(p, in, xtrap::cuda::BackwardScheme::AtomicDq,
+                                        xtrap::cuda::ForwardProducts::WarpgroupMma, /*backward=*/false);
+    cuda_emulation::setSchedule(cuda_emulation::Schedule::Ascending);
+    CHECK(warpgroup.o == got[0].o);
+    CHECK(warpgroup.lse == got[0].lse);
+  }
 }
 
 // Toy kernels for the emulation's own checks. Thread t writes slot t of `shared` (global memory
@@ -374,6 +398,44 @@ __global__ void productKernel(const bf16* a, const bf16* b, float* ab, float* ab
       const int at = (g + 8 * (e >> 1)) * 16 + 8 * n + 2 * t + (e & 1);
       ab[at] = accB[n][e];
       abT[at] = accBT[n][e];
+    }
+}
+
+// One warpgroup: c = a b^T and c2 = a b2 for a (64, 16), b (64, 16), b2 (16, 64) row-major bf16,
+// copied into shared memory as core-matrix tiles (core_matrix_tile.h: b2's rows, along K, as the
+// first 16 of a 64-row tile's rows) and multiplied by warpgroup_mma.cuh's two products; the outputs written from its
+// documented accumulator layout. kFence false leaves out wgmma.fence; kWait false the wait.
+template <bool kFence = true, bool kWait = true>
+__global__ void warpgroupProductKernel(const bf16* a, const bf16* b, const bf16* b2, float* c, float* c2) {
+  namespace core = xtrap::cuda::core;
+  namespace wgmma = xtrap::cuda::wgmma;
+  bf16* as = reinterpret_cast<bf16*>(cuda_emulation::sharedMemory());
+  bf16 *bs = as + 64 * 16, *b2s = bs + 64 * 16;
+  const int x = int(threadIdx.x), warp = x / 32, lane = x % 32, g = lane / 4, t = lane % 4;
+  for (int e = x; e < 64 * 16; e += 128) {
+    as[core::offset(e / 16, e % 16)] = a[e], bs[core::offset(e / 16, e % 16)] = b[e];
+    b2s[core::offset(e / 64, e % 64)] = b2[e];
+  }
+  __syncthreads();
+  float acc[8][4] = {}, acc2[8][4] = {};
+  uint32_t fa[4];  // this warp's rows of a as mma.sync's A fragment
+  auto pair = [&](int row, int col) {
+    return uint32_t(a[row * 16 + col].bits) | (uint32_t(a[row * 16 + col + 1].bits) << 16);
+  };
+  const int row = 16 * warp + g;
+  fa[0] = pair(row, 2 * t), fa[1] = pair(row + 8, 2 * t), fa[2] = pair(row, 2 * t + 8),
+  fa[3] = pair(row + 8, 2 * t + 8);
+  if (kFence) wgmma::arrive();
+  wgmma::multiplyAdd(acc, wgmma::descriptor(as, core::kChunkBytes, core::kRowGroupBytes),
+                     wgmma::descriptor(bs, core::kChunkBytes, core::kRowGroupBytes));
+  wgmma::multiplyAdd(acc2, fa, wgmma::descriptor(b2s, core::kRowGroupBytes, core::kChunkBytes));
+  wgmma::commit();
+  if (kWait) wgmma::wait();
+  for (int n = 0; n < 8; ++n)
+    for (int e = 0; e < 4; ++e) {
+      const int at = (row + 8 * (e >> 1)) * 64 + 8 * n + 2 * t + (e & 1);
+      c[at] = acc[n][e];
+      c2[at] = acc2[n][e];
     }
 }
 
@@ -467,6 +529,44 @@ TEST_CASE("the emulated ldmatrix and mma.sync multiply two matrices", "[cuda_emu
       CHECK(ab[size_t(i * 16 + j)] == Approx(product).margin(1e-5));
       CHECK(abT[size_t(i * 16 + j)] == Approx(productT).margin(1e-5));
     }
+}
+
+TEST_CASE("the emulated warpgroup MMA multiplies two matrices from core-matrix tiles", "[cuda_emulation]") {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+  std::vector<bf16> a(64 * 16), b(64 * 16), b2(16 * 64);
+  for (auto* m : {&a, &b, &b2})
+    for (bf16& e : *m) e = __float2bfloat16(uniform(rng));
+  auto at = [](const std::vector<bf16>& m, int cols, int row, int col) {
+    return double(__bfloat162float(m[size_t(row * cols + col)]));
+  };
+  cudaLaunchConfig_t group = oneBlock(128);
+  group.dynamicSmemBytes = (2 * 64 * 16 + 64 * 64) * sizeof(bf16);
+  for (cuda_emulation::Schedule schedule :
+       {cuda_emulation::Schedule::Ascending, cuda_emulation::Schedule::Descending}) {
+    cuda_emulation::setSchedule(schedule);
+    std::vector<float> c(64 * 64, NAN), c2(64 * 64, NAN);
+    REQUIRE(cudaLaunchKernelEx(&group, warpgroupProductKernel<>, a.data(), b.data(), b2.data(), c.data(), c2.data()) ==
+            cudaSuccess);
+    for (int i = 0; i < 64; ++i)
+      for (int j = 0; j < 64; ++j) {
+        double product = 0, product2 = 0;
+        for (int k = 0; k < 16; ++k)
+          product += at(a, 16, i, k) * at(b, 16, j, k), product2 += at(a, 16, i, k) * at(b2, 64, k, j);
+        INFO("schedule " << int(schedule) << " element (" << i << ", " << j << ")");
+        CHECK(c[size_t(i * 64 + j)] == Approx(product).margin(1e-5));
+        CHECK(c2[size_t(i * 64 + j)] == Approx(product2).margin(1e-5));
+      }
+    // Without wgmma.fence, or without the wait, the launch faults.
+    std::vector<float> ignored(64 * 64);
+    CHECK(cudaLaunchKernelEx(&group, warpgroupProductKernel<false, true>, a.data(), b.data(), b2.data(), ignored.data(),
+                             ignored.data()) == cudaErrorLaunchFailure);
+    CHECK(cuda_emulation::lastFault().find("wgmma.fence") != std::string::npos);
+    CHECK(cudaLaunchKernelEx(&group, warpgroupProductKernel<true, false>, a.data(), b.data(), b2.data(), ignored.data(),
+                             ignored.data()) == cudaErrorLaunchFailure);
+    CHECK(cuda_emulation::lastFault().find("never waited for") != std::string::npos);
+  }
+  cuda_emulation::setSchedule(cuda_emulation::Schedule::Ascending);
 }
 
 TEST_CASE("fused ALiBi attention kernels (CPU emulation): every variant, tail tiles, D 64", "[cuda_emulation]") {

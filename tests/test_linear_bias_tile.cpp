@@ -7,6 +7,7 @@
 //   the linear tiles (one open Past or Future term) against brute force and the spec's bias;
 // - the negligible tiles (every probability below 2^-136 by their bounds) against brute force, and
 //   the heads whose bias cannot make any pair negligible within T;
+// - the warpgroup MMA's descriptor bits and core-matrix tile (core_matrix_tile.h), by hand;
 // - Philox4x32-10 against Random123's known answers, and the dropout mask's rate;
 // - the kernel's tile algorithm (skip blocked tiles, online softmax, saved log-sum-exp, the
 //   FlashAttention-2 backward with dropout, bias gradients from dS) written out in plain loops with
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "model/linear_bias_spec.h"
+#include "model/position/core_matrix_tile.h"
 #include "model/position/linear_bias_tile.h"
 
 using namespace xtrap;
@@ -398,6 +400,34 @@ TEST_CASE("negligible tiles: a head whose bias cannot reach the bound within T, 
   INFO(reaching << " heads reach the bound, " << notReaching << " do not");
   CHECK(reaching > 20);
   CHECK(notReaching > 20);
+}
+
+// The warpgroup MMA's descriptor and tile (core_matrix_tile.h), against the PTX ISA's "Matrix
+// Descriptor Format" bit by bit (address, leading and stride byte offsets in 16-byte units at bits 0,
+// 16 and 32, 14 bits each; base offset and swizzle mode zero) and its core matrices (8 rows of 16
+// contiguous bytes), worked out by hand.
+TEST_CASE("core-matrix tiles: the descriptor's bits and the elements' places") {
+  using namespace xtrap::cuda::core;
+  CHECK(descriptor(0x1230, 1024, 128) == 0x0000'0008'0040'0123ULL);
+  CHECK(descriptor(0x3FFF0, 0x3FFF0, 0x3FFF0) == 0x0000'3FFF'3FFF'3FFFULL);
+  CHECK(descriptor(0, 128, 1024) == 0x0000'0040'0008'0000ULL);
+  CHECK(kRowGroupBytes == 128);
+  CHECK(kChunkBytes == 1024);
+  // (row, column) -> element: a row's 8 columns of a chunk contiguous, rows of a core matrix 8
+  // elements (16 bytes) apart, row groups 64 elements (128 bytes), chunks 512 (1024 bytes).
+  CHECK(offset(0, 0) == 0);
+  CHECK(offset(0, 7) == 7);
+  CHECK(offset(1, 0) == 8);
+  CHECK(offset(7, 7) == 63);
+  CHECK(offset(8, 0) == 64);
+  CHECK(offset(0, 8) == 512);
+  CHECK(offset(9, 17) == 2 * 512 + 64 + 8 + 1);
+  CHECK(offset(63, 127) == 15 * 512 + 7 * 64 + 7 * 8 + 7);
+  // A 64 x 64 tile fills 4096 elements, each once.
+  std::vector<int> hits(64 * 64);
+  for (int row = 0; row < 64; ++row)
+    for (int column = 0; column < 64; ++column) ++hits[size_t(offset(row, column))];
+  CHECK(std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; }));
 }
 
 TEST_CASE("Philox4x32-10 gives Random123's known answers") {

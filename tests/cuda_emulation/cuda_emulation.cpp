@@ -49,6 +49,16 @@ void land(const AsyncCopy& c) {
   std::memset(c.dst + c.size - c.zfill, 0, c.zfill);
 }
 
+// A warpgroup product issued by one thread (wgmma.mma_async): its accumulators, its A (the warp's
+// 16 rows, exchanged at the issue) or A's descriptor, and B's.
+struct WarpgroupProduct {
+  float* d;  // [8][4]
+  bool aInRegisters;
+  float a[16][16];
+  uint64_t aDescriptor, bDescriptor;
+  bool bMnMajor;
+};
+
 // Where a thread of the running block stands.
 enum class Wait { None, Warp, Block, Done };
 
@@ -63,6 +73,9 @@ struct Thread {
   unsigned exchangeParity = 0;                 // which of its warp's two exchange rows its next collective uses
   std::vector<AsyncCopy> openBatch;            // queued since its last __pipeline_commit
   std::deque<std::vector<AsyncCopy>> batches;  // committed, not yet waited for (oldest first)
+  bool warpgroupFenced = false;                // wgmma.fence since its last wgmma.wait_group
+  std::vector<WarpgroupProduct> openProducts;  // issued since its last wgmma.commit_group
+  std::deque<std::vector<WarpgroupProduct>> productGroups;  // committed, not yet waited for
 };
 
 struct Runtime {
@@ -198,6 +211,9 @@ bool runBlock(Runtime& r) {
     thread.exchangeParity = 0;
     thread.openBatch.clear();
     thread.batches.clear();  // copies never waited for are dropped with their block
+    thread.warpgroupFenced = false;
+    thread.openProducts.clear();
+    thread.productGroups.clear();
   }
   const bool ascending = r.schedule == Schedule::Ascending;
   for (;;) {
@@ -216,7 +232,12 @@ bool runBlock(Runtime& r) {
       allDone = allDone && t.wait == Wait::Done;
       allAtBarrier = allAtBarrier && (t.wait == Wait::Block || t.wait == Wait::Done);
     }
-    if (allDone) return true;
+    if (allDone) {
+      for (const Thread& t : r.threads)
+        if (!t.openProducts.empty() || !t.productGroups.empty())
+          fault("a thread ended with wgmma products it never waited for (wgmma.commit_group, wgmma.wait_group)");
+      return true;
+    }
     if (!allAtBarrier) {
       fault("deadlock: the threads of a block wait at different barriers (__syncthreads, __syncwarp, shuffles)");
       return false;
@@ -259,6 +280,68 @@ bool inLaunchShared(const void* pointer, size_t bytes) {
 
 float bf16Bits(uint32_t bits) { return __bfloat162float(__nv_bfloat16{uint16_t(bits)}); }
 uint32_t bitsOf(const __nv_bfloat16* element) { return element->bits; }
+
+// One shared operand of a warpgroup product, from its descriptor (PTX ISA, "Matrix Descriptor
+// Format"): start address, leading and stride byte offsets, no swizzling.
+struct SharedOperand {
+  uint32_t start = 0, leading = 0, stride = 0;
+  bool valid = false;
+};
+
+SharedOperand decodeDescriptor(uint64_t descriptor) {
+  SharedOperand o;
+  if ((descriptor >> 62) != 0) {
+    fault("a wgmma descriptor asks for a swizzled layout, which the emulation does not read");
+    return o;
+  }
+  if (((descriptor >> 49) & 7u) != 0) {
+    fault("a wgmma descriptor has a base offset, which only swizzled layouts use");
+    return o;
+  }
+  o.start = uint32_t(descriptor & 0x3FFFu) << 4;
+  o.leading = uint32_t((descriptor >> 16) & 0x3FFFu) << 4;
+  o.stride = uint32_t((descriptor >> 32) & 0x3FFFu) << 4;
+  o.valid = true;
+  return o;
+}
+
+// Element (mn, k) of a K-major operand (rows along M or N, 8 elements of K each) or element (k, mn) of
+// an MN-major one (rows along K, 8 elements of N each), without swizzling: core matrices of 8 rows
+// of 16 bytes; between core matrices along K the leading byte offset, along M or N the stride byte
+// offset.
+float sharedElement(const SharedOperand& o, int mn, int k, bool mnMajor) {
+  const uint32_t byte = mnMajor ? o.start + uint32_t(mn / 8) * o.stride + uint32_t(mn % 8) * 2 +
+                                      uint32_t(k / 8) * o.leading + uint32_t(k % 8) * 16
+                                : o.start + uint32_t(mn / 8) * o.stride + uint32_t(mn % 8) * 16 +
+                                      uint32_t(k / 8) * o.leading + uint32_t(k % 8) * 2;
+  const Runtime& r = runtime();
+  if (size_t(byte) + 2 > r.launchSharedBytes) {
+    fault("a wgmma operand reaches past the launch's dynamic shared memory");
+    return 0.f;
+  }
+  __nv_bfloat16 e;
+  std::memcpy(&e, r.shared + byte, sizeof e);
+  return __bfloat162float(e);
+}
+
+// This lane's 32 accumulators of product p: rows g, g + 8 of its warp's 16 (rows 16 warp + g, ... of
+// the 64), columns 8j + 2t, 8j + 2t + 1, each summed over k in order, as mma.sync's emulation sums.
+void computeProduct(const WarpgroupProduct& p) {
+  const int lane = runtime().current % 32, warp = runtime().current % 128 / 32, g = lane / 4, t = lane % 4;
+  const SharedOperand a = p.aInRegisters ? SharedOperand{} : decodeDescriptor(p.aDescriptor),
+                      b = decodeDescriptor(p.bDescriptor);
+  if ((!p.aInRegisters && !a.valid) || !b.valid) return;
+  for (int j = 0; j < 8; ++j)
+    for (int e = 0; e < 4; ++e) {
+      const int i = g + 8 * (e / 2), n = 8 * j + 2 * t + e % 2;
+      float sum = p.d[4 * j + e];
+      for (int k = 0; k < 16; ++k) {
+        const float x = p.aInRegisters ? p.a[i][k] : sharedElement(a, 16 * warp + i, k, false);
+        sum += x * sharedElement(b, n, k, p.bMnMajor);
+      }
+      p.d[4 * j + e] = sum;
+    }
+}
 
 cudaError_t fail(cudaError_t error, const std::string& why) {
   Runtime& r = runtime();
@@ -340,6 +423,55 @@ void loadMatrices(uint32_t (&r)[4], const __nv_bfloat16* rowAddress, bool transp
                       : element(m, g, 2 * t) | (element(m, g, 2 * t + 1) << 16);
   // The warp reads at once on the GPU: no lane of it goes on (and writes) before all have read.
   __syncwarp();
+}
+
+uint32_t sharedAddress(const void* pointer) {
+  if (!inLaunchShared(pointer, 1)) fault("a shared-memory address outside the launch's dynamic shared memory");
+  return uint32_t(reinterpret_cast<uintptr_t>(pointer) - reinterpret_cast<uintptr_t>(runtime().shared));
+}
+
+void warpgroupArrive() { currentThread().warpgroupFenced = true; }
+
+void warpgroupMultiplyAdd(float (&d)[8][4], const uint32_t* a, uint64_t aDescriptor, uint64_t bDescriptor,
+                          bool bMnMajor) {
+  Thread& self = currentThread();
+  if (!self.warpgroupFenced) fault("a wgmma.mma_async without wgmma.fence since the last wgmma.wait_group");
+  WarpgroupProduct p{&d[0][0], a != nullptr, {}, aDescriptor, bDescriptor, bMnMajor};
+  if (a != nullptr) {  // the warp's A from every lane's registers, as mma.sync's A fragment
+    uint32_t mine[4] = {a[0], a[1], a[2], a[3]};
+    const auto& row = exchangeWithWarp(mine, sizeof mine);
+    for (int l = 0; l < 32; ++l) {
+      uint32_t o[4];
+      std::memcpy(o, row[size_t(l)].data(), sizeof o);
+      const int g = l / 4, t = l % 4;
+      for (int half = 0; half < 2; ++half) {
+        const int shift = 16 * half;
+        p.a[g][2 * t + half] = bf16Bits(o[0] >> shift);
+        p.a[g + 8][2 * t + half] = bf16Bits(o[1] >> shift);
+        p.a[g][2 * t + 8 + half] = bf16Bits(o[2] >> shift);
+        p.a[g + 8][2 * t + 8 + half] = bf16Bits(o[3] >> shift);
+      }
+    }
+  }
+  // Computed at either end of its time in flight: at the issue (descending), at the wait (ascending).
+  if (runtime().schedule == Schedule::Descending)
+    computeProduct(p);
+  else
+    self.openProducts.push_back(p);
+}
+
+void warpgroupCommit() {
+  Thread& self = currentThread();
+  self.productGroups.push_back(std::move(self.openProducts));
+  self.openProducts.clear();
+}
+
+void warpgroupWait() {
+  Thread& self = currentThread();
+  if (!self.openProducts.empty()) fault("wgmma.wait_group with products issued after the last wgmma.commit_group");
+  for (; !self.productGroups.empty(); self.productGroups.pop_front())
+    for (const WarpgroupProduct& p : self.productGroups.front()) computeProduct(p);
+  self.warpgroupFenced = false;
 }
 
 cudaError_t setMaxDynamicShared(const void* kernel, int bytes) {
@@ -447,6 +579,11 @@ void __pipeline_wait_prior(size_t prior) {
     for (const cuda_emulation::AsyncCopy& copy : batches.front()) cuda_emulation::land(copy);
 }
 
+cudaError_t cudaGetDevice(int* device) {
+  *device = 0;
+  return cudaSuccess;
+}
+
 cudaError_t cudaGetLastError() {
   auto& r = cuda_emulation::runtime();
   const cudaError_t e = r.lastError;
@@ -463,6 +600,8 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int dev
   if (device != 0) return cudaErrorInvalidValue;
   if (attribute == cudaDevAttrComputeCapabilityMajor)
     *value = 9;
+  else if (attribute == cudaDevAttrComputeCapabilityMinor)
+    *value = 0;
   else if (attribute == cudaDevAttrMaxSharedMemoryPerBlockOptin)
     *value = int(cuda_emulation::kMaxDynamicSharedBytes);
   else

@@ -21,6 +21,17 @@
 //   and each lane computes its own 4 outputs (fp32, summed in k order) or reads its own elements.
 //   ldmatrix row addresses must be 16-byte aligned and inside the launch's dynamic shared memory;
 //   the lanes of a warp all read before any of them goes on, as on the GPU.
+// - wgmma.mma_async m64n64k16 (include/model/position/warpgroup_mma.cuh): each warp computes its 16
+//   rows of the warpgroup's product, from its lanes' registers (A, exchanged at the issue) or from
+//   shared memory through the descriptors, read as the PTX ISA lays out operands without swizzling
+//   (core matrices of 8 rows of 16 bytes; K-major: the leading offset between core matrices along
+//   K, the stride offset along M or N; MN-major B: the same along K and along N). Like the
+//   asynchronous copies, a product is computed at either end of what wgmma allows: at the wait
+//   (wgmma.wait_group) under the ascending schedule, so accumulators read before it are stale,
+//   and at its issue under the descending one, so shared operands written after the issue are not
+//   read. A product issued without wgmma.fence since the last wait, or committed products never
+//   waited for, fault; descriptors must lie in the launch's dynamic shared memory and ask for no
+//   swizzling. The async proxy's fence (fence.proxy.async) is not modelled.
 // - Asynchronous copies (cuda_pipeline_primitives.h: cp.async) land at either end of what CUDA
 //   allows: under the ascending schedule only when the thread waits for their batch
 //   (__pipeline_wait_prior), so a read of the destination before that wait, or by another thread
@@ -33,8 +44,8 @@
 //   (threads waiting at different barriers), a warp collective with lanes that have exited, a
 //   partial warp mask, a bad ldmatrix address or asynchronous copy, a write past the dynamic shared
 //   memory.
-// Not modelled: timing, occupancy, registers, global-memory bounds, the memory model across blocks
-// (blocks never run at once here), fast-math differences (__expf is expf).
+// Not modelled: the warpgroup's other warps taking part in its wgmma, timing, occupancy, registers, global-memory
+// bounds, the memory model across blocks (blocks never run at once here), fast-math differences (__expf is expf).
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -135,7 +146,11 @@ typedef enum cudaError cudaError_t;
 struct CUstream_st;
 typedef CUstream_st* cudaStream_t;
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
-enum cudaDeviceAttr { cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+enum cudaDeviceAttr {
+  cudaDevAttrComputeCapabilityMajor = 75,
+  cudaDevAttrComputeCapabilityMinor = 76,
+  cudaDevAttrMaxSharedMemoryPerBlockOptin = 97
+};
 struct cudaFuncAttributes {
   size_t sharedSizeBytes = 0;
   int numRegs = 0;
@@ -151,8 +166,9 @@ struct cudaLaunchConfig_t {
 
 cudaError_t cudaGetLastError();
 cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStream_t stream = nullptr);
-// The H100's: compute capability 9, 227 KiB of shared memory per block. One device, 0.
+// The H100's: compute capability 9.0, 227 KiB of shared memory per block. One device, 0.
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device);
+cudaError_t cudaGetDevice(int* device);
 
 namespace cuda_emulation {
 
@@ -178,6 +194,17 @@ int lane();
 // The warp collectives behind include/model/position/warp_mma.cuh.
 void multiplyAddM16N8K16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
 void loadMatrices(uint32_t (&r)[4], const __nv_bfloat16* row, bool transposed);
+// Its address in the shared window (__cvta_generic_to_shared): the offset from the dynamic shared
+// memory's start, which must hold it.
+uint32_t sharedAddress(const void* pointer);
+// The warpgroup operations behind include/model/position/warpgroup_mma.cuh: d (this warp's 16 rows
+// of 64 x 64) += A B with A from registers (a, this warp's 16 rows as mma.sync's A fragment) or,
+// where a is nullptr, K-major from aDescriptor; B K-major, or MN-major with bMnMajor.
+void warpgroupArrive();
+void warpgroupMultiplyAdd(float (&d)[8][4], const uint32_t* a, uint64_t aDescriptor, uint64_t bDescriptor,
+                          bool bMnMajor);
+void warpgroupCommit();
+void warpgroupWait();
 
 }  // namespace cuda_emulation
 

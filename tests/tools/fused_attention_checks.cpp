@@ -7,7 +7,9 @@
 // Checked, for every variant (causal ALiBi, symmetric, offset, one-sided, learned, BiALiBi, each
 // fixed-slope one also with learned slopes, and interpolated slopes), H in {8, 12}, D in {64, 128},
 // T in {1, 7, 128, 1000, 4099}: the output and dq, dk, dv, and the gradients of the learned slopes
-// and first-token bias (through their sigmoid parameterisation, by autograd on both sides). Then:
+// and first-token bias (through their sigmoid parameterisation, by autograd on both sides), with
+// each backward scheme, and with the forward's warpgroup MMA products where the GPU has them
+// (compute capability 9.0). Then:
 // slope gradients bit-identical across two runs; negligible pairs skipped (the same results as
 // computing them, and never read); dropout's mask the same in the backward pass as
 // in the forward, kept at rate 1 - p, a function of torch::manual_seed; and at model level, the
@@ -33,6 +35,8 @@
 #include "util/execution_context.h"
 
 #ifdef XTRAP_WITH_CUDA_KERNELS
+#include <c10/cuda/CUDAFunctions.h>
+
 #include "model/position/linear_bias_attention_cuda.h"
 #endif
 
@@ -141,13 +145,14 @@ constexpr std::pair<cuda::BackwardScheme, const char*> kSchemes[] = {{cuda::Back
                                                                      {cuda::BackwardScheme::AtomicDq, "atomic dQ"}};
 
 // The kernel: o and every gradient of sum(o * dO), for bf16 q, k, v.
-// skipNegligible: as fusedLinearBiasAttention's (false: every open pair computed).
+// skipNegligible, products: as fusedLinearBiasAttention's (false: every open pair computed).
 Grads kernelPass(LinearBias& bias, bool causal, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                  const torch::Tensor& dO, double scale, double dropout = 0.0,
-                 cuda::BackwardScheme scheme = cuda::BackwardScheme::TwoPass, bool skipNegligible = true) {
+                 cuda::BackwardScheme scheme = cuda::BackwardScheme::TwoPass, bool skipNegligible = true,
+                 cuda::ForwardProducts products = cuda::ForwardProducts::WarpMma) {
   auto ql = q.detach().requires_grad_(), kl = k.detach().requires_grad_(), vl = v.detach().requires_grad_();
-  auto o = fusedLinearBiasAttention(ql, kl, vl, bias, causal, scale, dropout, scheme,
-                                    skipNegligible);  // (B, H, T, D) bf16
+  auto o = fusedLinearBiasAttention(ql, kl, vl, bias, causal, scale, dropout, scheme, skipNegligible,
+                                    products);  // (B, H, T, D) bf16
   o.backward(dO);
   return {o.detach(), ql.grad(), kl.grad(), vl.grad(), takeParamGrads(bias)};
 }
@@ -193,7 +198,27 @@ struct Sizes {
 const Sizes kIssueSizes{{8, 12}, {64, 128}, {1, 7, 128, 1000, 4099}, 2, 4099};
 const Sizes kSanitizerSizes{{8}, {64, 128}, {130}, 1, 600};
 
+// The forward's products (cuda::ForwardProducts) checked with each backward scheme: mma.sync with
+// both; the warpgroup MMA, where this GPU has it (compute capability 9.0), with the two-pass one.
+struct KernelConfig {
+  cuda::BackwardScheme scheme;
+  cuda::ForwardProducts products;
+  std::string name;
+};
+std::vector<KernelConfig> kernelConfigs() {
+  std::vector<KernelConfig> configs;
+  for (auto [scheme, schemeName] : kSchemes)
+    configs.push_back({scheme, cuda::ForwardProducts::WarpMma, std::string(schemeName) + " backward"});
+  if (!cuda::linearBiasAttentionProductsCheck(c10::cuda::current_device(), cuda::ForwardProducts::WarpgroupMma))
+    configs.push_back({cuda::BackwardScheme::TwoPass, cuda::ForwardProducts::WarpgroupMma,
+                       "warpgroup MMA forward, two-pass backward"});
+  else
+    std::puts("note: the warpgroup MMA forward not checked: this GPU is not of compute capability 9.0");
+  return configs;
+}
+
 void kernelMatchesReference(const Sizes& sizes) {
+  const std::vector<KernelConfig> configs = kernelConfigs();
   for (int64_t H : sizes.heads)
     for (int64_t D : sizes.headDims)
       for (const Variant& variant : variants(H))
@@ -206,8 +231,9 @@ void kernelMatchesReference(const Sizes& sizes) {
                v = torch::randn({B, H, T, D}, bf16), dO = torch::randn({B, H, T, D}, bf16);
           const double scale = 1.0 / std::sqrt(double(D));
           Grads ref = referencePass(*bias, variant.causal, q, k, v, dO, scale);
-          for (auto [scheme, schemeName] : kSchemes) {
-            Grads got = kernelPass(*bias, variant.causal, q, k, v, dO, scale, 0.0, scheme);
+          for (const KernelConfig& config : configs) {
+            Grads got =
+                kernelPass(*bias, variant.causal, q, k, v, dO, scale, 0.0, config.scheme, true, config.products);
             double worst = 0;
             std::string detail;
             for (auto [label, r, g] : {std::tuple{"o", ref.o, got.o}, std::tuple{"dq", ref.dq, got.dq},
@@ -223,10 +249,10 @@ void kernelMatchesReference(const Sizes& sizes) {
               worstParam = std::max(worstParam, relativeParamDiff(ref.params[p], got.params[p]));
             }
             check(finite && worst <= kTensorTolerance && worstParam <= kParamTolerance,
-                  std::string(schemeName) + " backward, " + variant.name + " H=" + std::to_string(H) +
-                      " D=" + std::to_string(D) + " T=" + std::to_string(T) + ":" + detail + ", learned parameters " +
-                      fmtDouble(worstParam) + " (" + std::to_string(ref.params.size()) + " tensors; tolerances " +
-                      fmtDouble(kTensorTolerance) + ", " + fmtDouble(kParamTolerance) + " of the largest element)");
+                  config.name + ", " + variant.name + " H=" + std::to_string(H) + " D=" + std::to_string(D) +
+                      " T=" + std::to_string(T) + ":" + detail + ", learned parameters " + fmtDouble(worstParam) +
+                      " (" + std::to_string(ref.params.size()) + " tensors; tolerances " + fmtDouble(kTensorTolerance) +
+                      ", " + fmtDouble(kParamTolerance) + " of the largest element)");
           }
         }
 }

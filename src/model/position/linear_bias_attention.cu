@@ -59,11 +59,16 @@
 // FlashAttention-2 does): each exponential is one ex2 instruction. Each kernel is instantiated with
 // and without dropout, so evaluation and dropout-free training carry no per-cell dropout work.
 //
-// What would make it faster (correctness and clarity first here): on H100 TMA loads and warpgroup
-// wgmma (FA3). Measured slower on the H100 (results/gpu/h100-2026-11-26, causal B8 L2048 D 64), and
-// removed: a forward of 32 query rows a warp (two 64-row query tiles a block, each K and V fragment
-// read from shared memory serving two tile products; 241 registers, 2 blocks an SM): its forward
-// 0.402 ms against 0.350 for the 16-row one here; and FlashAttention-2's one-pass backward in its
+// Hopper (compute capability 9.0): the forward can compute its two tile products with the warpgroup
+// MMA (ForwardProducts::WarpgroupMma, warpgroup_mma.cuh): the block's 4 warps are one warpgroup, its
+// 64 query rows one wgmma's M, and Q, K and V core-matrix tiles (core_matrix_tile.h) that wgmma reads
+// from shared memory once for the 4 warps; each warp's accumulators lie in the registers mma.sync's
+// would, so the rest of the forward is the same code. Carried beside mma.sync until the GPU times
+// both (not yet run on one). What would make it faster still: TMA loads, products left in flight
+// across the softmax, and the backward's products on the warpgroup MMA too (FA3). Measured slower on the H100
+// (results/gpu/h100-2026-11-26, causal B8 L2048 D 64), and removed: a forward of 32 query rows a warp (two 64-row query
+// tiles a block, each K and V fragment read from shared memory serving two tile products; 241 registers, 2 blocks an
+// SM): its forward 0.402 ms against 0.350 for the 16-row one here; and FlashAttention-2's one-pass backward in its
 // deterministic mode (dS K added into per-block fp32 dQ slices that a last kernel sums, 5 tile
 // products per pair instead of 7): 2.11 ms forward + backward against 1.36 for these two passes,
 // the slices' fp32 traffic outweighing the products saved, and more memory.
@@ -81,6 +86,7 @@
 #include "model/position/linear_bias_attention.cuh"
 #include "model/position/linear_bias_tile.h"
 #include "model/position/warp_mma.cuh"
+#include "model/position/warpgroup_mma.cuh"
 
 namespace xtrap::cuda {
 namespace {
@@ -266,6 +272,46 @@ __device__ __forceinline__ void multiply(float (&acc)[N / 8][4], const uint32_t 
   }
 }
 
+// The same two products by the block's warpgroup (warpgroup_mma.cuh), on core-matrix tiles
+// (core_matrix_tile.h) of 64 rows: each warp's acc is its 16 rows of the (64, N) product, in the
+// same registers as above. Issued, then waited for: the accumulators are read right after.
+// acc (64, 64) += a (64, K) b (64, K)^T: S = Q K^T.
+template <int K>
+__device__ __forceinline__ void warpgroupMultiplyTransposed(float (&acc)[8][4], const bf16* a, const bf16* b) {
+  wgmma::fenceOperands(acc);
+  wgmma::arrive();
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) {  // columns 16kk .. 16kk + 15: chunks 2kk, 2kk + 1
+    const int start = core::offset(0, 16 * kk);
+    wgmma::multiplyAdd(acc, wgmma::descriptor(a + start, core::kChunkBytes, core::kRowGroupBytes),
+                       wgmma::descriptor(b + start, core::kChunkBytes, core::kRowGroupBytes));
+  }
+  wgmma::commit();
+  wgmma::wait();
+  wgmma::fenceOperands(acc);
+}
+// acc (64, N) += a (64, 64) b (64, N): a this warp's rows in registers (toA), b read MN-major (its
+// rows along K): O += P~ V, in 64-column halves at D 128.
+template <int N>
+__device__ __forceinline__ void warpgroupMultiply(float (&acc)[N / 8][4], const uint32_t (&a)[kBc / 16][4],
+                                                  const bf16* b) {
+  static_assert(N % 64 == 0, "whole 64-column products");
+  auto& part = reinterpret_cast<float(&)[N / 64][8][4]>(acc);
+#pragma unroll
+  for (int h = 0; h < N / 64; ++h) wgmma::fenceOperands(part[h]);
+  wgmma::arrive();
+#pragma unroll
+  for (int kk = 0; kk < kBc / 16; ++kk)  // rows 16kk .. 16kk + 15 of b: row groups 2kk, 2kk + 1
+#pragma unroll
+    for (int h = 0; h < N / 64; ++h)
+      wgmma::multiplyAdd(part[h], a[kk],
+                         wgmma::descriptor(b + core::offset(16 * kk, 64 * h), core::kRowGroupBytes, core::kChunkBytes));
+  wgmma::commit();
+  wgmma::wait();
+#pragma unroll
+  for (int h = 0; h < N / 64; ++h) wgmma::fenceOperands(part[h]);
+}
+
 // A (16, K) fp32 product as the bf16 A operand of the next one: fragments 2kk and 2kk + 1 of x
 // are A's columns kk*16 .. kk*16 + 15, and the C and A layouts put the same (row, column) in the
 // same lane (FlashAttention-2's register reuse).
@@ -408,32 +454,40 @@ __device__ TileBlock tileBlock(const AttentionShape& shape, const LinearBiasArgs
 // Rows [row0, row0 + kBr) of this head's (T, D) slice of `view` into a shared tile, zeros past T
 // (tail tiles): this thread's share of 16-byte asynchronous copies (async::copy), which land when
 // the thread waits for them (__pipeline_wait_prior) and are every thread's after a barrier after
-// that.
+// that. The tile's rows are Ld<D>::rows elements apart (ldmatrix's layout), or with kCore it is a
+// core-matrix tile (core_matrix_tile.h: the warpgroup MMA's layout); there a warp's 32 copies are
+// 8 rows by 4 chunks, whose 16-byte pieces fall in 8 different bank quads, where 4 rows by 8
+// chunks would put 8 copies in each of 4.
 // A thread copies the same 16-byte column of rows kRowsPerPass apart, a number of them fixed at
 // compile time: an unrolled loop whose addresses step by a constant, where a loop over a piece
 // index from threadIdx.x (whose bound the compiler cannot know) cost some 15 integer
 // instructions and a branch per piece (the PTX's remainder loop). A whole tile (all but a
 // sequence's last) takes no test and no fill: an address add and a copy each, where a tail tile's
 // take some ten PTX instructions (the row's test, and the selected address and fill).
-template <int D>
+template <int D, bool kCore = false>
 __device__ __forceinline__ void copyRows(bf16* tile, const HeadsView& view, const TileBlock& blk, int row0) {
   constexpr int kPieces = D / 8, kRowsPerPass = kThreads / kPieces;
   static_assert(kThreads % kPieces == 0 && kBr % kRowsPerPass == 0, "whole rows per pass, whole passes per tile");
-  const int r0 = threadIdx.x / kPieces, col = (threadIdx.x % kPieces) * 8;
+  static_assert(!kCore || (kBr == core::kRows && kRowsPerPass % 8 == 0), "core tiles: whole row groups per pass");
+  const int x = threadIdx.x;
+  const int r0 = kCore ? x % 8 + x / (8 * kPieces) * 8 : x / kPieces;
+  const int col = (kCore ? x / 8 % kPieces : x % kPieces) * 8;
   const bf16* first = blk.rows(view) + col;  // row 0: the address of a copy past T, which reads nothing
   const bf16* from = first + int64_t(row0 + r0) * view.st;
   const int64_t step = int64_t(kRowsPerPass) * view.st;
-  bf16* to = tile + r0 * Ld<D>::rows + col;
+  // A pass's rows are kRowsPerPass further down in either layout (core: whole row groups).
+  bf16* to = tile + (kCore ? core::offset(r0, col) : r0 * Ld<D>::rows + col);
+  constexpr int kPassElements = kCore ? core::offset(kRowsPerPass, 0) : kRowsPerPass * Ld<D>::rows;
   if (row0 + kBr <= blk.T) {  // a whole tile (the same for the whole block): no test, no fill
 #pragma unroll
     for (int pass = 0; pass < kBr / kRowsPerPass; ++pass)
-      async::copy<16>(to + pass * kRowsPerPass * Ld<D>::rows, from + pass * step, 16);
+      async::copy<16>(to + pass * kPassElements, from + pass * step, 16);
     return;
   }
 #pragma unroll
   for (int pass = 0; pass < kBr / kRowsPerPass; ++pass) {
     const bool inside = row0 + r0 + pass * kRowsPerPass < blk.T;
-    async::copy<16>(to + pass * kRowsPerPass * Ld<D>::rows, inside ? from + pass * step : first, inside ? 16 : 0);
+    async::copy<16>(to + pass * kPassElements, inside ? from + pass * step : first, inside ? 16 : 0);
   }
 }
 
@@ -464,8 +518,9 @@ __device__ void copyRowStats(float* lseTile, float* rowDotTile, const float* lse
 // side; one computed gives what skipping it would, and the loop stays free of the bounds' loads
 // and of the registers their tests take): load(t0, buffer) queues the copies of the tile at t0
 // into buffer 0 or 1, work(t0, buffer) computes on it, while the next tile's copies are in flight.
-// Copies queued before the walk (the block's own tile) land with the first tile's.
-template <typename Load, typename Work>
+// Copies queued before the walk (the block's own tile) land with the first tile's. kAsyncProxy: the
+// work reads the tiles with the warpgroup MMA, through the async proxy (warpgroup_mma.cuh).
+template <bool kAsyncProxy = false, typename Load, typename Work>
 __device__ __forceinline__ void pipelinedWalk(const TileBlock& blk, tile::Walk walk, Load load, Work work) {
   int t0 = 0, end = blk.T;  // without walks: every open pair
   if (blk.walks != nullptr) {
@@ -481,7 +536,8 @@ __device__ __forceinline__ void pipelinedWalk(const TileBlock& blk, tile::Walk w
     if (next < end) load(next, buffer ^ 1);
     __pipeline_commit();
     __pipeline_wait_prior(1);  // this thread's copies of tile t0 have landed
-    __syncthreads();           // and every thread's
+    if constexpr (kAsyncProxy) wgmma::fenceSharedWrites();
+    __syncthreads();  // and every thread's
     work(t0, buffer);
     __syncthreads();  // every warp is done with `buffer` before the next step refills it
     t0 = next;
@@ -734,7 +790,9 @@ __global__ void __launch_bounds__(kThreads) tileWalksKernel(const ForwardArgs ar
 // 4 blocks fit an SM as their shared memory allows. A minimum of 0 blocks is none (no
 // .minnctapersm): a minimum of 1 made ptxas take more registers than none did. With kRowWeights it
 // also writes args.rowWeights, summed like the row's sum of P: rescaled with it, divided by it.
-template <int D, bool kDropout, bool kRowWeights>
+// kWarpgroup: the two products by the warpgroup MMA (ForwardProducts::WarpgroupMma) on core-matrix
+// tiles of Q, K and V; the rest is the same code.
+template <int D, bool kDropout, bool kRowWeights, bool kWarpgroup = false>
 __global__ void __launch_bounds__(kThreads, D == 64 ? 4 : 0) forwardKernel(const ForwardArgs args, const Derived dv) {
   using S = ForwardSmem<D>;
   bf16 *qs = smemAt<bf16>(S::q), *ks = smemAt<bf16>(S::k), *vs = smemAt<bf16>(S::v);
@@ -746,7 +804,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 4 : 0) forwardKernel(const
   const int T = blk.T, r0 = blk.lo;
   bf16* qStripe = qs + blk.stripe * Row;
 
-  copyRows<D>(qs, args.q, blk, r0);
+  copyRows<D, kWarpgroup>(qs, args.q, blk, r0);
 
   // This lane's two rows: their running max (base 2, the same in the row's 4 lanes) and this
   // lane's share of their running sum and of their O.
@@ -756,15 +814,18 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 4 : 0) forwardKernel(const
   tile::BiasGrads<float> weight[2];  // kRowWeights: this lane's share of its rows' sum of P~ c
 
   auto load = [&](int c0, int buffer) {
-    copyRows<D>(ks + buffer * Ld<D>::tile, args.k, blk, c0);
-    copyRows<D>(vs + buffer * Ld<D>::tile, args.v, blk, c0);
+    copyRows<D, kWarpgroup>(ks + buffer * Ld<D>::tile, args.k, blk, c0);
+    copyRows<D, kWarpgroup>(vs + buffer * Ld<D>::tile, args.v, blk, c0);
   };
-  pipelinedWalk(blk, tile::Walk::Keys, load, [&](int c0, int buffer) {
+  pipelinedWalk<kWarpgroup>(blk, tile::Walk::Keys, load, [&](int c0, int buffer) {
     const bf16 *k = ks + buffer * Ld<D>::tile, *v = vs + buffer * Ld<D>::tile;
     float s[kBc / 8][4];  // (16, kBc): the scores (startLogits), then P~
     const tile::LinearTile lt = blk.linearTile(tile::Walk::Keys, c0);
     const float toBase2 = startLogits<false>(s, blk, lt, args.scale, i, c0);
-    multiplyTransposed<D, kBc, Row>(s, qStripe, k, blk.lane);
+    if constexpr (kWarpgroup)
+      warpgroupMultiplyTransposed<D>(s, qs, k);
+    else
+      multiplyTransposed<D, kBc, Row>(s, qStripe, k, blk.lane);
     finishLogits<false>(s, blk, lt, args.scale, i, c0);
     // kRowWeights: on a linear tile without first-token cells every cell is of lt.term, at ld's
     // distance; elsewhere biasCell says.
@@ -813,7 +874,10 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 4 : 0) forwardKernel(const
     }
     uint32_t p[kBc / 16][4];
     toA<kBc>(p, s);
-    multiply<kBc, D, Row>(o, p, v, blk.lane);  // O += P~ V
+    if constexpr (kWarpgroup)
+      warpgroupMultiply<D>(o, p, v);
+    else
+      multiply<kBc, D, Row>(o, p, v, blk.lane);  // O += P~ V
   });
 
   // O = accumulator / l, the row's sum being its 4 lanes' shares, and the log-sum-exp.
@@ -834,6 +898,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 4 : 0) forwardKernel(const
       }
     }
   }
+  // With kWarpgroup every warp's products read all of Q's tile: the walk's last barrier comes after
+  // each warp's last wait, before any stripe of it is overwritten here.
   storeStripe<D>(args.o, o, 1.f, qStripe, blk);
 }
 
@@ -1265,8 +1331,13 @@ cudaError_t forward(const ForwardArgs& args, cudaStream_t stream) {
       return e;
     if (cudaError_t e = launch(tileWalksKernel, grid, 0, stream, args); e != cudaSuccess) return e;
   }
-  const auto kernel = args.rowWeights ? (dropout ? forwardKernel<D, true, true> : forwardKernel<D, false, true>)
-                                      : (dropout ? forwardKernel<D, true, false> : forwardKernel<D, false, false>);
+  const bool warpgroup = args.products == ForwardProducts::WarpgroupMma;
+  const auto kernel =
+      warpgroup
+          ? (args.rowWeights ? (dropout ? forwardKernel<D, true, true, true> : forwardKernel<D, false, true, true>)
+                             : (dropout ? forwardKernel<D, true, false, true> : forwardKernel<D, false, false, true>))
+          : (args.rowWeights ? (dropout ? forwardKernel<D, true, true> : forwardKernel<D, false, true>)
+                             : (dropout ? forwardKernel<D, true, false> : forwardKernel<D, false, false>));
   const size_t bytes = ForwardSmem<D>::bytes;
   if (cudaError_t e = allowSharedMemory(kernel, bytes); e != cudaSuccess) return e;
   return launch(kernel, grid, bytes, stream, args, dv);
@@ -1377,6 +1448,7 @@ cudaError_t kernelFacts(KernelFacts* facts) {
   add(forwardKernel<D, false, true>, "forward+weights", ForwardSmem<D>::bytes);
   add(tileBoundsKernel<D>, "tileBounds", kTileBoundsSmem);
   add(tileWalksKernel, "tileWalks", 0);
+  add(forwardKernel<D, false, false, true>, "forward+wgmma", ForwardSmem<D>::bytes);
   return e;
 }
 
@@ -1417,8 +1489,25 @@ const char* linearBiasAttentionDeviceCheck(int device, int D) {
   return nullptr;
 }
 
+const char* linearBiasAttentionProductsCheck(int device, ForwardProducts products) {
+  if (products == ForwardProducts::WarpMma) return nullptr;
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    cudaGetLastError();  // not this process's error to keep
+    return "fused ALiBi attention: cannot query the GPU's compute capability";
+  }
+  if (major != 9 || minor != 0)
+    return "fused ALiBi attention: the warpgroup MMA forward needs a GPU of compute capability 9.0 (sm_90a: H100, "
+           "H200)";
+  return nullptr;
+}
+
 cudaError_t linearBiasAttentionForward(const ForwardArgs& args, cudaStream_t stream) {
   if (linearBiasAttentionCheck(args.shape, args.dropout) != nullptr) return cudaErrorInvalidValue;
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (linearBiasAttentionProductsCheck(device, args.products) != nullptr) return cudaErrorNotSupported;
   if (args.shape.T == 0) return cudaSuccess;  // empty tensors may have no storage at all
   if (!readable(args.q) || !readable(args.k) || !readable(args.v) || !readable(args.o) || args.lse == nullptr ||
       args.bias.slopePast == nullptr || args.bias.slopeFuture == nullptr || !boundsAligned(args.tileBounds))

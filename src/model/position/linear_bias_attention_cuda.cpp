@@ -29,14 +29,15 @@ void check(cudaError_t status, const char* what) {
 
 // Inputs: q, k, v (B, H, T, D) bf16; slopePast, slopeFuture, firstTokenBias (H) float32 on the same
 // GPU (firstTokenBias all zeros and ignored unless hasFirstTokenBias); then the spec's constants,
-// the backward's scheme (a cuda::BackwardScheme), whether a bias parameter will get a gradient and
-// whether both passes skip negligible pairs (ForwardArgs::tileBounds).
+// the backward's scheme (a cuda::BackwardScheme), whether a bias parameter will get a gradient,
+// whether both passes skip negligible pairs (ForwardArgs::tileBounds) and the forward's products
+// (a cuda::ForwardProducts).
 struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAttention> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const torch::Tensor& slopePast, const torch::Tensor& slopeFuture,
                                const torch::Tensor& firstTokenBias, int64_t blockPast, int64_t blockFuture,
                                double futureShift, bool hasFirstTokenBias, bool causal, double scale, double dropout,
-                               int64_t backwardScheme, bool biasGrads, bool skipNegligible) {
+                               int64_t backwardScheme, bool biasGrads, bool skipNegligible, int64_t products) {
     c10::cuda::CUDAGuard guard(q.device());
     const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
     auto o = torch::empty({B, H, T, D}, q.options());                        // (B, H, T, D)
@@ -56,6 +57,7 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
               float(futureShift),
               causal};
     a.scale = float(scale), a.dropout = float(dropout), a.seed = uint64_t(seed);
+    a.products = cuda::ForwardProducts(products);
     // The AtomicDq backward's bias gradients are centred on the rows' weights, which only the
     // forward can sum.
     torch::Tensor rowWeights;  // (3, B, H, T) or undefined
@@ -125,8 +127,8 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
         torch::empty({int64_t(cuda::linearBiasAttentionBackwardWorkspace(a))}, q.options().dtype(torch::kUInt8));
     check(cuda::linearBiasAttentionBackward(a, workspace.data_ptr(), c10::cuda::getCurrentCUDAStream().stream()),
           "backward");
-    // One gradient per forward input: the 6 tensors, then none for the 10 constants.
-    return {dq, dk, dv, dSlopePast, dSlopeFuture, dFirstTokenBias, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+    // One gradient per forward input: the 6 tensors, then none for the 11 constants.
+    return {dq, dk, dv, dSlopePast, dSlopeFuture, dFirstTokenBias, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   }
 };
 
@@ -158,9 +160,12 @@ std::string fusedLinearBiasAttentionUnsupported(const torch::Tensor& q, const to
 
 torch::Tensor fusedLinearBiasAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const LinearBias& bias, bool causal, double scale, double dropout,
-                                       cuda::BackwardScheme backward, bool skipNegligible) {
+                                       cuda::BackwardScheme backward, bool skipNegligible,
+                                       cuda::ForwardProducts products) {
   std::string reason = fusedLinearBiasAttentionUnsupported(q, k, v, dropout);
   TORCH_CHECK(reason.empty(), reason);
+  const char* productsReason = cuda::linearBiasAttentionProductsCheck(q.get_device(), products);
+  TORCH_CHECK(productsReason == nullptr, productsReason);
   const LinearBiasSpec& spec = bias.spec();
   const int64_t H = q.size(1);
   TORCH_CHECK(spec.heads() == H, "fused ALiBi attention: the spec has ", spec.heads(), " heads, q has ", H);
@@ -178,7 +183,7 @@ torch::Tensor fusedLinearBiasAttention(const torch::Tensor& q, const torch::Tens
   return FusedLinearBiasAttention::apply(readable(q), readable(k), readable(v), slopePast, slopeFuture, firstTokenBias,
                                          int64_t(headMask(spec.blockPast)), int64_t(headMask(spec.blockFuture)),
                                          spec.futureShift, spec.hasFirstTokenBias, causal, scale, dropout,
-                                         int64_t(backward), biasGrads, skipNegligible);
+                                         int64_t(backward), biasGrads, skipNegligible, int64_t(products));
 }
 
 }  // namespace xtrap

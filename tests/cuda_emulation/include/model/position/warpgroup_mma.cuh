@@ -1,0 +1,33 @@
+#pragma once
+// Stands in for src/model/position/warpgroup_mma.cuh in the CPU emulation (cuda_emulation.h): the
+// same functions, the descriptors' bits and the register layouts as there, the products as the
+// emulation's warpgroup operations (which read the descriptors as the PTX ISA lays the shared
+// operands out, apart from the kernel's core_matrix_tile.h).
+#include <cstdint>
+
+#include "../../../cuda_emulation.h"
+#include "model/position/core_matrix_tile.h"
+
+namespace xtrap::cuda::wgmma {
+
+inline uint64_t descriptor(const __nv_bfloat16* start, uint32_t leadingBytes, uint32_t strideBytes) {
+  return core::descriptor(cuda_emulation::sharedAddress(start), leadingBytes, strideBytes);
+}
+
+inline void arrive() { cuda_emulation::warpgroupArrive(); }
+inline void commit() { cuda_emulation::warpgroupCommit(); }
+inline void wait() { cuda_emulation::warpgroupWait(); }
+inline void fenceSharedWrites() {}  // the proxies are not modelled: every write is every read's
+
+template <int N>
+inline void fenceOperands(float (&)[N][4]) {}
+
+inline void multiplyAdd(float (&d)[8][4], uint64_t a, uint64_t b) {
+  cuda_emulation::warpgroupMultiplyAdd(d, nullptr, a, b, false);
+}
+
+inline void multiplyAdd(float (&d)[8][4], const uint32_t (&a)[4], uint64_t b) {
+  cuda_emulation::warpgroupMultiplyAdd(d, a, 0, b, true);
+}
+
+}  // namespace xtrap::cuda::wgmma
