@@ -333,13 +333,23 @@ def check(ok, text):
     return ("n.a." if ok is None else "PASS" if ok else "FAIL") + " " + text
 
 
-# The fused rows of the AtomicDq backward (bench_attention --fused-backward) end in this.
-ATOMIC = "-atomic"
+# The fused rows of the AtomicDq backward, and those of the two-pass one with the warpgroup MMA's tile
+# products (bench_attention --fused-backward), end in these; the two-pass rows with mma.sync in none.
+ATOMIC, WGMMA = "-atomic", "-wgmma"
+SCHEMES = ("", ATOMIC, WGMMA)
+
+
+def base_method(m):
+    """The method without its scheme's suffix."""
+    for suffix in (ATOMIC, WGMMA):
+        if m.endswith(suffix):
+            return m.removesuffix(suffix)
+    return m
 
 
 def case_targets(c, methods, by_case, scheme):
     """The issue's targets for case c, as table rows, with the fused rows of one backward scheme
-    ("" or ATOMIC)."""
+    (one of SCHEMES)."""
     prim = primary_method(c) + scheme
     learned = "xtrap-fused-learned" + scheme
     prim_ms, learned_ms = ms_of(methods.get(prim)), ms_of(methods.get(learned))
@@ -394,11 +404,10 @@ def join(fused_csv, anchors_csv, md_path):
     out = ["# Fused ALiBi-family attention vs PyTorch anchors (issue 23 item 5)", "",
            "bf16 forward + backward, H=16, D=64; median ms over the reps (CUDA events). TFLOP/s: "
            "forward 4BHL^2D, backward 2.5x, halved for causal and one-sided (not the one-sided case's "
-           "unmasked sdpa-flash). Forward ms: the forward alone (no graph kept); wgmma forward ms: the fused "
-           "kernel's forward alone with its tile products by Hopper's warpgroup MMA (ForwardProducts::WarpgroupMma; "
-           "compute capability 9.0 only), the other columns being its mma.sync forward's. Ratios: the fused "
+           "unmasked sdpa-flash). Forward ms: the forward alone (no graph kept). Ratios: the fused "
            "kernel's time / this row's time (< 1: the fused kernel is faster). Methods ending in `-atomic`: the "
-           "same kernel with its AtomicDq backward (the others: two-pass). The fused kernel skips the tile pairs "
+           "same kernel with its AtomicDq backward; in `-wgmma`: with the two-pass backward and every tile product "
+           "(forward and backward) by Hopper's warpgroup MMA; the others: two-pass, mma.sync. The fused kernel skips the tile pairs "
            "whose every probability is below 2^-136 (far from the diagonal, ALiBi's bias makes them underflow); "
            "`xtrap-fused-fixed-dense` is the same kernel computing every open pair. TFLOP/s count the same work "
            "for every row of a case, skipped pairs included.", ""]
@@ -414,18 +423,17 @@ def join(fused_csv, anchors_csv, md_path):
         first = next(iter(methods.values()))
         out += [f"## {c} (B={first['B']}, H={first['H']}, L={first['L']}, D={first['D']}, "
                 f"{'causal' if first['causal'] == '1' else 'bidirectional'})", "",
-                f"| method | ms | forward ms | wgmma forward ms | TFLOP/s | peak MiB | status | {prim} / this "
-                "| xtrap-fused-learned / this |",
-                "|---|---:|---:|---:|---:|---:|---|---:|---:|"]
-        for m in sorted(methods, key=lambda m: (rank.get(m.removesuffix(ATOMIC), len(order)), m)):
+                f"| method | ms | forward ms | TFLOP/s | peak MiB | status | {prim} / this | xtrap-fused-learned / this |",
+                "|---|---:|---:|---:|---:|---|---:|---:|"]
+        for m in sorted(methods, key=lambda m: (rank.get(base_method(m), len(order)), m)):
             r, t = methods[m], ms_of(methods[m])
             ratio = fmt(prim_ms / t, ".3f") if prim_ms and t else ""
             lratio = fmt(learned_ms / t, ".3f") if learned_ms and t else ""
-            out.append(f"| {m} | {r['ms']} | {r.get('fwd_ms') or ''} | {r.get('fwd_wgmma_ms') or ''} | {r['tflops']} "
-                       f"| {r['peak_mib']} | {r['status']} | {ratio} | {lratio} |")
+            out.append(f"| {m} | {r['ms']} | {r.get('fwd_ms') or ''} | {r['tflops']} | {r['peak_mib']} | {r['status']} "
+                       f"| {ratio} | {lratio} |")
         out.append("")
         # The targets, for each backward scheme that was measured (bench_attention --fused-backward).
-        for scheme in ("", ATOMIC):
+        for scheme in SCHEMES:
             if prim + scheme in methods:
                 targets += case_targets(c, methods, by_case, scheme)
     out += ["## Targets", "", "| case | check |", "|---|---|"] + targets + [""]

@@ -8,9 +8,10 @@
 // tokens/s. Sizes are the quickstart model's (d = 128, 8 heads); 2048 tokens per iteration.
 // Threads: --threads is not a Google Benchmark flag; set XTRAP_THREADS (default 2).
 // Where LibTorch has CUDA (XTRAP_WITH_CUDA_KERNELS), `--fused-csv FILE [--fused-reps N]
-// [--fused-cases A,B] [--fused-backward two-pass|atomic|both]` instead times the fused ALiBi-family
+// [--fused-cases A,B] [--fused-backward two-pass|atomic|wgmma|all]` instead times the fused ALiBi-family
 // kernel (issue 23 item 5) at bench/attention_anchors.py's cases (or the cases named), with each
-// backward scheme (default both), and writes its CSV columns (bench/fused_attention.sh joins the
+// backward scheme, and the two-pass one with the warpgroup MMA's tile products (wgmma; default all),
+// and writes its CSV columns (bench/fused_attention.sh joins the
 // two; bench/gpu_check.sh's ncu stage profiles one case and scheme).
 #include <benchmark/benchmark.h>
 
@@ -28,6 +29,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -204,7 +206,6 @@ std::vector<FusedRow> fusedRows() {
 
 struct FusedResult {
   double ms = 0, forwardMs = 0, peakMiB = 0;
-  double forwardWarpgroupMs = -1;  // the forward alone with warpgroup MMA products; -1: this GPU has none
   std::string status = "ok";
 };
 
@@ -232,9 +233,21 @@ double medianMs(const std::function<void()>& work, int warmup, int reps) {
   return reps % 2 ? ms[reps / 2] : 0.5 * (ms[reps / 2 - 1] + ms[reps / 2]);
 }
 
-// `backward`: the scheme of the kernel's backward (the AtomicDq rows' methods end in "-atomic",
-// which bench/attention_anchors.py --join reads).
-FusedResult timeFused(const FusedRow& r, cuda::BackwardScheme backward, int warmup, int reps) {
+// How the kernel is run: its backward scheme and its tile products; the methods of its rows end in
+// `suffix` (bench/attention_anchors.py --join reads them).
+struct FusedConfig {
+  const char* name;  // --fused-backward's
+  cuda::BackwardScheme backward;
+  cuda::TileProducts products;
+  const char* suffix;
+};
+constexpr FusedConfig kFusedConfigs[] = {
+    {"two-pass", cuda::BackwardScheme::TwoPass, cuda::TileProducts::WarpMma, ""},
+    {"atomic", cuda::BackwardScheme::AtomicDq, cuda::TileProducts::WarpMma, "-atomic"},
+    {"wgmma", cuda::BackwardScheme::TwoPass, cuda::TileProducts::WarpgroupMma, "-wgmma"},
+};
+
+FusedResult timeFused(const FusedRow& r, const FusedConfig& config, int warmup, int reps) {
   FusedResult result;
   const int64_t H = kFusedHeads, D = kFusedHeadDim;
   try {
@@ -247,6 +260,9 @@ FusedResult timeFused(const FusedRow& r, cuda::BackwardScheme backward, int warm
          k = torch::randn({r.B, H, r.L, D}, bf16).requires_grad_(),
          v = torch::randn({r.B, H, r.L, D}, bf16).requires_grad_(), dO = torch::randn({r.B, H, r.L, D}, bf16);
     std::string reason = fusedLinearBiasAttentionUnsupported(q, k, v, 0.0);
+    if (reason.empty())
+      if (const char* products = cuda::linearBiasAttentionProductsCheck(q.get_device(), config.products))
+        reason = products;
     if (!reason.empty()) {
       result.status = "unsupported: " + reason;
       return result;
@@ -255,7 +271,8 @@ FusedResult timeFused(const FusedRow& r, cuda::BackwardScheme backward, int warm
     for (const auto& p : bias->parameters()) inputs.push_back(p);
     const double scale = 1.0 / std::sqrt(double(D));
     auto step = [&] {
-      auto o = fusedLinearBiasAttention(q, k, v, *bias, r.causal, scale, 0.0, backward, !r.dense);
+      auto o =
+          fusedLinearBiasAttention(q, k, v, *bias, r.causal, scale, 0.0, config.backward, !r.dense, config.products);
       torch::autograd::grad({o}, inputs, {dO}, /*retain_graph=*/{}, /*create_graph=*/false, /*allow_unused=*/true);
     };
     resetPeakMemory(q.device());
@@ -265,19 +282,9 @@ FusedResult timeFused(const FusedRow& r, cuda::BackwardScheme backward, int warm
     result.forwardMs = medianMs(
         [&] {
           torch::NoGradGuard noGrad;
-          fusedLinearBiasAttention(q, k, v, *bias, r.causal, scale, 0.0, backward, !r.dense);
+          fusedLinearBiasAttention(q, k, v, *bias, r.causal, scale, 0.0, config.backward, !r.dense, config.products);
         },
         warmup, reps);
-    // The same with the forward's products by the warpgroup MMA (cuda::ForwardProducts): which
-    // forward is faster.
-    if (!cuda::linearBiasAttentionProductsCheck(q.get_device(), cuda::ForwardProducts::WarpgroupMma))
-      result.forwardWarpgroupMs = medianMs(
-          [&] {
-            torch::NoGradGuard noGrad;
-            fusedLinearBiasAttention(q, k, v, *bias, r.causal, scale, 0.0, backward, !r.dense,
-                                     cuda::ForwardProducts::WarpgroupMma);
-          },
-          warmup, reps);
   } catch (const std::exception& e) {
     std::string what = e.what();
     what = what.substr(0, std::min(what.find('\n'), size_t(160)));
@@ -302,10 +309,11 @@ void printKernelFacts() {
   }
 }
 
-// `cases`: comma-separated case names, or empty for every case; `backward`: two-pass, atomic or both.
+// `cases`: comma-separated case names, or empty for every case; `backward`: a FusedConfig's name or all.
 int writeFusedCsv(const std::string& path, int reps, const std::string& cases, const std::string& backward) {
-  if (backward != "two-pass" && backward != "atomic" && backward != "both") {
-    std::fprintf(stderr, "bench_attention: --fused-backward must be two-pass, atomic or both, not '%s'\n",
+  if (backward != "all" && std::none_of(std::begin(kFusedConfigs), std::end(kFusedConfigs),
+                                        [&](const FusedConfig& c) { return backward == c.name; })) {
+    std::fprintf(stderr, "bench_attention: --fused-backward must be two-pass, atomic, wgmma or all, not '%s'\n",
                  backward.c_str());
     return 2;
   }
@@ -327,18 +335,15 @@ int writeFusedCsv(const std::string& path, int reps, const std::string& cases, c
     return 1;
   }
   printKernelFacts();
-  // attention_anchors.py's columns, then the forward alone, with mma.sync and with warpgroup MMA
-  // products (the join reads columns by name).
-  const char* header = "case,B,H,L,D,causal,method,ms,tflops,peak_mib,status,fwd_ms,fwd_wgmma_ms\n";
+  // attention_anchors.py's columns, then the forward alone (the join reads columns by name).
+  const char* header = "case,B,H,L,D,causal,method,ms,tflops,peak_mib,status,fwd_ms\n";
   std::fputs(header, out);
   std::fputs(header, stdout);
-  const std::pair<cuda::BackwardScheme, const char*> schemes[] = {{cuda::BackwardScheme::TwoPass, ""},
-                                                                  {cuda::BackwardScheme::AtomicDq, "-atomic"}};
   for (const FusedRow& r : fusedRows())
-    for (auto [scheme, suffix] : schemes) {
+    for (const FusedConfig& config : kFusedConfigs) {
       if (!wanted.empty() && !wanted.count(r.caseName)) continue;
-      if (backward != "both" && (backward == "atomic") != (scheme == cuda::BackwardScheme::AtomicDq)) continue;
-      FusedResult t = timeFused(r, scheme, 5, reps);
+      if (backward != "all" && backward != config.name) continue;
+      FusedResult t = timeFused(r, config, 5, reps);
       std::replace(t.status.begin(), t.status.end(), ',', ';');  // one CSV field
       bool half = r.causal || r.pos == PositionMethod::AlibiOneSided;
       double flops = 3.5 * 4.0 * double(r.B * kFusedHeads * r.L) * double(r.L * kFusedHeadDim) * (half ? 0.5 : 1.0);
@@ -347,14 +352,12 @@ int writeFusedCsv(const std::string& path, int reps, const std::string& cases, c
         std::snprintf(numbers, sizeof numbers, "%.4f,%.2f,%.1f", t.ms, flops / (t.ms * 1e-3) / 1e12, t.peakMiB);
       else
         std::snprintf(numbers, sizeof numbers, ",,");
-      char forward[64] = ",";  // fwd_ms, fwd_wgmma_ms
-      if (t.status == "ok")
-        std::snprintf(forward, sizeof forward, t.forwardWarpgroupMs >= 0 ? "%.4f,%.4f" : "%.4f,", t.forwardMs,
-                      t.forwardWarpgroupMs);
+      char forward[32] = "";
+      if (t.status == "ok") std::snprintf(forward, sizeof forward, "%.4f", t.forwardMs);
       for (FILE* f : {out, stdout})
         std::fprintf(f, "%s,%lld,%lld,%lld,%lld,%d,%s,%s,%s,%s\n", r.caseName.c_str(), (long long)r.B,
                      (long long)kFusedHeads, (long long)r.L, (long long)kFusedHeadDim, int(r.causal),
-                     (r.method + suffix).c_str(), numbers, t.status.c_str(), forward);
+                     (r.method + config.suffix).c_str(), numbers, t.status.c_str(), forward);
       std::fflush(out);
     }
   std::fclose(out);
@@ -369,7 +372,7 @@ int main(int argc, char** argv) {
   const char* threads = std::getenv("XTRAP_THREADS");
   xtrap::configureRuntime(threads ? std::atoll(threads) : 2);
 #ifdef XTRAP_WITH_CUDA_KERNELS
-  std::string fusedCsv, fusedCases, fusedBackward = "both";
+  std::string fusedCsv, fusedCases, fusedBackward = "all";
   int fusedReps = 20;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--fused-csv") == 0) fusedCsv = argv[i + 1];

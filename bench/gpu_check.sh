@@ -16,25 +16,25 @@
 #            bench/fused_attention.sh: OUTDIR/fused_attention.md). XTRAP_TARGETS=bench_attention
 #            builds only what it needs.
 #   ncu      Nsight Compute's full set of sections on the fused kernels at NCU_CASE (default
-#            causal-B8-L2048), one forward and backward with each backward scheme in NCU_BACKWARD
-#            (default "two-pass atomic"): the profile asked for when the kernel misses a target.
+#            causal-B8-L2048), one forward and backward with each of bench_attention's
+#            --fused-backward configurations in NCU_BACKWARD (default "two-pass atomic wgmma": the
+#            two backward schemes, and the two-pass one with the warpgroup MMA's tile products): the
+#            profile asked for when the kernel misses a target.
 #            Per scheme NCU_REPORTS/ncu-SCHEME.ncu-rep (the report, default /tmp/ncu-reports:
 #            only ncu reads it, so it stays on the machine) and in OUTDIR ncu-SCHEME.txt (its details page: speed of light, pipes, shared memory and L2 tables,
 #            the L2's atomic and reduction requests where AtomicDq's dQ adds go, occupancy, warp
 #            state), ncu-SCHEME-raw.csv (every metric collected, by name: the warp-stall reasons
 #            and pipe utilisations that the details page draws as charts), ncu-SCHEME-sass.csv and
 #            -lines.csv (the source page: stall samples and instructions executed per SASS
-#            instruction, and per line of the .cu). Then ncu-wgmma-forward.*: the forward with warpgroup
-#            MMA products (ForwardProducts::WarpgroupMma; compute capability 9.0 only: elsewhere
-#            no launch matches). Then the same for the anchors in NCU_ANCHORS
+#            instruction, and per line of the .cu). Then the same for the anchors in NCU_ANCHORS
 #            (default "sdpa-flash flex-alibi") at that case, their first forward + backward
 #            (bench/attention_anchors.py --methods): ncu-ANCHOR.*, the kernels the fused one is
 #            measured against, profiled alike. ncu_summary.md: every profiled kernel in one table
 #            (bench/ncu_summary.py); kernels.sass: the fused kernels' machine code (cuobjdump).
 #   sanitize compute-sanitizer's tools (SANITIZE_TOOLS, default "memcheck racecheck synccheck
 #            initcheck") on the fused kernels as fused_attention_checks --sanitize runs them (every
-#            variant at T 130, D 64 and 128, both backward schemes, dropout, negligible pairs skipped
-#            at T 600), each tool limited to SANITIZE_SECONDS (default 150): what the CPU emulation
+#            variant at T 130, D 64 and 128, both backward schemes and the warpgroup MMA's tile
+#            products, dropout, negligible pairs skipped at T 600), each tool limited to SANITIZE_SECONDS (default 150): what the CPU emulation
 #            cannot show, the GPU's own ordering of shared-memory accesses within and across warps,
 #            its barriers, and reads of global memory never written. sanitize-TOOL.log each.
 #            Nothing is checked on a gVisor machine (the H200s: the tool refuses the device).
@@ -199,17 +199,11 @@ if wants ncu; then
       ncu --import "$report.ncu-rep" --page source --print-source cuda --csv >"$page-lines.csv" 2>&1
       summary "ncu (${NCU_CASE:-causal-B8-L2048}, $name): rc=$rc in $((SECONDS - start)) s (ncu-$name.txt, -raw.csv, -sass.csv, -lines.csv, .log)"
     }
-    for scheme in ${NCU_BACKWARD:-two-pass atomic}; do
+    for scheme in ${NCU_BACKWARD:-two-pass atomic wgmma}; do
       profile "$scheme" 'tileBoundsKernel|tileWalksKernel|forwardKernel|keyGradKernel|queryGradKernel|roundQueryGradKernel' 5 5 \
         build-cuda/bench_attention --fused-csv "$OUT/ncu_case.csv" --fused-reps 1 \
         --fused-cases "${NCU_CASE:-causal-B8-L2048}" --fused-backward "$scheme"
     done
-    # The forward with warpgroup MMA products: bench_attention's first row of the case runs the
-    # forward 6 times with its backward and 6 times alone (5 warm-up runs and 1 timed each), then 6
-    # times with these products; the 14th forward launch is the second of those.
-    profile wgmma-forward 'forwardKernel' 13 1 \
-      build-cuda/bench_attention --fused-csv "$OUT/ncu_case.csv" --fused-reps 1 \
-      --fused-cases "${NCU_CASE:-causal-B8-L2048}" --fused-backward two-pass
     # The wheel's Python without the Debian libraries put first for xtrap (bench/fused_attention.sh).
     python_libs=$(tr ':' '\n' <<<"${LD_LIBRARY_PATH:-}" | grep -v '^/tmp/deps/' | paste -sd:)
     for anchor in ${NCU_ANCHORS:-sdpa-flash flex-alibi}; do

@@ -12,10 +12,10 @@
 // gradients. Every case skips negligible pairs (ForwardArgs::tileBounds); slopes steep enough for
 // some to be skipped, and v made NaN where only skipped pairs would read it, show that they are.
 // Every case runs under both of the emulation's extreme schedules and must give bit-identical
-// results: a difference is a missing barrier (a race on the GPU). The forward of warpgroup MMA
-// products (ForwardProducts::WarpgroupMma) must give the mma.sync forward's o and log-sum-exp bit
-// for bit: the emulation sums both products' terms in the same order, so any difference is a
-// layout or an order the two disagree on. What this cannot show (speed,
+// results: a difference is a missing barrier (a race on the GPU). The warpgroup MMA products
+// (TileProducts::WarpgroupMma: the forward's and the two-pass backward's) must give the mma.sync
+// kernels' results bit for bit: the emulation sums both products' terms in the same order, so any
+// difference is a layout or an order the two disagree on. What this cannot show (speed,
 // the GPU's memory model, ex2.approx's rounding) is the gpu-labelled fused_attention_checks' job on
 // the GPU machine.
 #include <catch2/catch.hpp>
@@ -206,10 +206,10 @@ std::vector<double> toDoubles(const Buffer<T>& buffer, size_t n) {
   return out;
 }
 
-// The kernels' forward (with `products`) and backward (of `scheme`; none without `backward`: its
-// results are left empty) through their C++ API; FAILs on a launch error or fault.
+// The kernels' forward and backward (of `scheme`), both with `products`, through their C++ API;
+// FAILs on a launch error or fault.
 Result runKernels(const Problem& p, const Inputs& in, xtrap::cuda::BackwardScheme scheme,
-                  xtrap::cuda::ForwardProducts products = xtrap::cuda::ForwardProducts::WarpMma, bool backward = true) {
+                  xtrap::cuda::TileProducts products = xtrap::cuda::TileProducts::WarpMma) {
   const AttentionShape& s = p.shape;
   const size_t n = size_t(s.B) * s.H * s.T * s.D, rows = size_t(s.B) * s.H * s.T;
   Buffer<bf16> qkv(in.qkv.size()), dO(n), o(n), dq(n), dk(n), dv(n);
@@ -248,11 +248,6 @@ Result runKernels(const Problem& p, const Inputs& in, xtrap::cuda::BackwardSchem
   cudaError_t e = xtrap::cuda::linearBiasAttentionForward(fa, nullptr);
   INFO("forward: " << cuda_emulation::lastFault());
   REQUIRE(e == cudaSuccess);
-  if (!backward) {
-    Result r;
-    r.o = toDoubles(o, n), r.lse = toDoubles(lse, rows);
-    return r;
-  }
 
   xtrap::cuda::BackwardArgs ba;
   ba.shape = s, ba.q = fa.q, ba.k = fa.k, ba.v = fa.v, ba.o = fa.o, ba.dO = headsView(dO), ba.lse = lse.data();
@@ -261,7 +256,7 @@ Result runKernels(const Problem& p, const Inputs& in, xtrap::cuda::BackwardSchem
   ba.dSlopeFuture = p.slopeGradients ? dFuture.data() : nullptr;
   ba.dFirstTokenBias = p.variant.firstToken.empty() ? nullptr : dFirst.data();
   ba.bias = bias, ba.scale = scale, ba.dropout = p.dropout, ba.seed = p.seed, ba.scheme = scheme;
-  ba.rowWeights = fa.rowWeights, ba.tileBounds = fa.tileBounds;
+  ba.rowWeights = fa.rowWeights, ba.tileBounds = fa.tileBounds, ba.products = products;
   Buffer<unsigned char> workspace(xtrap::cuda::linearBiasAttentionBackwardWorkspace(ba));
   e = xtrap::cuda::linearBiasAttentionBackward(ba, workspace.data(), nullptr);
   INFO("backward: " << cuda_emulation::lastFault());
@@ -342,18 +337,22 @@ void check(const Problem& p) {
   CHECK(got[0].lse == got[1].lse);
   CHECK(got[0].dk == got[1].dk);
   CHECK(got[0].dv == got[1].dv);
-  // The warpgroup MMA forward, under both schedules (its products computed at their wait, or at
-  // their issue), with the row weights that AtomicDq's bias gradients ask for.
+  // The warpgroup MMA products (the forward and the two-pass backward), under both schedules
+  // (products computed at their wait, or at their issue): every result the mma.sync kernels'.
   for (cuda_emulation::Schedule schedule :
        {cuda_emulation::Schedule::Ascending, cuda_emulation::Schedule::Descending}) {
-    INFO("warpgroup MMA forward, schedule " << int(schedule));
+    INFO("warpgroup MMA products, schedule " << int(schedule));
     cuda_emulation::setSchedule(schedule);
-    const Result warpgroup = runKernels(p, in, xtrap::cuda::BackwardScheme::AtomicDq,
-                                        xtrap::cuda::ForwardProducts::WarpgroupMma, /*backward=*/false);
+    const Result warpgroup =
+        runKernels(p, in, xtrap::cuda::BackwardScheme::TwoPass, xtrap::cuda::TileProducts::WarpgroupMma);
     cuda_emulation::setSchedule(cuda_emulation::Schedule::Ascending);
-    CHECK(warpgroup.o == got[0].o);
-    CHECK(warpgroup.lse == got[0].lse);
+    CHECK(warpgroup == got[0]);
   }
+  // With AtomicDq the forward's products are the warpgroup's (with the row weights its bias
+  // gradients ask for) and keyGrad's mma.sync: the AtomicDq results.
+  const Result mixed =
+      runKernels(p, in, xtrap::cuda::BackwardScheme::AtomicDq, xtrap::cuda::TileProducts::WarpgroupMma);
+  CHECK(mixed == got[1]);
 }
 
 // Toy kernels for the emulation's own checks. Thread t writes slot t of `shared` (global memory

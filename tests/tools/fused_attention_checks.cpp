@@ -8,8 +8,8 @@
 // fixed-slope one also with learned slopes, and interpolated slopes), H in {8, 12}, D in {64, 128},
 // T in {1, 7, 128, 1000, 4099}: the output and dq, dk, dv, and the gradients of the learned slopes
 // and first-token bias (through their sigmoid parameterisation, by autograd on both sides), with
-// each backward scheme, and with the forward's warpgroup MMA products where the GPU has them
-// (compute capability 9.0). Then:
+// each backward scheme, and with the warpgroup MMA's tile products (forward and two-pass backward)
+// where the GPU has them (compute capability 9.0). Then:
 // slope gradients bit-identical across two runs; negligible pairs skipped (the same results as
 // computing them, and never read); dropout's mask the same in the backward pass as
 // in the forward, kept at rate 1 - p, a function of torch::manual_seed; and at model level, the
@@ -140,16 +140,30 @@ std::vector<torch::Tensor> takeParamGrads(LinearBias& bias) {
   return grads;
 }
 
-// The backward schemes (cuda::BackwardScheme), each checked alike, and how the checks name them.
-constexpr std::pair<cuda::BackwardScheme, const char*> kSchemes[] = {{cuda::BackwardScheme::TwoPass, "two-pass"},
-                                                                     {cuda::BackwardScheme::AtomicDq, "atomic dQ"}};
+// How the kernel runs, each way checked alike: its backward scheme (cuda::BackwardScheme) and its
+// tile products (cuda::TileProducts): mma.sync with both schemes, and where this GPU has it
+// (compute capability 9.0) the warpgroup MMA with the two-pass one.
+struct KernelConfig {
+  cuda::BackwardScheme scheme;
+  cuda::TileProducts products;
+  const char* name;
+};
+std::vector<KernelConfig> kernelConfigs() {
+  std::vector<KernelConfig> configs = {
+      {cuda::BackwardScheme::TwoPass, cuda::TileProducts::WarpMma, "two-pass backward"},
+      {cuda::BackwardScheme::AtomicDq, cuda::TileProducts::WarpMma, "atomic dQ backward"}};
+  if (!cuda::linearBiasAttentionProductsCheck(c10::cuda::current_device(), cuda::TileProducts::WarpgroupMma))
+    configs.push_back(
+        {cuda::BackwardScheme::TwoPass, cuda::TileProducts::WarpgroupMma, "warpgroup MMA products, two-pass backward"});
+  return configs;
+}
 
 // The kernel: o and every gradient of sum(o * dO), for bf16 q, k, v.
 // skipNegligible, products: as fusedLinearBiasAttention's (false: every open pair computed).
 Grads kernelPass(LinearBias& bias, bool causal, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                  const torch::Tensor& dO, double scale, double dropout = 0.0,
                  cuda::BackwardScheme scheme = cuda::BackwardScheme::TwoPass, bool skipNegligible = true,
-                 cuda::ForwardProducts products = cuda::ForwardProducts::WarpMma) {
+                 cuda::TileProducts products = cuda::TileProducts::WarpMma) {
   auto ql = q.detach().requires_grad_(), kl = k.detach().requires_grad_(), vl = v.detach().requires_grad_();
   auto o = fusedLinearBiasAttention(ql, kl, vl, bias, causal, scale, dropout, scheme, skipNegligible,
                                     products);  // (B, H, T, D) bf16
@@ -198,25 +212,6 @@ struct Sizes {
 const Sizes kIssueSizes{{8, 12}, {64, 128}, {1, 7, 128, 1000, 4099}, 2, 4099};
 const Sizes kSanitizerSizes{{8}, {64, 128}, {130}, 1, 600};
 
-// The forward's products (cuda::ForwardProducts) checked with each backward scheme: mma.sync with
-// both; the warpgroup MMA, where this GPU has it (compute capability 9.0), with the two-pass one.
-struct KernelConfig {
-  cuda::BackwardScheme scheme;
-  cuda::ForwardProducts products;
-  std::string name;
-};
-std::vector<KernelConfig> kernelConfigs() {
-  std::vector<KernelConfig> configs;
-  for (auto [scheme, schemeName] : kSchemes)
-    configs.push_back({scheme, cuda::ForwardProducts::WarpMma, std::string(schemeName) + " backward"});
-  if (!cuda::linearBiasAttentionProductsCheck(c10::cuda::current_device(), cuda::ForwardProducts::WarpgroupMma))
-    configs.push_back({cuda::BackwardScheme::TwoPass, cuda::ForwardProducts::WarpgroupMma,
-                       "warpgroup MMA forward, two-pass backward"});
-  else
-    std::puts("note: the warpgroup MMA forward not checked: this GPU is not of compute capability 9.0");
-  return configs;
-}
-
 void kernelMatchesReference(const Sizes& sizes) {
   const std::vector<KernelConfig> configs = kernelConfigs();
   for (int64_t H : sizes.heads)
@@ -249,10 +244,10 @@ void kernelMatchesReference(const Sizes& sizes) {
               worstParam = std::max(worstParam, relativeParamDiff(ref.params[p], got.params[p]));
             }
             check(finite && worst <= kTensorTolerance && worstParam <= kParamTolerance,
-                  config.name + ", " + variant.name + " H=" + std::to_string(H) + " D=" + std::to_string(D) +
-                      " T=" + std::to_string(T) + ":" + detail + ", learned parameters " + fmtDouble(worstParam) +
-                      " (" + std::to_string(ref.params.size()) + " tensors; tolerances " + fmtDouble(kTensorTolerance) +
-                      ", " + fmtDouble(kParamTolerance) + " of the largest element)");
+                  std::string(config.name) + ", " + variant.name + " H=" + std::to_string(H) +
+                      " D=" + std::to_string(D) + " T=" + std::to_string(T) + ":" + detail + ", learned parameters " +
+                      fmtDouble(worstParam) + " (" + std::to_string(ref.params.size()) + " tensors; tolerances " +
+                      fmtDouble(kTensorTolerance) + ", " + fmtDouble(kParamTolerance) + " of the largest element)");
           }
         }
 }
@@ -260,7 +255,7 @@ void kernelMatchesReference(const Sizes& sizes) {
 // The slope and first-token-bias gradients are reduced in a fixed order: bit-identical run to run,
 // whichever the backward scheme (the atomic one's dq is not).
 void slopeGradientsDeterministic() {
-  for (auto [scheme, schemeName] : kSchemes)
+  for (const KernelConfig& config : kernelConfigs())
     for (const char* name : {"bialibi", "causal alibi (slopes learned)"}) {
       for (const Variant& variant : variants(12)) {
         if (variant.name != name) continue;
@@ -269,12 +264,12 @@ void slopeGradientsDeterministic() {
         auto bf16 = torch::TensorOptions(torch::kBFloat16).device(kGpu);
         auto q = torch::randn({4, 12, 2000, 64}, bf16), k = torch::randn_like(q), v = torch::randn_like(q),
              dO = torch::randn_like(q);
-        Grads a = kernelPass(*bias, variant.causal, q, k, v, dO, 0.125, 0.0, scheme);
-        Grads b = kernelPass(*bias, variant.causal, q, k, v, dO, 0.125, 0.0, scheme);
+        Grads a = kernelPass(*bias, variant.causal, q, k, v, dO, 0.125, 0.0, config.scheme, true, config.products);
+        Grads b = kernelPass(*bias, variant.causal, q, k, v, dO, 0.125, 0.0, config.scheme, true, config.products);
         bool same = !a.params.empty() && a.params.size() == b.params.size();
         for (size_t p = 0; same && p < a.params.size(); ++p) same = torch::equal(a.params[p], b.params[p]);
         bool sameQkv = torch::equal(a.dq, b.dq) && torch::equal(a.dk, b.dk) && torch::equal(a.dv, b.dv);
-        check(same, std::string(schemeName) + " backward, " + variant.name +
+        check(same, std::string(config.name) + ", " + variant.name +
                         " B=4 H=12 T=2000 D=64: learned-parameter gradients bit-identical across two runs (" +
                         std::to_string(a.params.size()) + " tensors; dq, dk, dv " +
                         (sameQkv ? "bit-identical too" : "not bit-identical, not required") + ")");
@@ -292,14 +287,18 @@ void negligiblePairsSkipped(int64_t B, int64_t T) {
   const std::string shape = " B=" + std::to_string(B) + " H=8 T=" + std::to_string(T) + " D=64";
   for (const Variant& variant : variants(8)) {
     if (variant.name != "causal alibi (slopes learned)") continue;
-    for (auto [scheme, schemeName] : kSchemes) {
+    for (const KernelConfig& config : kernelConfigs()) {
+      const cuda::BackwardScheme scheme = config.scheme;
       auto bias = makeBias(variant);
       torch::manual_seed(17);
       auto bf16 = torch::TensorOptions(torch::kBFloat16).device(kGpu);
       auto q = torch::randn({B, 8, T, 64}, bf16), k = torch::randn_like(q), v = torch::randn_like(q),
            dO = torch::randn_like(q);
-      Grads skip = kernelPass(*bias, true, q, k, v, dO, 0.125, 0.0, scheme, true);
-      Grads dense = kernelPass(*bias, true, q, k, v, dO, 0.125, 0.0, scheme, false);
+      auto pass = [&](const torch::Tensor& values, bool skipNegligible) {
+        return kernelPass(*bias, true, q, k, values, dO, 0.125, 0.0, scheme, skipNegligible, config.products);
+      };
+      Grads skip = pass(v, true);
+      Grads dense = pass(v, false);
       double worst = 0;
       bool exact = true;
       std::vector<std::pair<torch::Tensor, torch::Tensor>> pairs = {
@@ -311,7 +310,7 @@ void negligiblePairsSkipped(int64_t B, int64_t T) {
         exact = exact && torch::equal(want, got);
       }
       check(worst <= std::ldexp(1.0, -20),
-            std::string(schemeName) + " backward, causal alibi (slopes learned)" + shape + ": negligible " +
+            std::string(config.name) + ", causal alibi (slopes learned)" + shape + ": negligible " +
                 "pairs skipped against computed, o, dk, dv" + (scheme == cuda::BackwardScheme::TwoPass ? ", dq" : "") +
                 " and slope gradients differ by " + fmtDouble(worst) + " of the largest element (<= 2^-20; " +
                 (exact ? "bit-identical" : "not bit-identical") + ")");
@@ -322,10 +321,10 @@ void negligiblePairsSkipped(int64_t B, int64_t T) {
       auto far = [](const Grads& g) {
         return g.o.index({torch::indexing::Slice(), 0, torch::indexing::Slice(512)}).isfinite().all().item<bool>();
       };
-      const bool skipFinite = far(kernelPass(*bias, true, q, k, poisoned, dO, 0.125, 0.0, scheme, true));
-      const bool denseFinite = far(kernelPass(*bias, true, q, k, poisoned, dO, 0.125, 0.0, scheme, false));
+      const bool skipFinite = far(pass(poisoned, true));
+      const bool denseFinite = far(pass(poisoned, false));
       check(skipFinite && !denseFinite,
-            std::string(schemeName) + " backward," + shape + ": with v of keys 0-63 NaN, head 0's rows 512-" +
+            std::string(config.name) + "," + shape + ": with v of keys 0-63 NaN, head 0's rows 512-" +
                 std::to_string(T - 1) + " are " + (skipFinite ? "finite" : "not finite") +
                 " when negligible pairs are skipped (want finite) and " + (denseFinite ? "finite" : "not finite") +
                 " when every pair is computed (want not)");
@@ -397,6 +396,16 @@ void dropoutMaskConsistent() {
             variant.name + " dropout 0.3, atomic dQ backward: output and gradients against the reference with the " +
                 "first pass's mask: " + fmtDouble(atomicErrors.tensors) + ", learned parameters " +
                 fmtDouble(atomicErrors.params) + " (its forward may sum the row weights too: the same mask still)");
+      // And the warpgroup MMA's tile products, where this GPU has them: the same mask again.
+      for (const KernelConfig& config : kernelConfigs()) {
+        if (config.products != cuda::TileProducts::WarpgroupMma) continue;
+        torch::manual_seed(42);
+        const Errors e = errorsAgainst(
+            ref, kernelPass(*bias, variant.causal, q, k, v, dO, scale, p, config.scheme, true, config.products));
+        check(e.tensors <= kTensorTolerance && e.params <= kParamTolerance,
+              variant.name + " dropout 0.3, " + config.name + ": output and gradients against the reference with " +
+                  "the first pass's mask: " + fmtDouble(e.tensors) + ", learned parameters " + fmtDouble(e.params));
+      }
       const Errors errors = errorsAgainst(ref, got);
       check(errors.tensors <= kTensorTolerance && errors.params <= kParamTolerance,
             variant.name + " dropout 0.3: output and gradients against the reference with the forward's mask: " +
@@ -519,6 +528,8 @@ int main(int argc, char** argv) {
     return 77;
   }
   const Sizes& sizes = sanitize ? kSanitizerSizes : kIssueSizes;
+  if (kernelConfigs().size() < 3)
+    std::puts("note: the warpgroup MMA's tile products not checked: this GPU is not of compute capability 9.0");
   try {
     kernelMatchesReference(sizes);
     if (!sanitize) slopeGradientsDeterministic();

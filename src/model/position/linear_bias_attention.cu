@@ -59,13 +59,13 @@
 // FlashAttention-2 does): each exponential is one ex2 instruction. Each kernel is instantiated with
 // and without dropout, so evaluation and dropout-free training carry no per-cell dropout work.
 //
-// Hopper (compute capability 9.0): the forward can compute its two tile products with the warpgroup
-// MMA (ForwardProducts::WarpgroupMma, warpgroup_mma.cuh): the block's 4 warps are one warpgroup, its
-// 64 query rows one wgmma's M, and Q, K and V core-matrix tiles (core_matrix_tile.h) that wgmma reads
-// from shared memory once for the 4 warps; each warp's accumulators lie in the registers mma.sync's
-// would, so the rest of the forward is the same code. Carried beside mma.sync until the GPU times
-// both (not yet run on one). What would make it faster still: TMA loads, products left in flight
-// across the softmax, and the backward's products on the warpgroup MMA too (FA3). Measured slower on the H100
+// Hopper (compute capability 9.0): the forward and the two-pass backward can compute their tile
+// products with the warpgroup MMA (TileProducts::WarpgroupMma, warpgroup_mma.cuh): a block's 4
+// warps are one warpgroup, its 64 rows (queries; keys in keyGrad) one wgmma's M, and its tiles
+// core-matrix tiles (core_matrix_tile.h) that wgmma reads from shared memory once for the 4 warps;
+// each warp's accumulators lie in the registers mma.sync's would, so the rest of each kernel is the
+// same code. Carried beside mma.sync until the GPU times both (not yet run on one). What would make
+// it faster still: TMA loads, products left in flight across the softmax (FA3). Measured slower on the H100
 // (results/gpu/h100-2026-11-26, causal B8 L2048 D 64), and removed: a forward of 32 query rows a warp (two 64-row query
 // tiles a block, each K and V fragment read from shared memory serving two tile products; 241 registers, 2 blocks an
 // SM): its forward 0.402 ms against 0.350 for the 16-row one here; and FlashAttention-2's one-pass backward in its
@@ -469,14 +469,14 @@ __device__ __forceinline__ void copyRows(bf16* tile, const HeadsView& view, cons
   constexpr int kPieces = D / 8, kRowsPerPass = kThreads / kPieces;
   static_assert(kThreads % kPieces == 0 && kBr % kRowsPerPass == 0, "whole rows per pass, whole passes per tile");
   static_assert(!kCore || (kBr == core::kRows && kRowsPerPass % 8 == 0), "core tiles: whole row groups per pass");
-  const int x = threadIdx.x;
-  const int r0 = kCore ? x % 8 + x / (8 * kPieces) * 8 : x / kPieces;
-  const int col = (kCore ? x / 8 % kPieces : x % kPieces) * 8;
+  const unsigned x = threadIdx.x;  // unsigned: its divisions are shifts, with no sign to fix
+  const int r0 = int(kCore ? x % 8 + x / (8 * kPieces) * 8 : x / kPieces);
+  const int col = int(kCore ? x / 8 % kPieces : x % kPieces) * 8;
   const bf16* first = blk.rows(view) + col;  // row 0: the address of a copy past T, which reads nothing
   const bf16* from = first + int64_t(row0 + r0) * view.st;
   const int64_t step = int64_t(kRowsPerPass) * view.st;
   // A pass's rows are kRowsPerPass further down in either layout (core: whole row groups).
-  bf16* to = tile + (kCore ? core::offset(r0, col) : r0 * Ld<D>::rows + col);
+  bf16* to = kCore ? tile + core::offset(r0, col) : tile + r0 * Ld<D>::rows + col;
   constexpr int kPassElements = kCore ? core::offset(kRowsPerPass, 0) : kRowsPerPass * Ld<D>::rows;
   if (row0 + kBr <= blk.T) {  // a whole tile (the same for the whole block): no test, no fill
 #pragma unroll
@@ -790,7 +790,7 @@ __global__ void __launch_bounds__(kThreads) tileWalksKernel(const ForwardArgs ar
 // 4 blocks fit an SM as their shared memory allows. A minimum of 0 blocks is none (no
 // .minnctapersm): a minimum of 1 made ptxas take more registers than none did. With kRowWeights it
 // also writes args.rowWeights, summed like the row's sum of P: rescaled with it, divided by it.
-// kWarpgroup: the two products by the warpgroup MMA (ForwardProducts::WarpgroupMma) on core-matrix
+// kWarpgroup: the two products by the warpgroup MMA (TileProducts::WarpgroupMma) on core-matrix
 // tiles of Q, K and V; the rest is the same code.
 template <int D, bool kDropout, bool kRowWeights, bool kWarpgroup = false>
 __global__ void __launch_bounds__(kThreads, D == 64 ? 4 : 0) forwardKernel(const ForwardArgs args, const Derived dv) {
@@ -1022,10 +1022,13 @@ __device__ __forceinline__ void addQueryGrad(float* dqAccum, const Derived& dv, 
 // forward's row weights (tile::CentredBiasGrads), into partials[(b * H + h) * tiles + tile][3].
 // D 64 without dropout: at most 168 registers, so that 3 blocks fit an SM (ptxas chose 183 after
 // copyRows' unrolling, which fits 2; held to 168 it spills none on sm_90a).
-template <int D, bool kDropout, bool kAtomicDq, bool kBiasGrads = false>
+// kWarpgroup (TwoPass only): the four products by the warpgroup MMA on core-matrix tiles of K, V, Q
+// and dO, the block's 64 keys one wgmma's M.
+template <int D, bool kDropout, bool kAtomicDq, bool kBiasGrads = false, bool kWarpgroup = false>
 __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
     keyGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll, float* dqAccum, double* partials) {
   static_assert(kAtomicDq || !kBiasGrads, "TwoPass sums the bias gradients in queryGrad");
+  static_assert(!(kAtomicDq && kWarpgroup), "AtomicDq's dS^T and K go to ldmatrix: mma.sync only");
   using S = KeyGradSmem<D>;
   using A = KeyGradAtomicSmem<D>;  // kAtomicDq only
   bf16 *ks = smemAt<bf16>(S::k), *vs = smemAt<bf16>(S::v), *qs = smemAt<bf16>(S::q), *dOs = smemAt<bf16>(S::dO);
@@ -1041,8 +1044,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
   const int c0 = blk.lo;
   bf16 *kStripe = ks + blk.stripe * Row, *vStripe = vs + blk.stripe * Row;
 
-  copyRows<D>(ks, args.k, blk, c0);
-  copyRows<D>(vs, args.v, blk, c0);
+  copyRows<D, kWarpgroup>(ks, args.k, blk, c0);
+  copyRows<D, kWarpgroup>(vs, args.v, blk, c0);
 
   // This lane's two keys (rows of S^T) and their dropout group: keys j and j + 8 of one query are
   // words w and w + 2 of one draw (tile::dropoutGroup).
@@ -1053,23 +1056,29 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
   const int64_t weightPlane = int64_t(args.shape.B) * args.shape.H * blk.T;
 
   auto load = [&](int r0, int buffer) {
-    copyRows<D>(qs + buffer * Ld<D>::tile, args.q, blk, r0);
-    copyRows<D>(dOs + buffer * Ld<D>::tile, args.dO, blk, r0);
+    copyRows<D, kWarpgroup>(qs + buffer * Ld<D>::tile, args.q, blk, r0);
+    copyRows<D, kWarpgroup>(dOs + buffer * Ld<D>::tile, args.dO, blk, r0);
     copyRowStats(lses + buffer * Ld<D>::stat, rowDots + buffer * Ld<D>::stat, args.lse, rowDotAll, blk, r0);
     if constexpr (kBiasGrads)
       for (int p = 0; p < 3; ++p)
         copyRowStat(weights + (3 * buffer + p) * Ld<D>::stat, args.rowWeights + p * weightPlane, blk, r0);
   };
-  pipelinedWalk(blk, tile::Walk::Queries, load, [&](int r0, int buffer) {
+  pipelinedWalk<kWarpgroup>(blk, tile::Walk::Queries, load, [&](int r0, int buffer) {
     const bf16 *q = qs + buffer * Ld<D>::tile, *dO = dOs + buffer * Ld<D>::tile;
     const float *lseOf = lses + buffer * Ld<D>::stat, *rowDotOf = rowDots + buffer * Ld<D>::stat;
     // (16 keys, kBr queries): the scores^T (startLogits) and dP~^T, then P~^T and dS^T
     float pT[kBr / 8][4], dST[kBr / 8][4] = {};
     const tile::LinearTile lt = blk.linearTile(tile::Walk::Queries, r0);
     const float toBase2 = startLogits<true>(pT, blk, lt, args.scale, j, r0);
-    multiplyTransposed<D, kBr, Row>(pT, kStripe, q, blk.lane);
+    if constexpr (kWarpgroup)
+      warpgroupMultiplyTransposed<D>(pT, ks, q);
+    else
+      multiplyTransposed<D, kBr, Row>(pT, kStripe, q, blk.lane);
     finishLogits<true>(pT, blk, lt, args.scale, j, r0);
-    multiplyTransposed<D, kBr, Row>(dST, vStripe, dO, blk.lane);
+    if constexpr (kWarpgroup)
+      warpgroupMultiplyTransposed<D>(dST, vs, dO);
+    else
+      multiplyTransposed<D, kBr, Row>(dST, vStripe, dO, blk.lane);
     // kBiasGrads: on a linear tile without first-token cells every cell is of lt.term, at ld's
     // distance; elsewhere biasCell says.
     const bool termTile = lt.linear && !lt.hasFirstTokenCells();
@@ -1107,15 +1116,23 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
       grads.past += tileGrads.past, grads.future += tileGrads.future, grads.first += tileGrads.first;
     uint32_t a[kBr / 16][4];
     toA<kBr>(a, pT);
-    multiply<kBr, D, Row>(dV, a, dO, blk.lane);  // dV += P~^T dO
+    if constexpr (kWarpgroup)
+      warpgroupMultiply<D>(dV, a, dO);
+    else
+      multiply<kBr, D, Row>(dV, a, dO, blk.lane);  // dV += P~^T dO
     toA<kBr>(a, dST);
     if constexpr (kAtomicDq) storeScoreGradT(dsT, a, blk);
-    multiply<kBr, D, Row>(dK, a, q, blk.lane);  // dK += dS^T Q
+    if constexpr (kWarpgroup)
+      warpgroupMultiply<D>(dK, a, q);
+    else
+      multiply<kBr, D, Row>(dK, a, q, blk.lane);  // dK += dS^T Q
     if constexpr (kAtomicDq) {
       __syncthreads();  // every warp's dS^T is in dsT (pipelinedWalk's next barrier precedes its next write)
       addQueryGrad<D>(dqAccum, dv, dsT, ks, blk, r0);
     }
   });
+  // With kWarpgroup every warp's products read all of K's and V's tiles: the walk's last barrier
+  // comes after each warp's last wait, before any stripe of them is overwritten here.
   storeStripe<D>(args.dk, dK, args.scale, kStripe, blk);
   storeStripe<D>(args.dv, dV, 1.f, vStripe, blk);
   if constexpr (kBiasGrads)
@@ -1128,7 +1145,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
 // partials[(b * H + h) * qTiles + tile][3]. kBiasGrads is a template parameter so that the
 // fixed-slope backward compiles without the per-cell bias bookkeeping. D 64 without bias gradients:
 // held to 128 registers (ptxas chose 129), so that 4 blocks fit an SM as their shared memory allows.
-template <int D, bool kBiasGrads, bool kDropout>
+// kWarpgroup: the three products by the warpgroup MMA on core-matrix tiles of Q, dO, K and V.
+template <int D, bool kBiasGrads, bool kDropout, bool kWarpgroup = false>
 __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
     queryGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll, double* partials) {
   using S = QueryGradSmem<D>;
@@ -1143,8 +1161,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
   const int T = blk.T, r0 = blk.lo;
   bf16 *qStripe = qs + blk.stripe * Row, *dOStripe = dOs + blk.stripe * Row;
 
-  copyRows<D>(qs, args.q, blk, r0);
-  copyRows<D>(dOs, args.dO, blk, r0);
+  copyRows<D, kWarpgroup>(qs, args.q, blk, r0);
+  copyRows<D, kWarpgroup>(dOs, args.dO, blk, r0);
   copyRowStats(lses, rowDots, args.lse, rowDotAll, blk, r0);
 
   const int i[2] = {blk.position(0), blk.position(1)};
@@ -1154,19 +1172,25 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
   tile::BiasGrads<double> grads;
   tile::RowTerm<float> rowTerm[2];
   auto load = [&](int c0, int buffer) {
-    copyRows<D>(ks + buffer * Ld<D>::tile, args.k, blk, c0);
-    copyRows<D>(vs + buffer * Ld<D>::tile, args.v, blk, c0);
+    copyRows<D, kWarpgroup>(ks + buffer * Ld<D>::tile, args.k, blk, c0);
+    copyRows<D, kWarpgroup>(vs + buffer * Ld<D>::tile, args.v, blk, c0);
   };
-  pipelinedWalk(blk, tile::Walk::Keys, load, [&](int c0, int buffer) {
+  pipelinedWalk<kWarpgroup>(blk, tile::Walk::Keys, load, [&](int c0, int buffer) {
     const bf16 *k = ks + buffer * Ld<D>::tile, *v = vs + buffer * Ld<D>::tile;
     const float lse2[2] = {kLog2e * lses[i[0] - r0], kLog2e * lses[i[1] - r0]};
     const float rowDot[2] = {rowDots[i[0] - r0], rowDots[i[1] - r0]};
     float dS[kBc / 8][4], dP[kBc / 8][4] = {};  // (16, kBc): the scores (startLogits), then dS; dP~
     const tile::LinearTile lt = blk.linearTile(tile::Walk::Keys, c0);
     const float toBase2 = startLogits<false>(dS, blk, lt, args.scale, i, c0);
-    multiplyTransposed<D, kBc, Row>(dS, qStripe, k, blk.lane);
+    if constexpr (kWarpgroup)
+      warpgroupMultiplyTransposed<D>(dS, qs, k);
+    else
+      multiplyTransposed<D, kBc, Row>(dS, qStripe, k, blk.lane);
     finishLogits<false>(dS, blk, lt, args.scale, i, c0);
-    multiplyTransposed<D, kBc, Row>(dP, dOStripe, v, blk.lane);
+    if constexpr (kWarpgroup)
+      warpgroupMultiplyTransposed<D>(dP, dOs, v);
+    else
+      multiplyTransposed<D, kBc, Row>(dP, dOStripe, v, blk.lane);
     // dS of every cell, and with kBiasGrads each cell's share of the bias gradients through
     // addCell(r, n, e, P, dS, dP after dropout) of the cell s[n][e] of row r.
     auto forEachCell = [&](auto addCell) {
@@ -1223,8 +1247,13 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
     }
     uint32_t a[kBc / 16][4];
     toA<kBc>(a, dS);
-    multiply<kBc, D, Row>(dQ, a, k, blk.lane);  // dQ += dS K
+    if constexpr (kWarpgroup)
+      warpgroupMultiply<D>(dQ, a, k);
+    else
+      multiply<kBc, D, Row>(dQ, a, k, blk.lane);  // dQ += dS K
   });
+  // With kWarpgroup every warp's products read all of Q's tile: the walk's last barrier comes after
+  // each warp's last wait.
   storeStripe<D>(args.dq, dQ, args.scale, qStripe, blk);
 
   if constexpr (kBiasGrads) {
@@ -1331,7 +1360,7 @@ cudaError_t forward(const ForwardArgs& args, cudaStream_t stream) {
       return e;
     if (cudaError_t e = launch(tileWalksKernel, grid, 0, stream, args); e != cudaSuccess) return e;
   }
-  const bool warpgroup = args.products == ForwardProducts::WarpgroupMma;
+  const bool warpgroup = args.products == TileProducts::WarpgroupMma;
   const auto kernel =
       warpgroup
           ? (args.rowWeights ? (dropout ? forwardKernel<D, true, true, true> : forwardKernel<D, false, true, true>)
@@ -1383,10 +1412,12 @@ cudaError_t backward(const BackwardArgs& args, void* workspace, cudaStream_t str
 
   // TwoPass: keyGrad, then queryGrad (dQ and the bias gradients). AtomicDq: keyGrad alone (dQ's adds
   // and the bias gradients), then dQ's rounding.
-  const auto keyGrad = !atomic ? (dropout ? keyGradKernel<D, true, false> : keyGradKernel<D, false, false>)
-                       : biasGrads
-                           ? (dropout ? keyGradKernel<D, true, true, true> : keyGradKernel<D, false, true, true>)
-                           : (dropout ? keyGradKernel<D, true, true> : keyGradKernel<D, false, true>);
+  const bool warpgroup = !atomic && args.products == TileProducts::WarpgroupMma;
+  const auto keyGrad =
+      warpgroup   ? (dropout ? keyGradKernel<D, true, false, false, true> : keyGradKernel<D, false, false, false, true>)
+      : !atomic   ? (dropout ? keyGradKernel<D, true, false> : keyGradKernel<D, false, false>)
+      : biasGrads ? (dropout ? keyGradKernel<D, true, true, true> : keyGradKernel<D, false, true, true>)
+                  : (dropout ? keyGradKernel<D, true, true> : keyGradKernel<D, false, true>);
   const size_t keyBytes = atomic ? KeyGradAtomicSmem<D>::bytes : KeyGradSmem<D>::bytes;
   if (cudaError_t e = allowSharedMemory(keyGrad, keyBytes); e != cudaSuccess) return e;
   if (atomic)
@@ -1396,8 +1427,12 @@ cudaError_t backward(const BackwardArgs& args, void* workspace, cudaStream_t str
       e != cudaSuccess)
     return e;
   if (!atomic) {
-    const auto queryGrad = biasGrads ? (dropout ? queryGradKernel<D, true, true> : queryGradKernel<D, true, false>)
-                                     : (dropout ? queryGradKernel<D, false, true> : queryGradKernel<D, false, false>);
+    const auto queryGrad =
+        warpgroup
+            ? (biasGrads ? (dropout ? queryGradKernel<D, true, true, true> : queryGradKernel<D, true, false, true>)
+                         : (dropout ? queryGradKernel<D, false, true, true> : queryGradKernel<D, false, false, true>))
+            : (biasGrads ? (dropout ? queryGradKernel<D, true, true> : queryGradKernel<D, true, false>)
+                         : (dropout ? queryGradKernel<D, false, true> : queryGradKernel<D, false, false>));
     const size_t queryBytes = QueryGradSmem<D>::bytes;
     if (cudaError_t e = allowSharedMemory(queryGrad, queryBytes); e != cudaSuccess) return e;
     if (cudaError_t e = launch(queryGrad, dim3(dv.qTiles, s.H, s.B), queryBytes, stream, args, dv, rowDot, partials);
@@ -1449,6 +1484,8 @@ cudaError_t kernelFacts(KernelFacts* facts) {
   add(tileBoundsKernel<D>, "tileBounds", kTileBoundsSmem);
   add(tileWalksKernel, "tileWalks", 0);
   add(forwardKernel<D, false, false, true>, "forward+wgmma", ForwardSmem<D>::bytes);
+  add(keyGradKernel<D, false, false, false, true>, "keyGrad+wgmma", KeyGradSmem<D>::bytes);
+  add(queryGradKernel<D, false, false, true>, "queryGrad+wgmma", QueryGradSmem<D>::bytes);
   return e;
 }
 
@@ -1489,8 +1526,8 @@ const char* linearBiasAttentionDeviceCheck(int device, int D) {
   return nullptr;
 }
 
-const char* linearBiasAttentionProductsCheck(int device, ForwardProducts products) {
-  if (products == ForwardProducts::WarpMma) return nullptr;
+const char* linearBiasAttentionProductsCheck(int device, TileProducts products) {
+  if (products == TileProducts::WarpMma) return nullptr;
   int major = 0, minor = 0;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
@@ -1537,6 +1574,9 @@ cudaError_t linearBiasAttentionBackward(const BackwardArgs& args, void* workspac
     return cudaErrorInvalidValue;
   if (atomicDq(args) && wantsBiasGrads(args) && args.rowWeights == nullptr) return cudaErrorInvalidValue;
   if (!boundsAligned(args.tileBounds)) return cudaErrorInvalidValue;
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (linearBiasAttentionProductsCheck(device, args.products) != nullptr) return cudaErrorNotSupported;
   return args.shape.D == 64 ? backward<64>(args, workspace, stream) : backward<128>(args, workspace, stream);
 }
 

@@ -36,15 +36,18 @@ struct AttentionShape {
   int B = 0, H = 0, T = 0, D = 0;
 };
 
-// Which instructions compute the forward's two tile products (S = Q K^T, O += P~ V). Which is faster
-// is the GPU's to say (bench_attention times the forward with both), so both are kept until then.
-enum class ForwardProducts {
-  // mma.sync (sm_80 and later): each warp reads every K and V fragment from shared memory with
-  // ldmatrix for its own 16 query rows.
+// Which instructions compute the tile products (the forward's S = Q K^T and O += P~ V; the two-pass
+// backward's S, dP~, dV, dK and dQ). Which is faster is the GPU's to say (bench_attention times
+// both), so both are kept until then.
+enum class TileProducts {
+  // mma.sync (sm_80 and later): each warp reads every fragment of the tile walked over (K and V; in
+  // keyGrad Q and dO) from shared memory with ldmatrix for its own 16 rows.
   WarpMma,
   // Hopper's warpgroup MMA (wgmma.mma_async; compute capability 9.0 only,
-  // linearBiasAttentionProductsCheck): the block's 4 warps compute the (64, 64) products in one
-  // instruction per 16 of K, K and V read from shared memory once for the 4 warps, asynchronously.
+  // linearBiasAttentionProductsCheck): the block's 4 warps compute each (64, 64) product in one
+  // instruction per 16 of K, reading the shared tiles once for the 4 warps, asynchronously.
+  // BackwardScheme::AtomicDq's keyGrad keeps mma.sync (its dS^T goes through shared memory to
+  // ldmatrix).
   WarpgroupMma,
 };
 
@@ -72,7 +75,7 @@ struct ForwardArgs {
   // the diagonal, where ALiBi's bias makes them underflow) at either end of each walk. The backward
   // takes them too (BackwardArgs::tileBounds). nullptr: every pair that is not blocked is computed.
   float* tileBounds = nullptr;
-  ForwardProducts products = ForwardProducts::WarpMma;
+  TileProducts products = TileProducts::WarpMma;
 };
 
 // How the backward sums dQ over key tiles. Which is faster is the GPU's to say (bench_attention
@@ -112,6 +115,7 @@ struct BackwardArgs {
   // The forward's ForwardArgs::tileBounds, or nullptr: the pairs whose every probability is below
   // 2^-136 are skipped, whose exp2 the backward would flush to 0 anyway.
   const float* tileBounds = nullptr;
+  TileProducts products = TileProducts::WarpMma;  // TwoPass's keyGrad and queryGrad
 };
 
 // Why these arguments cannot run (a one-line reason), or nullptr. The launchers check it too and
@@ -124,9 +128,9 @@ const char* linearBiasAttentionCheck(const AttentionShape& shape, float dropout)
 // A100 and H100 give and sm_86/89 GPUs do not; about 66 KiB at D = 64).
 const char* linearBiasAttentionDeviceCheck(int device, int D);
 
-// Why GPU `device` cannot run the forward with these products (a one-line reason), or nullptr:
-// ForwardProducts::WarpgroupMma is compiled for sm_90a only, which runs on compute capability 9.0.
-const char* linearBiasAttentionProductsCheck(int device, ForwardProducts products);
+// Why GPU `device` cannot run the kernels with these products (a one-line reason), or nullptr:
+// TileProducts::WarpgroupMma is compiled for sm_90a only, which runs on compute capability 9.0.
+const char* linearBiasAttentionProductsCheck(int device, TileProducts products);
 
 // One kernel as compiled for this GPU (a profile's static part): registers per thread, shared
 // memory per block (static and dynamic), and how many of its blocks one SM holds at once.
@@ -138,8 +142,9 @@ struct KernelFacts {
 };
 // forward, rowDot, keyGrad, queryGrad without and with bias gradients (TwoPass); keyGrad with its
 // dQ adds, without and with bias gradients, dQ's rounding, and the forward with row weights
-// (AtomicDq); the tile bounds and walks; the forward of ForwardProducts::WarpgroupMma
-constexpr int kKernelFactsCount = 12;
+// (AtomicDq); the tile bounds and walks; the forward, keyGrad and queryGrad of
+// TileProducts::WarpgroupMma
+constexpr int kKernelFactsCount = 14;
 // Fills facts[0..kKernelFactsCount) for head dimension D (64 or 128) on the current device: the
 // instances without dropout, which the benchmark and evaluation run.
 cudaError_t linearBiasAttentionKernelFacts(int D, KernelFacts* facts);

@@ -30,8 +30,8 @@ void check(cudaError_t status, const char* what) {
 // Inputs: q, k, v (B, H, T, D) bf16; slopePast, slopeFuture, firstTokenBias (H) float32 on the same
 // GPU (firstTokenBias all zeros and ignored unless hasFirstTokenBias); then the spec's constants,
 // the backward's scheme (a cuda::BackwardScheme), whether a bias parameter will get a gradient,
-// whether both passes skip negligible pairs (ForwardArgs::tileBounds) and the forward's products
-// (a cuda::ForwardProducts).
+// whether both passes skip negligible pairs (ForwardArgs::tileBounds) and their tile products (a
+// cuda::TileProducts).
 struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAttention> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const torch::Tensor& slopePast, const torch::Tensor& slopeFuture,
@@ -57,7 +57,7 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
               float(futureShift),
               causal};
     a.scale = float(scale), a.dropout = float(dropout), a.seed = uint64_t(seed);
-    a.products = cuda::ForwardProducts(products);
+    a.products = cuda::TileProducts(products);
     // The AtomicDq backward's bias gradients are centred on the rows' weights, which only the
     // forward can sum.
     torch::Tensor rowWeights;  // (3, B, H, T) or undefined
@@ -83,6 +83,7 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
     ctx->saved_data["dropout"] = dropout;
     ctx->saved_data["seed"] = seed;
     ctx->saved_data["backwardScheme"] = backwardScheme;
+    ctx->saved_data["products"] = products;
     return o;
   }
 
@@ -121,6 +122,7 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
     a.dropout = float(ctx->saved_data["dropout"].toDouble());
     a.seed = uint64_t(ctx->saved_data["seed"].toInt());
     a.scheme = cuda::BackwardScheme(ctx->saved_data["backwardScheme"].toInt());
+    a.products = cuda::TileProducts(ctx->saved_data["products"].toInt());
     a.rowWeights = rowWeights.defined() ? rowWeights.data_ptr<float>() : nullptr;
     a.tileBounds = tileBounds.defined() ? tileBounds.data_ptr<float>() : nullptr;
     auto workspace =
@@ -161,7 +163,7 @@ std::string fusedLinearBiasAttentionUnsupported(const torch::Tensor& q, const to
 torch::Tensor fusedLinearBiasAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const LinearBias& bias, bool causal, double scale, double dropout,
                                        cuda::BackwardScheme backward, bool skipNegligible,
-                                       cuda::ForwardProducts products) {
+                                       cuda::TileProducts products) {
   std::string reason = fusedLinearBiasAttentionUnsupported(q, k, v, dropout);
   TORCH_CHECK(reason.empty(), reason);
   const char* productsReason = cuda::linearBiasAttentionProductsCheck(q.get_device(), products);

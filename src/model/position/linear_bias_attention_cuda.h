@@ -26,12 +26,13 @@ std::string fusedLinearBiasAttentionUnsupported(const torch::Tensor& q, const to
 // `backward`: the scheme of the backward (cuda::BackwardScheme). `skipNegligible`: skip the tile
 // pairs whose every probability is below 2^-136 (ForwardArgs::tileBounds), which change no output
 // bit in the backward and less than 2^-136 of it in the forward; false computes every open pair
-// (bench_attention's dense rows, to show what the skipping gains). `products`: the forward's tile
-// products (cuda::ForwardProducts; WarpgroupMma on compute capability 9.0 only, else an error).
+// (bench_attention's dense rows, to show what the skipping gains). `products`: the tile products of
+// the forward and the backward (cuda::TileProducts; WarpgroupMma on compute capability 9.0 only,
+// else an error; AtomicDq's keyGrad keeps mma.sync).
 torch::Tensor fusedLinearBiasAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const LinearBias& bias, bool causal, double scale, double dropout,
                                        cuda::BackwardScheme backward = cuda::BackwardScheme::TwoPass,
                                        bool skipNegligible = true,
-                                       cuda::ForwardProducts products = cuda::ForwardProducts::WarpMma);
+                                       cuda::TileProducts products = cuda::TileProducts::WarpMma);
 
 }  // namespace xtrap
