@@ -339,8 +339,10 @@ int writeFusedCsv(const std::string& path, int reps, const std::string& cases, c
   const char* header = "case,B,H,L,D,causal,method,ms,tflops,peak_mib,status,fwd_ms\n";
   std::fputs(header, out);
   std::fputs(header, stdout);
-  for (const FusedRow& r : fusedRows())
-    for (const FusedConfig& config : kFusedConfigs) {
+  // Every row of one configuration, then of the next: the warpgroup MMA's products come last, so
+  // that a CUDA error of theirs (which would poison every later call) loses no other row.
+  for (const FusedConfig& config : kFusedConfigs)
+    for (const FusedRow& r : fusedRows()) {
       if (!wanted.empty() && !wanted.count(r.caseName)) continue;
       if (backward != "all" && backward != config.name) continue;
       FusedResult t = timeFused(r, config, 5, reps);

@@ -3,7 +3,8 @@
 # PyTorch wheel (.gpu-deps/gpu-build.sh, made by ../shared/gpu/prepare.sh on a Debian machine),
 # then runs the stages asked for, and prints a summary. Every log goes into OUTDIR (put it under
 # the device command's $OUT). Stages (tests, compare, eval and fused when none is named; in this order):
-#   tests    the `gpu`-labelled tests (gpu_checks, fused_attention_checks, nccl_world_one), then
+#   tests    the `gpu`-labelled tests (gpu_checks, fused_attention_checks and its _warpgroup twin,
+#            nccl_world_one), then
 #            the rest of the suite
 #   gputests the `gpu`-labelled tests alone (a call that keeps its minutes for other stages)
 #   compare  training throughput of xtrap against PyTorch eager side by side (bench/compare.py
@@ -32,9 +33,10 @@
 #            measured against, profiled alike. ncu_summary.md: every profiled kernel in one table
 #            (bench/ncu_summary.py); kernels.sass: the fused kernels' machine code (cuobjdump).
 #   sanitize compute-sanitizer's tools (SANITIZE_TOOLS, default "memcheck racecheck synccheck
-#            initcheck") on the fused kernels as fused_attention_checks --sanitize runs them (every
-#            variant at T 130, D 64 and 128, both backward schemes and the warpgroup MMA's tile
-#            products, dropout, negligible pairs skipped at T 600), each tool limited to SANITIZE_SECONDS (default 150): what the CPU emulation
+#            initcheck") on the fused kernels as fused_attention_checks --sanitize --products all
+#            runs them (every variant at T 130, D 64 and 128, both backward schemes and the
+#            warpgroup MMA's tile products, dropout, negligible pairs skipped at T 600), each tool
+#            limited to SANITIZE_SECONDS (default 150): what the CPU emulation
 #            cannot show, the GPU's own ordering of shared-memory accesses within and across warps,
 #            its barriers, and reads of global memory never written. sanitize-TOOL.log each.
 #            Nothing is checked on a gVisor machine (the H200s: the tool refuses the device).
@@ -247,9 +249,9 @@ if wants sanitize; then
     for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
       start=$SECONDS
       PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "${SANITIZE_SECONDS:-150}" compute-sanitizer --tool "$tool" "${filter[@]}" \
-        --error-exitcode 1 --print-limit 50 build-cuda/fused_attention_checks --sanitize >"$OUT/sanitize-$tool.log" 2>&1
+        --error-exitcode 1 --print-limit 50 build-cuda/fused_attention_checks --sanitize --products all >"$OUT/sanitize-$tool.log" 2>&1
       rc=$?
-      found=$(grep -E '(ERROR|RACECHECK) SUMMARY|fused_attention_checks --sanitize:' "$OUT/sanitize-$tool.log" | paste -sd';')
+      found=$(grep -E '(ERROR|RACECHECK) SUMMARY|fused_attention_checks --sanitize --products all:' "$OUT/sanitize-$tool.log" | paste -sd';')
       ((rc != 124)) || found="cut off at ${SANITIZE_SECONDS:-150} s; ${found:-no summary line}"
       summary "compute-sanitizer $tool${filter:+ (${filter[*]})}: rc=$rc in $((SECONDS - start)) s: ${found:-no summary line} (sanitize-$tool.log)"
     done

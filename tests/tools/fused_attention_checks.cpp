@@ -141,22 +141,18 @@ std::vector<torch::Tensor> takeParamGrads(LinearBias& bias) {
 }
 
 // How the kernel runs, each way checked alike: its backward scheme (cuda::BackwardScheme) and its
-// tile products (cuda::TileProducts): mma.sync with both schemes, and where this GPU has it
-// (compute capability 9.0) the warpgroup MMA with the two-pass one.
+// tile products (cuda::TileProducts): mma.sync with both schemes, the warpgroup MMA (compute
+// capability 9.0 only) with the two-pass one. --products picks which (main).
 struct KernelConfig {
   cuda::BackwardScheme scheme;
   cuda::TileProducts products;
   const char* name;
 };
-std::vector<KernelConfig> kernelConfigs() {
-  std::vector<KernelConfig> configs = {
-      {cuda::BackwardScheme::TwoPass, cuda::TileProducts::WarpMma, "two-pass backward"},
-      {cuda::BackwardScheme::AtomicDq, cuda::TileProducts::WarpMma, "atomic dQ backward"}};
-  if (!cuda::linearBiasAttentionProductsCheck(c10::cuda::current_device(), cuda::TileProducts::WarpgroupMma))
-    configs.push_back(
-        {cuda::BackwardScheme::TwoPass, cuda::TileProducts::WarpgroupMma, "warpgroup MMA products, two-pass backward"});
-  return configs;
-}
+using Configs = std::vector<KernelConfig>;
+const Configs kWarpConfigs = {{cuda::BackwardScheme::TwoPass, cuda::TileProducts::WarpMma, "two-pass backward"},
+                              {cuda::BackwardScheme::AtomicDq, cuda::TileProducts::WarpMma, "atomic dQ backward"}};
+const Configs kWarpgroupConfigs = {
+    {cuda::BackwardScheme::TwoPass, cuda::TileProducts::WarpgroupMma, "warpgroup MMA products, two-pass backward"}};
 
 // The kernel: o and every gradient of sum(o * dO), for bf16 q, k, v.
 // skipNegligible, products: as fusedLinearBiasAttention's (false: every open pair computed).
@@ -212,8 +208,7 @@ struct Sizes {
 const Sizes kIssueSizes{{8, 12}, {64, 128}, {1, 7, 128, 1000, 4099}, 2, 4099};
 const Sizes kSanitizerSizes{{8}, {64, 128}, {130}, 1, 600};
 
-void kernelMatchesReference(const Sizes& sizes) {
-  const std::vector<KernelConfig> configs = kernelConfigs();
+void kernelMatchesReference(const Sizes& sizes, const Configs& configs) {
   for (int64_t H : sizes.heads)
     for (int64_t D : sizes.headDims)
       for (const Variant& variant : variants(H))
@@ -254,8 +249,8 @@ void kernelMatchesReference(const Sizes& sizes) {
 
 // The slope and first-token-bias gradients are reduced in a fixed order: bit-identical run to run,
 // whichever the backward scheme (the atomic one's dq is not).
-void slopeGradientsDeterministic() {
-  for (const KernelConfig& config : kernelConfigs())
+void slopeGradientsDeterministic(const Configs& configs) {
+  for (const KernelConfig& config : configs)
     for (const char* name : {"bialibi", "causal alibi (slopes learned)"}) {
       for (const Variant& variant : variants(12)) {
         if (variant.name != name) continue;
@@ -283,11 +278,11 @@ void slopeGradientsDeterministic() {
 // (the backward's skipped cells are exactly 0 either way; the forward's differ by less than 2^-136),
 // and said whether bit for bit. Then v of keys 0-63 NaN: head 0's rows from 512 on, whose pairs with
 // those keys are skipped, stay finite; computing every pair, they are NaN (0 x NaN).
-void negligiblePairsSkipped(int64_t B, int64_t T) {
+void negligiblePairsSkipped(int64_t B, int64_t T, const Configs& configs) {
   const std::string shape = " B=" + std::to_string(B) + " H=8 T=" + std::to_string(T) + " D=64";
   for (const Variant& variant : variants(8)) {
     if (variant.name != "causal alibi (slopes learned)") continue;
-    for (const KernelConfig& config : kernelConfigs()) {
+    for (const KernelConfig& config : configs) {
       const cuda::BackwardScheme scheme = config.scheme;
       auto bias = makeBias(variant);
       torch::manual_seed(17);
@@ -361,10 +356,12 @@ Errors errorsAgainst(const Grads& ref, const Grads& got) {
 }
 
 // Dropout: with v the identity (T <= D), o[i, j] = P_ij keep_ij / (1 - p), which shows the mask the
-// forward drew; the backward must use the same one. The reference takes that mask as a constant.
-void dropoutMaskConsistent() {
+// forward drew; the backward must use the same one. The reference takes that mask as a constant:
+// the mask of the first configuration's pass, which the others draw again from the same seed.
+void dropoutMaskConsistent(const Configs& configs) {
   const int64_t B = 2, H = 8, T = 50, D = 64;
   const double p = 0.3, scale = 0.125;
+  const KernelConfig& first = configs.front();
   for (const char* name : {"bialibi", "causal alibi"}) {
     for (const Variant& variant : variants(H)) {
       if (variant.name != name) continue;
@@ -376,8 +373,11 @@ void dropoutMaskConsistent() {
                    .to(torch::kBFloat16)
                    .expand({B, H, T, D})
                    .contiguous();  // (B, H, T, D): v_j = e_j
-      torch::manual_seed(42);
-      Grads got = kernelPass(*bias, variant.causal, q, k, v, dO, scale, p);
+      auto pass = [&](const KernelConfig& config, int64_t seed) {
+        torch::manual_seed(seed);
+        return kernelPass(*bias, variant.causal, q, k, v, dO, scale, p, config.scheme, true, config.products);
+      };
+      Grads got = pass(first, 42);
       // Cells a causal mask blocks have P = 0 whether kept or not: count the visible ones only.
       auto visible = torch::ones({T, T}, torch::TensorOptions(torch::kFloat32).device(kGpu));  // (T, T)
       if (variant.causal) visible = visible.tril();
@@ -385,38 +385,22 @@ void dropoutMaskConsistent() {
       auto keep = got.o.narrow(-1, 0, T) > 0;  // (B, H, T, T)
       double kept = (keep & visible).sum().item<double>() / (visible.sum().item<double>() * B * H);
       // 40,000 cells (bidirectional; 20,400 causal): 3 standard deviations of the rate are < 0.01.
-      check(std::abs(kept - (1 - p)) <= 0.015,
-            variant.name + " dropout 0.3: kept fraction " + fmtDouble(kept) + " (expected 0.7 +- 0.015)");
+      check(std::abs(kept - (1 - p)) <= 0.015, variant.name + " dropout 0.3, " + first.name + ": kept fraction " +
+                                                   fmtDouble(kept) + " (expected 0.7 +- 0.015)");
       Grads ref = referencePass(*bias, variant.causal, q, k, v, dO, scale, keep, p);
-      // The same seed, so the same mask: the atomic backward against the same reference.
-      torch::manual_seed(42);
-      Grads atomic = kernelPass(*bias, variant.causal, q, k, v, dO, scale, p, cuda::BackwardScheme::AtomicDq);
-      const Errors atomicErrors = errorsAgainst(ref, atomic);
-      check(atomicErrors.tensors <= kTensorTolerance && atomicErrors.params <= kParamTolerance,
-            variant.name + " dropout 0.3, atomic dQ backward: output and gradients against the reference with the " +
-                "first pass's mask: " + fmtDouble(atomicErrors.tensors) + ", learned parameters " +
-                fmtDouble(atomicErrors.params) + " (its forward may sum the row weights too: the same mask still)");
-      // And the warpgroup MMA's tile products, where this GPU has them: the same mask again.
-      for (const KernelConfig& config : kernelConfigs()) {
-        if (config.products != cuda::TileProducts::WarpgroupMma) continue;
-        torch::manual_seed(42);
-        const Errors e = errorsAgainst(
-            ref, kernelPass(*bias, variant.causal, q, k, v, dO, scale, p, config.scheme, true, config.products));
+      // The same seed, so the same mask: every configuration against the same reference (the atomic
+      // backward's forward may sum the row weights too: the same mask still).
+      for (const KernelConfig& config : configs) {
+        const Errors e = errorsAgainst(ref, &config == &first ? got : pass(config, 42));
         check(e.tensors <= kTensorTolerance && e.params <= kParamTolerance,
               variant.name + " dropout 0.3, " + config.name + ": output and gradients against the reference with " +
-                  "the first pass's mask: " + fmtDouble(e.tensors) + ", learned parameters " + fmtDouble(e.params));
+                  "the first pass's mask: " + fmtDouble(e.tensors) + ", learned parameters " + fmtDouble(e.params) +
+                  " (the backward regenerates the forward's mask)");
       }
-      const Errors errors = errorsAgainst(ref, got);
-      check(errors.tensors <= kTensorTolerance && errors.params <= kParamTolerance,
-            variant.name + " dropout 0.3: output and gradients against the reference with the forward's mask: " +
-                fmtDouble(errors.tensors) + ", learned parameters " + fmtDouble(errors.params) +
-                " (the backward regenerates the forward's mask)");
-      torch::manual_seed(42);
-      Grads again = kernelPass(*bias, variant.causal, q, k, v, dO, scale, p);
-      torch::manual_seed(43);
-      Grads other = kernelPass(*bias, variant.causal, q, k, v, dO, scale, p);
+      Grads again = pass(first, 42), other = pass(first, 43);
       check(torch::equal(again.o, got.o) && !torch::equal(other.o, got.o),
-            variant.name + " dropout 0.3: the same torch::manual_seed draws the same mask, another seed another");
+            variant.name + " dropout 0.3, " + first.name +
+                ": the same torch::manual_seed draws the same mask, another seed another");
     }
   }
 }
@@ -509,15 +493,24 @@ void modelUsesKernel() {
 // itself at kSanitizerSizes; not the run-to-run determinism (two runs of a large case) nor the
 // model-level check (LibTorch's kernels around the fused ones).
 int main(int argc, char** argv) {
+  // --products: warp (default: mma.sync, both backward schemes, and the model's use), warpgroup
+  // (the warpgroup MMA's, a test of its own, so that a fault there cannot hide the others' results)
+  // or all.
   bool sanitize = false;
+  std::string products = "warp";
+  const char* usage = "usage: fused_attention_checks [--sanitize] [--products warp|warpgroup|all]";
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) != "--sanitize") {
-      std::fprintf(stderr,
-                   "fused_attention_checks: unknown argument '%s' (usage: fused_attention_checks [--sanitize])\n",
-                   argv[i]);
+    const std::string arg = argv[i], value = i + 1 < argc ? argv[i + 1] : "";
+    if (arg == "--sanitize") {
+      sanitize = true;
+    } else if (arg == "--products" && (value == "warp" || value == "warpgroup" || value == "all")) {
+      products = value;
+      ++i;
+    } else {
+      std::fprintf(stderr, "fused_attention_checks: bad argument '%s'%s (%s)\n", arg.c_str(),
+                   arg == "--products" ? (" '" + value + "'").c_str() : "", usage);
       return 2;
     }
-    sanitize = true;
   }
 #ifndef XTRAP_WITH_CUDA_KERNELS
   std::puts("skipped: this build has no fused CUDA kernels (a CUDA LibTorch and nvcc are needed)");
@@ -527,19 +520,33 @@ int main(int argc, char** argv) {
     std::puts("skipped: no CUDA");
     return 77;
   }
+  Configs configs;
+  if (products != "warpgroup") configs = kWarpConfigs;
+  if (products != "warp") {
+    if (const char* reason =
+            cuda::linearBiasAttentionProductsCheck(c10::cuda::current_device(), cuda::TileProducts::WarpgroupMma)) {
+      if (products == "warpgroup") {
+        std::printf("skipped: %s\n", reason);
+        return 77;
+      }
+      std::printf("note: the warpgroup MMA's products not checked: %s\n", reason);
+    } else {
+      configs.insert(configs.end(), kWarpgroupConfigs.begin(), kWarpgroupConfigs.end());
+    }
+  }
   const Sizes& sizes = sanitize ? kSanitizerSizes : kIssueSizes;
-  if (kernelConfigs().size() < 3)
-    std::puts("note: the warpgroup MMA's tile products not checked: this GPU is not of compute capability 9.0");
   try {
-    kernelMatchesReference(sizes);
-    if (!sanitize) slopeGradientsDeterministic();
-    negligiblePairsSkipped(sizes.negligibleB, sizes.negligibleT);
+    kernelMatchesReference(sizes, configs);
+    if (!sanitize) slopeGradientsDeterministic(configs);
+    negligiblePairsSkipped(sizes.negligibleB, sizes.negligibleT, configs);
     emptySequence();
-    dropoutMaskConsistent();
-    if (!sanitize) modelUsesKernel();
+    dropoutMaskConsistent(configs);
+    if (!sanitize && products != "warpgroup") modelUsesKernel();
   } catch (const std::exception& e) {
     check(false, std::string("exception: ") + e.what());
   }
-  return checks::report(sanitize ? "fused_attention_checks --sanitize" : "fused_attention_checks");
+  const std::string name = std::string("fused_attention_checks") + (sanitize ? " --sanitize" : "") +
+                           (products == "warp" ? "" : " --products " + products);
+  return checks::report(name.c_str());
 #endif
 }
