@@ -423,6 +423,9 @@ TEST_CASE("core-matrix tiles: the descriptor's bits and the elements' places") {
   CHECK(offset(0, 8) == 512);
   CHECK(offset(9, 17) == 2 * 512 + 64 + 8 + 1);
   CHECK(offset(63, 127) == 15 * 512 + 7 * 64 + 7 * 8 + 7);
+  // A descriptor advanced by whole core-matrix rows is the descriptor of the address further on.
+  for (int elements : {0, 8, 64, 512, 1024, 4096, 8192})
+    CHECK(advanced(descriptor(0x2400, 1024, 128), elements) == descriptor(0x2400 + 2 * elements, 1024, 128));
   // A 64 x 64 tile fills 4096 elements, each once.
   std::vector<int> hits(64 * 64);
   for (int row = 0; row < 64; ++row)

@@ -47,4 +47,12 @@ XTRAP_CORE_HD constexpr uint64_t descriptor(uint32_t address, uint32_t leadingBy
          (uint64_t((strideBytes >> 4) & 0x3FFFu) << 32);
 }
 
+// The same matrix's descriptor `elements` bf16 further on (a multiple of 8): its start address
+// field plus elements * 2 / 16, the other fields unchanged while the address stays in the field's
+// 2^18 bytes (shared memory is at most 228 KiB). One add a k-step where a whole descriptor would be
+// four instructions again (CUTLASS's descriptor iterator does the same).
+XTRAP_CORE_HD constexpr uint64_t advanced(uint64_t descriptor, int elements) {
+  return descriptor + uint64_t(elements / 8);
+}
+
 }  // namespace xtrap::cuda::core

@@ -278,13 +278,14 @@ __device__ __forceinline__ void multiply(float (&acc)[N / 8][4], const uint32_t 
 // acc (64, 64) += a (64, K) b (64, K)^T: S = Q K^T.
 template <int K>
 __device__ __forceinline__ void warpgroupMultiplyTransposed(float (&acc)[8][4], const bf16* a, const bf16* b) {
+  const uint64_t aFirst = wgmma::descriptor(a, core::kChunkBytes, core::kRowGroupBytes),
+                 bFirst = wgmma::descriptor(b, core::kChunkBytes, core::kRowGroupBytes);
   wgmma::fenceOperands(acc);
   wgmma::arrive();
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk) {  // columns 16kk .. 16kk + 15: chunks 2kk, 2kk + 1
     const int start = core::offset(0, 16 * kk);
-    wgmma::multiplyAdd(acc, wgmma::descriptor(a + start, core::kChunkBytes, core::kRowGroupBytes),
-                       wgmma::descriptor(b + start, core::kChunkBytes, core::kRowGroupBytes));
+    wgmma::multiplyAdd(acc, core::advanced(aFirst, start), core::advanced(bFirst, start));
   }
   wgmma::commit();
   wgmma::wait();
@@ -297,6 +298,7 @@ __device__ __forceinline__ void warpgroupMultiply(float (&acc)[N / 8][4], const 
                                                   const bf16* b) {
   static_assert(N % 64 == 0, "whole 64-column products");
   auto& part = reinterpret_cast<float(&)[N / 64][8][4]>(acc);
+  const uint64_t bFirst = wgmma::descriptor(b, core::kRowGroupBytes, core::kChunkBytes);
 #pragma unroll
   for (int h = 0; h < N / 64; ++h) wgmma::fenceOperands(part[h]);
   wgmma::arrive();
@@ -304,8 +306,7 @@ __device__ __forceinline__ void warpgroupMultiply(float (&acc)[N / 8][4], const 
   for (int kk = 0; kk < kBc / 16; ++kk)  // rows 16kk .. 16kk + 15 of b: row groups 2kk, 2kk + 1
 #pragma unroll
     for (int h = 0; h < N / 64; ++h)
-      wgmma::multiplyAdd(part[h], a[kk],
-                         wgmma::descriptor(b + core::offset(16 * kk, 64 * h), core::kRowGroupBytes, core::kChunkBytes));
+      wgmma::multiplyAdd(part[h], a[kk], core::advanced(bFirst, core::offset(16 * kk, 64 * h)));
   wgmma::commit();
   wgmma::wait();
 #pragma unroll
