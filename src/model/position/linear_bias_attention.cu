@@ -65,10 +65,11 @@
 // core-matrix tiles (core_matrix_tile.h) that wgmma reads from shared memory once for the 4 warps;
 // each warp's accumulators lie in the registers mma.sync's would, so the rest of each kernel is the
 // same code. Carried beside mma.sync until the GPU times both (not yet run on one). What would make
-// it faster still: TMA loads, products left in flight across the softmax (FA3). Measured slower on the H100
-// (results/gpu/h100-2026-11-26, causal B8 L2048 D 64), and removed: a forward of 32 query rows a warp (two 64-row query
-// tiles a block, each K and V fragment read from shared memory serving two tile products; 241 registers, 2 blocks an
-// SM): its forward 0.402 ms against 0.350 for the 16-row one here; and FlashAttention-2's one-pass backward in its
+// it faster still: TMA loads, products left in flight across the softmax (FA3).
+// Measured slower on the H100 (results/gpu/h100-2026-11-26, causal B8 L2048 D 64), and removed: a
+// forward of 32 query rows a warp (two 64-row query tiles a block, each K and V fragment read from
+// shared memory serving two tile products; 241 registers, 2 blocks an SM): its forward 0.402 ms
+// against 0.350 for the 16-row one here; and FlashAttention-2's one-pass backward in its
 // deterministic mode (dS K added into per-block fp32 dQ slices that a last kernel sums, 5 tile
 // products per pair instead of 7): 2.11 ms forward + backward against 1.36 for these two passes,
 // the slices' fp32 traffic outweighing the products saved, and more memory.
