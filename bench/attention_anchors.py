@@ -333,18 +333,15 @@ def check(ok, text):
     return ("n.a." if ok is None else "PASS" if ok else "FAIL") + " " + text
 
 
-# The fused rows of the AtomicDq backward, and those of the two-pass one with the warpgroup MMA's tile
-# products (bench_attention --fused-backward), end in these; the two-pass rows with mma.sync in none.
+# The fused rows of the AtomicDq backward end in ATOMIC, those with the warpgroup MMA's tile products
+# in WGMMA, both in both (bench_attention --fused-backward); the two-pass rows with mma.sync in none.
 ATOMIC, WGMMA = "-atomic", "-wgmma"
-SCHEMES = ("", ATOMIC, WGMMA)
+SCHEMES = ("", ATOMIC, WGMMA, ATOMIC + WGMMA)
 
 
 def base_method(m):
-    """The method without its scheme's suffix."""
-    for suffix in (ATOMIC, WGMMA):
-        if m.endswith(suffix):
-            return m.removesuffix(suffix)
-    return m
+    """The method without its configuration's suffixes."""
+    return m.removesuffix(WGMMA).removesuffix(ATOMIC)
 
 
 def case_targets(c, methods, by_case, scheme):
@@ -406,8 +403,8 @@ def join(fused_csv, anchors_csv, md_path):
            "forward 4BHL^2D, backward 2.5x, halved for causal and one-sided (not the one-sided case's "
            "unmasked sdpa-flash). Forward ms: the forward alone (no graph kept). Ratios: the fused "
            "kernel's time / this row's time (< 1: the fused kernel is faster). Methods ending in `-atomic`: the "
-           "same kernel with its AtomicDq backward; in `-wgmma`: with the two-pass backward and every tile product "
-           "(forward and backward) by Hopper's warpgroup MMA; the others: two-pass, mma.sync. The fused kernel skips the tile pairs "
+           "same kernel with its AtomicDq backward (the others: two-pass); in `-wgmma`: with every tile product "
+           "(forward and backward) by Hopper's warpgroup MMA (the others: mma.sync). The fused kernel skips the tile pairs "
            "whose every probability is below 2^-136 (far from the diagonal, ALiBi's bias makes them underflow); "
            "`xtrap-fused-fixed-dense` is the same kernel computing every open pair. TFLOP/s count the same work "
            "for every row of a case, skipped pairs included.", ""]

@@ -8,10 +8,10 @@
 // tokens/s. Sizes are the quickstart model's (d = 128, 8 heads); 2048 tokens per iteration.
 // Threads: --threads is not a Google Benchmark flag; set XTRAP_THREADS (default 2).
 // Where LibTorch has CUDA (XTRAP_WITH_CUDA_KERNELS), `--fused-csv FILE [--fused-reps N]
-// [--fused-cases A,B] [--fused-backward two-pass|atomic|wgmma|all]` instead times the fused ALiBi-family
-// kernel (issue 23 item 5) at bench/attention_anchors.py's cases (or the cases named), with each
-// backward scheme, and the two-pass one with the warpgroup MMA's tile products (wgmma; default all),
-// and writes its CSV columns (bench/fused_attention.sh joins the
+// [--fused-cases A,B] [--fused-backward two-pass|atomic|wgmma|atomic-wgmma|all]` instead times the
+// fused ALiBi-family kernel (issue 23 item 5) at bench/attention_anchors.py's cases (or the cases
+// named), with each backward scheme, each with mma.sync's tile products and with the warpgroup
+// MMA's (wgmma; default all), and writes its CSV columns (bench/fused_attention.sh joins the
 // two; bench/gpu_check.sh's ncu stage profiles one case and scheme).
 #include <benchmark/benchmark.h>
 
@@ -245,6 +245,7 @@ constexpr FusedConfig kFusedConfigs[] = {
     {"two-pass", cuda::BackwardScheme::TwoPass, cuda::TileProducts::WarpMma, ""},
     {"atomic", cuda::BackwardScheme::AtomicDq, cuda::TileProducts::WarpMma, "-atomic"},
     {"wgmma", cuda::BackwardScheme::TwoPass, cuda::TileProducts::WarpgroupMma, "-wgmma"},
+    {"atomic-wgmma", cuda::BackwardScheme::AtomicDq, cuda::TileProducts::WarpgroupMma, "-atomic-wgmma"},
 };
 
 FusedResult timeFused(const FusedRow& r, const FusedConfig& config, int warmup, int reps) {
@@ -313,7 +314,8 @@ void printKernelFacts() {
 int writeFusedCsv(const std::string& path, int reps, const std::string& cases, const std::string& backward) {
   if (backward != "all" && std::none_of(std::begin(kFusedConfigs), std::end(kFusedConfigs),
                                         [&](const FusedConfig& c) { return backward == c.name; })) {
-    std::fprintf(stderr, "bench_attention: --fused-backward must be two-pass, atomic, wgmma or all, not '%s'\n",
+    std::fprintf(stderr,
+                 "bench_attention: --fused-backward must be two-pass, atomic, wgmma, atomic-wgmma or all, not '%s'\n",
                  backward.c_str());
     return 2;
   }

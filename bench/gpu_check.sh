@@ -18,9 +18,9 @@
 #            builds only what it needs.
 #   ncu      Nsight Compute's full set of sections on the fused kernels at NCU_CASE (default
 #            causal-B8-L2048), one forward and backward with each of bench_attention's
-#            --fused-backward configurations in NCU_BACKWARD (default "two-pass atomic wgmma": the
-#            two backward schemes, and the two-pass one with the warpgroup MMA's tile products): the
-#            profile asked for when the kernel misses a target.
+#            --fused-backward configurations in NCU_BACKWARD (default "two-pass atomic wgmma
+#            atomic-wgmma": the two backward schemes, with mma.sync's tile products and with the
+#            warpgroup MMA's): the profile asked for when the kernel misses a target.
 #            Per scheme NCU_REPORTS/ncu-SCHEME.ncu-rep (the report, default /tmp/ncu-reports:
 #            only ncu reads it, so it stays on the machine) and in OUTDIR ncu-SCHEME.txt (its details page: speed of light, pipes, shared memory and L2 tables,
 #            the L2's atomic and reduction requests where AtomicDq's dQ adds go, occupancy, warp
@@ -201,7 +201,7 @@ if wants ncu; then
       ncu --import "$report.ncu-rep" --page source --print-source cuda --csv >"$page-lines.csv" 2>&1
       summary "ncu (${NCU_CASE:-causal-B8-L2048}, $name): rc=$rc in $((SECONDS - start)) s (ncu-$name.txt, -raw.csv, -sass.csv, -lines.csv, .log)"
     }
-    for scheme in ${NCU_BACKWARD:-two-pass atomic wgmma}; do
+    for scheme in ${NCU_BACKWARD:-two-pass atomic wgmma atomic-wgmma}; do
       profile "$scheme" 'tileBoundsKernel|tileWalksKernel|forwardKernel|keyGradKernel|queryGradKernel|roundQueryGradKernel' 5 5 \
         build-cuda/bench_attention --fused-csv "$OUT/ncu_case.csv" --fused-reps 1 \
         --fused-cases "${NCU_CASE:-causal-B8-L2048}" --fused-backward "$scheme"

@@ -13,7 +13,7 @@
 // some to be skipped, and v made NaN where only skipped pairs would read it, show that they are.
 // Every case runs under both of the emulation's extreme schedules and must give bit-identical
 // results: a difference is a missing barrier (a race on the GPU). The warpgroup MMA products
-// (TileProducts::WarpgroupMma: the forward's and the two-pass backward's) must give the mma.sync
+// (TileProducts::WarpgroupMma: the forward's and either backward's) must give the mma.sync
 // kernels' results bit for bit: the emulation sums both products' terms in the same order, so any
 // difference is a layout or an order the two disagree on. What this cannot show (speed,
 // the GPU's memory model, ex2.approx's rounding) is the gpu-labelled fused_attention_checks' job on
@@ -348,8 +348,8 @@ void check(const Problem& p) {
     cuda_emulation::setSchedule(cuda_emulation::Schedule::Ascending);
     CHECK(warpgroup == got[0]);
   }
-  // With AtomicDq the forward's products are the warpgroup's (with the row weights its bias
-  // gradients ask for) and keyGrad's mma.sync: the AtomicDq results.
+  // And with AtomicDq (the forward summing the row weights its bias gradients ask for, keyGrad's dS K
+  // from its dS^T tile): the AtomicDq results.
   const Result mixed =
       runKernels(p, in, xtrap::cuda::BackwardScheme::AtomicDq, xtrap::cuda::TileProducts::WarpgroupMma);
   CHECK(mixed == got[1]);

@@ -56,7 +56,7 @@ struct WarpgroupProduct {
   bool aInRegisters;
   float a[16][16];
   uint64_t aDescriptor, bDescriptor;
-  bool bMnMajor;
+  bool aMnMajor, bMnMajor;
 };
 
 // Where a thread of the running block stands.
@@ -336,7 +336,7 @@ void computeProduct(const WarpgroupProduct& p) {
       const int i = g + 8 * (e / 2), n = 8 * j + 2 * t + e % 2;
       float sum = p.d[4 * j + e];
       for (int k = 0; k < 16; ++k) {
-        const float x = p.aInRegisters ? p.a[i][k] : sharedElement(a, 16 * warp + i, k, false);
+        const float x = p.aInRegisters ? p.a[i][k] : sharedElement(a, 16 * warp + i, k, p.aMnMajor);
         sum += x * sharedElement(b, n, k, p.bMnMajor);
       }
       p.d[4 * j + e] = sum;
@@ -433,10 +433,10 @@ uint32_t sharedAddress(const void* pointer) {
 void warpgroupArrive() { currentThread().warpgroupFenced = true; }
 
 void warpgroupMultiplyAdd(float (&d)[8][4], const uint32_t* a, uint64_t aDescriptor, uint64_t bDescriptor,
-                          bool bMnMajor) {
+                          bool aMnMajor, bool bMnMajor) {
   Thread& self = currentThread();
   if (!self.warpgroupFenced) fault("a wgmma.mma_async without wgmma.fence since the last wgmma.wait_group");
-  WarpgroupProduct p{&d[0][0], a != nullptr, {}, aDescriptor, bDescriptor, bMnMajor};
+  WarpgroupProduct p{&d[0][0], a != nullptr, {}, aDescriptor, bDescriptor, aMnMajor, bMnMajor};
   if (a != nullptr) {  // the warp's A from every lane's registers, as mma.sync's A fragment
     uint32_t mine[4] = {a[0], a[1], a[2], a[3]};
     const auto& row = exchangeWithWarp(mine, sizeof mine);

@@ -25,7 +25,7 @@
 //   rows of the warpgroup's product, from its lanes' registers (A, exchanged at the issue) or from
 //   shared memory through the descriptors, read as the PTX ISA lays out operands without swizzling
 //   (core matrices of 8 rows of 16 bytes; K-major: the leading offset between core matrices along
-//   K, the stride offset along M or N; MN-major B: the same along K and along N). Like the
+//   K, the stride offset along M or N; MN-major: the same along K and along M or N). Like the
 //   asynchronous copies, a product is computed at either end of what wgmma allows: at the wait
 //   (wgmma.wait_group) under the ascending schedule, so accumulators read before it are stale,
 //   and at its issue under the descending one, so shared operands written after the issue are not
@@ -199,10 +199,10 @@ void loadMatrices(uint32_t (&r)[4], const __nv_bfloat16* row, bool transposed);
 uint32_t sharedAddress(const void* pointer);
 // The warpgroup operations behind include/model/position/warpgroup_mma.cuh: d (this warp's 16 rows
 // of 64 x 64) += A B with A from registers (a, this warp's 16 rows as mma.sync's A fragment) or,
-// where a is nullptr, K-major from aDescriptor; B K-major, or MN-major with bMnMajor.
+// where a is nullptr, from aDescriptor; each shared operand K-major, or MN-major with its flag.
 void warpgroupArrive();
 void warpgroupMultiplyAdd(float (&d)[8][4], const uint32_t* a, uint64_t aDescriptor, uint64_t bDescriptor,
-                          bool bMnMajor);
+                          bool aMnMajor, bool bMnMajor);
 void warpgroupCommit();
 void warpgroupWait();
 

@@ -8,7 +8,7 @@
 // fixed-slope one also with learned slopes, and interpolated slopes), H in {8, 12}, D in {64, 128},
 // T in {1, 7, 128, 1000, 4099}: the output and dq, dk, dv, and the gradients of the learned slopes
 // and first-token bias (through their sigmoid parameterisation, by autograd on both sides), with
-// each backward scheme, and with the warpgroup MMA's tile products (forward and two-pass backward)
+// each backward scheme, with mma.sync's tile products and (--products) with the warpgroup MMA's
 // where the GPU has them (compute capability 9.0). Then:
 // slope gradients bit-identical across two runs; negligible pairs skipped (the same results as
 // computing them, and never read); dropout's mask the same in the backward pass as
@@ -141,8 +141,8 @@ std::vector<torch::Tensor> takeParamGrads(LinearBias& bias) {
 }
 
 // How the kernel runs, each way checked alike: its backward scheme (cuda::BackwardScheme) and its
-// tile products (cuda::TileProducts): mma.sync with both schemes, the warpgroup MMA (compute
-// capability 9.0 only) with the two-pass one. --products picks which (main).
+// tile products (cuda::TileProducts): mma.sync and the warpgroup MMA (compute capability 9.0 only),
+// each with both schemes. --products picks which (main).
 struct KernelConfig {
   cuda::BackwardScheme scheme;
   cuda::TileProducts products;
@@ -152,7 +152,8 @@ using Configs = std::vector<KernelConfig>;
 const Configs kWarpConfigs = {{cuda::BackwardScheme::TwoPass, cuda::TileProducts::WarpMma, "two-pass backward"},
                               {cuda::BackwardScheme::AtomicDq, cuda::TileProducts::WarpMma, "atomic dQ backward"}};
 const Configs kWarpgroupConfigs = {
-    {cuda::BackwardScheme::TwoPass, cuda::TileProducts::WarpgroupMma, "warpgroup MMA products, two-pass backward"}};
+    {cuda::BackwardScheme::TwoPass, cuda::TileProducts::WarpgroupMma, "warpgroup MMA products, two-pass backward"},
+    {cuda::BackwardScheme::AtomicDq, cuda::TileProducts::WarpgroupMma, "warpgroup MMA products, atomic dQ backward"}};
 
 // The kernel: o and every gradient of sum(o * dO), for bf16 q, k, v.
 // skipNegligible, products: as fusedLinearBiasAttention's (false: every open pair computed).

@@ -59,8 +59,8 @@
 // FlashAttention-2 does): each exponential is one ex2 instruction. Each kernel is instantiated with
 // and without dropout, so evaluation and dropout-free training carry no per-cell dropout work.
 //
-// Hopper (compute capability 9.0): the forward and the two-pass backward can compute their tile
-// products with the warpgroup MMA (TileProducts::WarpgroupMma, warpgroup_mma.cuh): a block's 4
+// Hopper (compute capability 9.0): the forward and the backward (either scheme) can compute their
+// tile products with the warpgroup MMA (TileProducts::WarpgroupMma, warpgroup_mma.cuh): a block's 4
 // warps are one warpgroup, its 64 rows (queries; keys in keyGrad) one wgmma's M, and its tiles
 // core-matrix tiles (core_matrix_tile.h) that wgmma reads from shared memory once for the 4 warps;
 // each warp's accumulators lie in the registers mma.sync's would, so the rest of each kernel is the
@@ -954,16 +954,22 @@ __device__ void sumBlockGrads(tile::BiasGrads<double> grads, double* warpPartial
 
 // AtomicDq, its first step: this warp's dS^T (its 16 keys by the kBr queries of the tile, as the
 // A fragments `a` of dK += dS^T Q) into the block's dS^T tile in shared memory, in the C layout's
-// pairs (toA: a[kk] holds fragments 2kk and 2kk + 1, rows g and g + 8).
+// pairs (toA: a[kk] holds fragments 2kk and 2kk + 1, rows g and g + 8): rows of kDsRow elements,
+// or with kCore a core-matrix tile (its rows the keys), where a warp's 32 stores of a pair fill
+// one core matrix's 128 bytes.
+template <bool kCore>
 __device__ __forceinline__ void storeScoreGradT(bf16* dsT, const uint32_t (&a)[kBr / 16][4], const TileBlock& blk) {
-  bf16* mine = dsT + (blk.stripe + blk.fl.g) * kDsRow + 2 * blk.fl.t;
+  const int key = blk.stripe + blk.fl.g, query = 2 * blk.fl.t;
 #pragma unroll
   for (int kk = 0; kk < kBr / 16; ++kk)
 #pragma unroll
     for (int half = 0; half < 2; ++half)
 #pragma unroll
-      for (int r = 0; r < 2; ++r)
-        *reinterpret_cast<uint32_t*>(mine + 8 * r * kDsRow + 16 * kk + 8 * half) = a[kk][2 * half + r];
+      for (int r = 0; r < 2; ++r) {
+        const int row = key + 8 * r, column = query + 16 * kk + 8 * half;
+        *reinterpret_cast<uint32_t*>(dsT + (kCore ? core::offset(row, column) : row * kDsRow + column)) =
+            a[kk][2 * half + r];
+      }
 }
 
 // AtomicDq's fp32 dQ, (B, H, stripes, kStripe x D) with 4 stripes of 16 queries a query tile (the
@@ -1015,6 +1021,31 @@ __device__ __forceinline__ void addQueryGrad(float* dqAccum, const Derived& dv, 
     addFragment(mine + 32 * (n + 1), dQ[1]);
   }
 }
+// The same by the warpgroup MMA: dS^T and K core-matrix tiles (storeScoreGradT<true>, the block's
+// own K), both read with their rows along K (the keys): dS as the A operand transposed, K as B
+// transposed. In 64-column halves, each added as soon as it is waited for: 32 accumulators live.
+template <int D>
+__device__ __forceinline__ void addQueryGradWarpgroup(float* dqAccum, const Derived& dv, const bf16* dsT,
+                                                      const bf16* ks, const TileBlock& blk, int r0) {
+  const uint64_t aFirst = wgmma::descriptor(dsT, core::kRowGroupBytes, core::kChunkBytes),
+                 bFirst = wgmma::descriptor(ks, core::kRowGroupBytes, core::kChunkBytes);
+  float4* mine = queryGradStripe<D>(dqAccum, dv, blk.batchHead, r0 + blk.stripe) + blk.lane;
+#pragma unroll
+  for (int h = 0; h < D / 64; ++h) {
+    float dQ[8][4] = {};  // (16, 64): this warp's queries by columns 64h .. 64h + 63
+    wgmma::fenceOperands(dQ);
+    wgmma::arrive();
+#pragma unroll
+    for (int kk = 0; kk < kBc / 16; ++kk)  // keys 16kk .. 16kk + 15: row groups 2kk, 2kk + 1
+      wgmma::multiplyAdd<true, true>(dQ, core::advanced(aFirst, core::offset(16 * kk, 0)),
+                                     core::advanced(bFirst, core::offset(16 * kk, 64 * h)));
+    wgmma::commit();
+    wgmma::wait();
+    wgmma::fenceOperands(dQ);
+#pragma unroll
+    for (int n = 0; n < 8; ++n) addFragment(mine + 32 * (8 * h + n), dQ[n]);
+  }
+}
 
 // grid (ceil(T / kBc), H, B): one block per key tile; dK, dV summed over every query tile (and with
 // kAtomicDq each pair's dS K added to dqAccum: addQueryGrad). Its warps work transposed: S^T = K Q^T
@@ -1024,13 +1055,12 @@ __device__ __forceinline__ void addQueryGrad(float* dqAccum, const Derived& dv, 
 // forward's row weights (tile::CentredBiasGrads), into partials[(b * H + h) * tiles + tile][3].
 // D 64 without dropout: at most 168 registers, so that 3 blocks fit an SM (ptxas chose 183 after
 // copyRows' unrolling, which fits 2; held to 168 it spills none on sm_90a).
-// kWarpgroup (TwoPass only): the four products by the warpgroup MMA on core-matrix tiles of K, V, Q
-// and dO, the block's 64 keys one wgmma's M.
+// kWarpgroup: the four products (with kAtomicDq five) by the warpgroup MMA on core-matrix tiles of
+// K, V, Q, dO (and dS^T), the block's 64 keys one wgmma's M (64 queries in dS K).
 template <int D, bool kDropout, bool kAtomicDq, bool kBiasGrads = false, bool kWarpgroup = false>
 __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
     keyGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll, float* dqAccum, double* partials) {
   static_assert(kAtomicDq || !kBiasGrads, "TwoPass sums the bias gradients in queryGrad");
-  static_assert(!(kAtomicDq && kWarpgroup), "AtomicDq's dS^T and K go to ldmatrix: mma.sync only");
   using S = KeyGradSmem<D>;
   using A = KeyGradAtomicSmem<D>;  // kAtomicDq only
   bf16 *ks = smemAt<bf16>(S::k), *vs = smemAt<bf16>(S::v), *qs = smemAt<bf16>(S::q), *dOs = smemAt<bf16>(S::dO);
@@ -1123,14 +1153,18 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
     else
       multiply<kBr, D, Row>(dV, a, dO, blk.lane);  // dV += P~^T dO
     toA<kBr>(a, dST);
-    if constexpr (kAtomicDq) storeScoreGradT(dsT, a, blk);
+    if constexpr (kAtomicDq) storeScoreGradT<kWarpgroup>(dsT, a, blk);
     if constexpr (kWarpgroup)
       warpgroupMultiply<D>(dK, a, q);
     else
       multiply<kBr, D, Row>(dK, a, q, blk.lane);  // dK += dS^T Q
     if constexpr (kAtomicDq) {
+      if constexpr (kWarpgroup) wgmma::fenceSharedWrites();  // dS^T's stores, for the async proxy
       __syncthreads();  // every warp's dS^T is in dsT (pipelinedWalk's next barrier precedes its next write)
-      addQueryGrad<D>(dqAccum, dv, dsT, ks, blk, r0);
+      if constexpr (kWarpgroup)
+        addQueryGradWarpgroup<D>(dqAccum, dv, dsT, ks, blk, r0);
+      else
+        addQueryGrad<D>(dqAccum, dv, dsT, ks, blk, r0);
     }
   });
   // With kWarpgroup every warp's products read all of K's and V's tiles: the walk's last barrier
@@ -1414,9 +1448,14 @@ cudaError_t backward(const BackwardArgs& args, void* workspace, cudaStream_t str
 
   // TwoPass: keyGrad, then queryGrad (dQ and the bias gradients). AtomicDq: keyGrad alone (dQ's adds
   // and the bias gradients), then dQ's rounding.
-  const bool warpgroup = !atomic && args.products == TileProducts::WarpgroupMma;
+  const bool warpgroup = args.products == TileProducts::WarpgroupMma;
   const auto keyGrad =
-      warpgroup   ? (dropout ? keyGradKernel<D, true, false, false, true> : keyGradKernel<D, false, false, false, true>)
+      warpgroup
+          ? (!atomic
+                 ? (dropout ? keyGradKernel<D, true, false, false, true> : keyGradKernel<D, false, false, false, true>)
+             : biasGrads
+                 ? (dropout ? keyGradKernel<D, true, true, true, true> : keyGradKernel<D, false, true, true, true>)
+                 : (dropout ? keyGradKernel<D, true, true, false, true> : keyGradKernel<D, false, true, false, true>))
       : !atomic   ? (dropout ? keyGradKernel<D, true, false> : keyGradKernel<D, false, false>)
       : biasGrads ? (dropout ? keyGradKernel<D, true, true, true> : keyGradKernel<D, false, true, true>)
                   : (dropout ? keyGradKernel<D, true, true> : keyGradKernel<D, false, true>);
@@ -1487,6 +1526,7 @@ cudaError_t kernelFacts(KernelFacts* facts) {
   add(tileWalksKernel, "tileWalks", 0);
   add(forwardKernel<D, false, false, true>, "forward+wgmma", ForwardSmem<D>::bytes);
   add(keyGradKernel<D, false, false, false, true>, "keyGrad+wgmma", KeyGradSmem<D>::bytes);
+  add(keyGradKernel<D, false, true, false, true>, "keyGrad+dQ+wgmma", KeyGradAtomicSmem<D>::bytes);
   add(queryGradKernel<D, false, false, true>, "queryGrad+wgmma", QueryGradSmem<D>::bytes);
   return e;
 }

@@ -36,8 +36,8 @@ struct AttentionShape {
   int B = 0, H = 0, T = 0, D = 0;
 };
 
-// Which instructions compute the tile products (the forward's S = Q K^T and O += P~ V; the two-pass
-// backward's S, dP~, dV, dK and dQ). Which is faster is the GPU's to say (bench_attention times
+// Which instructions compute the tile products (the forward's S = Q K^T and O += P~ V; the
+// backward's S, dP~, dV, dK and dQ, with either scheme). Which is faster is the GPU's to say (bench_attention times
 // both), so both are kept until then.
 enum class TileProducts {
   // mma.sync (sm_80 and later): each warp reads every fragment of the tile walked over (K and V; in
@@ -46,8 +46,6 @@ enum class TileProducts {
   // Hopper's warpgroup MMA (wgmma.mma_async; compute capability 9.0 only,
   // linearBiasAttentionProductsCheck): the block's 4 warps compute each (64, 64) product in one
   // instruction per 16 of K, reading the shared tiles once for the 4 warps, asynchronously.
-  // BackwardScheme::AtomicDq's keyGrad keeps mma.sync (its dS^T goes through shared memory to
-  // ldmatrix).
   WarpgroupMma,
 };
 
@@ -115,7 +113,7 @@ struct BackwardArgs {
   // The forward's ForwardArgs::tileBounds, or nullptr: the pairs whose every probability is below
   // 2^-136 are skipped, whose exp2 the backward would flush to 0 anyway.
   const float* tileBounds = nullptr;
-  TileProducts products = TileProducts::WarpMma;  // TwoPass's keyGrad and queryGrad
+  TileProducts products = TileProducts::WarpMma;
 };
 
 // Why these arguments cannot run (a one-line reason), or nullptr. The launchers check it too and
@@ -143,8 +141,8 @@ struct KernelFacts {
 // forward, rowDot, keyGrad, queryGrad without and with bias gradients (TwoPass); keyGrad with its
 // dQ adds, without and with bias gradients, dQ's rounding, and the forward with row weights
 // (AtomicDq); the tile bounds and walks; the forward, keyGrad and queryGrad of
-// TileProducts::WarpgroupMma
-constexpr int kKernelFactsCount = 14;
+// TileProducts::WarpgroupMma, and AtomicDq's keyGrad with them
+constexpr int kKernelFactsCount = 15;
 // Fills facts[0..kKernelFactsCount) for head dimension D (64 or 128) on the current device: the
 // instances without dropout, which the benchmark and evaluation run.
 cudaError_t linearBiasAttentionKernelFacts(int D, KernelFacts* facts);

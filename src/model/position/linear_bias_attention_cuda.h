@@ -28,7 +28,7 @@ std::string fusedLinearBiasAttentionUnsupported(const torch::Tensor& q, const to
 // bit in the backward and less than 2^-136 of it in the forward; false computes every open pair
 // (bench_attention's dense rows, to show what the skipping gains). `products`: the tile products of
 // the forward and the backward (cuda::TileProducts; WarpgroupMma on compute capability 9.0 only,
-// else an error; AtomicDq's keyGrad keeps mma.sync).
+// else an error).
 torch::Tensor fusedLinearBiasAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const LinearBias& bias, bool causal, double scale, double dropout,
                                        cuda::BackwardScheme backward = cuda::BackwardScheme::TwoPass,

@@ -69,17 +69,19 @@ __device__ __forceinline__ void fenceOperands(float (&d)[N][4]) {
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[n][e])::"memory");
 }
 
-// d (64, 64) += a (64, 16) b (64, 16)^T, both K-major in shared memory: m64n64k16, bf16 in, fp32
-// (scale-d, the predicate that keeps d, true: CUTLASS's form, set from a register).
+// d (64, 64) += a (64, 16) b (16, 64), both in shared memory: m64n64k16, bf16 in, fp32 (scale-d,
+// the predicate that keeps d, true: CUTLASS's form, set from a register). K-major (transposed
+// false): a's rows along M, b's along N, 8 elements of K each; MN-major (true): rows along K.
+template <bool kTransposeA = false, bool kTransposeB = false>
 __device__ __forceinline__ void multiplyAdd(float (&d)[8][4], uint64_t a, uint64_t b) {
   XTRAP_WGMMA_ASM(
       "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %34, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "%32, %33, accumulate, 1, 1, 0, 0;\n}\n"
+      "%32, %33, accumulate, 1, 1, %35, %36;\n}\n"
       : XTRAP_WGMMA_ACCUMULATORS(d)
-      : "l"(a), "l"(b), "r"(1));
+      : "l"(a), "l"(b), "r"(1), "n"(int(kTransposeA)), "n"(int(kTransposeB)));
 }
 
 // d (64, 64) += a (64, 16) b (16, 64): a this warp's 16 rows in registers (mma.sync's A fragment),

@@ -22,12 +22,13 @@ inline void fenceSharedWrites() {}  // the proxies are not modelled: every write
 template <int N>
 inline void fenceOperands(float (&)[N][4]) {}
 
+template <bool kTransposeA = false, bool kTransposeB = false>
 inline void multiplyAdd(float (&d)[8][4], uint64_t a, uint64_t b) {
-  cuda_emulation::warpgroupMultiplyAdd(d, nullptr, a, b, false);
+  cuda_emulation::warpgroupMultiplyAdd(d, nullptr, a, b, kTransposeA, kTransposeB);
 }
 
 inline void multiplyAdd(float (&d)[8][4], const uint32_t (&a)[4], uint64_t b) {
-  cuda_emulation::warpgroupMultiplyAdd(d, a, 0, b, true);
+  cuda_emulation::warpgroupMultiplyAdd(d, a, 0, b, false, true);
 }
 
 }  // namespace xtrap::cuda::wgmma
