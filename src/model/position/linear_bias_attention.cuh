@@ -140,8 +140,8 @@ struct KernelFacts {
 };
 // forward, rowDot, keyGrad, queryGrad without and with bias gradients (TwoPass); keyGrad with its
 // dQ adds, without and with bias gradients, dQ's rounding, and the forward with row weights
-// (AtomicDq); the tile bounds and walks; the forward, keyGrad and queryGrad of
-// TileProducts::WarpgroupMma, and AtomicDq's keyGrad with them
+// (AtomicDq); the tile bounds and walks; with TileProducts::WarpgroupMma the forward, keyGrad,
+// keyGrad with its dQ adds and queryGrad
 constexpr int kKernelFactsCount = 15;
 // Fills facts[0..kKernelFactsCount) for head dimension D (64 or 128) on the current device: the
 // instances without dropout, which the benchmark and evaluation run.
