@@ -281,6 +281,19 @@ bool inLaunchShared(const void* pointer, size_t bytes) {
 float bf16Bits(uint32_t bits) { return __bfloat162float(__nv_bfloat16{uint16_t(bits)}); }
 uint32_t bitsOf(const __nv_bfloat16* element) { return element->bits; }
 
+// Lane l's share of a warp's (16, 16) A operand, as warp_mma.cuh lays out mma.sync's A fragment
+// (the warpgroup MMA's register A of a warp's 16 rows too), into A.
+void unpackFragmentA(const uint32_t (&regs)[4], int l, float (&A)[16][16]) {
+  const int g = l / 4, t = l % 4;
+  for (int half = 0; half < 2; ++half) {
+    const int shift = 16 * half;  // the lower element in the lower 16 bits
+    A[g][2 * t + half] = bf16Bits(regs[0] >> shift);
+    A[g + 8][2 * t + half] = bf16Bits(regs[1] >> shift);
+    A[g][2 * t + 8 + half] = bf16Bits(regs[2] >> shift);
+    A[g + 8][2 * t + 8 + half] = bf16Bits(regs[3] >> shift);
+  }
+}
+
 // One shared operand of a warpgroup product, from its descriptor (PTX ISA, "Matrix Descriptor
 // Format"): start address, leading and stride byte offsets, no swizzling.
 struct SharedOperand {
@@ -382,13 +395,10 @@ void multiplyAddM16N8K16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uin
   for (int l = 0; l < 32; ++l) {
     Operands o;
     std::memcpy(&o, row[size_t(l)].data(), sizeof o);
+    unpackFragmentA(o.a, l, A);
     const int g = l / 4, t = l % 4;
     for (int half = 0; half < 2; ++half) {
-      const int shift = 16 * half;  // the lower element in the lower 16 bits
-      A[g][2 * t + half] = bf16Bits(o.a[0] >> shift);
-      A[g + 8][2 * t + half] = bf16Bits(o.a[1] >> shift);
-      A[g][2 * t + 8 + half] = bf16Bits(o.a[2] >> shift);
-      A[g + 8][2 * t + 8 + half] = bf16Bits(o.a[3] >> shift);
+      const int shift = 16 * half;
       B[2 * t + half][g] = bf16Bits(o.b[0] >> shift);
       B[2 * t + 8 + half][g] = bf16Bits(o.b[1] >> shift);
     }
@@ -443,14 +453,7 @@ void warpgroupMultiplyAdd(float (&d)[8][4], const uint32_t* a, uint64_t aDescrip
     for (int l = 0; l < 32; ++l) {
       uint32_t o[4];
       std::memcpy(o, row[size_t(l)].data(), sizeof o);
-      const int g = l / 4, t = l % 4;
-      for (int half = 0; half < 2; ++half) {
-        const int shift = 16 * half;
-        p.a[g][2 * t + half] = bf16Bits(o[0] >> shift);
-        p.a[g + 8][2 * t + half] = bf16Bits(o[1] >> shift);
-        p.a[g][2 * t + 8 + half] = bf16Bits(o[2] >> shift);
-        p.a[g + 8][2 * t + 8 + half] = bf16Bits(o[3] >> shift);
-      }
+      unpackFragmentA(o, l, p.a);
     }
   }
   // Computed at either end of its time in flight: at the issue (descending), at the wait (ascending).
