@@ -489,10 +489,11 @@ void modelUsesKernel() {
 
 }  // namespace
 
-// fused_attention_checks [--sanitize]. --sanitize: under compute-sanitizer (bench/gpu_check.sh's
-// sanitize stage), whose instrumented kernels run some 10-100x slower, the checks of the kernel
-// itself at kSanitizerSizes; not the run-to-run determinism (two runs of a large case) nor the
-// model-level check (LibTorch's kernels around the fused ones).
+// fused_attention_checks [--sanitize] [--products warp|warpgroup|all]. --sanitize: under
+// compute-sanitizer (bench/gpu_check.sh's sanitize stage), whose instrumented kernels run some
+// 10-100x slower, the checks of the kernel itself at kSanitizerSizes; not the run-to-run
+// determinism (two runs of a large case) nor the model-level check (LibTorch's kernels around the
+// fused ones).
 int main(int argc, char** argv) {
   // --products: warp (default: mma.sync, both backward schemes, and the model's use), warpgroup
   // (the warpgroup MMA's, a test of its own, so that a fault there cannot hide the others' results)

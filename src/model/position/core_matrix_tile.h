@@ -8,17 +8,18 @@
 // swizzling an operand is made of core matrices, 8 rows of 16 contiguous bytes (8 bf16) each, 128
 // contiguous bytes; the descriptor gives two strides between core matrices. CUTLASS's
 // make_gmma_desc (cute/atom/mma_traits_sm90_gmma.hpp, LayoutType::INTERLEAVE) reads them so:
-//   K-major (A, or B not transposed: rows along M or N, the 8 elements of a row along K):
+//   K-major (not transposed: rows along M or N, the 8 elements of a row along K):
 //     leading byte offset = between core matrices adjacent in K, stride byte offset = in M or N;
-//   MN-major (B transposed: the 8 elements of a row along N, rows along K):
-//     leading byte offset = between core matrices adjacent in K, stride byte offset = in N.
+//   MN-major (transposed: the 8 elements of a row along M or N, rows along K):
+//     leading byte offset = between core matrices adjacent in K, stride byte offset = in M or N.
 //
 // The tile here: (64 rows, D) with core matrix (row group g = row / 8, chunk c = column / 8) at
 // byte 128 (8 c + g). A token's row of q, k or v is a row of the tile, so the same bytes are
 //   - a K-major operand over the head dimension (S = Q K^T: A = Q, B = K): leading offset
 //     kChunkBytes (next 8 columns), stride offset kRowGroupBytes (next 8 tokens);
-//   - an MN-major operand over the tokens (O += P V: B = V, K = keys, N = D): leading offset
-//     kRowGroupBytes (next 8 keys), stride offset kChunkBytes (next 8 columns).
+//   - an MN-major operand over the tokens (O += P V: B = V, K = keys, N = D; AtomicDq's dQ += dS K
+//     reads its dS^T tile so as A): leading offset kRowGroupBytes (next 8 tokens), stride offset
+//     kChunkBytes (next 8 columns).
 #include <cstdint>
 
 #ifdef __CUDACC__

@@ -1,6 +1,6 @@
 #pragma once
-// Hopper's warpgroup MMA (PTX ISA, "wgmma.mma_async", sm_90a) as the fused attention forward uses
-// it: the 4 warps of a block (one warpgroup) compute a (64, 64) fp32 tile product in one
+// Hopper's warpgroup MMA (PTX ISA, "wgmma.mma_async", sm_90a) as the fused attention kernels use
+// it (TileProducts::WarpgroupMma): the 4 warps of a block (one warpgroup) compute a (64, 64) fp32 tile product in one
 // instruction per 16 of K, reading the B operand (and A, unless it is in registers) from shared
 // memory once for the 4 warps, where mma.sync (warp_mma.cuh) has each warp read every B fragment
 // with ldmatrix for its own 16 rows.
