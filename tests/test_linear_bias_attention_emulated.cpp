@@ -403,8 +403,9 @@ __global__ void productKernel(const bf16* a, const bf16* b, float* ab, float* ab
 // One warpgroup: c = a b^T and c2 = a b2 for a (64, 16), b (64, 16), b2 (16, 64) row-major bf16,
 // copied into shared memory as core-matrix tiles (core_matrix_tile.h: b2's rows, along K, as the
 // first 16 of a 64-row tile's rows) and multiplied by warpgroup_mma.cuh's two products; the outputs written from its
-// documented accumulator layout. kFence false leaves out wgmma.fence; kWait false the wait.
-template <bool kFence = true, bool kWait = true>
+// documented accumulator layout. kLeftOut names what a wrong kernel leaves out.
+enum class LeftOut { Nothing, Fence, Wait, ProxyFence, LastWarpsProduct };
+template <LeftOut kLeftOut = LeftOut::Nothing>
 __global__ void warpgroupProductKernel(const bf16* a, const bf16* b, const bf16* b2, float* c, float* c2) {
   namespace core = xtrap::cuda::core;
   namespace wgmma = xtrap::cuda::wgmma;
@@ -415,6 +416,7 @@ __global__ void warpgroupProductKernel(const bf16* a, const bf16* b, const bf16*
     as[core::offset(e / 16, e % 16)] = a[e], bs[core::offset(e / 16, e % 16)] = b[e];
     b2s[core::offset(e / 64, e % 64)] = b2[e];
   }
+  if (kLeftOut != LeftOut::ProxyFence) wgmma::fenceSharedWrites();
   __syncthreads();
   float acc[8][4] = {}, acc2[8][4] = {};
   uint32_t fa[4];  // this warp's rows of a as mma.sync's A fragment
@@ -424,12 +426,13 @@ __global__ void warpgroupProductKernel(const bf16* a, const bf16* b, const bf16*
   const int row = 16 * warp + g;
   fa[0] = pair(row, 2 * t), fa[1] = pair(row + 8, 2 * t), fa[2] = pair(row, 2 * t + 8),
   fa[3] = pair(row + 8, 2 * t + 8);
-  if (kFence) wgmma::arrive();
+  if (kLeftOut != LeftOut::Fence) wgmma::arrive();
   wgmma::multiplyAdd(acc, wgmma::descriptor(as, core::kChunkBytes, core::kRowGroupBytes),
                      wgmma::descriptor(bs, core::kChunkBytes, core::kRowGroupBytes));
-  wgmma::multiplyAdd(acc2, fa, wgmma::descriptor(b2s, core::kRowGroupBytes, core::kChunkBytes));
+  if (kLeftOut != LeftOut::LastWarpsProduct || warp < 3)
+    wgmma::multiplyAdd(acc2, fa, wgmma::descriptor(b2s, core::kRowGroupBytes, core::kChunkBytes));
   wgmma::commit();
-  if (kWait) wgmma::wait();
+  if (kLeftOut != LeftOut::Wait) wgmma::wait();
   for (int n = 0; n < 8; ++n)
     for (int e = 0; e < 4; ++e) {
       const int at = (row + 8 * (e >> 1)) * 64 + 8 * n + 2 * t + (e & 1);
@@ -556,14 +559,20 @@ TEST_CASE("the emulated warpgroup MMA multiplies two matrices from core-matrix t
         CHECK(c[size_t(i * 64 + j)] == Approx(product).margin(1e-5));
         CHECK(c2[size_t(i * 64 + j)] == Approx(product2).margin(1e-5));
       }
-    // Without wgmma.fence, or without the wait, the launch faults.
+    // Without wgmma.fence, the wait, the proxy fence after the stores, or with a warp that skips a
+    // product, the launch faults.
     std::vector<float> ignored(64 * 64);
-    CHECK(cudaLaunchKernelEx(&group, warpgroupProductKernel<false, true>, a.data(), b.data(), b2.data(), ignored.data(),
-                             ignored.data()) == cudaErrorLaunchFailure);
-    CHECK(cuda_emulation::lastFault().find("wgmma.fence") != std::string::npos);
-    CHECK(cudaLaunchKernelEx(&group, warpgroupProductKernel<true, false>, a.data(), b.data(), b2.data(), ignored.data(),
-                             ignored.data()) == cudaErrorLaunchFailure);
-    CHECK(cuda_emulation::lastFault().find("never waited for") != std::string::npos);
+    auto faultOf = [&](auto kernel) {
+      const cudaError_t e =
+          cudaLaunchKernelEx(&group, kernel, a.data(), b.data(), b2.data(), ignored.data(), ignored.data());
+      return e == cudaErrorLaunchFailure ? cuda_emulation::lastFault() : std::string("no fault");
+    };
+    CHECK_THAT(faultOf(warpgroupProductKernel<LeftOut::Fence>), Catch::Contains("without wgmma.fence"));
+    CHECK_THAT(faultOf(warpgroupProductKernel<LeftOut::Wait>), Catch::Contains("never waited for"));
+    CHECK_THAT(faultOf(warpgroupProductKernel<LeftOut::ProxyFence>), Catch::Contains("fence.proxy.async"));
+    CHECK_THAT(faultOf(warpgroupProductKernel<LeftOut::LastWarpsProduct>),
+               Catch::Contains("issued different warpgroup instructions"));
+    cudaGetLastError();
   }
   cuda_emulation::setSchedule(cuda_emulation::Schedule::Ascending);
 }

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <initializer_list>
 #include <map>
 #include <vector>
 
@@ -59,6 +60,14 @@ struct WarpgroupProduct {
   bool aMnMajor, bMnMajor;
 };
 
+constexpr uint64_t kTraceSeed = 0xcbf29ce484222325ULL;  // FNV-1a's offset basis
+
+// The trace with one more value (FNV-1a over its 8 bytes).
+uint64_t traced(uint64_t trace, uint64_t value) {
+  for (int byte = 0; byte < 8; ++byte) trace = (trace ^ ((value >> (8 * byte)) & 0xFFu)) * 0x100000001b3ULL;
+  return trace;
+}
+
 // Where a thread of the running block stands.
 enum class Wait { None, Warp, Block, Done };
 
@@ -76,6 +85,11 @@ struct Thread {
   bool warpgroupFenced = false;                // wgmma.fence since its last wgmma.wait_group
   std::vector<WarpgroupProduct> openProducts;  // issued since its last wgmma.commit_group
   std::deque<std::vector<WarpgroupProduct>> productGroups;  // committed, not yet waited for
+  // Its warpgroup instructions in order (kind, descriptors, transposes), hashed: every thread of a
+  // warpgroup must issue the same ones.
+  uint64_t warpgroupTrace = kTraceSeed;
+  size_t warpgroupInstructions = 0;
+  bool proxyFenced = false;  // fence.proxy.async since the async proxy's view was last brought up to date
 };
 
 struct Runtime {
@@ -94,6 +108,9 @@ struct Runtime {
   int current = -1;
   const std::function<void()>* body = nullptr;
   size_t launchSharedBytes = 0;  // the running launch's dynamic shared memory
+  // Shared memory as the async proxy (wgmma's operand reads) last saw it: brought up to date when
+  // every thread of the block has run fence.proxy.async since the last time.
+  std::vector<unsigned char> asyncView;
   // Per warp, two rows of 32 slots for its collectives (shuffles, mma, ldmatrix), used
   // alternately: a lane writes its slot of row p, waits for its warp, reads the row. Row p is
   // written again only two collectives later, after a wait that every lane reaches after its read.
@@ -197,6 +214,28 @@ void resume(Runtime& r, int t) {
   enteredStack(nullptr, nullptr);
 }
 
+// The warpgroup instructions are collective (.sync.aligned): the 128 threads of a warpgroup (warps
+// 4w .. 4w + 3) all issue each of them, with the same descriptors. A warp that skips a product, or
+// one that gives other descriptors, leaves the GPU's result undefined.
+void checkWarpgroups(const Runtime& r) {
+  for (int first = 0; first < r.threadCount; first += 128) {
+    const int last = std::min(first + 128, r.threadCount);
+    for (int t = first; t < last; ++t) {
+      const Thread& thread = r.threads[size_t(t)];
+      if (thread.warpgroupInstructions == 0) continue;
+      if (last - first < 128) return fault("warpgroup instructions in a block that is not whole warpgroups of 4 warps");
+      const Thread& leader = r.threads[size_t(first)];
+      if (thread.warpgroupTrace != leader.warpgroupTrace ||
+          thread.warpgroupInstructions != leader.warpgroupInstructions)
+        return fault(
+            "the threads of a warpgroup issued different warpgroup instructions (wgmma.fence, "
+            "wgmma.mma_async and its descriptors, commit_group, wait_group): thread " +
+            std::to_string(t) + " issued " + std::to_string(thread.warpgroupInstructions) + ", thread " +
+            std::to_string(first) + " " + std::to_string(leader.warpgroupInstructions));
+    }
+  }
+}
+
 // Runs the block's threads to their end; false on a deadlock.
 bool runBlock(Runtime& r) {
   for (int t = 0; t < r.threadCount; ++t) {
@@ -214,7 +253,11 @@ bool runBlock(Runtime& r) {
     thread.warpgroupFenced = false;
     thread.openProducts.clear();
     thread.productGroups.clear();
+    thread.warpgroupTrace = kTraceSeed;
+    thread.warpgroupInstructions = 0;
+    thread.proxyFenced = false;
   }
+  if (r.shared != nullptr) r.asyncView.assign(r.shared, r.shared + r.launchSharedBytes);
   const bool ascending = r.schedule == Schedule::Ascending;
   for (;;) {
     int next = -1;
@@ -236,6 +279,7 @@ bool runBlock(Runtime& r) {
       for (const Thread& t : r.threads)
         if (!t.openProducts.empty() || !t.productGroups.empty())
           fault("a thread ended with wgmma products it never waited for (wgmma.commit_group, wgmma.wait_group)");
+      checkWarpgroups(r);
       return true;
     }
     if (!allAtBarrier) {
@@ -332,6 +376,8 @@ float sharedElement(const SharedOperand& o, int mn, int k, bool mnMajor) {
     fault("a wgmma operand reaches past the launch's dynamic shared memory");
     return 0.f;
   }
+  if (std::memcmp(r.shared + byte, r.asyncView.data() + byte, 2) != 0)
+    fault("a wgmma reads shared memory written since the last fence.proxy.async of every thread of its block");
   __nv_bfloat16 e;
   std::memcpy(&e, r.shared + byte, sizeof e);
   return __bfloat162float(e);
@@ -440,10 +486,23 @@ uint32_t sharedAddress(const void* pointer) {
   return uint32_t(reinterpret_cast<uintptr_t>(pointer) - reinterpret_cast<uintptr_t>(runtime().shared));
 }
 
-void warpgroupArrive() { currentThread().warpgroupFenced = true; }
+// Adds a warpgroup instruction to this thread's trace: its kind and operands.
+void trace(std::initializer_list<uint64_t> instruction) {
+  Thread& self = currentThread();
+  for (uint64_t value : instruction) self.warpgroupTrace = traced(self.warpgroupTrace, value);
+  ++self.warpgroupInstructions;
+}
+
+enum WarpgroupInstruction : uint64_t { kFence = 1, kMultiplyAdd, kCommit, kWait };
+
+void warpgroupArrive() {
+  trace({kFence});
+  currentThread().warpgroupFenced = true;
+}
 
 void warpgroupMultiplyAdd(float (&d)[8][4], const uint32_t* a, uint64_t aDescriptor, uint64_t bDescriptor,
                           bool aMnMajor, bool bMnMajor) {
+  trace({kMultiplyAdd, uint64_t(a != nullptr), aDescriptor, bDescriptor, uint64_t(aMnMajor), uint64_t(bMnMajor)});
   Thread& self = currentThread();
   if (!self.warpgroupFenced) fault("a wgmma.mma_async without wgmma.fence since the last wgmma.wait_group");
   WarpgroupProduct p{&d[0][0], a != nullptr, {}, aDescriptor, bDescriptor, aMnMajor, bMnMajor};
@@ -464,17 +523,30 @@ void warpgroupMultiplyAdd(float (&d)[8][4], const uint32_t* a, uint64_t aDescrip
 }
 
 void warpgroupCommit() {
+  trace({kCommit});
   Thread& self = currentThread();
   self.productGroups.push_back(std::move(self.openProducts));
   self.openProducts.clear();
 }
 
 void warpgroupWait() {
+  trace({kWait});
   Thread& self = currentThread();
   if (!self.openProducts.empty()) fault("wgmma.wait_group with products issued after the last wgmma.commit_group");
   for (; !self.productGroups.empty(); self.productGroups.pop_front())
     for (const WarpgroupProduct& p : self.productGroups.front()) computeProduct(p);
   self.warpgroupFenced = false;
+}
+
+void fenceProxyAsync() {
+  Runtime& r = runtime();
+  currentThread().proxyFenced = true;
+  // Exited threads write nothing more: they count as fenced.
+  if (!std::all_of(r.threads.begin(), r.threads.end(),
+                   [](const Thread& t) { return t.proxyFenced || t.wait == Wait::Done; }))
+    return;
+  std::copy(r.shared, r.shared + r.launchSharedBytes, r.asyncView.begin());
+  for (Thread& t : r.threads) t.proxyFenced = false;
 }
 
 cudaError_t setMaxDynamicShared(const void* kernel, int bytes) {

@@ -31,7 +31,12 @@
 //   and at its issue under the descending one, so shared operands written after the issue are not
 //   read. A product issued without wgmma.fence since the last wait, or committed products never
 //   waited for, fault; descriptors must lie in the launch's dynamic shared memory and ask for no
-//   swizzling. The async proxy's fence (fence.proxy.async) is not modelled.
+//   swizzling. The warpgroup instructions are collective: every thread of a warpgroup (4 whole
+//   warps) must issue the same ones in the same order, with the same descriptors, or the launch
+//   faults. The proxies: a product must not read a byte of shared memory that a store or an
+//   asynchronous copy changed after the last time every thread of the block had run
+//   fence.proxy.async (a stricter rule than the GPU's, where only the writing thread must: the
+//   kernels here fence in every thread), or the launch faults.
 // - Asynchronous copies (cuda_pipeline_primitives.h: cp.async) land at either end of what CUDA
 //   allows: under the ascending schedule only when the thread waits for their batch
 //   (__pipeline_wait_prior), so a read of the destination before that wait, or by another thread
@@ -44,7 +49,7 @@
 //   (threads waiting at different barriers), a warp collective with lanes that have exited, a
 //   partial warp mask, a bad ldmatrix address or asynchronous copy, a write past the dynamic shared
 //   memory.
-// Not modelled: the warpgroup's other warps taking part in its wgmma, timing, occupancy, registers, global-memory
+// Not modelled: timing, occupancy, registers, global-memory
 // bounds, the memory model across blocks (blocks never run at once here), fast-math differences (__expf is expf).
 #include <cmath>
 #include <cstddef>
@@ -205,6 +210,9 @@ void warpgroupMultiplyAdd(float (&d)[8][4], const uint32_t* a, uint64_t aDescrip
                           bool aMnMajor, bool bMnMajor);
 void warpgroupCommit();
 void warpgroupWait();
+// fence.proxy.async by this thread: once every thread of the block has run it, what they wrote to
+// shared memory before is what the async proxy reads.
+void fenceProxyAsync();
 
 }  // namespace cuda_emulation
 

@@ -85,7 +85,7 @@ __device__ __forceinline__ void multiplyAdd(float (&d)[8][4], uint64_t a, uint64
 }
 
 // d (64, 64) += a (64, 16) b (16, 64): a this warp's 16 rows in registers (mma.sync's A fragment),
-// b MN-major in shared memory (transposed: its rows along N).
+// b MN-major in shared memory (transposed: its core matrices' rows along K, 8 elements of N each).
 __device__ __forceinline__ void multiplyAdd(float (&d)[8][4], const uint32_t (&a)[4], uint64_t b) {
   XTRAP_WGMMA_ASM(
       "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %37, 0;\n"

@@ -17,7 +17,7 @@ inline uint64_t descriptor(const __nv_bfloat16* start, uint32_t leadingBytes, ui
 inline void arrive() { cuda_emulation::warpgroupArrive(); }
 inline void commit() { cuda_emulation::warpgroupCommit(); }
 inline void wait() { cuda_emulation::warpgroupWait(); }
-inline void fenceSharedWrites() {}  // the proxies are not modelled: every write is every read's
+inline void fenceSharedWrites() { cuda_emulation::fenceProxyAsync(); }
 
 template <int N>
 inline void fenceOperands(float (&)[N][4]) {}
