@@ -14,7 +14,8 @@
 #   eval     a short L=512 training run of the 6 x 512 model on CUDA, then Lvalid 512..16384 in
 #            bfloat16 (the fused kernel) and float32, each row's time and peak GPU memory
 #   fused    the fused ALiBi-family kernel against SDPA / FlexAttention anchors (issue 23 item 5;
-#            bench/fused_attention.sh: OUTDIR/fused_attention.md). XTRAP_TARGETS=bench_attention
+#            bench/fused_attention.sh: OUTDIR/fused_attention.md; each configuration in its own
+#            process, cut off at FUSED_CONFIG_SECONDS, default 150). XTRAP_TARGETS=bench_attention
 #            builds only what it needs.
 #   ncu      Nsight Compute's full set of sections on the fused kernels at NCU_CASE (default
 #            causal-B8-L2048), one forward and backward with each of bench_attention's
@@ -30,7 +31,8 @@
 #            instruction, and per line of the .cu). Then the same for the anchors in NCU_ANCHORS
 #            (default "sdpa-flash flex-alibi") at that case, their first forward + backward
 #            (bench/attention_anchors.py --methods): ncu-ANCHOR.*, the kernels the fused one is
-#            measured against, profiled alike. ncu_summary.md: every profiled kernel in one table
+#            measured against, profiled alike. Each profile is cut off at NCU_SECONDS (default
+#            300). ncu_summary.md: every profiled kernel in one table
 #            (bench/ncu_summary.py); kernels.sass: the fused kernels' machine code (cuobjdump).
 #   sanitize compute-sanitizer's tools (SANITIZE_TOOLS, default "memcheck racecheck synccheck
 #            initcheck") on the fused kernels as fused_attention_checks --sanitize --products all
@@ -179,6 +181,7 @@ if wants ncu; then
     mkdir -p "$reports"
     # profile NAME KERNEL_REGEX SKIP COUNT COMMAND...: NCU_REPORTS/ncu-NAME.ncu-rep, and in OUTDIR
     # ncu-NAME.{txt,log}, -raw.csv, -sass.csv, -lines.csv
+    # Each profile is cut off at NCU_SECONDS: a kernel that hangs costs only its own profile.
     # Once ncu has said it cannot profile on this machine (on gVisor: "Failed to initialize the
     # profiler: LibraryNotLoaded"; without the counters' permission: ERR_NVGPUCTRPERM), the later
     # profiles are not tried: each would only spend its program's run (FlexAttention's compilation).
@@ -191,7 +194,7 @@ if wants ncu; then
         return
       fi
       start=$SECONDS
-      ncu -f -o "$report" --set full --import-source yes --clock-control none -k "regex:$kernels" --launch-skip "$skip" --launch-count "$count" "$@" \
+      timeout "${NCU_SECONDS:-300}" ncu -f -o "$report" --set full --import-source yes --clock-control none -k "regex:$kernels" --launch-skip "$skip" --launch-count "$count" "$@" \
         >"$page.log" 2>&1
       rc=$?
       profiler_unusable=$(grep -m 1 -E 'Failed to initialize the profiler|ERR_NVGPUCTRPERM' "$page.log")
@@ -199,7 +202,7 @@ if wants ncu; then
       ncu --import "$report.ncu-rep" --page raw --csv >"$page-raw.csv" 2>&1
       ncu --import "$report.ncu-rep" --page source --print-source sass --csv >"$page-sass.csv" 2>&1
       ncu --import "$report.ncu-rep" --page source --print-source cuda --csv >"$page-lines.csv" 2>&1
-      summary "ncu (${NCU_CASE:-causal-B8-L2048}, $name): rc=$rc in $((SECONDS - start)) s (ncu-$name.txt, -raw.csv, -sass.csv, -lines.csv, .log)"
+      summary "ncu (${NCU_CASE:-causal-B8-L2048}, $name): rc=$rc$( ((rc != 124)) || echo " (cut off at ${NCU_SECONDS:-300} s)") in $((SECONDS - start)) s (ncu-$name.txt, -raw.csv, -sass.csv, -lines.csv, .log)"
     }
     for scheme in ${NCU_BACKWARD:-two-pass atomic wgmma atomic-wgmma}; do
       profile "$scheme" 'tileBoundsKernel|tileWalksKernel|forwardKernel|keyGradKernel|queryGradKernel|roundQueryGradKernel' 5 5 \
