@@ -401,12 +401,13 @@ __global__ void productKernel(const bf16* a, const bf16* b, float* ab, float* ab
 }
 
 // One warpgroup: c = a b^T and c2 = a b2 for a (64, 16), b (64, 16), b2 (16, 64) row-major bf16,
+// and c3 = a b^T again by the product that overwrites its accumulators (which hold 1e30 before it),
 // copied into shared memory as core-matrix tiles (core_matrix_tile.h: b2's rows, along K, as the
 // first 16 of a 64-row tile's rows) and multiplied by warpgroup_mma.cuh's two products; the outputs written from its
 // documented accumulator layout. kLeftOut names what a wrong kernel leaves out.
 enum class LeftOut { Nothing, Fence, Wait, ProxyFence, LastWarpsProduct };
 template <LeftOut kLeftOut = LeftOut::Nothing>
-__global__ void warpgroupProductKernel(const bf16* a, const bf16* b, const bf16* b2, float* c, float* c2) {
+__global__ void warpgroupProductKernel(const bf16* a, const bf16* b, const bf16* b2, float* c, float* c2, float* c3) {
   namespace core = xtrap::cuda::core;
   namespace wgmma = xtrap::cuda::wgmma;
   bf16* as = reinterpret_cast<bf16*>(cuda_emulation::sharedMemory());
@@ -418,7 +419,9 @@ __global__ void warpgroupProductKernel(const bf16* a, const bf16* b, const bf16*
   }
   if (kLeftOut != LeftOut::ProxyFence) wgmma::fenceSharedWrites();
   __syncthreads();
-  float acc[8][4] = {}, acc2[8][4] = {};
+  float acc[8][4] = {}, acc2[8][4] = {}, acc3[8][4];
+  for (auto& fragment : acc3)
+    for (float& x : fragment) x = 1e30f;
   uint32_t fa[4];  // this warp's rows of a as mma.sync's A fragment
   auto pair = [&](int row, int col) {
     return uint32_t(a[row * 16 + col].bits) | (uint32_t(a[row * 16 + col + 1].bits) << 16);
@@ -431,6 +434,8 @@ __global__ void warpgroupProductKernel(const bf16* a, const bf16* b, const bf16*
                      wgmma::descriptor(bs, core::kChunkBytes, core::kRowGroupBytes));
   if (kLeftOut != LeftOut::LastWarpsProduct || warp < 3)
     wgmma::multiplyAdd(acc2, fa, wgmma::descriptor(b2s, core::kRowGroupBytes, core::kChunkBytes));
+  wgmma::multiply(acc3, wgmma::descriptor(as, core::kChunkBytes, core::kRowGroupBytes),
+                  wgmma::descriptor(bs, core::kChunkBytes, core::kRowGroupBytes));
   wgmma::commit();
   if (kLeftOut != LeftOut::Wait) wgmma::wait();
   for (int n = 0; n < 8; ++n)
@@ -438,6 +443,7 @@ __global__ void warpgroupProductKernel(const bf16* a, const bf16* b, const bf16*
       const int at = (row + 8 * (e >> 1)) * 64 + 8 * n + 2 * t + (e & 1);
       c[at] = acc[n][e];
       c2[at] = acc2[n][e];
+      c3[at] = acc3[n][e];
     }
 }
 
@@ -547,9 +553,9 @@ TEST_CASE("the emulated warpgroup MMA multiplies two matrices from core-matrix t
   for (cuda_emulation::Schedule schedule :
        {cuda_emulation::Schedule::Ascending, cuda_emulation::Schedule::Descending}) {
     cuda_emulation::setSchedule(schedule);
-    std::vector<float> c(64 * 64, NAN), c2(64 * 64, NAN);
-    REQUIRE(cudaLaunchKernelEx(&group, warpgroupProductKernel<>, a.data(), b.data(), b2.data(), c.data(), c2.data()) ==
-            cudaSuccess);
+    std::vector<float> c(64 * 64, NAN), c2(64 * 64, NAN), c3(64 * 64, NAN);
+    REQUIRE(cudaLaunchKernelEx(&group, warpgroupProductKernel<>, a.data(), b.data(), b2.data(), c.data(), c2.data(),
+                               c3.data()) == cudaSuccess);
     for (int i = 0; i < 64; ++i)
       for (int j = 0; j < 64; ++j) {
         double product = 0, product2 = 0;
@@ -558,13 +564,14 @@ TEST_CASE("the emulated warpgroup MMA multiplies two matrices from core-matrix t
         INFO("schedule " << int(schedule) << " element (" << i << ", " << j << ")");
         CHECK(c[size_t(i * 64 + j)] == Approx(product).margin(1e-5));
         CHECK(c2[size_t(i * 64 + j)] == Approx(product2).margin(1e-5));
+        CHECK(c3[size_t(i * 64 + j)] == Approx(product).margin(1e-5));
       }
     // Without wgmma.fence, the wait, the proxy fence after the stores, or with a warp that skips a
     // product, the launch faults.
     std::vector<float> ignored(64 * 64);
     auto faultOf = [&](auto kernel) {
-      const cudaError_t e =
-          cudaLaunchKernelEx(&group, kernel, a.data(), b.data(), b2.data(), ignored.data(), ignored.data());
+      const cudaError_t e = cudaLaunchKernelEx(&group, kernel, a.data(), b.data(), b2.data(), ignored.data(),
+                                               ignored.data(), ignored.data());
       return e == cudaErrorLaunchFailure ? cuda_emulation::lastFault() : std::string("no fault");
     };
     CHECK_THAT(faultOf(warpgroupProductKernel<LeftOut::Fence>), Catch::Contains("without wgmma.fence"));

@@ -58,6 +58,7 @@ struct WarpgroupProduct {
   float a[16][16];
   uint64_t aDescriptor, bDescriptor;
   bool aMnMajor, bMnMajor;
+  bool accumulate;  // scale-d: d += A B, or d = A B
 };
 
 constexpr uint64_t kTraceSeed = 0xcbf29ce484222325ULL;  // FNV-1a's offset basis
@@ -393,7 +394,7 @@ void computeProduct(const WarpgroupProduct& p) {
   for (int j = 0; j < 8; ++j)
     for (int e = 0; e < 4; ++e) {
       const int i = g + 8 * (e / 2), n = 8 * j + 2 * t + e % 2;
-      float sum = p.d[4 * j + e];
+      float sum = p.accumulate ? p.d[4 * j + e] : 0.f;
       for (int k = 0; k < 16; ++k) {
         const float x = p.aInRegisters ? p.a[i][k] : sharedElement(a, 16 * warp + i, k, p.aMnMajor);
         sum += x * sharedElement(b, n, k, p.bMnMajor);
@@ -501,11 +502,12 @@ void warpgroupArrive() {
 }
 
 void warpgroupMultiplyAdd(float (&d)[8][4], const uint32_t* a, uint64_t aDescriptor, uint64_t bDescriptor,
-                          bool aMnMajor, bool bMnMajor) {
-  trace({kMultiplyAdd, uint64_t(a != nullptr), aDescriptor, bDescriptor, uint64_t(aMnMajor), uint64_t(bMnMajor)});
+                          bool aMnMajor, bool bMnMajor, bool accumulate) {
+  trace({kMultiplyAdd, uint64_t(a != nullptr), aDescriptor, bDescriptor, uint64_t(aMnMajor), uint64_t(bMnMajor),
+         uint64_t(accumulate)});
   Thread& self = currentThread();
   if (!self.warpgroupFenced) fault("a wgmma.mma_async without wgmma.fence since the last wgmma.wait_group");
-  WarpgroupProduct p{&d[0][0], a != nullptr, {}, aDescriptor, bDescriptor, aMnMajor, bMnMajor};
+  WarpgroupProduct p{&d[0][0], a != nullptr, {}, aDescriptor, bDescriptor, aMnMajor, bMnMajor, accumulate};
   if (a != nullptr) {  // the warp's A from every lane's registers, as mma.sync's A fragment
     uint32_t mine[4] = {a[0], a[1], a[2], a[3]};
     const auto& row = exchangeWithWarp(mine, sizeof mine);
@@ -516,10 +518,14 @@ void warpgroupMultiplyAdd(float (&d)[8][4], const uint32_t* a, uint64_t aDescrip
     }
   }
   // Computed at either end of its time in flight: at the issue (descending), at the wait (ascending).
-  if (runtime().schedule == Schedule::Descending)
+  // A product that overwrites d leaves NaN there until then, where the kernel's own values could
+  // hide a read before the wait.
+  if (runtime().schedule == Schedule::Descending) {
     computeProduct(p);
-  else
+  } else {
+    if (!accumulate) std::fill(&d[0][0], &d[0][0] + 32, NAN);
     self.openProducts.push_back(p);
+  }
 }
 
 void warpgroupCommit() {

@@ -203,11 +203,12 @@ void loadMatrices(uint32_t (&r)[4], const __nv_bfloat16* row, bool transposed);
 // memory's start, which must hold it.
 uint32_t sharedAddress(const void* pointer);
 // The warpgroup operations behind include/model/position/warpgroup_mma.cuh: d (this warp's 16 rows
-// of 64 x 64) += A B with A from registers (a, this warp's 16 rows as mma.sync's A fragment) or,
-// where a is nullptr, from aDescriptor; each shared operand K-major, or MN-major with its flag.
+// of 64 x 64) += A B (accumulate, scale-d true) or d = A B, with A from registers (a, this warp's 16
+// rows as mma.sync's A fragment) or, where a is nullptr, from aDescriptor; each shared operand
+// K-major, or MN-major with its flag.
 void warpgroupArrive();
 void warpgroupMultiplyAdd(float (&d)[8][4], const uint32_t* a, uint64_t aDescriptor, uint64_t bDescriptor,
-                          bool aMnMajor, bool bMnMajor);
+                          bool aMnMajor, bool bMnMajor, bool accumulate);
 void warpgroupCommit();
 void warpgroupWait();
 // fence.proxy.async by this thread: once every thread of the block has run it, what they wrote to

@@ -276,17 +276,21 @@ __device__ __forceinline__ void multiply(float (&acc)[N / 8][4], const uint32_t 
 // The same two products by the block's warpgroup (warpgroup_mma.cuh), on core-matrix tiles
 // (core_matrix_tile.h) of 64 rows: each warp's acc is its 16 rows of the (64, N) product, in the
 // same registers as above. Issued, then waited for: the accumulators are read right after.
-// acc (64, 64) += a (64, K) b (64, K)^T: S = Q K^T.
-template <int K>
+// acc (64, 64) += a (64, K) b (64, K)^T: S = Q K^T. kFromZero: acc = a b^T, acc's values neither
+// read nor needed (a product that starts at zero: its first k-step overwrites them).
+template <int K, bool kFromZero = false>
 __device__ __forceinline__ void warpgroupMultiplyTransposed(float (&acc)[8][4], const bf16* a, const bf16* b) {
   const uint64_t aFirst = wgmma::descriptor(a, core::kChunkBytes, core::kRowGroupBytes),
                  bFirst = wgmma::descriptor(b, core::kChunkBytes, core::kRowGroupBytes);
-  wgmma::fenceOperands(acc);
+  if constexpr (!kFromZero) wgmma::fenceOperands(acc);
   wgmma::arrive();
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk) {  // columns 16kk .. 16kk + 15: chunks 2kk, 2kk + 1
     const int start = core::offset(0, 16 * kk);
-    wgmma::multiplyAdd(acc, core::advanced(aFirst, start), core::advanced(bFirst, start));
+    if (kFromZero && kk == 0)
+      wgmma::multiply(acc, aFirst, bFirst);
+    else
+      wgmma::multiplyAdd(acc, core::advanced(aFirst, start), core::advanced(bFirst, start));
   }
   wgmma::commit();
   wgmma::wait();
@@ -1032,11 +1036,11 @@ __device__ __forceinline__ void addQueryGradWarpgroup(float* dqAccum, const Deri
   float4* mine = queryGradStripe<D>(dqAccum, dv, blk.batchHead, r0 + blk.stripe) + blk.lane;
 #pragma unroll
   for (int h = 0; h < D / 64; ++h) {
-    float dQ[8][4] = {};  // (16, 64): this warp's queries by columns 64h .. 64h + 63
-    wgmma::fenceOperands(dQ);
+    float dQ[8][4];  // (16, 64): this warp's queries by columns 64h .. 64h + 63
     wgmma::arrive();
+    wgmma::multiply<true, true>(dQ, aFirst, core::advanced(bFirst, core::offset(0, 64 * h)));
 #pragma unroll
-    for (int kk = 0; kk < kBc / 16; ++kk)  // keys 16kk .. 16kk + 15: row groups 2kk, 2kk + 1
+    for (int kk = 1; kk < kBc / 16; ++kk)  // keys 16kk .. 16kk + 15: row groups 2kk, 2kk + 1
       wgmma::multiplyAdd<true, true>(dQ, core::advanced(aFirst, core::offset(16 * kk, 0)),
                                      core::advanced(bFirst, core::offset(16 * kk, 64 * h)));
     wgmma::commit();
@@ -1098,7 +1102,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
   pipelinedWalk<kWarpgroup>(blk, tile::Walk::Queries, load, [&](int r0, int buffer) {
     const bf16 *q = qs + buffer * Ld<D>::tile, *dO = dOs + buffer * Ld<D>::tile;
     const float *lseOf = lses + buffer * Ld<D>::stat, *rowDotOf = rowDots + buffer * Ld<D>::stat;
-    // (16 keys, kBr queries): the scores^T (startLogits) and dP~^T, then P~^T and dS^T
+    // (16 keys, kBr queries): the scores^T (startLogits) and dP~^T, then P~^T and dS^T (dST cleared
+    // for mma.sync's product, which adds to it; the warpgroup MMA's overwrites it)
     float pT[kBr / 8][4], dST[kBr / 8][4] = {};
     const tile::LinearTile lt = blk.linearTile(tile::Walk::Queries, r0);
     const float toBase2 = startLogits<true>(pT, blk, lt, args.scale, j, r0);
@@ -1108,7 +1113,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
       multiplyTransposed<D, kBr, Row>(pT, kStripe, q, blk.lane);
     finishLogits<true>(pT, blk, lt, args.scale, j, r0);
     if constexpr (kWarpgroup)
-      warpgroupMultiplyTransposed<D>(dST, vs, dO);
+      warpgroupMultiplyTransposed<D, true>(dST, vs, dO);
     else
       multiplyTransposed<D, kBr, Row>(dST, vStripe, dO, blk.lane);
     // kBiasGrads: on a linear tile without first-token cells every cell is of lt.term, at ld's
@@ -1215,7 +1220,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
     const bf16 *k = ks + buffer * Ld<D>::tile, *v = vs + buffer * Ld<D>::tile;
     const float lse2[2] = {kLog2e * lses[i[0] - r0], kLog2e * lses[i[1] - r0]};
     const float rowDot[2] = {rowDots[i[0] - r0], rowDots[i[1] - r0]};
-    float dS[kBc / 8][4], dP[kBc / 8][4] = {};  // (16, kBc): the scores (startLogits), then dS; dP~
+    // (16, kBc): the scores (startLogits), then dS; dP~ (cleared as dST in keyGrad)
+    float dS[kBc / 8][4], dP[kBc / 8][4] = {};
     const tile::LinearTile lt = blk.linearTile(tile::Walk::Keys, c0);
     const float toBase2 = startLogits<false>(dS, blk, lt, args.scale, i, c0);
     if constexpr (kWarpgroup)
@@ -1224,7 +1230,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
       multiplyTransposed<D, kBc, Row>(dS, qStripe, k, blk.lane);
     finishLogits<false>(dS, blk, lt, args.scale, i, c0);
     if constexpr (kWarpgroup)
-      warpgroupMultiplyTransposed<D>(dP, dOs, v);
+      warpgroupMultiplyTransposed<D, true>(dP, dOs, v);
     else
       multiplyTransposed<D, kBc, Row>(dP, dOStripe, v, blk.lane);
     // dS of every cell, and with kBiasGrads each cell's share of the bias gradients through

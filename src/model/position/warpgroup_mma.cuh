@@ -35,14 +35,21 @@
 #define XTRAP_WGMMA_ASM(...) __trap()
 #endif
 
-// The 32 fp32 accumulators of an m64n64 product, d[8][4], as the asm statements' in-out operands
-// %0 .. %31.
-#define XTRAP_WGMMA_ACCUMULATORS(d)                                                                            \
-  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),     \
-      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), \
-      "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), \
-      "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), \
-      "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+// The 32 fp32 accumulators of an m64n64 product, d[8][4], as the asm statements' operands %0 ..
+// %31: in-out ("+f") where the product adds to them, out ("=f") where it overwrites them.
+#define XTRAP_WGMMA_ACCUMULATORS(c, d)                                                                            \
+  c(d[0][0]), c(d[0][1]), c(d[0][2]), c(d[0][3]), c(d[1][0]), c(d[1][1]), c(d[1][2]), c(d[1][3]), c(d[2][0]),     \
+      c(d[2][1]), c(d[2][2]), c(d[2][3]), c(d[3][0]), c(d[3][1]), c(d[3][2]), c(d[3][3]), c(d[4][0]), c(d[4][1]), \
+      c(d[4][2]), c(d[4][3]), c(d[5][0]), c(d[5][1]), c(d[5][2]), c(d[5][3]), c(d[6][0]), c(d[6][1]), c(d[6][2]), \
+      c(d[6][3]), c(d[7][0]), c(d[7][1]), c(d[7][2]), c(d[7][3])
+// The product with both operands in shared memory: %32, %33 their descriptors, %34 scale-d (whether
+// d is added to), %35, %36 their transposes.
+#define XTRAP_WGMMA_SHARED_PRODUCT                                                    \
+  "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %34, 0;\n"                      \
+  "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "                             \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "           \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
+  "%32, %33, accumulate, 1, 1, %35, %36;\n}\n"
 
 namespace xtrap::cuda::wgmma {
 
@@ -74,14 +81,19 @@ __device__ __forceinline__ void fenceOperands(float (&d)[N][4]) {
 // false): a's rows along M, b's along N, 8 elements of K each; MN-major (true): rows along K.
 template <bool kTransposeA = false, bool kTransposeB = false>
 __device__ __forceinline__ void multiplyAdd(float (&d)[8][4], uint64_t a, uint64_t b) {
-  XTRAP_WGMMA_ASM(
-      "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "%32, %33, accumulate, 1, 1, %35, %36;\n}\n"
-      : XTRAP_WGMMA_ACCUMULATORS(d)
-      : "l"(a), "l"(b), "r"(1), "n"(int(kTransposeA)), "n"(int(kTransposeB)));
+  XTRAP_WGMMA_ASM(XTRAP_WGMMA_SHARED_PRODUCT
+                  : XTRAP_WGMMA_ACCUMULATORS("+f", d)
+                  : "l"(a), "l"(b), "r"(1), "n"(int(kTransposeA)), "n"(int(kTransposeB)));
+}
+
+// d = a b, the same operands (scale-d false): the first k-step of a product that starts at zero.
+// d's values are neither read nor needed, where a product added to cleared accumulators took 32
+// moves to clear them (SASS sm_90a).
+template <bool kTransposeA = false, bool kTransposeB = false>
+__device__ __forceinline__ void multiply(float (&d)[8][4], uint64_t a, uint64_t b) {
+  XTRAP_WGMMA_ASM(XTRAP_WGMMA_SHARED_PRODUCT
+                  : XTRAP_WGMMA_ACCUMULATORS("=f", d)
+                  : "l"(a), "l"(b), "r"(0), "n"(int(kTransposeA)), "n"(int(kTransposeB)));
 }
 
 // d (64, 64) += a (64, 16) b (16, 64): a this warp's 16 rows in registers (mma.sync's A fragment),
@@ -93,7 +105,7 @@ __device__ __forceinline__ void multiplyAdd(float (&d)[8][4], const uint32_t (&a
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
       "{%32, %33, %34, %35}, %36, accumulate, 1, 1, 1;\n}\n"
-      : XTRAP_WGMMA_ACCUMULATORS(d)
+      : XTRAP_WGMMA_ACCUMULATORS("+f", d)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
 }
 
@@ -101,3 +113,4 @@ __device__ __forceinline__ void multiplyAdd(float (&d)[8][4], const uint32_t (&a
 
 #undef XTRAP_WGMMA_ASM
 #undef XTRAP_WGMMA_ACCUMULATORS
+#undef XTRAP_WGMMA_SHARED_PRODUCT

@@ -24,11 +24,16 @@ inline void fenceOperands(float (&)[N][4]) {}
 
 template <bool kTransposeA = false, bool kTransposeB = false>
 inline void multiplyAdd(float (&d)[8][4], uint64_t a, uint64_t b) {
-  cuda_emulation::warpgroupMultiplyAdd(d, nullptr, a, b, kTransposeA, kTransposeB);
+  cuda_emulation::warpgroupMultiplyAdd(d, nullptr, a, b, kTransposeA, kTransposeB, true);
+}
+
+template <bool kTransposeA = false, bool kTransposeB = false>
+inline void multiply(float (&d)[8][4], uint64_t a, uint64_t b) {
+  cuda_emulation::warpgroupMultiplyAdd(d, nullptr, a, b, kTransposeA, kTransposeB, false);
 }
 
 inline void multiplyAdd(float (&d)[8][4], const uint32_t (&a)[4], uint64_t b) {
-  cuda_emulation::warpgroupMultiplyAdd(d, a, 0, b, false, true);
+  cuda_emulation::warpgroupMultiplyAdd(d, a, 0, b, false, true, true);
 }
 
 }  // namespace xtrap::cuda::wgmma
