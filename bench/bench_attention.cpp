@@ -314,8 +314,9 @@ void printKernelFacts() {
 int writeFusedCsv(const std::string& path, int reps, const std::string& cases, const std::string& backward) {
   if (backward != "all" && std::none_of(std::begin(kFusedConfigs), std::end(kFusedConfigs),
                                         [&](const FusedConfig& c) { return backward == c.name; })) {
-    std::fprintf(stderr,
-                 "bench_attention: --fused-backward must be two-pass, atomic, wgmma, atomic-wgmma or all, not '%s'\n",
+    std::string names;
+    for (const FusedConfig& c : kFusedConfigs) names += std::string(c.name) + ", ";
+    std::fprintf(stderr, "bench_attention: --fused-backward must be %sor all, not '%s'\n", names.c_str(),
                  backward.c_str());
     return 2;
   }

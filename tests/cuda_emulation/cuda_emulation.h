@@ -49,8 +49,8 @@
 //   (threads waiting at different barriers), a warp collective with lanes that have exited, a
 //   partial warp mask, a bad ldmatrix address or asynchronous copy, a write past the dynamic shared
 //   memory.
-// Not modelled: timing, occupancy, registers, global-memory
-// bounds, the memory model across blocks (blocks never run at once here), fast-math differences (__expf is expf).
+// Not modelled: timing, occupancy, registers, global-memory bounds, the memory model across blocks
+// (blocks never run at once here), fast-math differences (__expf is expf).
 #include <cmath>
 #include <cstddef>
 #include <cstdint>

@@ -1583,8 +1583,8 @@ const char* linearBiasAttentionProductsCheck(int device, TileProducts products) 
     return "fused ALiBi attention: cannot query the GPU's compute capability";
   }
   if (major != 9 || minor != 0)
-    return "fused ALiBi attention: the warpgroup MMA forward needs a GPU of compute capability 9.0 (sm_90a: H100, "
-           "H200)";
+    return "fused ALiBi attention: the warpgroup MMA's tile products need a GPU of compute capability 9.0 (sm_90a: "
+           "H100, H200)";
   return nullptr;
 }
 
