@@ -18,6 +18,7 @@
 // difference is a layout or an order the two disagree on. What this cannot show (speed,
 // the GPU's memory model, ex2.approx's rounding) is the gpu-labelled fused_attention_checks' job on
 // the GPU machine.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -404,8 +405,10 @@ __global__ void productKernel(const bf16* a, const bf16* b, float* ab, float* ab
 // and c3 = a b^T again by the product that overwrites its accumulators (which hold 1e30 before it),
 // copied into shared memory as core-matrix tiles (core_matrix_tile.h: b2's rows, along K, as the
 // first 16 of a 64-row tile's rows) and multiplied by warpgroup_mma.cuh's two products; the outputs written from its
-// documented accumulator layout. kLeftOut names what a wrong kernel leaves out.
-enum class LeftOut { Nothing, Fence, Wait, ProxyFence, LastWarpsProduct };
+// documented accumulator layout. c3's product is a second group: c and c2 are written after
+// wait<1>(), c3 after wait<0>(). kLeftOut names what a wrong kernel leaves out (Wait: the last wait;
+// KeepA: c2's A registers kept until its wait).
+enum class LeftOut { Nothing, Fence, Wait, ProxyFence, LastWarpsProduct, KeepA };
 template <LeftOut kLeftOut = LeftOut::Nothing>
 __global__ void warpgroupProductKernel(const bf16* a, const bf16* b, const bf16* b2, float* c, float* c2, float* c3) {
   namespace core = xtrap::cuda::core;
@@ -434,17 +437,20 @@ __global__ void warpgroupProductKernel(const bf16* a, const bf16* b, const bf16*
                      wgmma::descriptor(bs, core::kChunkBytes, core::kRowGroupBytes));
   if (kLeftOut != LeftOut::LastWarpsProduct || warp < 3)
     wgmma::multiplyAdd(acc2, fa, wgmma::descriptor(b2s, core::kRowGroupBytes, core::kChunkBytes));
+  wgmma::commit();
   wgmma::multiply(acc3, wgmma::descriptor(as, core::kChunkBytes, core::kRowGroupBytes),
                   wgmma::descriptor(bs, core::kChunkBytes, core::kRowGroupBytes));
   wgmma::commit();
+  if (kLeftOut == LeftOut::KeepA) fa[0] = 0;
+  auto write = [&](float* out, const float(&d)[8][4]) {
+    for (int n = 0; n < 8; ++n)
+      for (int e = 0; e < 4; ++e) out[(row + 8 * (e >> 1)) * 64 + 8 * n + 2 * t + (e & 1)] = d[n][e];
+  };
+  wgmma::wait<1>();
+  write(c, acc);
+  write(c2, acc2);
   if (kLeftOut != LeftOut::Wait) wgmma::wait();
-  for (int n = 0; n < 8; ++n)
-    for (int e = 0; e < 4; ++e) {
-      const int at = (row + 8 * (e >> 1)) * 64 + 8 * n + 2 * t + (e & 1);
-      c[at] = acc[n][e];
-      c2[at] = acc2[n][e];
-      c3[at] = acc3[n][e];
-    }
+  write(c3, acc3);
 }
 
 // Thread 0 copies a float into shared memory asynchronously and reads it before and after waiting.
@@ -566,8 +572,8 @@ TEST_CASE("the emulated warpgroup MMA multiplies two matrices from core-matrix t
         CHECK(c2[size_t(i * 64 + j)] == Approx(product2).margin(1e-5));
         CHECK(c3[size_t(i * 64 + j)] == Approx(product).margin(1e-5));
       }
-    // Without wgmma.fence, the wait, the proxy fence after the stores, or with a warp that skips a
-    // product, the launch faults.
+    // Without wgmma.fence, the wait, the proxy fence after the stores, with a warp that skips a
+    // product, or with an A in registers changed while its product is in flight, the launch faults.
     std::vector<float> ignored(64 * 64);
     auto faultOf = [&](auto kernel) {
       const cudaError_t e = cudaLaunchKernelEx(&group, kernel, a.data(), b.data(), b2.data(), ignored.data(),
@@ -576,9 +582,19 @@ TEST_CASE("the emulated warpgroup MMA multiplies two matrices from core-matrix t
     };
     CHECK_THAT(faultOf(warpgroupProductKernel<LeftOut::Fence>), Catch::Contains("without wgmma.fence"));
     CHECK_THAT(faultOf(warpgroupProductKernel<LeftOut::Wait>), Catch::Contains("never waited for"));
+    // There wait<1>() left c3's group in flight: under the ascending schedule (products computed at
+    // the wait) c3 still holds the NaN of an overwriting product not yet done, c is done.
+    if (schedule == cuda_emulation::Schedule::Ascending) {
+      std::vector<float> early(64 * 64), late(64 * 64);
+      cudaLaunchKernelEx(&group, warpgroupProductKernel<LeftOut::Wait>, a.data(), b.data(), b2.data(), early.data(),
+                         ignored.data(), late.data());
+      CHECK(std::all_of(late.begin(), late.end(), [](float x) { return std::isnan(x); }));
+      CHECK(early == c);  // checked against the reference above
+    }
     CHECK_THAT(faultOf(warpgroupProductKernel<LeftOut::ProxyFence>), Catch::Contains("fence.proxy.async"));
     CHECK_THAT(faultOf(warpgroupProductKernel<LeftOut::LastWarpsProduct>),
                Catch::Contains("issued different warpgroup instructions"));
+    CHECK_THAT(faultOf(warpgroupProductKernel<LeftOut::KeepA>), Catch::Contains("A registers changed"));
     cudaGetLastError();
   }
   cuda_emulation::setSchedule(cuda_emulation::Schedule::Ascending);

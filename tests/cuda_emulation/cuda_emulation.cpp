@@ -58,7 +58,10 @@ struct WarpgroupProduct {
   float a[16][16];
   uint64_t aDescriptor, bDescriptor;
   bool aMnMajor, bMnMajor;
-  bool accumulate;  // scale-d: d += A B, or d = A B
+  bool accumulate;                       // scale-d: d += A B, or d = A B
+  const uint32_t* aRegisters = nullptr;  // this lane's 4 of an A in registers, which must hold aIssued until the wait
+  uint32_t aIssued[4] = {};
+  bool computed = false;  // at the issue (the descending schedule)
 };
 
 constexpr uint64_t kTraceSeed = 0xcbf29ce484222325ULL;  // FNV-1a's offset basis
@@ -507,10 +510,10 @@ void warpgroupMultiplyAdd(float (&d)[8][4], const uint32_t* a, uint64_t aDescrip
          uint64_t(accumulate)});
   Thread& self = currentThread();
   if (!self.warpgroupFenced) fault("a wgmma.mma_async without wgmma.fence since the last wgmma.wait_group");
-  WarpgroupProduct p{&d[0][0], a != nullptr, {}, aDescriptor, bDescriptor, aMnMajor, bMnMajor, accumulate};
+  WarpgroupProduct p{&d[0][0], a != nullptr, {}, aDescriptor, bDescriptor, aMnMajor, bMnMajor, accumulate, a};
   if (a != nullptr) {  // the warp's A from every lane's registers, as mma.sync's A fragment
-    uint32_t mine[4] = {a[0], a[1], a[2], a[3]};
-    const auto& row = exchangeWithWarp(mine, sizeof mine);
+    std::copy(a, a + 4, p.aIssued);
+    const auto& row = exchangeWithWarp(p.aIssued, sizeof p.aIssued);
     for (int l = 0; l < 32; ++l) {
       uint32_t o[4];
       std::memcpy(o, row[size_t(l)].data(), sizeof o);
@@ -522,10 +525,11 @@ void warpgroupMultiplyAdd(float (&d)[8][4], const uint32_t* a, uint64_t aDescrip
   // hide a read before the wait.
   if (runtime().schedule == Schedule::Descending) {
     computeProduct(p);
-  } else {
-    if (!accumulate) std::fill(&d[0][0], &d[0][0] + 32, NAN);
-    self.openProducts.push_back(p);
+    p.computed = true;
+  } else if (!accumulate) {
+    std::fill(&d[0][0], &d[0][0] + 32, NAN);
   }
+  self.openProducts.push_back(p);
 }
 
 void warpgroupCommit() {
@@ -535,12 +539,17 @@ void warpgroupCommit() {
   self.openProducts.clear();
 }
 
-void warpgroupWait() {
-  trace({kWait});
+void warpgroupWait(int pending) {
+  trace({kWait, uint64_t(pending)});
   Thread& self = currentThread();
   if (!self.openProducts.empty()) fault("wgmma.wait_group with products issued after the last wgmma.commit_group");
-  for (; !self.productGroups.empty(); self.productGroups.pop_front())
-    for (const WarpgroupProduct& p : self.productGroups.front()) computeProduct(p);
+  for (; self.productGroups.size() > size_t(pending); self.productGroups.pop_front())
+    for (const WarpgroupProduct& p : self.productGroups.front()) {
+      // The GPU reads an A in registers while the product is in flight, not only at its issue.
+      if (p.aInRegisters && !std::equal(p.aIssued, p.aIssued + 4, p.aRegisters))
+        fault("a wgmma's A registers changed before the wgmma.wait_group that completes it");
+      if (!p.computed) computeProduct(p);
+    }
   self.warpgroupFenced = false;
 }
 

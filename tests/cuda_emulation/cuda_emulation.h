@@ -27,10 +27,11 @@
 //   (core matrices of 8 rows of 16 bytes; K-major: the leading offset between core matrices along
 //   K, the stride offset along M or N; MN-major: the same along K and along M or N). Like the
 //   asynchronous copies, a product is computed at either end of what wgmma allows: at the wait
-//   (wgmma.wait_group) under the ascending schedule, so accumulators read before it are stale,
+//   (wgmma.wait_group N) that leaves its group no longer among the last N committed under the
+//   ascending schedule, so accumulators read before it are stale (NaN where the product overwrites them),
 //   and at its issue under the descending one, so shared operands written after the issue are not
-//   read. A product issued without wgmma.fence since the last wait, or committed products never
-//   waited for, fault; descriptors must lie in the launch's dynamic shared memory and ask for no
+//   read. A product issued without wgmma.fence since the last wait, committed products never
+//   waited for, or an A in registers changed before the wait that completes its product, fault; descriptors must lie in the launch's dynamic shared memory and ask for no
 //   swizzling. The warpgroup instructions are collective: every thread of a warpgroup (4 whole
 //   warps) must issue the same ones in the same order, with the same descriptors, or the launch
 //   faults. The proxies: a product must not read a byte of shared memory that a store or an
@@ -210,7 +211,8 @@ void warpgroupArrive();
 void warpgroupMultiplyAdd(float (&d)[8][4], const uint32_t* a, uint64_t aDescriptor, uint64_t bDescriptor,
                           bool aMnMajor, bool bMnMajor, bool accumulate);
 void warpgroupCommit();
-void warpgroupWait();
+// Waits until at most `pending` committed groups are in flight (wgmma.wait_group pending).
+void warpgroupWait(int pending);
 // fence.proxy.async by this thread: once every thread of the block has run it, what they wrote to
 // shared memory before is what the async proxy reads.
 void fenceProxyAsync();

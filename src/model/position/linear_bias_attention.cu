@@ -64,8 +64,10 @@
 // warps are one warpgroup, its 64 rows (queries; keys in keyGrad) one wgmma's M, and its tiles
 // core-matrix tiles (core_matrix_tile.h) that wgmma reads from shared memory once for the 4 warps;
 // each warp's accumulators lie in the registers mma.sync's would, so the rest of each kernel is the
-// same code. Carried beside mma.sync until the GPU times both (not yet run on one). What would make
-// it faster still: TMA loads, products left in flight across the softmax (FA3).
+// same code. In the backward the products a pair needs next are left in flight while the warp
+// works: dP's while the scores become probabilities, dV's while dS becomes its A operand. Carried
+// beside mma.sync until the GPU times both (not yet run on one). What would make it faster still:
+// TMA loads, and in the forward the next tile's scores in flight across this one's softmax (FA3).
 // Measured slower on the H100 (results/gpu/h100-2026-11-26, causal B8 L2048 D 64), and removed: a
 // forward of 32 query rows a warp (two 64-row query tiles a block, each K and V fragment read from
 // shared memory serving two tile products; 241 registers, 2 blocks an SM): its forward 0.402 ms
@@ -275,15 +277,14 @@ __device__ __forceinline__ void multiply(float (&acc)[N / 8][4], const uint32_t 
 
 // The same two products by the block's warpgroup (warpgroup_mma.cuh), on core-matrix tiles
 // (core_matrix_tile.h) of 64 rows: each warp's acc is its 16 rows of the (64, N) product, in the
-// same registers as above. Issued, then waited for: the accumulators are read right after.
-// acc (64, 64) += a (64, K) b (64, K)^T: S = Q K^T. kFromZero: acc = a b^T, acc's values neither
-// read nor needed (a product that starts at zero: its first k-step overwrites them).
+// same registers as above.
+// acc (64, 64) += a (64, K) b (64, K)^T: S = Q K^T, issued as one committed group after the
+// caller's wgmma::arrive(); acc holds it after the wait that completes the group. kFromZero:
+// acc = a b^T, acc's values neither read nor needed (its first k-step overwrites them).
 template <int K, bool kFromZero = false>
-__device__ __forceinline__ void warpgroupMultiplyTransposed(float (&acc)[8][4], const bf16* a, const bf16* b) {
+__device__ __forceinline__ void issueMultiplyTransposed(float (&acc)[8][4], const bf16* a, const bf16* b) {
   const uint64_t aFirst = wgmma::descriptor(a, core::kChunkBytes, core::kRowGroupBytes),
                  bFirst = wgmma::descriptor(b, core::kChunkBytes, core::kRowGroupBytes);
-  if constexpr (!kFromZero) wgmma::fenceOperands(acc);
-  wgmma::arrive();
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk) {  // columns 16kk .. 16kk + 15: chunks 2kk, 2kk + 1
     const int start = core::offset(0, 16 * kk);
@@ -293,19 +294,45 @@ __device__ __forceinline__ void warpgroupMultiplyTransposed(float (&acc)[8][4], 
       wgmma::multiplyAdd(acc, core::advanced(aFirst, start), core::advanced(bFirst, start));
   }
   wgmma::commit();
+}
+// The same, issued and waited for: acc is read right after.
+template <int K>
+__device__ __forceinline__ void warpgroupMultiplyTransposed(float (&acc)[8][4], const bf16* a, const bf16* b) {
+  wgmma::fenceOperands(acc);
+  wgmma::arrive();
+  issueMultiplyTransposed<K>(acc, a, b);
   wgmma::wait();
   wgmma::fenceOperands(acc);
 }
+// P of a cell from its score: 0 where the logit is -inf (padding too). lse2: the row's log-sum-exp
+// in base 2.
+__device__ __forceinline__ float probability(float score, float toBase2, float lse2) {
+  return exp2f(fmaf(score, toBase2, -lse2));
+}
+
+// The backward's dP = a b^T (from zero) issued, not waited for: the tensor cores compute it while
+// the warp turns the scores into probabilities, until waitForScoreGrads. Issued after finishLogits:
+// with dP's accumulators taken during finishLogits' masking, queryGrad's products spilled (ptxas
+// sm_90a, D 64, held to 128 registers).
+template <int K>
+__device__ __forceinline__ void issueScoreGrads(float (&dP)[8][4], const bf16* a, const bf16* b) {
+  wgmma::arrive();
+  issueMultiplyTransposed<K, true>(dP, a, b);
+}
+__device__ __forceinline__ void waitForScoreGrads(float (&dP)[8][4]) {
+  wgmma::wait();
+  wgmma::fenceOperands(dP);
+}
+
 // acc (64, N) += a (64, 64) b (64, N): a this warp's rows in registers (toA), b read MN-major (its
-// rows along K): O += P~ V, in 64-column halves at D 128.
+// rows along K): O += P~ V, in 64-column halves at D 128. Issued as one committed group: neither
+// acc nor a may be touched until the wait that completes it (then productDone).
 template <int N>
-__device__ __forceinline__ void warpgroupMultiply(float (&acc)[N / 8][4], const uint32_t (&a)[kBc / 16][4],
-                                                  const bf16* b) {
+__device__ __forceinline__ void issueMultiply(float (&acc)[N / 8][4], const uint32_t (&a)[kBc / 16][4], const bf16* b) {
   static_assert(N % 64 == 0, "whole 64-column products");
   auto& part = reinterpret_cast<float(&)[N / 64][8][4]>(acc);
   const uint64_t bFirst = wgmma::descriptor(b, core::kRowGroupBytes, core::kChunkBytes);
-#pragma unroll
-  for (int h = 0; h < N / 64; ++h) wgmma::fenceOperands(part[h]);
+  wgmma::fenceOperands(acc);
   wgmma::arrive();
 #pragma unroll
   for (int kk = 0; kk < kBc / 16; ++kk)  // rows 16kk .. 16kk + 15 of b: row groups 2kk, 2kk + 1
@@ -313,9 +340,19 @@ __device__ __forceinline__ void warpgroupMultiply(float (&acc)[N / 8][4], const 
     for (int h = 0; h < N / 64; ++h)
       wgmma::multiplyAdd(part[h], a[kk], core::advanced(bFirst, core::offset(16 * kk, 64 * h)));
   wgmma::commit();
+}
+// After wgmma::wait(): acc's new values, and a kept (in the registers the product read) until here.
+template <int N>
+__device__ __forceinline__ void productDone(float (&acc)[N / 8][4], uint32_t (&a)[kBc / 16][4]) {
+  wgmma::fenceOperands(acc);
+  wgmma::fenceOperands(a);
+}
+// The same, issued and waited for.
+template <int N>
+__device__ __forceinline__ void warpgroupMultiply(float (&acc)[N / 8][4], uint32_t (&a)[kBc / 16][4], const bf16* b) {
+  issueMultiply<N>(acc, a, b);
   wgmma::wait();
-#pragma unroll
-  for (int h = 0; h < N / 64; ++h) wgmma::fenceOperands(part[h]);
+  productDone<N>(acc, a);
 }
 
 // A (16, K) fp32 product as the bf16 A operand of the next one: fragments 2kk and 2kk + 1 of x
@@ -1102,8 +1139,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
   pipelinedWalk<kWarpgroup>(blk, tile::Walk::Queries, load, [&](int r0, int buffer) {
     const bf16 *q = qs + buffer * Ld<D>::tile, *dO = dOs + buffer * Ld<D>::tile;
     const float *lseOf = lses + buffer * Ld<D>::stat, *rowDotOf = rowDots + buffer * Ld<D>::stat;
-    // (16 keys, kBr queries): the scores^T (startLogits) and dP~^T, then P~^T and dS^T (dST cleared
-    // for mma.sync's product, which adds to it; the warpgroup MMA's overwrites it)
+    // (16 keys, kBr queries): the scores^T (startLogits) and dP~^T, then P^T, then P~^T and dS^T
+    // (dST cleared for mma.sync's product, which adds to it; the warpgroup MMA's overwrites it)
     float pT[kBr / 8][4], dST[kBr / 8][4] = {};
     const tile::LinearTile lt = blk.linearTile(tile::Walk::Queries, r0);
     const float toBase2 = startLogits<true>(pT, blk, lt, args.scale, j, r0);
@@ -1113,9 +1150,16 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
       multiplyTransposed<D, kBr, Row>(pT, kStripe, q, blk.lane);
     finishLogits<true>(pT, blk, lt, args.scale, j, r0);
     if constexpr (kWarpgroup)
-      warpgroupMultiplyTransposed<D, true>(dST, vs, dO);
+      issueScoreGrads<D>(dST, vs, dO);
     else
       multiplyTransposed<D, kBr, Row>(dST, vStripe, dO, blk.lane);
+    if constexpr (kWarpgroup) {  // P^T while dP~^T's product is in flight (mma.sync's: cell by cell below)
+#pragma unroll
+      for (int n = 0; n < kBr / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) pT[n][e] = probability(pT[n][e], toBase2, kLog2e * lseOf[fl.column(n, e & 1)]);
+      waitForScoreGrads(dST);
+    }
     // kBiasGrads: on a linear tile without first-token cells every cell is of lt.term, at ld's
     // distance; elsewhere biasCell says.
     const bool termTile = lt.linear && !lt.hasFirstTokenCells();
@@ -1137,7 +1181,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
         for (int r = 0; r < 2; ++r) {
           const int e = 2 * r + c;
           const bool kept = (keep >> (word + 2 * r)) & 1u;
-          const float prob = exp2f(fmaf(pT[n][e], toBase2, -lse2));  // 0 where the logit is -inf (padding too)
+          const float prob = kWarpgroup ? pT[n][e] : probability(pT[n][e], toBase2, lse2);
           if constexpr (kBiasGrads) {
             const float u = prob * tile::afterDropout(dST[n][e], kept, keepScale<kDropout>(dv));
             if (termTile)
@@ -1151,18 +1195,24 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
       }
     if constexpr (kBiasGrads)
       grads.past += tileGrads.past, grads.future += tileGrads.future, grads.first += tileGrads.first;
-    uint32_t a[kBr / 16][4];
+    // With the warpgroup MMA dV's product is in flight while dS^T becomes its A operand, then waited
+    // for with dK's.
+    uint32_t a[kBr / 16][4], aS[kBr / 16][4];  // P~^T, dS^T
     toA<kBr>(a, pT);
     if constexpr (kWarpgroup)
-      warpgroupMultiply<D>(dV, a, dO);
+      issueMultiply<D>(dV, a, dO);
     else
       multiply<kBr, D, Row>(dV, a, dO, blk.lane);  // dV += P~^T dO
-    toA<kBr>(a, dST);
-    if constexpr (kAtomicDq) storeScoreGradT<kWarpgroup>(dsT, a, blk);
-    if constexpr (kWarpgroup)
-      warpgroupMultiply<D>(dK, a, q);
-    else
-      multiply<kBr, D, Row>(dK, a, q, blk.lane);  // dK += dS^T Q
+    toA<kBr>(aS, dST);
+    if constexpr (kAtomicDq) storeScoreGradT<kWarpgroup>(dsT, aS, blk);
+    if constexpr (kWarpgroup) {
+      issueMultiply<D>(dK, aS, q);
+      wgmma::wait();
+      productDone<D>(dV, a);
+      productDone<D>(dK, aS);
+    } else {
+      multiply<kBr, D, Row>(dK, aS, q, blk.lane);  // dK += dS^T Q
+    }
     if constexpr (kAtomicDq) {
       if constexpr (kWarpgroup) wgmma::fenceSharedWrites();  // dS^T's stores, for the async proxy
       __syncthreads();  // every warp's dS^T is in dsT (pipelinedWalk's next barrier precedes its next write)
@@ -1220,7 +1270,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
     const bf16 *k = ks + buffer * Ld<D>::tile, *v = vs + buffer * Ld<D>::tile;
     const float lse2[2] = {kLog2e * lses[i[0] - r0], kLog2e * lses[i[1] - r0]};
     const float rowDot[2] = {rowDots[i[0] - r0], rowDots[i[1] - r0]};
-    // (16, kBc): the scores (startLogits), then dS; dP~ (cleared as dST in keyGrad)
+    // (16, kBc): the scores (startLogits), then P, then dS; dP~ (cleared as dST in keyGrad)
     float dS[kBc / 8][4], dP[kBc / 8][4] = {};
     const tile::LinearTile lt = blk.linearTile(tile::Walk::Keys, c0);
     const float toBase2 = startLogits<false>(dS, blk, lt, args.scale, i, c0);
@@ -1230,9 +1280,16 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
       multiplyTransposed<D, kBc, Row>(dS, qStripe, k, blk.lane);
     finishLogits<false>(dS, blk, lt, args.scale, i, c0);
     if constexpr (kWarpgroup)
-      warpgroupMultiplyTransposed<D, true>(dP, dOs, v);
+      issueScoreGrads<D>(dP, dOs, v);
     else
       multiplyTransposed<D, kBc, Row>(dP, dOStripe, v, blk.lane);
+    if constexpr (kWarpgroup) {  // P while dP~'s product is in flight (mma.sync's: cell by cell below)
+#pragma unroll
+      for (int n = 0; n < kBc / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dS[n][e] = probability(dS[n][e], toBase2, lse2[e >> 1]);
+      waitForScoreGrads(dP);
+    }
     // dS of every cell, and with kBiasGrads each cell's share of the bias gradients through
     // addCell(r, n, e, P, dS, dP after dropout) of the cell s[n][e] of row r.
     auto forEachCell = [&](auto addCell) {
@@ -1245,7 +1302,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
           for (int word = 0; word < 4; ++word) {
             const int n = 2 * m + (word >> 1), e = 2 * r + (word & 1);
             const bool kept = (keep >> word) & 1u;
-            const float prob = exp2f(fmaf(dS[n][e], toBase2, -lse2[r]));  // 0 where the logit is -inf (padding too)
+            const float prob = kWarpgroup ? dS[n][e] : probability(dS[n][e], toBase2, lse2[r]);
             dS[n][e] = tile::scoreGrad(prob, dP[n][e], kept, keepScale<kDropout>(dv), rowDot[r]);
             if constexpr (kBiasGrads)
               addCell(r, n, e, prob, dS[n][e], tile::afterDropout(dP[n][e], kept, keepScale<kDropout>(dv)));

@@ -14,8 +14,9 @@
 //
 // Order (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Operation"):
 // arrive() (wgmma.fence) before the first multiplyAdd whose registers other instructions wrote;
-// multiplyAdd ...; commit() closes the group; wait() returns once it is done, before which neither
-// its accumulators nor its shared operands may be touched. fenceOperands around them keeps the
+// multiplyAdd ...; commit() closes the group; wait() returns once it is done (wait<1>() once all
+// but the last committed group are), before which neither its accumulators nor its shared operands
+// may be touched. fenceOperands around them keeps the
 // compiler from moving the accumulators' other uses across (the asm statements name them only
 // where they are issued). Shared memory written by ordinary stores or cp.async must be fenced for
 // the async proxy that wgmma reads through (fenceSharedWrites, by each writing thread, then a
@@ -61,7 +62,12 @@ __device__ __forceinline__ uint64_t descriptor(const __nv_bfloat16* start, uint3
 
 __device__ __forceinline__ void arrive() { XTRAP_WGMMA_ASM("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void commit() { XTRAP_WGMMA_ASM("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wait() { XTRAP_WGMMA_ASM("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Returns once at most kPending of this thread's committed groups are in flight: groups complete in
+// the order they were committed, so wait<1>() after committing two gives the first one's results.
+template <int kPending = 0>
+__device__ __forceinline__ void wait() {
+  XTRAP_WGMMA_ASM("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
 // This thread's earlier shared-memory writes (generic proxy, cp.async's included) made visible to
 // later wgmma reads (async proxy).
 __device__ __forceinline__ void fenceSharedWrites() {
@@ -74,6 +80,14 @@ __device__ __forceinline__ void fenceOperands(float (&d)[N][4]) {
   for (int n = 0; n < N; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[n][e])::"memory");
+}
+// The same for A operands in registers, kept in them until here.
+template <int N>
+__device__ __forceinline__ void fenceOperands(uint32_t (&a)[N][4]) {
+#pragma unroll
+  for (int n = 0; n < N; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[n][e])::"memory");
 }
 
 // d (64, 64) += a (64, 16) b (16, 64), both in shared memory: m64n64k16, bf16 in, fp32 (scale-d,

@@ -16,11 +16,14 @@ inline uint64_t descriptor(const __nv_bfloat16* start, uint32_t leadingBytes, ui
 
 inline void arrive() { cuda_emulation::warpgroupArrive(); }
 inline void commit() { cuda_emulation::warpgroupCommit(); }
-inline void wait() { cuda_emulation::warpgroupWait(); }
+template <int kPending = 0>
+inline void wait() {
+  cuda_emulation::warpgroupWait(kPending);
+}
 inline void fenceSharedWrites() { cuda_emulation::fenceProxyAsync(); }
 
-template <int N>
-inline void fenceOperands(float (&)[N][4]) {}
+template <typename E, int N>
+inline void fenceOperands(E (&)[N][4]) {}
 
 template <bool kTransposeA = false, bool kTransposeB = false>
 inline void multiplyAdd(float (&d)[8][4], uint64_t a, uint64_t b) {
