@@ -15,18 +15,18 @@
 // Order (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Operation"):
 // arrive() (wgmma.fence) before the first multiplyAdd whose registers other instructions wrote;
 // multiplyAdd ...; commit() closes the group; wait() returns once it is done (wait<1>() once all
-// but the last committed group are), before which neither its accumulators nor its shared operands
-// may be touched. fenceOperands around them keeps the
-// compiler from moving the accumulators' other uses across (the asm statements name them only
-// where they are issued). Shared memory written by ordinary stores or cp.async must be fenced for
-// the async proxy that wgmma reads through (fenceSharedWrites, by each writing thread, then a
-// barrier).
+// but the last committed group are), before which neither its accumulators, nor its A in registers,
+// nor its shared operands may be touched. fenceOperands around them keeps the compiler from moving
+// their other uses across (the asm statements name them only where they are issued). Shared memory
+// written by ordinary stores or cp.async must be fenced for the async proxy that wgmma reads
+// through (fenceSharedWrites, by each writing thread, then a barrier).
 //
 // Compiled to the instructions only for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); elsewhere each
 // function traps: the launcher runs the kernels that call these only on compute capability 9.0.
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "model/position/core_matrix_tile.h"
 
@@ -74,20 +74,19 @@ __device__ __forceinline__ void fenceSharedWrites() {
   XTRAP_WGMMA_ASM("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-template <int N>
-__device__ __forceinline__ void fenceOperands(float (&d)[N][4]) {
+// Accumulators (float) or an A operand in registers (uint32_t), which this keeps in them until here.
+template <typename E, int N>
+__device__ __forceinline__ void fenceOperands(E (&d)[N][4]) {
+  static_assert(std::is_same_v<E, float> || std::is_same_v<E, uint32_t>, "fp32 accumulators or bf16x2 A words");
 #pragma unroll
   for (int n = 0; n < N; ++n)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[n][e])::"memory");
-}
-// The same for A operands in registers, kept in them until here.
-template <int N>
-__device__ __forceinline__ void fenceOperands(uint32_t (&a)[N][4]) {
-#pragma unroll
-  for (int n = 0; n < N; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[n][e])::"memory");
+    for (int e = 0; e < 4; ++e) {
+      if constexpr (std::is_same_v<E, float>)
+        asm volatile("" : "+f"(d[n][e])::"memory");
+      else
+        asm volatile("" : "+r"(d[n][e])::"memory");
+    }
 }
 
 // d (64, 64) += a (64, 16) b (16, 64), both in shared memory: m64n64k16, bf16 in, fp32 (scale-d,
