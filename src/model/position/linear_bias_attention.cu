@@ -1196,7 +1196,9 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
     if constexpr (kBiasGrads)
       grads.past += tileGrads.past, grads.future += tileGrads.future, grads.first += tileGrads.first;
     // With the warpgroup MMA dV's product is in flight while dS^T becomes its A operand, then waited
-    // for with dK's.
+    // for with dK's; with AtomicDq (fixed slopes) with dS K's too, after the barrier. With bias
+    // gradients the three in flight at once spilled (ptxas sm_90a, D 64: 184 bytes against 48).
+    constexpr bool kWaitWithDq = kWarpgroup && kAtomicDq && !kBiasGrads;
     uint32_t a[kBr / 16][4], aS[kBr / 16][4];  // P~^T, dS^T
     toA<kBr>(a, pT);
     if constexpr (kWarpgroup)
@@ -1207,9 +1209,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
     if constexpr (kAtomicDq) storeScoreGradT<kWarpgroup>(dsT, aS, blk);
     if constexpr (kWarpgroup) {
       issueMultiply<D>(dK, aS, q);
-      wgmma::wait();
-      productDone<D>(dV, a);
-      productDone<D>(dK, aS);
+      if constexpr (!kWaitWithDq) wgmma::wait();
     } else {
       multiply<kBr, D, Row>(dK, aS, q, blk.lane);  // dK += dS^T Q
     }
@@ -1217,9 +1217,13 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
       if constexpr (kWarpgroup) wgmma::fenceSharedWrites();  // dS^T's stores, for the async proxy
       __syncthreads();  // every warp's dS^T is in dsT (pipelinedWalk's next barrier precedes its next write)
       if constexpr (kWarpgroup)
-        addQueryGradWarpgroup<D>(dqAccum, dv, dsT, ks, blk, r0);
+        addQueryGradWarpgroup<D>(dqAccum, dv, dsT, ks, blk, r0);  // its wait: every product's
       else
         addQueryGrad<D>(dqAccum, dv, dsT, ks, blk, r0);
+    }
+    if constexpr (kWarpgroup) {
+      productDone<D>(dV, a);
+      productDone<D>(dK, aS);
     }
   });
   // With kWarpgroup every warp's products read all of K's and V's tiles: the walk's last barrier
