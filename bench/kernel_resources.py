@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """What ptxas gives each CUDA kernel of the project, without a GPU: registers, spill bytes, and the
 warpgroup-MMA pipeline notes that cost speed silently (C7513, C7515...: "Potential Performance
-Loss: wgmma.mma_async instructions are serialized"; C7517: a wait injected by the compiler). nvcc's -Xptxas -v prints these as "info" lines among hundreds;
-this keeps one line per kernel instance, its template arguments as the mangled name gives them.
+Loss: wgmma.mma_async instructions are serialized"; C7517: a wait injected by the compiler).
+nvcc's -Xptxas -v prints these as "info" lines among hundreds; this keeps one line per kernel
+instance, its template arguments as the mangled name gives them.
 
     python3 bench/kernel_resources.py [--nvcc PATH] [--arch sm_90a] [--filter keyGrad] [FILE.cu ...]
 
