@@ -26,18 +26,19 @@
 //   shared memory through the descriptors, read as the PTX ISA lays out operands without swizzling
 //   (core matrices of 8 rows of 16 bytes; K-major: the leading offset between core matrices along
 //   K, the stride offset along M or N; MN-major: the same along K and along M or N). Like the
-//   asynchronous copies, a product is computed at either end of what wgmma allows: at the wait
-//   (wgmma.wait_group N) that leaves its group no longer among the last N committed under the
-//   ascending schedule, so accumulators read before it are stale (NaN where the product overwrites them),
-//   and at its issue under the descending one, so shared operands written after the issue are not
-//   read. A product issued without wgmma.fence since the last wait, committed products never
-//   waited for, or an A in registers changed before the wait that completes its product, fault; descriptors must lie in the launch's dynamic shared memory and ask for no
-//   swizzling. The warpgroup instructions are collective: every thread of a warpgroup (4 whole
-//   warps) must issue the same ones in the same order, with the same descriptors, or the launch
-//   faults. The proxies: a product must not read a byte of shared memory that a store or an
-//   asynchronous copy changed after the last time every thread of the block had run
-//   fence.proxy.async (a stricter rule than the GPU's, where only the writing thread must: the
-//   kernels here fence in every thread), or the launch faults.
+//   asynchronous copies, a product is computed at either end of what wgmma allows: under the
+//   ascending schedule at the wait (wgmma.wait_group N) that leaves its group no longer among the
+//   last N committed, so accumulators read before it are stale (NaN where the product overwrites
+//   them), and at its issue under the descending one, so shared operands written after the issue
+//   are not read. A product issued without wgmma.fence since the last wait, committed products
+//   never waited for, or an A in registers changed before the wait that completes its product,
+//   fault; descriptors must lie in the launch's dynamic shared memory and ask for no swizzling.
+//   The warpgroup instructions are collective: every thread of a warpgroup (4 whole warps) must
+//   issue the same ones in the same order, with the same descriptors, or the launch faults. The
+//   proxies: a product must not read a byte of shared memory that a store or an asynchronous copy
+//   changed after the last time every thread of the block had run fence.proxy.async (a stricter
+//   rule than the GPU's, where only the writing thread must: the kernels here fence in every
+//   thread), or the launch faults.
 // - Asynchronous copies (cuda_pipeline_primitives.h: cp.async) land at either end of what CUDA
 //   allows: under the ascending schedule only when the thread waits for their batch
 //   (__pipeline_wait_prior), so a read of the destination before that wait, or by another thread
