@@ -54,14 +54,16 @@ void land(const AsyncCopy& c) {
 // 16 rows, exchanged at the issue) or A's descriptor, and B's.
 struct WarpgroupProduct {
   float* d;  // [8][4]
-  bool aInRegisters;
+  // An A in registers: this lane's 4 (which must hold aIssued until the wait), and the warp's
+  // whole (16, 16); nullptr where A is read through aDescriptor.
+  const uint32_t* aRegisters;
   float a[16][16];
   uint64_t aDescriptor, bDescriptor;
   bool aMnMajor, bMnMajor;
-  bool accumulate;                       // scale-d: d += A B, or d = A B
-  const uint32_t* aRegisters = nullptr;  // this lane's 4 of an A in registers, which must hold aIssued until the wait
+  bool accumulate;  // scale-d: d += A B, or d = A B
   uint32_t aIssued[4] = {};
   bool computed = false;  // at the issue (the descending schedule)
+  bool aInRegisters() const { return aRegisters != nullptr; }
 };
 
 constexpr uint64_t kTraceSeed = 0xcbf29ce484222325ULL;  // FNV-1a's offset basis
@@ -391,15 +393,15 @@ float sharedElement(const SharedOperand& o, int mn, int k, bool mnMajor) {
 // the 64), columns 8j + 2t, 8j + 2t + 1, each summed over k in order, as mma.sync's emulation sums.
 void computeProduct(const WarpgroupProduct& p) {
   const int lane = runtime().current % 32, warp = runtime().current % 128 / 32, g = lane / 4, t = lane % 4;
-  const SharedOperand a = p.aInRegisters ? SharedOperand{} : decodeDescriptor(p.aDescriptor),
+  const SharedOperand a = p.aInRegisters() ? SharedOperand{} : decodeDescriptor(p.aDescriptor),
                       b = decodeDescriptor(p.bDescriptor);
-  if ((!p.aInRegisters && !a.valid) || !b.valid) return;
+  if ((!p.aInRegisters() && !a.valid) || !b.valid) return;
   for (int j = 0; j < 8; ++j)
     for (int e = 0; e < 4; ++e) {
       const int i = g + 8 * (e / 2), n = 8 * j + 2 * t + e % 2;
       float sum = p.accumulate ? p.d[4 * j + e] : 0.f;
       for (int k = 0; k < 16; ++k) {
-        const float x = p.aInRegisters ? p.a[i][k] : sharedElement(a, 16 * warp + i, k, p.aMnMajor);
+        const float x = p.aInRegisters() ? p.a[i][k] : sharedElement(a, 16 * warp + i, k, p.aMnMajor);
         sum += x * sharedElement(b, n, k, p.bMnMajor);
       }
       p.d[4 * j + e] = sum;
@@ -510,7 +512,7 @@ void warpgroupMultiplyAdd(float (&d)[8][4], const uint32_t* a, uint64_t aDescrip
          uint64_t(accumulate)});
   Thread& self = currentThread();
   if (!self.warpgroupFenced) fault("a wgmma.mma_async without wgmma.fence since the last wgmma.wait_group");
-  WarpgroupProduct p{&d[0][0], a != nullptr, {}, aDescriptor, bDescriptor, aMnMajor, bMnMajor, accumulate, a};
+  WarpgroupProduct p{&d[0][0], a, {}, aDescriptor, bDescriptor, aMnMajor, bMnMajor, accumulate};
   if (a != nullptr) {  // the warp's A from every lane's registers, as mma.sync's A fragment
     std::copy(a, a + 4, p.aIssued);
     const auto& row = exchangeWithWarp(p.aIssued, sizeof p.aIssued);
@@ -546,7 +548,7 @@ void warpgroupWait(int pending) {
   for (; self.productGroups.size() > size_t(pending); self.productGroups.pop_front())
     for (const WarpgroupProduct& p : self.productGroups.front()) {
       // The GPU reads an A in registers while the product is in flight, not only at its issue.
-      if (p.aInRegisters && !std::equal(p.aIssued, p.aIssued + 4, p.aRegisters))
+      if (p.aInRegisters() && !std::equal(p.aIssued, p.aIssued + 4, p.aRegisters))
         fault("a wgmma's A registers changed before the wgmma.wait_group that completes it");
       if (!p.computed) computeProduct(p);
     }
