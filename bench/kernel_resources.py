@@ -50,9 +50,14 @@ def main():
     for file in args.files:
         command = [args.nvcc, "-std=c++17", "-O3", "-ftz=true", f"-gencode=arch={compute},code={args.arch}",
                    f"-I{ROOT / 'src'}", "-c", str(ROOT / file), "-o", "/dev/null", "-Xptxas", "-v"]
-        result = subprocess.run(command, capture_output=True, text=True)
+        try:
+            result = subprocess.run(command, capture_output=True, text=True)
+        except OSError as e:
+            sys.exit(f"kernel_resources: cannot run {args.nvcc}: {e.strerror}")
         if result.returncode != 0:
-            sys.exit(f"kernel_resources: nvcc failed on {file}:\n{result.stderr[-2000:]}")
+            errors = [line for line in result.stderr.splitlines() if "error" in line] or result.stderr.splitlines()
+            sys.exit(f"kernel_resources: nvcc failed on {file} (exit {result.returncode}): "
+                     f"{errors[0] if errors else 'no message'}")
         kernels = {}  # mangled -> facts
         current = None
         for line in result.stderr.splitlines():
