@@ -66,26 +66,41 @@ def bias_can_reach(slope, T):
     return apart >= 1 and -slope * (apart * TILE - (TILE - 1)) < NEGLIGIBLE_LOGIT
 
 
-def left_out(T, kind, seed):
-    """(pairs left out, open pairs, heads whose bounds are read) over the heads of one sequence of T
-    tokens."""
+def draw(T, seed):
+    """One sequence's q and k (H, T, D) drawn as bench_attention draws them (randn, bf16), the
+    softmax scale, and each head's tile bounds (qn, kn, diag of tile_bounds, as lists)."""
     gen = torch.Generator().manual_seed(seed)
     q = torch.randn(HEADS, T, HEAD_DIM, generator=gen).bfloat16()
     k = torch.randn(HEADS, T, HEAD_DIM, generator=gen).bfloat16()
     scale = 1.0 / math.sqrt(HEAD_DIM)
-    qn, kn, diag = (x.tolist() for x in tile_bounds(q, k, scale))
-    tiles = (T + TILE - 1) // TILE
+    return q, k, scale, [x.tolist() for x in tile_bounds(q, k, scale)]
+
+
+def open_tiles(r, tiles, causal):
+    """Query tile r's key tiles that are not blocked (ALiBi's slopes: causal or symmetric)."""
+    return range(r + 1) if causal else range(tiles)
+
+
+def walk(slope, r, tiles, causal, reads, scale, bounds):
+    """Query tile r's walk, ascending: every open key tile from the first whose pair is not
+    negligible to the last; bounds: the head's (qn, kn, diag); reads: bias_can_reach."""
+    visited = [c for c in open_tiles(r, tiles, causal) if not (reads and negligible(slope, r, c, scale, *bounds))]
+    return range(visited[0], visited[-1] + 1)
+
+
+def left_out(T, kind, seed):
+    """(pairs left out, open pairs, heads whose bounds are read) over the heads of one sequence of T
+    tokens."""
+    _, _, scale, (qn, kn, diag) = draw(T, seed)
+    tiles, causal = (T + TILE - 1) // TILE, kind == "causal"
     skipped = total = read = 0
     for h, slope in enumerate(alibi_slopes(HEADS)):
         reads = bias_can_reach(slope, T)
         read += reads
         for r in range(tiles):
-            open_tiles = range(r + 1) if kind == "causal" else range(tiles)
-            visited = [c for c in open_tiles
-                       if not (reads and negligible(slope, r, c, scale, qn[h], kn[h], diag[h]))]
-            walk = visited[-1] - visited[0] + 1  # every open pair from the first visited to the last
-            total += len(open_tiles)
-            skipped += len(open_tiles) - walk
+            opened = len(open_tiles(r, tiles, causal))
+            total += opened
+            skipped += opened - len(walk(slope, r, tiles, causal, reads, scale, (qn[h], kn[h], diag[h])))
     return skipped, total, read
 
 

@@ -699,6 +699,35 @@ TEST_CASE("fused ALiBi attention kernels (CPU emulation): negligible pairs are n
   }
 }
 
+// The forward moves a row's running max only when a row of its warp finds a logit more than
+// kRescaleSlack (8, base 2) above its own; until then P may exceed 1. Here one row of warp 0 (rows
+// 0-15), alone, must: query row 1 or 9 (a lane's first or second row) meets key 5 with a base-2
+// logit of 162, after the walk's first tile (keys 64-127: the forward walks from the last) gave it at
+// most about 11. The warp's other rows vary by about a unit from tile to tile. Without the
+// rescaling, the row's P would overflow fp32 (2^128).
+TEST_CASE("fused ALiBi attention kernels (CPU emulation): a row whose max rises by 2^150 alone in its warp",
+          "[cuda_emulation]") {
+  const Variant flat{"symmetric", false, {1e-3f}, {1e-3f}, {}, 0, 0, 0.f};
+  const Problem p{{1, 1, 128, 64}, flat, 0.f, 0x9e15'ca1eULL, false};
+  const AttentionShape& s = p.shape;
+  for (int row : {1, 9}) {
+    INFO("query row " << row);
+    Inputs in = makeInputs(s, p.seed);
+    auto at = [&](int part, int t, int d) -> bf16& { return in.qkv[fusedIndex(s, part, 0, 0, t, d)]; };
+    for (int t = 0; t < 16; ++t)
+      for (int d = 0; d < s.D; ++d)  // q . k_5 = 0, and small logits elsewhere: no rise past 8
+        at(0, t, d) = __float2bfloat16(d == 0 ? 0.f : 0.25f * __bfloat162float(at(0, t, d)));
+    for (int d = 0; d < s.D; ++d) {
+      at(0, row, d) = __float2bfloat16(d == 0 ? 30.f : 0.f);  // q . k_j = 30 k_j[0], at most 60
+      at(1, 5, d) = __float2bfloat16(d == 0 ? 30.f : 0.f);    // q . k_5 = 900: 900 / 8 log2(e) = 162
+    }
+    const Result want = reference(p, in), got = runKernels(p, in, xtrap::cuda::BackwardScheme::TwoPass);
+    CHECK(relativeMaxDiff(want.o, got.o, 1e-3) <= 2e-2);
+    CHECK(relativeMaxDiff(want.lse, got.lse, 1.0) <= 1e-4);
+    CHECK(relativeMaxDiff(want.dq, got.dq, 1e-3) <= 2e-2);
+  }
+}
+
 TEST_CASE("fused ALiBi attention kernels (CPU emulation): dropout's mask is the same in the backward",
           "[cuda_emulation]") {
   const std::vector<Variant> all = variants(2);

@@ -321,6 +321,18 @@ T shuffleXor(unsigned mask, T value, int laneMask, int width) {
   return out;
 }
 
+int anyLane(unsigned mask, int predicate) {
+  if (mask != 0xffffffffu) fault("cuda_emulation runs full-warp votes only");
+  const auto& row = exchangeWithWarp(&predicate, sizeof predicate);
+  int any = 0;
+  for (const auto& slot : row) {
+    int lanePredicate;
+    std::memcpy(&lanePredicate, slot.data(), sizeof lanePredicate);
+    any |= lanePredicate != 0;
+  }
+  return any;
+}
+
 // Whether [pointer, pointer + bytes) lies in the running launch's dynamic shared memory.
 bool inLaunchShared(const void* pointer, size_t bytes) {
   const Runtime& r = runtime();
@@ -627,6 +639,7 @@ float __shfl_xor_sync(unsigned mask, float value, int laneMask, int width) {
 double __shfl_xor_sync(unsigned mask, double value, int laneMask, int width) {
   return cuda_emulation::shuffleXor(mask, value, laneMask, width);
 }
+int __any_sync(unsigned mask, int predicate) { return cuda_emulation::anyLane(mask, predicate); }
 
 float4 atomicAdd(float4* address, float4 value) {
   if (reinterpret_cast<uintptr_t>(address) % 16 != 0) {

@@ -140,6 +140,7 @@ void __pipeline_wait_prior(size_t prior);
 void __syncwarp(unsigned mask = 0xffffffffu);
 float __shfl_xor_sync(unsigned mask, float value, int laneMask, int width = 32);
 double __shfl_xor_sync(unsigned mask, double value, int laneMask, int width = 32);
+int __any_sync(unsigned mask, int predicate);  // whether any lane's predicate is nonzero
 
 // ---- runtime API ----
 enum cudaError {
