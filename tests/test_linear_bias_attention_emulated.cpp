@@ -270,6 +270,7 @@ Result runKernels(const Problem& p, const Inputs& in, xtrap::cuda::BackwardSchem
     REQUIRE(intact);  // no write past the end of a buffer
   Result r;
   r.o = toDoubles(o, n), r.lse = toDoubles(lse, rows), r.dq = toDoubles(dq, n), r.dk = toDoubles(dk, n);
+  for (double& x : r.lse) x *= std::log(2.0);  // the kernel's is in base 2
   r.dv = toDoubles(dv, n);
   if (p.slopeGradients) r.dPast = toDoubles(dPast, size_t(s.H)), r.dFuture = toDoubles(dFuture, size_t(s.H));
   if (!p.variant.firstToken.empty()) r.dFirst = toDoubles(dFirst, size_t(s.H));

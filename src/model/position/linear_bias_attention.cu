@@ -17,7 +17,8 @@
 // that is not fully blocked, S = scale * Q K^T + bias in registers, online softmax with the
 // running row max m and sum l in fp32, O = O * exp(m_old - m_new) + P~ V with P~ (bf16, after
 // dropout) reused in registers as the A operand. At the end O /= l and the row's log-sum-exp
-// m + log l is saved: it is all the backward needs of the softmax.
+// m + log l is saved, in base 2 as the kernels' exponentials take it (the backward's P then costs
+// no multiply of it per cell): it is all the backward needs of the softmax.
 //
 // Backward, FlashAttention-2's equations with P recomputed from the saved log-sum-exp:
 //   P = exp(S + bias - lse), D_i = rowsum(dO o O), dP = dO V^T (masked by the same dropout),
@@ -186,7 +187,7 @@ __device__ __forceinline__ uint32_t keepGroup(uint64_t seed, const Derived& dv, 
 // one exp2f: a single ex2.approx.ftz instruction (CMakeLists compiles this file with -ftz=true),
 // where __expf is a multiply by log2(e) and an ex2.approx whose denormal handling adds more.
 // The saved log-sum-exp stays in natural log (the API's).
-constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+constexpr float kLog2e = 1.4426950408889634f;
 
 // ---- small device helpers ----
 
@@ -964,7 +965,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 4 : 0) forwardKernel(const
     const float l = groupSum(rowSum[r]);
     const bool empty = !(l > 0.f);  // only past T: the diagonal is never blocked
     scaleRow<D>(o, r, empty ? 0.f : 1.f / l);
-    if (fl.t == 0 && i[r] < T) blk.stats(args.lse)[i[r]] = empty ? INFINITY : fmaf(rowMax[r], kLn2, logf(l));
+    if (fl.t == 0 && i[r] < T) blk.stats(args.lse)[i[r]] = empty ? INFINITY : rowMax[r] + log2f(l);
     if constexpr (kRowWeights) {
       // (3, B, H, T): the planes of slopePast, slopeFuture, firstTokenBias.
       const int64_t plane = int64_t(args.shape.B) * args.shape.H * T;
@@ -1192,7 +1193,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
 #pragma unroll
       for (int n = 0; n < kBr / 8; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) pT[n][e] = probability(pT[n][e], toBase2, kLog2e * lseOf[fl.column(n, e & 1)]);
+        for (int e = 0; e < 4; ++e) pT[n][e] = probability(pT[n][e], toBase2, lseOf[fl.column(n, e & 1)]);
       waitForScoreGrads(dST);
     }
     // kBiasGrads: on a linear tile without first-token cells every cell is of lt.term, at ld's
@@ -1206,7 +1207,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
 #pragma unroll
       for (int c = 0; c < 2; ++c) {  // query column fl.column(n, c) of both rows
         const int column = fl.column(n, c), i = r0 + column;
-        const float lse2 = kLog2e * lseOf[column], rowDot = rowDotOf[column];
+        const float lse2 = lseOf[column], rowDot = rowDotOf[column];
         const uint32_t keep = keepGroup<kDropout>(args.seed, dv, blk.batchHead, i, group);
         tile::BiasGrads<float> rowWeight;  // query i's
         if constexpr (kBiasGrads)
@@ -1307,7 +1308,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
   };
   pipelinedWalk<kWarpgroup>(blk, tile::Walk::Keys, load, [&](int c0, int buffer) {
     const bf16 *k = ks + buffer * Ld<D>::tile, *v = vs + buffer * Ld<D>::tile;
-    const float lse2[2] = {kLog2e * lses[i[0] - r0], kLog2e * lses[i[1] - r0]};
+    const float lse2[2] = {lses[i[0] - r0], lses[i[1] - r0]};
     const float rowDot[2] = {rowDots[i[0] - r0], rowDots[i[1] - r0]};
     // (16, kBc): the scores (startLogits), then P, then dS; dP~ (cleared as dST in keyGrad)
     float dS[kBc / 8][4], dP[kBc / 8][4] = {};

@@ -53,9 +53,10 @@ enum class TileProducts {
 // `seed`: the same seed in the backward regenerates the same mask.
 struct ForwardArgs {
   AttentionShape shape;
-  HeadsView q, k, v;     // (B, H, T, D) inputs
-  HeadsView o;           // (B, H, T, D) output
-  float* lse = nullptr;  // (B, H, T) contiguous output: log-sum-exp of each row's logits (natural log)
+  HeadsView q, k, v;  // (B, H, T, D) inputs
+  HeadsView o;        // (B, H, T, D) output
+  // (B, H, T) contiguous output: each row's log-sum-exp in base 2, log2 sum_j 2^(log2(e) logit_ij).
+  float* lse = nullptr;
   LinearBiasArgs bias;
   float scale = 1.f;    // on q k^T only; the bias is added unscaled (Press et al.)
   float dropout = 0.f;  // in [0, 1)
@@ -98,7 +99,7 @@ enum class BackwardScheme {
 struct BackwardArgs {
   AttentionShape shape;
   HeadsView q, k, v, o, dO;          // (B, H, T, D): the forward's inputs and output, and dL/do
-  const float* lse = nullptr;        // (B, H, T) from the forward
+  const float* lse = nullptr;        // (B, H, T) from the forward (base 2)
   HeadsView dq, dk, dv;              // (B, H, T, D) outputs
   float* dSlopePast = nullptr;       // (H) or nullptr
   float* dSlopeFuture = nullptr;     // (H) or nullptr
