@@ -601,6 +601,54 @@ TEST_CASE("the emulated warpgroup MMA multiplies two matrices from core-matrix t
   cuda_emulation::setSchedule(cuda_emulation::Schedule::Ascending);
 }
 
+// The GPU test's probe of the warpgroup MMA's products (linearBiasAttentionProbeWarpgroupProducts)
+// gives each product of bf16 tiles here as a double-precision product does (fp32 sums of exact bf16
+// products: within 1e-5 at K 64), D 64 and 128, under both schedules.
+TEST_CASE("the warpgroup MMA's product probe gives each product of the kernels", "[cuda_emulation]") {
+  std::mt19937 rng(23);
+  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+  for (int D : {64, 128})
+    for (cuda_emulation::Schedule schedule :
+         {cuda_emulation::Schedule::Ascending, cuda_emulation::Schedule::Descending}) {
+      INFO("D " << D << " schedule " << int(schedule));
+      cuda_emulation::setSchedule(schedule);
+      std::vector<bf16> q(64 * size_t(D)), k(64 * size_t(D)), v(64 * size_t(D)), pm(64 * 64);
+      for (std::vector<bf16>* m : {&q, &k, &v, &pm})
+        for (bf16& e : *m) e = __float2bfloat16(uniform(rng));
+      // sFromZero holds 1e30 before: the product overwrites it. dq: 16-byte aligned (vector adds).
+      std::vector<float> sOut(64 * 64), sFromZero(64 * 64, 1e30f), o(64 * size_t(D));
+      Buffer<float> dq(64 * size_t(D));
+      xtrap::cuda::WarpgroupProductsProbe probe;
+      probe.D = D, probe.q = q.data(), probe.k = k.data(), probe.v = v.data(), probe.p = pm.data();
+      probe.s = sOut.data(), probe.sFromZero = sFromZero.data(), probe.o = o.data(), probe.dq = dq.data();
+      REQUIRE(xtrap::cuda::linearBiasAttentionProbeWarpgroupProducts(probe, nullptr) == cudaSuccess);
+      auto at = [](const std::vector<bf16>& m, int cols, int row, int col) {
+        return double(__bfloat162float(m[size_t(row) * cols + col]));
+      };
+      double worst[4] = {};
+      for (int i = 0; i < 64; ++i) {
+        for (int j = 0; j < 64; ++j) {
+          double qk = 0;
+          for (int d = 0; d < D; ++d) qk += at(q, D, i, d) * at(k, D, j, d);
+          worst[0] = std::max(worst[0], std::abs(sOut[size_t(i) * 64 + j] - qk));
+          worst[1] = std::max(worst[1], std::abs(sFromZero[size_t(i) * 64 + j] - qk));
+        }
+        for (int d = 0; d < D; ++d) {
+          double pv = 0, ptk = 0;
+          for (int j = 0; j < 64; ++j)
+            pv += at(pm, 64, i, j) * at(v, D, j, d), ptk += at(pm, 64, j, i) * at(k, D, j, d);
+          worst[2] = std::max(worst[2], std::abs(o[size_t(i) * D + d] - pv));
+          worst[3] = std::max(worst[3], std::abs(dq.data()[size_t(i) * D + d] - ptk));
+        }
+      }
+      CHECK(worst[0] < 1e-5);
+      CHECK(worst[1] < 1e-5);
+      CHECK(worst[2] < 1e-5);
+      CHECK(worst[3] < 1e-5);
+    }
+  cuda_emulation::setSchedule(cuda_emulation::Schedule::Ascending);
+}
+
 TEST_CASE("fused ALiBi attention kernels (CPU emulation): every variant, tail tiles, D 64", "[cuda_emulation]") {
   for (const Variant& v : variants(2))
     for (int T : {1, 7, 64, 65, 130})

@@ -9,6 +9,7 @@
 // T in {1, 7, 128, 1000, 4099}: the output and dq, dk, dv, and the gradients of the learned slopes
 // and first-token bias (through their sigmoid parameterisation, by autograd on both sides), with
 // each backward scheme, with mma.sync's tile products and (--products) with the warpgroup MMA's
+// (first its products alone, warpgroupProductsMatch)
 // where the GPU has them (compute capability 9.0). Then:
 // slope gradients bit-identical across two runs; negligible pairs skipped (the same results as
 // computing them, and never read); dropout's mask the same in the backward pass as
@@ -208,6 +209,32 @@ struct Sizes {
 };
 const Sizes kIssueSizes{{8, 12}, {64, 128}, {1, 7, 128, 1000, 4099}, 2, 4099};
 const Sizes kSanitizerSizes{{8}, {64, 128}, {130}, 1, 600};
+
+// The warpgroup MMA's products alone (probeWarpgroupProducts), checked first: should the kernels'
+// results with them be wrong, this says which operand layout is. Each against the float64 product
+// of the same bf16 tiles (entries uniform in [-1, 1]), within 1e-3: an fp32 sum of K 64 or 128
+// exact products rounds by about 1e-5, a wrong layout is off by about 1.
+void warpgroupProductsMatch() {
+  torch::manual_seed(7);
+  auto f64 = [](const torch::Tensor& t) { return t.to(torch::kFloat64); };
+  for (int64_t D : {64, 128}) {
+    auto draw = [](int64_t columns) {
+      return (torch::rand({64, columns}, torch::kFloat64) * 2 - 1).to(kGpu, torch::kBFloat16);
+    };
+    const torch::Tensor q = draw(D), k = draw(D), v = draw(D), p = draw(64);
+    const std::vector<torch::Tensor> got = probeWarpgroupProducts(q, k, v, p);
+    const torch::Tensor qk = f64(q).matmul(f64(k).t());
+    const torch::Tensor want[4] = {qk, qk, f64(p).matmul(f64(v)), f64(p).t().matmul(f64(k))};
+    const char* what[4] = {"s = q k^T (A and B K-major in shared memory)", "q k^T by the product that overwrites",
+                           "o = p v (A in registers, B MN-major)",
+                           "dq = p^T k (AtomicDq's: A stored from registers, A and B MN-major)"};
+    for (int i = 0; i < 4; ++i) {
+      const double diff = (f64(got[size_t(i)]) - want[i]).abs().max().item<double>();
+      check(diff < 1e-3, "warpgroup products probe, D " + std::to_string(D) + ", " + what[i] + ": max |diff| " +
+                             fmtDouble(diff) + " (tolerance 1e-3)");
+    }
+  }
+}
 
 void kernelMatchesReference(const Sizes& sizes, const Configs& configs) {
   for (int64_t H : sizes.heads)
@@ -524,6 +551,7 @@ int main(int argc, char** argv) {
   }
   Configs configs;
   if (products != "warpgroup") configs = kWarpConfigs;
+  bool warpgroup = false;  // its products checked
   if (products != "warp") {
     if (const char* reason =
             cuda::linearBiasAttentionProductsCheck(c10::cuda::current_device(), cuda::TileProducts::WarpgroupMma)) {
@@ -534,10 +562,12 @@ int main(int argc, char** argv) {
       std::printf("note: the warpgroup MMA's products not checked: %s\n", reason);
     } else {
       configs.insert(configs.end(), kWarpgroupConfigs.begin(), kWarpgroupConfigs.end());
+      warpgroup = true;
     }
   }
   const Sizes& sizes = sanitize ? kSanitizerSizes : kIssueSizes;
   try {
+    if (warpgroup) warpgroupProductsMatch();
     kernelMatchesReference(sizes, configs);
     if (!sanitize) slopeGradientsDeterministic(configs);
     negligiblePairsSkipped(sizes.negligibleB, sizes.negligibleT, configs);

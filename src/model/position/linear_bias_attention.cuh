@@ -131,6 +131,23 @@ const char* linearBiasAttentionDeviceCheck(int device, int D);
 // TileProducts::WarpgroupMma is compiled for sm_90a only, which runs on compute capability 9.0.
 const char* linearBiasAttentionProductsCheck(int device, TileProducts products);
 
+// The warpgroup MMA's tile products alone, on the GPU: one warpgroup computes from row-major bf16
+// (64, D) tiles q, k, v and a (64, 64) tile p each product the kernels compute, with their own
+// product code, operand layouts and descriptors, into row-major fp32 outputs:
+//   s = q k^T      both operands K-major in shared memory (the forward's S, keyGrad's S^T)
+//   sFromZero      the same by the product that overwrites its accumulators (dP, dP^T)
+//   o = p v        A in registers, B MN-major (P~ V, dV, dK, queryGrad's dS K)
+//   dq = p^T k     A and B MN-major, A stored from registers (AtomicDq's dS K, p as dS^T)
+// So that a GPU test can tell which layout a wrong result of the kernels comes from
+// (fused_attention_checks --products warpgroup). Device pointers; D 64 or 128; compute capability
+// 9.0 only (linearBiasAttentionProductsCheck).
+struct WarpgroupProductsProbe {
+  int D = 64;
+  const void *q = nullptr, *k = nullptr, *v = nullptr, *p = nullptr;      // bf16: (64, D) x 3, (64, 64)
+  float *s = nullptr, *sFromZero = nullptr, *o = nullptr, *dq = nullptr;  // (64, 64) x 2, (64, D) x 2
+};
+cudaError_t linearBiasAttentionProbeWarpgroupProducts(const WarpgroupProductsProbe& probe, cudaStream_t stream);
+
 // One kernel as compiled for this GPU (a profile's static part): registers per thread, shared
 // memory per block (static and dynamic), and how many of its blocks one SM holds at once.
 struct KernelFacts {

@@ -188,4 +188,31 @@ torch::Tensor fusedLinearBiasAttention(const torch::Tensor& q, const torch::Tens
                                          int64_t(backward), biasGrads, skipNegligible, int64_t(products));
 }
 
+std::vector<torch::Tensor> probeWarpgroupProducts(const torch::Tensor& q, const torch::Tensor& k,
+                                                  const torch::Tensor& v, const torch::Tensor& p) {
+  const int64_t D = q.dim() == 2 ? q.size(1) : 0;
+  TORCH_CHECK(D == 64 || D == 128, "warpgroup products probe: q must be (64, 64) or (64, 128)");
+  const std::vector<int64_t> tile = {64, D}, square = {64, 64};
+  for (const auto* t : {&q, &k, &v, &p}) {
+    TORCH_CHECK(t->is_cuda() && t->device() == q.device() && t->scalar_type() == torch::kBFloat16,
+                "warpgroup products probe: bfloat16 tensors on one GPU");
+    TORCH_CHECK(t->sizes() == torch::IntArrayRef(t == &p ? square : tile),
+                "warpgroup products probe: q, k, v (64, D) and p (64, 64)");
+  }
+  const char* reason = cuda::linearBiasAttentionProductsCheck(q.get_device(), cuda::TileProducts::WarpgroupMma);
+  TORCH_CHECK(reason == nullptr, reason);
+  const c10::cuda::CUDAGuard guard(q.device());
+  const auto f32 = q.options().dtype(torch::kFloat32);
+  std::vector<torch::Tensor> out = {torch::empty({64, 64}, f32), torch::empty({64, 64}, f32),
+                                    torch::empty({64, D}, f32), torch::empty({64, D}, f32)};
+  const torch::Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(), pc = p.contiguous();
+  cuda::WarpgroupProductsProbe probe;
+  probe.D = int(D), probe.q = qc.data_ptr(), probe.k = kc.data_ptr(), probe.v = vc.data_ptr(), probe.p = pc.data_ptr();
+  probe.s = out[0].data_ptr<float>(), probe.sFromZero = out[1].data_ptr<float>(), probe.o = out[2].data_ptr<float>();
+  probe.dq = out[3].data_ptr<float>();
+  check(cuda::linearBiasAttentionProbeWarpgroupProducts(probe, c10::cuda::getCurrentCUDAStream().stream()),
+        "warpgroup products probe");
+  return out;
+}
+
 }  // namespace xtrap

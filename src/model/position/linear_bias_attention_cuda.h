@@ -4,6 +4,7 @@
 // and interpolation divisor) and the first-token bias get their gradients through the model's
 // usual graph. Compiled only where LibTorch has CUDA (XTRAP_WITH_CUDA_KERNELS).
 #include <string>
+#include <vector>
 
 #include "model/position/linear_bias.h"
 #include "model/position/linear_bias_attention.cuh"
@@ -34,5 +35,11 @@ torch::Tensor fusedLinearBiasAttention(const torch::Tensor& q, const torch::Tens
                                        cuda::BackwardScheme backward = cuda::BackwardScheme::TwoPass,
                                        bool skipNegligible = true,
                                        cuda::TileProducts products = cuda::TileProducts::WarpMma);
+
+// The warpgroup MMA's tile products alone (cuda::linearBiasAttentionProbeWarpgroupProducts): from
+// q, k, v (64, D) and p (64, 64) bfloat16 on one GPU of compute capability 9.0, D 64 or 128, the
+// float32 {q k^T, q k^T by the product that overwrites, p v, p^T k} as the kernels compute each.
+std::vector<torch::Tensor> probeWarpgroupProducts(const torch::Tensor& q, const torch::Tensor& k,
+                                                  const torch::Tensor& v, const torch::Tensor& p);
 
 }  // namespace xtrap
