@@ -186,7 +186,7 @@ __device__ __forceinline__ uint32_t keepGroup(uint64_t seed, const Derived& dv, 
 // The kernels hold logits in base 2, log2(e) (scale q.k + bias), so that every exponential is
 // one exp2f: a single ex2.approx.ftz instruction (CMakeLists compiles this file with -ftz=true),
 // where __expf is a multiply by log2(e) and an ex2.approx whose denormal handling adds more.
-// The saved log-sum-exp stays in natural log (the API's).
+// The saved log-sum-exp is in base 2 too (ForwardArgs::lse).
 constexpr float kLog2e = 1.4426950408889634f;
 
 // ---- small device helpers ----
