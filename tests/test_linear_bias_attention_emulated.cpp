@@ -603,7 +603,7 @@ TEST_CASE("the emulated warpgroup MMA multiplies two matrices from core-matrix t
 
 // The GPU test's probe of the warpgroup MMA's products (linearBiasAttentionProbeWarpgroupProducts)
 // gives each product of bf16 tiles here as a double-precision product does (fp32 sums of exact bf16
-// products: within 1e-5 at K 64), D 64 and 128, under both schedules.
+// products: within 1e-5 at K 64 and 128), D 64 and 128, under both schedules.
 TEST_CASE("the warpgroup MMA's product probe gives each product of the kernels", "[cuda_emulation]") {
   std::mt19937 rng(23);
   std::uniform_real_distribution<float> uniform(-1.f, 1.f);
