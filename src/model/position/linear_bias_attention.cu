@@ -423,9 +423,7 @@ struct TileBlock {
   }
   // Whether the pair with the tile of the other axis that starts at t0 has a cell that is not
   // blocked (tile::visitsTile).
-  __device__ bool open(tile::Walk walk, int t0) const {
-    return tile::visitsTile(hb, walk, lo, hi, t0, walk == tile::Walk::Keys ? kBc : kBr, T);
-  }
+  __device__ bool open(tile::Walk walk, int t0) const { return tile::visitsTile(hb, walk, lo, t0); }
   // Whether that pair is open and not negligible (tile::negligibleTile, by the tiles' bounds).
   __device__ bool visits(tile::Walk walk, int t0) const {
     if (!open(walk, t0)) return false;

@@ -73,42 +73,28 @@ XTRAP_HD float logit(const HeadBias& hb, float dot, float scale, int i, int j, i
   return (i < T && j < T) ? dot * scale + linearBias(hb, i, j) : -INFINITY;
 }
 
-// A tile of query rows [r0, r1) and key columns [c0, c1), both non-empty and already clipped to
-// the sequence (tail tiles are shorter). Blocked: every cell is -inf, so the kernel skips the
-// tile (its probabilities are exactly 0); Unblocked: no cell is -inf; Mixed: some are.
-enum class TileClass : int { Blocked, Unblocked, Mixed };
-
-XTRAP_HD TileClass classifyTile(const HeadBias& hb, int r0, int r1, int c0, int c1) {
-  bool unblocked = false, blocked = false;
-  if (hb.hasFirstTokenBias) {
-    // Row 0 and column 0 hold first-token cells (never blocked); the rest of the tile is the
-    // rectangle of i >= 1, j >= 1.
-    if (r0 == 0 || c0 == 0) unblocked = true;
-    r0 = r0 > 1 ? r0 : 1;
-    c0 = c0 > 1 ? c0 : 1;
-  }
-  if (r0 < r1 && c0 < c1) {
-    bool hasPast = c0 < r1 - 1;    // some j < i: the smallest j below the largest i
-    bool hasFuture = c1 - 1 > r0;  // some j > i
-    bool hasDiagonal = (r0 > c0 ? r0 : c0) < (r1 < c1 ? r1 : c1);
-    blocked = (hasPast && hb.blockPast) || (hasFuture && hb.blockFuture);
-    unblocked = unblocked || hasDiagonal || (hasPast && !hb.blockPast) || (hasFuture && !hb.blockFuture);
-  }
-  if (!unblocked) return TileClass::Blocked;
-  return blocked ? TileClass::Mixed : TileClass::Unblocked;
-}
-
 // A kernel block owns one tile of [0, T) on one axis and walks the tiles of the other: key tiles
-// against its query rows (forward, dQ), or query tiles against its keys (dK, dV).
+// against its query rows (forward, dQ), or query tiles against its keys (dK, dV). Both axes are cut
+// into tiles of one size from 0 (the sequence's last tile shorter), so that every pair of tiles but
+// the diagonal's (the same tile on both axes) has all its cells on one side of the diagonal, the
+// walk's order tells which: j < i (past) for key tiles before the block's query tile and for query
+// tiles after its key tile. So visitsTile and linearTile (below) test the head's flags for that
+// side, and the first-token row and column; tests of the tiles' corners against each other, as
+// for any two rectangles, took the forward's loop some 40 instructions a step (SASS sm_90a, D 64).
 enum class Walk : int { Keys, Queries };
 
-// Whether a block that owns the tile [own0, own1) visits the tile [t0, min(T, t0 + size)) of the
-// other axis (`walk`): whether the pair has a cell that is not blocked. The others are skipped:
-// their probabilities are exactly 0.
-XTRAP_HD bool visitsTile(const HeadBias& hb, Walk walk, int own0, int own1, int t0, int size, int T) {
-  const int t1 = t0 + size < T ? t0 + size : T;
-  const TileClass c = walk == Walk::Keys ? classifyTile(hb, own0, own1, t0, t1) : classifyTile(hb, t0, t1, own0, own1);
-  return c != TileClass::Blocked;
+// Whether the cells of the pair of the block's tile at own0 and the tile at t0 != own0 of the other
+// axis are past ones (j < i).
+XTRAP_HD bool pastPair(Walk walk, int own0, int t0) { return (walk == Walk::Keys) == (t0 < own0); }
+
+// Whether a block that owns the tile at own0 visits the tile at t0 < T of the other axis (`walk`):
+// whether the pair has a cell that is not blocked. The others are skipped: their probabilities are
+// exactly 0. The diagonal's cells never are; another pair is blocked where its side is, except for
+// first-token cells (row 0, column 0), which never are.
+XTRAP_HD bool visitsTile(const HeadBias& hb, Walk walk, int own0, int t0) {
+  if (t0 == own0) return true;
+  const bool blocked = pastPair(walk, own0, t0) ? hb.blockPast : hb.blockFuture;
+  return !blocked || (hb.hasFirstTokenBias && (own0 == 0 || t0 == 0));
 }
 
 // A tile pair whose every cell takes the same term of the bias, Past or Future, except cells of
@@ -136,34 +122,40 @@ struct LinearTile {
   XTRAP_HD bool hasFirstTokenCells() const { return firstTokenRow || firstTokenColumn; }
 };
 
-// The tile of query rows [r0, r0 + size) and key columns [c0, c0 + size) of a sequence of T.
+// The pair of query rows [r0, r0 + size) and key columns [c0, c0 + size) of a sequence of T, on
+// the tiles' grid (r0 and c0 multiples of size, size > 2: with a first-token bias, the diagonal's
+// pair at 0 of size 2 has no cell of a term but its diagonal). A pair with a tail tile (past T) is
+// not linear: the per-cell path masks its padding.
 XTRAP_HD LinearTile linearTile(const HeadBias& hb, int r0, int c0, int size, int T) {
   LinearTile lt;
-  const int r1 = r0 + size, c1 = c0 + size;
-  if (r1 > T || c1 > T) return lt;
+  if (r0 + size > T || c0 + size > T) return lt;
   const bool firstRow = hb.hasFirstTokenBias && r0 == 0, firstColumn = hb.hasFirstTokenBias && c0 == 0;
-  // The cells of one term: the tile without its first-token row and column.
-  const int termR0 = firstRow ? 1 : r0, termC0 = firstColumn ? 1 : c0;
-  if (termR0 >= r1 || termC0 >= c1) return lt;
-  const bool allPast = c1 <= termR0, allFuture = termC0 >= r1;  // every j < i; every j > i
-  if (!hb.blockPast && (allPast || (hb.blockFuture && !allFuture))) {
-    lt.linear = true;
+  bool past;
+  if (r0 == c0) {
+    // The diagonal's pair is of one term only where its head blocks the other side (masked), and
+    // then holds no first-token cell (never blocked); of the Future term only without a shift,
+    // whose formula gives the diagonal its 0.
+    if (firstRow || hb.blockPast == hb.blockFuture) return lt;
+    past = hb.blockFuture;
+    if (!past && hb.futureShift != 0.f) return lt;
+    lt.maskFuture = past;
+    lt.maskPast = !past;
+  } else {
+    past = c0 < r0;
+    if (past ? hb.blockPast : hb.blockFuture) return lt;  // visited only for its first-token cells
+  }
+  lt.linear = true;
+  if (past) {
     lt.term = BiasTerm::Past;
     lt.slope = hb.slopePast;
     lt.distanceSign = -1.f;
-    lt.maskFuture = !allPast;  // a tile with cells j >= i: the future is blocked
-  } else if (!hb.blockFuture && (allFuture || (hb.blockPast && !allPast && hb.futureShift == 0.f))) {
-    lt.linear = true;
+  } else {
     lt.term = BiasTerm::Future;
     lt.slope = -hb.slopeFuture;
     lt.offset = hb.slopeFuture * hb.futureShift;
     lt.distanceSign = 1.f;
     lt.distanceShift = hb.futureShift;
-    lt.maskPast = !allFuture;
   }
-  if (!lt.linear) return lt;
-  // A first-token cell is never blocked: a tile that holds one is linear only where nothing is masked.
-  if ((firstRow || firstColumn) && (lt.maskFuture || lt.maskPast)) return LinearTile{};
   lt.firstTokenRow = firstRow;
   lt.firstTokenColumn = firstColumn;
   return lt;
