@@ -505,39 +505,46 @@ __device__ TileBlock tileBlock(const AttentionShape& shape, const LinearBiasArgs
 // (tail tiles): this thread's share of 16-byte asynchronous copies (async::copy), which land when
 // the thread waits for them (__pipeline_wait_prior) and are every thread's after a barrier after
 // that. The tile's rows are Ld<D>::rows elements apart (ldmatrix's layout), or with kCore it is a
-// core-matrix tile (core_matrix_tile.h: the warpgroup MMA's layout); there a warp's 32 copies are
-// 8 rows by 4 chunks, whose 16-byte pieces fall in 8 different bank quads, where 4 rows by 8
-// chunks would put 8 copies in each of 4.
-// A thread copies the same 16-byte column of rows kRowsPerPass apart, a number of them fixed at
-// compile time: an unrolled loop whose addresses step by a constant, where a loop over a piece
-// index from threadIdx.x (whose bound the compiler cannot know) cost some 15 integer
-// instructions and a branch per piece (the PTX's remainder loop). A whole tile (all but a
-// sequence's last) takes no test and no fill: an address add and a copy each, where a tail tile's
-// take some ten PTX instructions (the row's test, and the selected address and fill).
+// core-matrix tile (core_matrix_tile.h: the warpgroup MMA's layout).
+// Warp w copies rows 8w .. 8w + 7 and 32 further, lane l row l % 8 of them, its chunks (8 columns,
+// 16 bytes) l / 8 and 4, 8 ... further: one copy of a warp is 8 rows by 4 chunks, 64 contiguous
+// bytes of each row, whose 8-lane phases write 8 different bank quads in both layouts (one core
+// matrix; 8 rows whose strides of 144 or 272 bytes fall in different quads). A thread's copies of
+// one row then lie 64 bytes apart in global memory, a constant the copy instruction adds itself,
+// where copies of rows a runtime stride apart took a 64-bit add each (two instructions, SASS
+// sm_90a): one add a tile at D 64 instead of three, at D 128 one instead of seven. Its loops are
+// unrolled: a loop over a piece index from threadIdx.x (whose bound the compiler cannot know) cost
+// some 15 integer instructions and a branch per piece (the PTX's remainder loop). A whole tile
+// (all but a sequence's last) takes no test and no fill, where a tail tile's rows take some ten PTX
+// instructions each (the row's test, and the selected address and fill).
 template <int D, bool kCore = false>
 __device__ __forceinline__ void copyRows(bf16* tile, const HeadsView& view, const TileBlock& blk, int row0) {
-  constexpr int kPieces = D / 8, kRowsPerPass = kThreads / kPieces;
-  static_assert(kThreads % kPieces == 0 && kBr % kRowsPerPass == 0, "whole rows per pass, whole passes per tile");
-  static_assert(!kCore || (kBr == core::kRows && kRowsPerPass % 8 == 0), "core tiles: whole row groups per pass");
-  const unsigned x = threadIdx.x;  // unsigned: its divisions are shifts, with no sign to fix
-  const int r0 = int(kCore ? x % 8 + x / (8 * kPieces) * 8 : x / kPieces);
-  const int col = int(kCore ? x / 8 % kPieces : x % kPieces) * 8;
+  constexpr int kChunkSteps = D / 32, kRowSteps = kBr / 32;  // a thread's chunks and rows
+  static_assert(kThreads == 128 && D % 32 == 0 && kBr % 32 == 0, "4 warps of 8 rows by 4 chunks");
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;  // unsigned: shifts, no sign to fix
+  const int r0 = int(lane % 8 + 8 * warp), col = int(lane / 8) * 8;
   const bf16* first = blk.rows(view) + col;  // row 0: the address of a copy past T, which reads nothing
   const bf16* from = first + int64_t(row0 + r0) * view.st;
-  const int64_t step = int64_t(kRowsPerPass) * view.st;
-  // A pass's rows are kRowsPerPass further down in either layout (core: whole row groups).
+  const int64_t rowStep = int64_t(32) * view.st;
   bf16* to = kCore ? tile + core::offset(r0, col) : tile + r0 * Ld<D>::rows + col;
-  constexpr int kPassElements = kCore ? core::offset(kRowsPerPass, 0) : kRowsPerPass * Ld<D>::rows;
+  // 32 rows further, 32 columns (4 chunks) further: in either layout a constant of elements.
+  constexpr int kRowStepElements = kCore ? core::offset(32, 0) : 32 * Ld<D>::rows;
+  constexpr int kChunkStepElements = kCore ? core::offset(0, 32) : 32;
   if (row0 + kBr <= blk.T) {  // a whole tile (the same for the whole block): no test, no fill
 #pragma unroll
-    for (int pass = 0; pass < kBr / kRowsPerPass; ++pass)
-      async::copy<16>(to + pass * kPassElements, from + pass * step, 16);
+    for (int r = 0; r < kRowSteps; ++r)
+#pragma unroll
+      for (int c = 0; c < kChunkSteps; ++c)
+        async::copy<16>(to + r * kRowStepElements + c * kChunkStepElements, from + r * rowStep + 32 * c, 16);
     return;
   }
 #pragma unroll
-  for (int pass = 0; pass < kBr / kRowsPerPass; ++pass) {
-    const bool inside = row0 + r0 + pass * kRowsPerPass < blk.T;
-    async::copy<16>(to + pass * kPassElements, inside ? from + pass * step : first, inside ? 16 : 0);
+  for (int r = 0; r < kRowSteps; ++r) {
+    const bool inside = row0 + r0 + 32 * r < blk.T;
+#pragma unroll
+    for (int c = 0; c < kChunkSteps; ++c)
+      async::copy<16>(to + r * kRowStepElements + c * kChunkStepElements, inside ? from + r * rowStep + 32 * c : first,
+                      inside ? 16 : 0);
   }
 }
 
