@@ -222,11 +222,19 @@ __device__ __forceinline__ tile::HeadBias headBias(const LinearBiasArgs& a, int 
   tile::HeadBias hb;
   hb.slopePast = a.slopePast[h];
   hb.slopeFuture = a.slopeFuture[h];
-  hb.hasFirstTokenBias = a.firstTokenBias != nullptr;
-  hb.firstTokenBias = hb.hasFirstTokenBias ? a.firstTokenBias[h] : 0.f;
+  hb.firstTokenBias = a.firstTokenBias != nullptr ? a.firstTokenBias[h] : 0.f;
   hb.futureShift = a.futureShift;
-  hb.blockPast = (a.blockPast >> h) & 1u;
-  hb.blockFuture = a.causal || ((a.blockFuture >> h) & 1u);
+  // The head's flags, held in registers for the whole kernel: the asm statement hides where they
+  // come from, so that the compiler cannot recompute them from the kernel's parameters at each
+  // use, as it did in the tile loops of kernels near their register limit (the 64-bit masks'
+  // variable shifts: 41 instructions a tile step in the forward with mma.sync at D 64, SASS sm_90a).
+  uint32_t blockPast = uint32_t((a.blockPast >> h) & 1u);
+  uint32_t blockFuture = uint32_t(a.causal || ((a.blockFuture >> h) & 1u));
+  uint32_t hasFirstTokenBias = uint32_t(a.firstTokenBias != nullptr);
+  asm volatile("" : "+r"(blockPast), "+r"(blockFuture), "+r"(hasFirstTokenBias));
+  hb.blockPast = blockPast != 0;
+  hb.blockFuture = blockFuture != 0;
+  hb.hasFirstTokenBias = hasFirstTokenBias != 0;
   return hb;
 }
 
