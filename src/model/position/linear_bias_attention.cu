@@ -509,6 +509,18 @@ __device__ TileBlock tileBlock(const AttentionShape& shape, const LinearBiasArgs
   return tileBlockAt(shape, bias, tile, tileBounds, scale);
 }
 
+// `view` narrowed to the block's head (data at the head's rows, sb and sh 0) for the copies of a
+// walk, the pointer held in registers through it: the asm statement hides where it comes from (as
+// headBias does for the flags), where the compiler recomputed it (two 64-bit products a tensor) at
+// each step of the loops near their register limit.
+__device__ __forceinline__ HeadsView heldHead(const HeadsView& view, const TileBlock& blk) {
+  HeadsView head = view;
+  head.data = blk.rows(view);
+  head.sb = head.sh = 0;
+  asm volatile("" : "+l"(head.data));
+  return head;
+}
+
 // Rows [row0, row0 + kBr) of this head's (T, D) slice of `view` into a shared tile, zeros past T
 // (tail tiles): this thread's share of 16-byte asynchronous copies (async::copy), which land when
 // the thread waits for them (__pipeline_wait_prior) and are every thread's after a barrier after
@@ -895,9 +907,10 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 4 : 0) forwardKernel(const
   float o[D / 8][4] = {};            // (16, D)
   tile::BiasGrads<float> weight[2];  // kRowWeights: this lane's share of its rows' sum of P~ c
 
+  const HeadsView kHead = heldHead(args.k, blk), vHead = heldHead(args.v, blk);
   auto load = [&](int c0, int buffer) {
-    copyRows<D, kWarpgroup>(ks + buffer * Ld<D>::tile, args.k, blk, c0);
-    copyRows<D, kWarpgroup>(vs + buffer * Ld<D>::tile, args.v, blk, c0);
+    copyRows<D, kWarpgroup>(ks + buffer * Ld<D>::tile, kHead, blk, c0);
+    copyRows<D, kWarpgroup>(vs + buffer * Ld<D>::tile, vHead, blk, c0);
   };
   pipelinedWalk<kWarpgroup, true>(blk, tile::Walk::Keys, load, [&](int c0, int buffer) {
     const bf16 *k = ks + buffer * Ld<D>::tile, *v = vs + buffer * Ld<D>::tile;
@@ -1177,9 +1190,10 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
   tile::BiasGrads<double> grads;               // kBiasGrads: this lane's cells, summed in a fixed order
   const int64_t weightPlane = int64_t(args.shape.B) * args.shape.H * blk.T;
 
+  const HeadsView qHead = heldHead(args.q, blk), dOHead = heldHead(args.dO, blk);
   auto load = [&](int r0, int buffer) {
-    copyRows<D, kWarpgroup>(qs + buffer * Ld<D>::tile, args.q, blk, r0);
-    copyRows<D, kWarpgroup>(dOs + buffer * Ld<D>::tile, args.dO, blk, r0);
+    copyRows<D, kWarpgroup>(qs + buffer * Ld<D>::tile, qHead, blk, r0);
+    copyRows<D, kWarpgroup>(dOs + buffer * Ld<D>::tile, dOHead, blk, r0);
     copyRowStats(lses + buffer * Ld<D>::stat, rowDots + buffer * Ld<D>::stat, args.lse, rowDotAll, blk, r0);
     if constexpr (kBiasGrads)
       for (int p = 0; p < 3; ++p)
@@ -1315,9 +1329,10 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
   // rows' RowTerms.
   tile::BiasGrads<double> grads;
   tile::RowTerm<float> rowTerm[2];
+  const HeadsView kHead = heldHead(args.k, blk), vHead = heldHead(args.v, blk);
   auto load = [&](int c0, int buffer) {
-    copyRows<D, kWarpgroup>(ks + buffer * Ld<D>::tile, args.k, blk, c0);
-    copyRows<D, kWarpgroup>(vs + buffer * Ld<D>::tile, args.v, blk, c0);
+    copyRows<D, kWarpgroup>(ks + buffer * Ld<D>::tile, kHead, blk, c0);
+    copyRows<D, kWarpgroup>(vs + buffer * Ld<D>::tile, vHead, blk, c0);
   };
   pipelinedWalk<kWarpgroup>(blk, tile::Walk::Keys, load, [&](int c0, int buffer) {
     const bf16 *k = ks + buffer * Ld<D>::tile, *v = vs + buffer * Ld<D>::tile;
