@@ -176,6 +176,47 @@ TEST_CASE("the tiles a block visits against brute force, tail tiles included") {
   CHECK(visitedWhole > 0);
 }
 
+TEST_CASE("a walk steps through the tiles it visits, and only those, either way, tail tiles included") {
+  // Brute force: the tiles of [begin, end) whose pair visitsTile says is open; the walks of
+  // OpenTiles from either end must give them in order.
+  int walks = 0, withZero = 0, skippingTiles = 0;
+  for (const auto& [name, spec] : allSpecs())
+    for (int64_t h = 0; h < spec.heads(); ++h) {
+      HeadBias hb = headBiasOf(spec, h);
+      for (int T : {1, 2, 7, 13, 64, 100})
+        for (int size : {1, 3, 4, 64})
+          for (int own0 = 0; own0 < T; own0 += size)
+            for (const tile::Walk walk : {tile::Walk::Keys, tile::Walk::Queries})
+              // [begin, end) as the tile walks give them (a visited tile at each end, or the whole axis).
+              for (int begin : {0, own0 / size / 2 * size, own0})
+                for (int end : {own0 + size, (own0 / size + (T / size - own0 / size) / 2 + 1) * size, T}) {
+                  if (end <= own0) continue;
+                  std::vector<int> expected, up, down;
+                  for (int t = begin; t < std::min(end, T); t += size)
+                    if (tile::visitsTile(hb, walk, own0, t)) expected.push_back(t);
+                  const tile::OpenTiles open = tile::openTiles(hb, walk, own0, size, begin, end);
+                  for (int t = open.lowest(); open.upTo(t) && up.size() <= expected.size(); t = open.next(t, size))
+                    up.push_back(t);
+                  for (int t = open.last; t >= 0 && down.size() <= expected.size(); t = open.previous(t, size))
+                    down.push_back(t);
+                  std::reverse(down.begin(), down.end());
+                  if (up != expected || down != expected)
+                    FAIL(name << " head " << h << " T " << T << " tiles of " << size << ", own tile " << own0
+                              << (walk == tile::Walk::Keys ? ", walking keys" : ", walking queries") << " in [" << begin
+                              << ", " << end << "): " << expected.size() << " tiles open, the walks give " << up.size()
+                              << " up, " << down.size() << " down");
+                  ++walks;
+                  withZero += open.lone == 0;
+                  skippingTiles +=
+                      !expected.empty() && expected.back() - expected.front() + size > int(expected.size()) * size;
+                }
+    }
+  INFO(walks << " walks");
+  // Both of OpenTiles' shapes occur: a run alone, and tile 0 apart from it (blocked tiles between).
+  CHECK(withZero > 0);
+  CHECK(skippingTiles > 0);
+}
+
 TEST_CASE(
     "linear tiles: exactly the tiles of one open Past or Future term (the diagonal, a blocked other side or "
     "first-token cells allowed, not both), their bias slope (j - i) + offset, -inf where masked or the first-token "

@@ -462,16 +462,6 @@ struct TileBlock {
     }
     return lo;  // not reached: the diagonal's tile
   }
-  // The first tile at or after t0 and before end whose pair is open, or end if none.
-  __device__ int nextOpen(tile::Walk walk, int t0, int end) const {
-    while (t0 < end && !open(walk, t0)) t0 += kBr;
-    return min(t0, end);
-  }
-  // The last tile at or before t0 and at or after begin whose pair is open, or one before begin.
-  __device__ int previousOpen(tile::Walk walk, int t0, int begin) const {
-    while (t0 >= begin && !open(walk, t0)) t0 -= kBr;
-    return t0;
-  }
   // tile::linearTile of the pair with the tile of the other axis that starts at t0.
   __device__ tile::LinearTile linearTile(tile::Walk walk, int t0) const {
     return walk == tile::Walk::Keys ? tile::linearTile(hb, lo, t0, kBr, T) : tile::linearTile(hb, t0, lo, kBr, T);
@@ -606,13 +596,12 @@ __device__ __forceinline__ void pipelinedWalk(const TileBlock& blk, tile::Walk w
     begin = walk == tile::Walk::Keys ? w.keysBegin : w.queriesBegin;
     end = walk == tile::Walk::Keys ? w.keysEnd : w.queriesEnd;
   }
-  // The open tile after t in the walk's order; after the last, one outside [begin, end).
-  auto after = [&](int t) {
-    return kDescending ? blk.previousOpen(walk, t - kBr, begin) : blk.nextOpen(walk, t + kBr, end);
-  };
-  auto inWalk = [&](int t) { return kDescending ? t >= begin : t < end; };
-  // The first (there is one: the diagonal's cells are never blocked).
-  int t0 = kDescending ? blk.previousOpen(walk, (end - 1) / kBr * kBr, begin) : blk.nextOpen(walk, begin, end);
+  // The open tiles among them, from the first (there is one: the diagonal's cells are never
+  // blocked) to the last in the walk's order; after the last, a tile outside the walk.
+  const tile::OpenTiles open = tile::openTiles(blk.hb, walk, blk.lo, kBr, begin, end);
+  auto after = [&](int t) { return kDescending ? open.previous(t, kBr) : open.next(t, kBr); };
+  auto inWalk = [&](int t) { return kDescending ? t >= 0 : open.upTo(t); };
+  int t0 = kDescending ? open.last : open.lowest();
   load(t0, 0);
   __pipeline_commit();
   for (int buffer = 0; inWalk(t0); buffer ^= 1) {
