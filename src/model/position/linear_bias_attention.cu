@@ -871,7 +871,7 @@ __global__ void __launch_bounds__(kThreads) tileWalksKernel(const ForwardArgs ar
 // tiles seldom raise a max past it: by bench/forward_rescales.py, 7.8% of a warp's steps rescale
 // at B8 L2048 and 1.9% at L16384, where a walk from the first tile rescaled at every step before
 // and would at 47% and 25% with the threshold. A step that skips it takes 42 instructions fewer
-// (SASS sm_90a, D 64, warpgroup MMA: 336 against 378).
+// (SASS sm_90a, D 64, warpgroup MMA: 318 against 360).
 template <int D, bool kDropout, bool kRowWeights, bool kWarpgroup = false>
 __global__ void __launch_bounds__(kThreads, D == 64 ? 4 : 0) forwardKernel(const ForwardArgs args, const Derived dv) {
   using S = ForwardSmem<D>;
