@@ -494,7 +494,7 @@ __device__ TileBlock tileBlockAt(const AttentionShape& shape, const LinearBiasAr
 __device__ TileBlock tileBlock(const AttentionShape& shape, const LinearBiasArgs& bias, tile::Walk walk,
                                const float* tileBounds, float scale) {
   const tile::HeadBias hb = headBias(bias, int(blockIdx.y));
-  const bool shortestFirst = walk == tile::Walk::Keys ? hb.blockFuture : hb.blockPast;
+  const bool shortestFirst = tile::blocksSide(hb, walk, false);
   const int tile = shortestFirst ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
   return tileBlockAt(shape, bias, tile, tileBounds, scale);
 }

@@ -83,9 +83,12 @@ XTRAP_HD float logit(const HeadBias& hb, float dot, float scale, int i, int j, i
 // for any two rectangles, took the forward's loop some 40 instructions a step (SASS sm_90a, D 64).
 enum class Walk : int { Keys, Queries };
 
-// Whether the cells of the pair of the block's tile at own0 and the tile at t0 != own0 of the other
-// axis are past ones (j < i).
-XTRAP_HD bool pastPair(Walk walk, int own0, int t0) { return (walk == Walk::Keys) == (t0 < own0); }
+// Whether the head blocks the cells of a walk's tiles before the block's own tile (`before`) or of
+// those after it: the past (j < i) lies before a query tile among key tiles, after a key tile among
+// query tiles.
+XTRAP_HD bool blocksSide(const HeadBias& hb, Walk walk, bool before) {
+  return (walk == Walk::Keys) == before ? hb.blockPast : hb.blockFuture;
+}
 
 // Whether a block that owns the tile at own0 visits the tile at t0 < T of the other axis (`walk`):
 // whether the pair has a cell that is not blocked. The others are skipped: their probabilities are
@@ -93,8 +96,7 @@ XTRAP_HD bool pastPair(Walk walk, int own0, int t0) { return (walk == Walk::Keys
 // first-token cells (row 0, column 0), which never are.
 XTRAP_HD bool visitsTile(const HeadBias& hb, Walk walk, int own0, int t0) {
   if (t0 == own0) return true;
-  const bool blocked = pastPair(walk, own0, t0) ? hb.blockPast : hb.blockFuture;
-  return !blocked || (hb.hasFirstTokenBias && (own0 == 0 || t0 == 0));
+  return !blocksSide(hb, walk, t0 < own0) || (hb.hasFirstTokenBias && (own0 == 0 || t0 == 0));
 }
 
 // The tiles that a block owning the tile at own0 visits (visitsTile) among the tiles of [begin, end)
@@ -116,10 +118,9 @@ struct OpenTiles {
 };
 
 XTRAP_HD OpenTiles openTiles(const HeadBias& hb, Walk walk, int own0, int size, int begin, int end) {
-  const bool beforeBlocked = walk == Walk::Keys ? hb.blockPast : hb.blockFuture;
+  const bool beforeBlocked = blocksSide(hb, walk, true);
   // The own tile at 0 holds row or column 0: with a first-token bias every pair has open cells.
-  const bool afterBlocked =
-      (walk == Walk::Keys ? hb.blockFuture : hb.blockPast) && !(hb.hasFirstTokenBias && own0 == 0);
+  const bool afterBlocked = blocksSide(hb, walk, false) && !(hb.hasFirstTokenBias && own0 == 0);
   OpenTiles open;
   open.first = beforeBlocked ? own0 : begin;
   open.last = afterBlocked ? own0 : (end - 1) / size * size;
