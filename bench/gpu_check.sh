@@ -32,8 +32,8 @@
 #            (default "sdpa-flash flex-alibi") at that case, their first forward + backward
 #            (bench/attention_anchors.py --methods): ncu-ANCHOR.*, the kernels the fused one is
 #            measured against, profiled alike. Each profile is cut off at NCU_SECONDS (default
-#            300). ncu_summary.md: every profiled kernel in one table
-#            (bench/ncu_summary.py); kernels.sass: the fused kernels' machine code (cuobjdump).
+#            300). ncu_summary.md: every profiled kernel in one table, and its copies' shared
+#            wavefronts and L2 sectors against the ideal (bench/ncu_summary.py); kernels.sass: the fused kernels' machine code (cuobjdump).
 #   sanitize compute-sanitizer's tools (SANITIZE_TOOLS, default "memcheck racecheck synccheck
 #            initcheck") on the fused kernels as fused_attention_checks --sanitize --products all
 #            runs them (every variant at T 130, D 64 and 128, both backward schemes and the
@@ -221,7 +221,7 @@ if wants ncu; then
         python3 bench/attention_anchors.py --out "$OUT/ncu_anchor_$anchor.csv" --reps 1 --warmup 1 \
         --cases "${NCU_CASE:-causal-B8-L2048}" --methods "$anchor"
     done
-    LD_LIBRARY_PATH=$python_libs python3 bench/ncu_summary.py --md "$OUT/ncu_summary.md" "$OUT"/ncu-*-raw.csv >"$OUT/ncu_summary.log" 2>&1
+    LD_LIBRARY_PATH=$python_libs python3 bench/ncu_summary.py --md "$OUT/ncu_summary.md" --sass "$OUT"/ncu-*-sass.csv -- "$OUT"/ncu-*-raw.csv >"$OUT/ncu_summary.log" 2>&1
     summary "ncu summary: rc=$? (ncu_summary.md: every profiled kernel's time, pipes, occupancy, stall reasons)"
     # The fused kernels' machine code, every instantiation, to read beside the -sass.csv pages.
     kernels_lib=$(find build-cuda -name 'libxtrap_cuda_kernels.a' | head -1)

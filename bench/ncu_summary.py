@@ -11,6 +11,11 @@ achieved occupancy and registers, its busiest instruction pipes and its warps' t
 "-"; every other metric stays in the raw CSVs.
 
   python3 bench/ncu_summary.py --md OUT.md ncu-two-pass-raw.csv ncu-sdpa-flash-raw.csv ...
+
+With --sass, the source pages too (ncu-NAME-sass.csv: `--page source --print-source sass --csv`):
+a second table of each kernel's asynchronous copies from global to shared memory (LDGSTS), the
+shared-memory wavefronts and L2 sectors they took against the ideal for their bytes, the counters
+that show whether a tile layout makes its copies cost more than their data.
 """
 import argparse
 import csv
@@ -21,7 +26,8 @@ import sys
 # column: the metrics that give it, the first one present wins (names differ across ncu versions)
 COLUMNS = [
     ("SM busy %", ["sm__throughput.avg.pct_of_peak_sustained_elapsed"]),
-    ("issue slots busy %", ["sm__inst_issued.avg.pct_of_peak_sustained_active"]),
+    ("issue slots busy %", ["sm__inst_issued.avg.pct_of_peak_sustained_active",
+                            "smsp__issue_active.avg.pct_of_peak_sustained_active"]),
     ("tensor pipe %", ["sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
                        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
                        "sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active"]),
@@ -36,7 +42,8 @@ COLUMNS = [
 CONFLICTS = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum"
 WAVEFRONTS = "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum"
 DURATION = "gpu__time_duration.sum"
-TO_MICROSECONDS = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+# ncu 2025 writes the short forms (us) where older versions wrote usecond.
+TO_MICROSECONDS = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6, "ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 PIPE = re.compile(r"^sm__inst_executed_pipe_([a-z0-9_]+)\.avg\.pct_of_peak_sustained_active$")
 STALL = re.compile(r"^smsp__average_warps_issue_stalled_([a-z0-9_]+)_per_issue_active\.ratio$")
 TOP = 3
@@ -65,6 +72,7 @@ def read_raw(path):
 def kernel_name(full):
     """The kernel's name without its namespaces and parameters: `forwardKernel<64, 0, 0>`."""
     name = full.strip().removeprefix("void ").replace("(anonymous namespace)", "anonymous")
+    name = re.sub(r"\((int|bool)\)", "", name)  # the source page writes template arguments as (int)64
     depth, cut, end = 0, 0, len(name)  # the parameters' "(" and the last "::", outside template brackets
     for i, ch in enumerate(name):
         if ch == "<":
@@ -129,12 +137,57 @@ def summarize(paths):
     return "\n".join(lines) + "\n", failed
 
 
+COPY_COUNTERS = ["Instructions Executed", "L1 Wavefronts Shared", "L1 Wavefronts Shared Ideal",
+                 "L2 Theoretical Sectors Global", "L2 Theoretical Sectors Global Ideal"]
+
+
+def read_sass(path):
+    """{kernel: its SASS rows (dict by column)} from one source page; a kernel listed again (the page
+    repeats a function per launch profiled) keeps its first listing."""
+    kernels, rows, header = {}, None, None
+    with open(path, newline="") as f:
+        for r in csv.reader(f):
+            if r[:1] == ["Kernel Name"]:
+                name = kernel_name(r[1]) if len(r) > 1 else "?"
+                rows = kernels.setdefault(name, []) if name not in kernels else None
+                header = None
+            elif r[:1] == ["Address"]:
+                header = r
+            elif header and rows is not None and len(r) == len(header):
+                rows.append(dict(zip(header, r)))
+    return kernels
+
+
+def copies(paths):
+    """The LDGSTS table: per profile and kernel, the copies' counters summed, and per copy instruction."""
+    header = ["profile", "kernel", "copies (warp instructions)", "shared wavefronts a copy", "ideal",
+              "L2 sectors a copy", "ideal"]
+    body, failed = [], []
+    for path in paths:
+        try:
+            kernels = read_sass(path)
+        except (OSError, csv.Error) as e:
+            failed.append(f"{path}: {e}")
+            continue
+        profile = re.sub(r"^ncu-(.+)-sass\.csv$", r"\1", os.path.basename(path))
+        for name, rows in kernels.items():
+            sums = [sum(number(r.get(c)) or 0 for r in rows if "LDGSTS" in r.get("Source", "")) for c in COPY_COUNTERS]
+            if sums[0]:
+                body.append([profile, name, f"{sums[0]:,.0f}"] + [f"{v / sums[0]:.1f}" for v in sums[1:]])
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in body]) + "\n", failed
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--md", required=True, help="the Markdown table to write")
+    ap.add_argument("--sass", nargs="+", default=[], help="ncu-NAME-sass.csv files: the copies' table")
     ap.add_argument("raw", nargs="+", help="ncu-NAME-raw.csv files (ncu --import R --page raw --csv)")
     args = ap.parse_args(argv)
     table, failed = summarize(args.raw)
+    if args.sass:
+        copy_table, copy_failed = copies(args.sass)
+        failed += copy_failed
     with open(args.md, "w") as f:
         f.write("# Nsight Compute, kernel by kernel (bench/ncu_summary.py)\n\n")
         f.write(f"Metrics: time `{DURATION}`; " +
@@ -143,6 +196,10 @@ def main(argv=None):
                 ".avg.pct_of_peak_sustained_active`; stalls `smsp__average_warps_issue_stalled_*_per_issue_active"
                 ".ratio`. bench/gpu_check.sh profiles with `ncu --clock-control none`: the clocks as in a plain run.\n\n")
         f.write(table)
+        if args.sass:
+            f.write("\nAsynchronous copies global -> shared (LDGSTS), from the source pages: per warp instruction, "
+                    "the shared-memory wavefronts and L2 sectors it took, and the fewest its bytes need.\n\n")
+            f.write(copy_table)
         for e in failed:
             f.write(f"\nNot read: {e}\n")
     for e in failed:

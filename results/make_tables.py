@@ -299,7 +299,8 @@ def gpu_long_eval():
 def gpu_throughput():
     """bench/compare.py --device cuda of three GPU sessions: xtrap and eager train tok/s per method."""
     sessions = [("H100, 48dba30", "gpu/gpu_throughput.csv"), ("H200, fc33df5", "gpu/h200-2026-11-26/gpu_throughput.csv"),
-                ("H100, 88b767e", "gpu/h100-2026-11-26/gpu_throughput.csv")]
+                ("H100, 88b767e", "gpu/h100-2026-11-26/gpu_throughput.csv"),
+                ("H200, fe95352", "gpu/h200-2026-11-27/gpu_throughput.csv")]
     rows = {name: {r["method"]: r for r in load(path)} for name, path in sessions}
     methods = list(dict.fromkeys(m for name, _ in sessions for m in rows[name]))
     header = ["method"] + [f"{h} ({name})" for name, _ in sessions for h in ("xtrap tok/s", "eager tok/s", "xtrap / eager")]
@@ -314,14 +315,17 @@ def gpu_throughput():
 
 
 FUSED_SESSION = "gpu/h100-2026-11-26"  # one device command: bench/fused_attention.sh's two CSVs
+FUSED_CONFIGS_SESSION = "gpu/h200-2026-11-27"  # the same, with the four configurations of the kernel
+# bench_attention's suffix of each configuration (--fused-backward), longest first for the split
+FUSED_CONFIGS = [("atomic-wgmma", "-atomic-wgmma"), ("wgmma", "-wgmma"), ("atomic", "-atomic"), ("two-pass", "")]
 
 
-def fused_rows():
+def fused_rows(session=FUSED_SESSION):
     """The fused kernel's rows (bench_attention --fused-csv) and the anchors' (attention_anchors.py) of
-    FUSED_SESSION, by case then method."""
+    one session, by case then method."""
     by_case = {}
     for name in ("fused.csv", "anchors.csv"):
-        for r in load(f"{FUSED_SESSION}/{name}"):
+        for r in load(f"{session}/{name}"):
             by_case.setdefault(r["case"], {})[r["method"]] = r
     return by_case
 
@@ -358,6 +362,30 @@ def gpu_fused_alternatives():
                          f"{f32:.3f}", f"{f16:.3f}", f"{f16 / f32:.2f}"])
     return table(["case", "fused variant", "two-pass ms", "one-pass ms", "one / two", "forward ms, 32 rows a warp",
                   "forward ms, 16 rows a warp", "16 / 32"], body)
+
+
+def gpu_fused_configs():
+    """Forward + backward ms of every fused variant in each of the kernel's four configurations (backward
+    scheme x tile products), the fastest, and the fastest against SDPA flash and FlexAttention's ALiBi."""
+    body = []
+    for case, rows in fused_rows(FUSED_CONFIGS_SESSION).items():
+        variants = {}
+        for m, r in rows.items():
+            if not m.startswith("xtrap-fused-"):
+                continue
+            config, suffix = next((c, x) for c, x in FUSED_CONFIGS if not x or m.endswith(x))
+            variant = m.removeprefix("xtrap-fused-").removesuffix(suffix) if suffix else m.removeprefix("xtrap-fused-")
+            if r["status"] == "ok":
+                variants.setdefault(variant, {})[config] = float(r["ms"])
+        anchor = lambda a: float(rows[a]["ms"]) if a in rows and rows[a]["status"] == "ok" else None
+        flash, flex = anchor("sdpa-flash"), anchor("flex-alibi")
+        for variant, ms in variants.items():
+            best = min(ms, key=ms.get)
+            cells = [f"{ms[c]:.3f}" if c in ms else "-" for c, _ in reversed(FUSED_CONFIGS)]
+            body.append([case, variant] + cells + [best, f"{ms[best] / flash:.2f}" if flash else "-",
+                                                    f"{ms[best] / flex:.2f}" if flex else "-"])
+    return table(["case", "fused variant"] + [f"{c} ms" for c, _ in reversed(FUSED_CONFIGS)] +
+                 ["fastest", "fastest / flash", "fastest / flex-alibi"], body)
 
 
 def encoder_positions(csv_name):
@@ -450,6 +478,7 @@ TABLES = {
     "gpu/throughput": gpu_throughput,
     "gpu/fused-anchors": gpu_fused_anchors,
     "gpu/fused-alternatives": gpu_fused_alternatives,
+    "gpu/fused-configs": gpu_fused_configs,
     "encoder-positions/cpu": lambda: encoder_positions("encoder_positions_cpu.csv"),
     "encoder-positions/pytorch": lambda: encoder_positions("encoder_positions_pytorch.csv"),
 }
