@@ -77,8 +77,9 @@ struct ForwardArgs {
   TileProducts products = TileProducts::WarpMma;
 };
 
-// How the backward sums dQ over key tiles. Which is faster is the GPU's to say (bench_attention
-// times both), so both are kept until then.
+// How the backward sums dQ over key tiles. Each is the faster for one use (bench_attention times
+// both; results/gpu.md, 2026-11-27): AtomicDq without bias gradients, TwoPass with them (where
+// AtomicDq, whose keyGrad then also sums them, took 1.23-1.36x TwoPass's time).
 enum class BackwardScheme {
   // keyGrad (dK, dV over the query tiles) then queryGrad (dQ and the bias gradients over the key
   // tiles): S = Q K^T and dP = dO V^T computed in both, 7 tile products per tile pair, every output

@@ -162,7 +162,7 @@ std::string fusedLinearBiasAttentionUnsupported(const torch::Tensor& q, const to
 
 torch::Tensor fusedLinearBiasAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const LinearBias& bias, bool causal, double scale, double dropout,
-                                       cuda::BackwardScheme backward, bool skipNegligible,
+                                       std::optional<cuda::BackwardScheme> backward, bool skipNegligible,
                                        cuda::TileProducts products) {
   std::string reason = fusedLinearBiasAttentionUnsupported(q, k, v, dropout);
   TORCH_CHECK(reason.empty(), reason);
@@ -182,10 +182,12 @@ torch::Tensor fusedLinearBiasAttention(const torch::Tensor& q, const torch::Tens
   // grad mode off, and its context cannot say where it is off here too (evaluation).
   const bool biasGrads = torch::GradMode::is_enabled() &&
                          (slopePast.requires_grad() || slopeFuture.requires_grad() || firstTokenBias.requires_grad());
+  const cuda::BackwardScheme scheme =
+      backward.value_or(biasGrads ? cuda::BackwardScheme::TwoPass : cuda::BackwardScheme::AtomicDq);
   return FusedLinearBiasAttention::apply(readable(q), readable(k), readable(v), slopePast, slopeFuture, firstTokenBias,
                                          int64_t(headMask(spec.blockPast)), int64_t(headMask(spec.blockFuture)),
                                          spec.futureShift, spec.hasFirstTokenBias, causal, scale, dropout,
-                                         int64_t(backward), biasGrads, skipNegligible, int64_t(products));
+                                         int64_t(scheme), biasGrads, skipNegligible, int64_t(products));
 }
 
 std::vector<torch::Tensor> probeWarpgroupProducts(const torch::Tensor& q, const torch::Tensor& k,

@@ -3,6 +3,7 @@
 // torch::autograd::Function, so q, k, v, the slopes in use (learned ones through their sigmoid
 // and interpolation divisor) and the first-token bias get their gradients through the model's
 // usual graph. Compiled only where LibTorch has CUDA (XTRAP_WITH_CUDA_KERNELS).
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,10 @@ std::string fusedLinearBiasAttentionUnsupported(const torch::Tensor& q, const to
 // softmax(scale q k^T + bias) v with dropout `dropout` on the probabilities: (B, H, T, D) bf16.
 // The bias is `bias`'s spec with its current slopes and first-token bias; `causal` also blocks
 // every later key. Dropout draws its seed from LibTorch's default CPU generator (torch::manual_seed).
-// `backward`: the scheme of the backward (cuda::BackwardScheme). `skipNegligible`: skip the tile
+// `backward`: the scheme of the backward (cuda::BackwardScheme); none: the faster one as measured
+// on an H200 (results/gpu.md, 2026-11-27), AtomicDq where no bias parameter takes a gradient
+// (0.88-0.97x of TwoPass's time at every case) and TwoPass where one does (0.73-0.81x of
+// AtomicDq's). `skipNegligible`: skip the tile
 // pairs whose every probability is below 2^-136 (ForwardArgs::tileBounds), which change no output
 // bit in the backward and less than 2^-136 of it in the forward; false computes every open pair
 // (bench_attention's dense rows, to show what the skipping gains). `products`: the tile products of
@@ -32,7 +36,7 @@ std::string fusedLinearBiasAttentionUnsupported(const torch::Tensor& q, const to
 // else an error).
 torch::Tensor fusedLinearBiasAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const LinearBias& bias, bool causal, double scale, double dropout,
-                                       cuda::BackwardScheme backward = cuda::BackwardScheme::TwoPass,
+                                       std::optional<cuda::BackwardScheme> backward = std::nullopt,
                                        bool skipNegligible = true,
                                        cuda::TileProducts products = cuda::TileProducts::WarpMma);
 
