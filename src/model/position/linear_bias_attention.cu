@@ -66,9 +66,13 @@
 // core-matrix tiles (core_matrix_tile.h) that wgmma reads from shared memory once for the 4 warps;
 // each warp's accumulators lie in the registers mma.sync's would, so the rest of each kernel is the
 // same code. In the backward the products a pair needs next are left in flight while the warp
-// works: dP's while the scores become probabilities, dV's while dS becomes its A operand. Carried
-// beside mma.sync until the GPU times both (not yet run on one). What would make it faster still:
-// TMA loads, and in the forward the next tile's scores in flight across this one's softmax (FA3).
+// works: dP's while the scores become probabilities, dV's while dS becomes its A operand. Measured
+// slower than mma.sync on an H200 (results/gpu.md, 2026-11-27: forward 1.37-1.50x, forward +
+// backward 1.10-1.34x): in ncu on an H100 each lane's 16-byte copy into the core-matrix layout is a
+// shared-memory wavefront and an L2 sector of its own (32 a warp's copy, against 15 and 24 into
+// ldmatrix's), and L2 is 83-87% busy. What would make it faster: a 128-byte-swizzled layout whose
+// rows' chunks lie together, TMA loads, and in the forward the next tile's scores in flight across
+// this one's softmax (FA3).
 // Measured slower on the H100 (results/gpu/h100-2026-11-26, causal B8 L2048 D 64), and removed: a
 // forward of 32 query rows a warp (two 64-row query tiles a block, each K and V fragment read from
 // shared memory serving two tile products; 241 registers, 2 blocks an SM): its forward 0.402 ms

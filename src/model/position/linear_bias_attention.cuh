@@ -37,8 +37,10 @@ struct AttentionShape {
 };
 
 // Which instructions compute the tile products (the forward's S = Q K^T and O += P~ V; the
-// backward's S, dP~, dV, dK and dQ, with either scheme). Which is faster is the GPU's to say (bench_attention times
-// both), so both are kept until then.
+// backward's S, dP~, dV, dK and dQ, with either scheme). WarpMma is the faster on Hopper too
+// (results/gpu.md, 2026-11-27: the warpgroup MMA's forward took 1.37-1.50x its time, limited by
+// copies into the core-matrix layout), so it is the default; WarpgroupMma stays selectable
+// (bench_attention, fused_attention_checks) as the base of a swizzled layout.
 enum class TileProducts {
   // mma.sync (sm_80 and later): each warp reads every fragment of the tile walked over (K and V; in
   // keyGrad Q and dO) from shared memory with ldmatrix for its own 16 rows.
