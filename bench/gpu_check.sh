@@ -33,7 +33,8 @@
 #            (bench/attention_anchors.py --methods): ncu-ANCHOR.*, the kernels the fused one is
 #            measured against, profiled alike. Each profile is cut off at NCU_SECONDS (default
 #            300). ncu_summary.md: every profiled kernel in one table, and its copies' shared
-#            wavefronts and L2 sectors against the ideal (bench/ncu_summary.py); kernels.sass: the fused kernels' machine code (cuobjdump).
+#            wavefronts and L2 sectors against the ideal (bench/ncu_summary.py); kernels.sass:
+#            the fused kernels' machine code (cuobjdump).
 #   sanitize compute-sanitizer's tools (SANITIZE_TOOLS, default "memcheck racecheck synccheck
 #            initcheck") on the fused kernels as fused_attention_checks --sanitize --products all
 #            runs them (every variant at T 130, D 64 and 128, both backward schemes and the
