@@ -21,6 +21,9 @@ import re
 import sys
 from statistics import mean, median, stdev
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+from attention_anchors import SCHEMES, base_method  # noqa: E402  the fused rows' configuration suffixes
+
 RESULTS = os.path.dirname(os.path.abspath(__file__))
 MARKER = re.compile(r"(<!-- table:([\w./-]+) -->\n)(.*?)(<!-- end -->)", re.S)
 
@@ -316,8 +319,11 @@ def gpu_throughput():
 
 FUSED_SESSION = "gpu/h100-2026-11-26"  # one device command: bench/fused_attention.sh's two CSVs
 FUSED_CONFIGS_SESSION = "gpu/h200-2026-11-27"  # the same, with the four configurations of the kernel
-# bench_attention's suffix of each configuration (--fused-backward), longest first for the split
-FUSED_CONFIGS = [("atomic-wgmma", "-atomic-wgmma"), ("wgmma", "-wgmma"), ("atomic", "-atomic"), ("two-pass", "")]
+
+
+def config_name(suffix):
+    """bench_attention --fused-backward's name of the configuration whose rows end in suffix."""
+    return suffix.removeprefix("-") or "two-pass"
 
 
 def fused_rows(session=FUSED_SESSION):
@@ -373,18 +379,17 @@ def gpu_fused_configs():
         for m, r in rows.items():
             if not m.startswith("xtrap-fused-"):
                 continue
-            config, suffix = next((c, x) for c, x in FUSED_CONFIGS if not x or m.endswith(x))
-            variant = m.removeprefix("xtrap-fused-").removesuffix(suffix) if suffix else m.removeprefix("xtrap-fused-")
+            base = base_method(m)
             if r["status"] == "ok":
-                variants.setdefault(variant, {})[config] = float(r["ms"])
+                variants.setdefault(base.removeprefix("xtrap-fused-"), {})[config_name(m[len(base):])] = float(r["ms"])
         anchor = lambda a: float(rows[a]["ms"]) if a in rows and rows[a]["status"] == "ok" else None
         flash, flex = anchor("sdpa-flash"), anchor("flex-alibi")
         for variant, ms in variants.items():
             best = min(ms, key=ms.get)
-            cells = [f"{ms[c]:.3f}" if c in ms else "-" for c, _ in reversed(FUSED_CONFIGS)]
+            cells = [f"{ms[c]:.3f}" if c in ms else "-" for c in map(config_name, SCHEMES)]
             body.append([case, variant] + cells + [best, f"{ms[best] / flash:.2f}" if flash else "-",
                                                     f"{ms[best] / flex:.2f}" if flex else "-"])
-    return table(["case", "fused variant"] + [f"{c} ms" for c, _ in reversed(FUSED_CONFIGS)] +
+    return table(["case", "fused variant"] + [f"{config_name(x)} ms" for x in SCHEMES] +
                  ["fastest", "fastest / flash", "fastest / flex-alibi"], body)
 
 
