@@ -113,6 +113,12 @@ def summary_row(profile, units, kernel):
              top(kernel, PIPE, 1), top(kernel, STALL, 2)])
 
 
+def markdown(header, body):
+    """A Markdown table of the header and the body's rows."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in body]) + "\n"
+
+
 def profile_name(path):
     """NAME of ncu-NAME-raw.csv (the file's name otherwise)."""
     base = os.path.basename(path)
@@ -132,9 +138,7 @@ def summarize(paths):
             failed.append(str(e))
             continue
         body += [summary_row(profile_name(path), units, k) for k in kernels]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in body]
-    return "\n".join(lines) + "\n", failed
+    return markdown(header, body), failed
 
 
 COPY_COUNTERS = ["Instructions Executed", "L1 Wavefronts Shared", "L1 Wavefronts Shared Ideal",
@@ -174,8 +178,7 @@ def copies(paths):
             sums = [sum(number(r.get(c)) or 0 for r in rows if "LDGSTS" in r.get("Source", "")) for c in COPY_COUNTERS]
             if sums[0]:
                 body.append([profile, name, f"{sums[0]:,.0f}"] + [f"{v / sums[0]:.1f}" for v in sums[1:]])
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in body]) + "\n", failed
+    return markdown(header, body), failed
 
 
 def main(argv=None):
