@@ -531,6 +531,10 @@ __device__ __forceinline__ HeadsView heldHead(const HeadsView& view, const TileB
 // some 15 integer instructions and a branch per piece (the PTX's remainder loop). A whole tile
 // (all but a sequence's last) takes no test and no fill, where a tail tile's rows take some ten PTX
 // instructions each (the row's test, and the selected address and fill).
+// Measured (ncu on an H100, results/gpu.md, 2026-11-27): a warp's copy into ldmatrix's layout takes
+// 15 shared-memory wavefronts and 24 L2 sectors, into the core-matrix one 32 and 32, where its 512
+// bytes need 4 and 16: as if each global sector were written to shared memory on its own (the
+// core-matrix layout puts a sector's two chunks 1 KiB apart).
 template <int D, bool kCore = false>
 __device__ __forceinline__ void copyRows(bf16* tile, const HeadsView& view, const TileBlock& blk, int row0) {
   constexpr int kChunkSteps = D / 32, kRowSteps = kBr / 32;  // a thread's chunks and rows
