@@ -39,6 +39,15 @@ for d, skip in ((DATA, 0), (OTHER, 300)):
             lines = src.readlines()
             first = 0 if split == "train" else skip
             dst.writelines(lines[first:first + 300])
+            if split == "train":  # every word of the retrieval prompts (src/data/retrieval_prompt.cpp)
+                dst.write(" there is an important information hidden inside a lot of irrelevant text . find it and "
+                          "remember i will quiz you about the grass green sky blue sun yellow here we go back again "
+                          "pass key what ? line value : in 0 1 2 3 4 5 6 7 8 9 red black white old new small large "
+                          "great long high early late major young dark bright strong main local royal northern "
+                          "southern eastern western free final golden silver ancient modern quiet wild open lost "
+                          "broken heavy light deep river city house army ship king road song film game church school "
+                          "island bridge tower station castle garden village forest lake mountain street market "
+                          "court temple hill valley field horse queen star stone wall gate door tree\n")
 
 counter = 0
 
@@ -187,6 +196,9 @@ def do_plot(options):
 
 
 EVAL = {"--Lvalid": "16,32", "--max-tokens": "300", "--threads": "1", "--no-progress": None}
+# Retrieval: passkey prompts of 80 tokens (the format's shortest is 67), two depths, two trials.
+RET = {"--task": "passkey", "--filler": "repeat", "--Lvalid": "80", "--depths": "0,100", "--trials": "2",
+       "--threads": "1", "--no-progress": None}
 BIAS = {"--arch": "encoder", "--pos": "alibi", "--heads": "2", "--len": "4"}
 ATTN = {"--Lvalid": "24", "--offset": "10", "--threads": "1"}
 
@@ -278,6 +290,13 @@ CASES = [
          "when checkpoints are written: what a resume can recover (tests/reliability_resume.sh), not the run"),
     case("train", "--mask-prob", "changes", do_train, TE, {"--mask-prob": "0.3"}),
     case("train", "--mask-prob", "rejected", do_train, T, {"--mask-prob": "0.3"}),
+    case("train", "--task-mix", "changes", do_train, with_(T, **{"--L": "80"}), {"--task-mix": "passkey:0.5"}),
+    case("train", "--task-mix", "changes", do_train, with_(T, **{"--L": "80"}), {"--task-mix": "kv-lines:0.5"}),
+    case("train", "--task-mix", "changes", do_train, with_(TE, **{"--L": "80"}), {"--task-mix": "passkey:0.5"}),
+    case("train", "--task-mix", "rejected", do_train, T, {"--task-mix": "passkey:2"}),
+    case("train", "--task-filler", "changes", do_train, with_(T, **{"--L": "80", "--task-mix": "passkey:1"}),
+         {"--task-filler": "natural"}),
+    case("train", "--task-filler", "rejected", do_train, T, {"--task-filler": "natural"}),
     case("train", "--max-bad-steps", "same", do_train, T, {"--max-bad-steps": "0"},
          "acts only on non-finite steps (tests_reliability_torch: non-finite steps are skipped ...)"),
     case("train", "--no-progress", "same", do_train, with_(T, **{"--no-progress": "DEL"}), {"--no-progress": None},
@@ -286,6 +305,23 @@ CASES = [
          "data parallel: 2 ranks x 1 sequence equal 1 rank x 2 (tests/distributed.sh)"),
 
     case("eval", "--Lvalid", "changes", do_eval, EVAL, {"--Lvalid": "16,48"}),
+    case("eval", "--task", "changes", do_eval, RET, {"--task": "kv-lines", "--filler": "DEL"}),
+    case("eval", "--task", "changes", do_eval, EVAL, {"--task": "passkey", "--Lvalid": "80", "--max-tokens": "DEL"}),
+    case("eval", "--task", "rejected", do_eval, RET, {"--task": "needle"}),
+    case("eval", "--depths", "changes", do_eval, RET, {"--depths": "50"}),
+    case("eval", "--depths", "rejected", do_eval, EVAL, {"--depths": "50"}),
+    case("eval", "--trials", "changes", do_eval, RET, {"--trials": "3"}),
+    case("eval", "--trials", "rejected", do_eval, EVAL, {"--trials": "3"}),
+    case("eval", "--filler", "changes", do_eval, RET, {"--filler": "natural"}),
+    case("eval", "--filler", "rejected", do_eval, with_(RET, **{"--task": "kv-lines", "--filler": "DEL"}),
+         {"--filler": "natural"}),
+    case("eval", "--prompt-seed", "changes", do_eval, RET, {"--prompt-seed": "5"}),
+    case("eval", "--prompt-seed", "rejected", do_eval, EVAL, {"--prompt-seed": "5"}),
+    case("eval", "--max-tokens", "changes", do_eval, with_(RET, **{"--filler": "natural"}), {"--max-tokens": "300"}),
+    case("eval", "--max-tokens", "rejected", do_eval, RET, {"--max-tokens": "300"}),
+    case("eval", "--mode", "rejected", do_eval, RET, {"--mode": "sliding"}),
+    case("eval", "--interp", "changes", do_eval, RET, {"--interp": "ntk"}),
+    case("eval", "--batch", "same", do_eval, RET, {"--batch": "1"}, "prompts a forward pass: speed only"),
     case("eval", "--split", "changes", do_eval, EVAL, {"--split": "test"}),
     case("eval", "--data", "changes", do_eval, EVAL, {"--data": OTHER}),
     case("eval", "--mode", "changes", do_eval, EVAL, {"--mode": "sliding"}),
@@ -316,6 +352,7 @@ CASES = [
     case("eval", "--buckets", "rejected", do_eval, EVAL, {"--buckets": "4"}),
     case("eval", "--out", "output", do_eval, EVAL, {"--out": f"{W}/named.json"}, path=f"{W}/named.json"),
     case("eval", "--plot", "output", do_eval, EVAL, {"--plot": f"{W}/e.png"}, path=f"{W}/e.png"),
+    case("eval", "--plot", "output", do_eval, RET, {"--plot": f"{W}/heat.png"}, path=f"{W}/heat.png"),
     case("eval", "--threads", "same", do_eval, EVAL, {"--threads": "2"}, "intra-op threads: speed only"),
     case("eval", "--device", "same", do_eval, EVAL, {"--device": AUTO_DEVICE}, f"auto is {AUTO_DEVICE} here"),
     case("eval", "--dtype", "changes", do_eval, EVAL, {"--dtype": "bfloat16"}),

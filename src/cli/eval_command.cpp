@@ -5,11 +5,14 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "data/retrieval_prompt.h"
 #include "dist/dist_env.h"
 #include "dist/launcher.h"
+#include "eval/depth_list.h"
 #include "eval/evaluate_run.h"
 #include "eval/lvalid_range.h"
 #include "eval/plot.h"
+#include "eval/retrieval_plot.h"
 #include "run/run_directory.h"
 #include "util/atomic_file.h"
 #include "util/execution_context.h"
@@ -39,10 +42,22 @@ CommandAction addEvalCommand(CLI::App& cmd) {
   auto noProgress = std::make_shared<bool>(false);
   auto nproc = std::make_shared<int>(1);
   req->positionBuckets = 64;
+  auto depths = std::make_shared<std::string>("0..100:10");
 
   cmd.add_option("runs", *runs, "run directories (default: the most recent under runs/)");
   cmd.add_option("--Lvalid", *lvalid,
                  "lengths: N, A..B (doubling, B included), A..B:step, A..B*f, comma lists (default: L,2L,4L,8L)");
+  cmd.add_option("--task", req->task,
+                 "perplexity | passkey | kv-lines (retrieval: prompts of Lvalid tokens, one row per length and depth)")
+      ->capture_default_str();
+  cmd.add_option("--depths", *depths, "retrieval: answer depths in percent of the prompt (N, A..B:s, comma lists)")
+      ->capture_default_str();
+  cmd.add_option("--trials", req->trials, "retrieval: prompts per (Lvalid, depth) cell")->capture_default_str();
+  cmd.add_option("--filler", req->filler,
+                 "passkey: repeat (the grass-is-green sentences) | natural (text of the evaluation split)")
+      ->capture_default_str();
+  cmd.add_option("--prompt-seed", req->promptSeed, "retrieval: prompts are a function of (seed, Lvalid, depth, trial)")
+      ->capture_default_str();
   cmd.add_option("--split", req->split, "valid | test")->capture_default_str();
   cmd.add_option("--data", req->dataDir, "WikiText-format directory (default: the run's training data)");
   cmd.add_option("--mode", *mode, "nonoverlap | sliding | both")->capture_default_str();
@@ -70,7 +85,8 @@ CommandAction addEvalCommand(CLI::App& cmd) {
   cmd.add_option("--buckets", req->positionBuckets, "position buckets for --per-position")->capture_default_str();
   cmd.add_option("--out", *out, "results file, .csv or .json (default: <run>/eval.csv)");
   cmd.add_option("--plot", *plot,
-                 "draw perplexity vs Lvalid into this PNG and ppl / ppl(L) into NAME-ratio.png (gnuplot)");
+                 "draw perplexity vs Lvalid into this PNG and ppl / ppl(L) into NAME-ratio.png; retrieval: the depth x "
+                 "Lvalid accuracy heatmaps, one panel per run and interpolation (gnuplot)");
   cmd.add_option("--threads", req->threads, "intra-op threads (0 = all cores)")->capture_default_str();
   cmd.add_option("--device", req->device, std::string(kDeviceNames) + " (auto: CUDA when present)")
       ->capture_default_str();
@@ -92,6 +108,17 @@ CommandAction addEvalCommand(CLI::App& cmd) {
                  "applies to --interp dynamic-ntk and dynamic-yarn");
     rejectUnless(cmd, {"--ntk-heads"}, asked("ntk") || asked("dynamic-ntk"), "applies to --interp ntk and dynamic-ntk");
     rejectUnless(cmd, {"--buckets"}, !perPosition->empty(), "applies with --per-position");
+    bool retrieval = req->task != "perplexity";
+    if (retrieval) parseRetrievalTask(req->task);  // a bad name is named before anything else
+    rejectUnless(cmd, {"--depths", "--trials", "--prompt-seed"}, retrieval, "applies to --task passkey and kv-lines");
+    rejectUnless(cmd, {"--filler"}, req->task == "passkey", "applies to --task passkey");
+    rejectUnless(cmd, {"--mode", "--stride", "--per-position"}, !retrieval,
+                 "applies to --task perplexity (retrieval scores whole prompts)");
+    rejectUnless(cmd, {"--max-tokens"}, !retrieval || (req->task == "passkey" && req->filler == "natural"),
+                 "with retrieval, applies to --task passkey --filler natural (the text the filler is drawn from)");
+    parseFiller(req->filler);
+    if (req->trials < 1) throw std::invalid_argument("--trials must be >= 1");
+    req->depths = parseDepthList(*depths);
     if (cmd.count("--scale") && !(req->scale >= 1)) throw std::invalid_argument("--scale must be >= 1");
     if (!(req->a0 > 0)) throw std::invalid_argument("--a0 must be > 0");
     makeExecutionContext(req->device, req->dtype);  // a bad name, or cuda without CUDA, fails before any rank starts
@@ -139,8 +166,13 @@ CommandAction addEvalCommand(CLI::App& cmd) {
       std::fprintf(stderr, "per-position NLL: %s\n", perPosition->c_str());
     }
     if (!plot->empty()) {
-      plotPerplexity(*plot, rows, "perplexity vs evaluation length");
-      std::fprintf(stderr, "plot: %s and %s\n", plot->c_str(), ratioPlotPath(*plot).c_str());
+      if (r.retrieval()) {
+        plotRetrievalHeatmaps(*plot, rows);
+        std::fprintf(stderr, "heatmaps: %s\n", plot->c_str());
+      } else {
+        plotPerplexity(*plot, rows, "perplexity vs evaluation length");
+        std::fprintf(stderr, "plot: %s and %s\n", plot->c_str(), ratioPlotPath(*plot).c_str());
+      }
     }
   };
 }

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "data/task_mix.h"
 #include "data/wikitext.h"
 #include "dist/dist_env.h"
 #include "dist/launcher.h"
@@ -101,6 +102,12 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   cmd.add_option("--checkpoint-every", train->checkpointEvery, "checkpoint every N steps")->capture_default_str();
   cmd.add_option("--mask-prob", train->maskProb, "encoders: fraction of tokens selected for MLM")
       ->capture_default_str();
+  cmd.add_option("--task-mix", train->taskMix,
+                 "retrieval prompts in the training stream: TASK:SHARE,... (passkey, kv-lines; e.g. passkey:0.2), "
+                 "each at the training length with the answer at a random depth (default: none)");
+  cmd.add_option("--task-filler", train->taskFiller,
+                 "--task-mix passkey filler: repeat (grass-is-green sentences) | natural (train-split text)")
+      ->capture_default_str();
   cmd.add_option("--max-bad-steps", train->maxBadSteps,
                  "stop after this many steps with a non-finite loss or gradient (0 = never)")
       ->capture_default_str();
@@ -121,6 +128,9 @@ CommandAction addTrainCommand(CLI::App& cmd) {
             o->get_name() != "--nproc" && o->get_name() != "--inject-nan-at" && o->get_name() != "--device")
           throw std::invalid_argument(o->get_name() + " does not apply with --resume (the run's run.json settings do)");
     }
+    rejectUnless(cmd, {"--task-filler"}, parseTaskMix(train->taskMix).passkey > 0,
+                 "applies with --task-mix passkey:SHARE");
+    train->taskMix = taskMixSpec(parseTaskMix(train->taskMix));  // run.json records the canonical spelling
     rejectUnless(cmd, {"--arch", "--pos", "--head"}, named->empty() || !namedConfigFixesPositionAndHead(*named),
                  "and this --config exclude each other (it is its arch, pos and head)");
     // The model the flags describe: a named config first, then every flag given beside it.

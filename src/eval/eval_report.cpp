@@ -11,17 +11,44 @@
 
 namespace xtrap {
 
-std::string formatEvalTable(const std::vector<EvalRow>& rows) {
+namespace {
+
+std::string formatPerplexityTable(const std::vector<const EvalRow*>& rows) {
   std::string out = fmt::format(
       "{:<28} {:<14} {:>6} {:>7} {:<10} {:>6} {:<11} {:>6} {:>9} {:>8} {:>10} {:>8} {:>9} {:>7} {:>8}\n", "run", "pos",
       "L", "Lvalid", "mode", "stride", "interp", "a", "tokens", "nll", "ppl", "sec", "tok/s", "GFLOP/s", "peak MiB");
-  for (const auto& r : rows)
+  for (const EvalRow* r : rows)
     out += fmt::format(
         "{:<28} {:<14} {:>6} {:>7} {:<10} {:>6} {:<11} {:>6.3g} {:>9} {:>8.4f} {:>10.2f} {:>8.1f} {:>9.0f} {:>7.1f} "
         "{:>8}\n",
-        r.run.substr(0, 28), r.pos, r.Ltrain, r.Lvalid, r.mode, r.stride, r.interp, r.scale, r.tokensScored, r.nll,
-        r.ppl, r.seconds, r.tokensPerSecond, r.flopsPerSecond / 1e9,
-        r.peakMemoryMiB >= 0 ? fmt::format("{:.0f}", r.peakMemoryMiB) : std::string("-"));
+        r->run.substr(0, 28), r->pos, r->Ltrain, r->Lvalid, r->mode, r->stride, r->interp, r->scale, r->tokensScored,
+        r->nll, r->ppl, r->seconds, r->tokensPerSecond, r->flopsPerSecond / 1e9,
+        r->peakMemoryMiB >= 0 ? fmt::format("{:.0f}", r->peakMemoryMiB) : std::string("-"));
+  return out;
+}
+
+std::string formatRetrievalTable(const std::vector<const EvalRow*>& rows) {
+  std::string out = fmt::format(
+      "{:<28} {:<14} {:>6} {:>7} {:<11} {:>6} {:<9} {:<8} {:>6} {:>6} {:>7} {:>15} {:>8} {:>8}\n", "run", "pos", "L",
+      "Lvalid", "interp", "a", "task", "filler", "depth", "trials", "acc", "95% interval", "ans logp", "sec");
+  for (const EvalRow* r : rows)
+    out += fmt::format(
+        "{:<28} {:<14} {:>6} {:>7} {:<11} {:>6.3g} {:<9} {:<8} {:>5.0f}% {:>6} {:>6.1f}% {:>15} {:>8.3f} {:>8.1f}\n",
+        r->run.substr(0, 28), r->pos, r->Ltrain, r->Lvalid, r->interp, r->scale, r->task,
+        r->filler.empty() ? "-" : r->filler, r->depth, r->trials, 100 * r->accuracy,
+        fmt::format("[{:.1f}, {:.1f}]%", 100 * r->accuracyLow, 100 * r->accuracyHigh), r->answerLogProb, r->seconds);
+  return out;
+}
+
+}  // namespace
+
+std::string formatEvalTable(const std::vector<EvalRow>& rows) {
+  std::vector<const EvalRow*> perplexity, retrieval;
+  for (const auto& r : rows) (r.isRetrieval() ? retrieval : perplexity).push_back(&r);
+  std::string out;
+  if (!perplexity.empty() || retrieval.empty()) out += formatPerplexityTable(perplexity);
+  if (!perplexity.empty() && !retrieval.empty()) out += "\n";
+  if (!retrieval.empty()) out += formatRetrievalTable(retrieval);
   return out;
 }
 
@@ -50,19 +77,37 @@ void writeEvalRows(const std::filesystem::path& file, const std::vector<EvalRow>
                       {"device", r.device},
                       {"dtype", r.dtype},
                       {"seed", r.seed},
-                      {"peak_mib", r.peakMemoryMiB}});
+                      {"peak_mib", r.peakMemoryMiB},
+                      {"task", r.task},
+                      {"filler", r.filler},
+                      {"depth", r.depth},
+                      {"trials", r.trials},
+                      {"correct", r.correct},
+                      {"accuracy", r.accuracy},
+                      {"accuracy_low", r.accuracyLow},
+                      {"accuracy_high", r.accuracyHigh},
+                      {"answer_logprob", r.answerLogProb}});
     writeTextAtomically(file, list.dump(2) + "\n");
     return;
   }
   if (ext != ".csv") throw std::invalid_argument("--out must end in .csv or .json: " + file.string());
   std::string csv =
       "run,arch,pos,L_train,Lvalid,split,mode,stride,interp,scale,slopes,tokens_scored,nll,ppl,seconds,tokens_per_s,"
-      "flop_per_s,device,dtype,seed,peak_mib\n";
-  for (const auto& r : rows)
-    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},\"{}\",{},{:.6f},{:.4f},{:.3f},{:.1f},{:.4g},{},{},{},{}\n",
+      "flop_per_s,device,dtype,seed,peak_mib,task,filler,depth,trials,correct,accuracy,accuracy_low,accuracy_high,"
+      "answer_logprob\n";
+  for (const auto& r : rows) {
+    // Retrieval columns are empty on perplexity rows (and their perplexity columns hold the
+    // answers' NLL: tokens_scored answer tokens, nll their mean).
+    std::string retrieval = r.isRetrieval()
+                                ? fmt::format("{},{:g},{},{},{:.6f},{:.6f},{:.6f},{:.6f}", r.filler, r.depth, r.trials,
+                                              r.correct, r.accuracy, r.accuracyLow, r.accuracyHigh, r.answerLogProb)
+                                : std::string(",,,,,,,");
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},\"{}\",{},{:.6f},{:.4f},{:.3f},{:.1f},{:.4g},{},{},{},{},{},{}\n",
                        r.run, r.arch, r.pos, r.Ltrain, r.Lvalid, r.split, r.mode, r.stride, r.interp, r.scale, r.slopes,
                        r.tokensScored, r.nll, r.ppl, r.seconds, r.tokensPerSecond, r.flopsPerSecond, r.device, r.dtype,
-                       r.seed, r.peakMemoryMiB >= 0 ? fmt::format("{:.1f}", r.peakMemoryMiB) : std::string());
+                       r.seed, r.peakMemoryMiB >= 0 ? fmt::format("{:.1f}", r.peakMemoryMiB) : std::string(), r.task,
+                       retrieval);
+  }
   writeTextAtomically(file, csv);
 }
 
@@ -128,6 +173,13 @@ std::vector<EvalRow> readCsvRows(const std::filesystem::path& file) {
     if (column.count("dtype")) r.dtype = text("dtype");
     if (column.count("seed")) r.seed = int64_t(number("seed"));
     if (!text("peak_mib").empty()) r.peakMemoryMiB = number("peak_mib");
+    if (!text("task").empty()) r.task = text("task");  // files written before the column: perplexity
+    if (r.isRetrieval()) {
+      r.filler = text("filler"), r.depth = number("depth");
+      r.trials = int64_t(number("trials")), r.correct = int64_t(number("correct"));
+      r.accuracy = number("accuracy"), r.accuracyLow = number("accuracy_low"), r.accuracyHigh = number("accuracy_high");
+      r.answerLogProb = number("answer_logprob");
+    }
     rows.push_back(r);
   }
   return rows;
@@ -159,6 +211,15 @@ std::vector<EvalRow> readJsonRows(const std::filesystem::path& file) {
       r.dtype = j.value("dtype", r.dtype);
       r.seed = j.value("seed", r.seed);
       r.peakMemoryMiB = j.value("peak_mib", r.peakMemoryMiB);
+      r.task = j.value("task", r.task);
+      r.filler = j.value("filler", r.filler);
+      r.depth = j.value("depth", r.depth);
+      r.trials = j.value("trials", r.trials);
+      r.correct = j.value("correct", r.correct);
+      r.accuracy = j.value("accuracy", r.accuracy);
+      r.accuracyLow = j.value("accuracy_low", r.accuracyLow);
+      r.accuracyHigh = j.value("accuracy_high", r.accuracyHigh);
+      r.answerLogProb = j.value("answer_logprob", r.answerLogProb);
       rows.push_back(r);
     }
   } catch (const nlohmann::json::exception& e) {

@@ -27,8 +27,18 @@ struct EvalRow {
   // The most GPU memory the scoring pass's tensors took (util/execution_context.h), in MiB; -1:
   // not measured (CPU rows, files written before the column). An empty CSV field.
   double peakMemoryMiB = -1;
+  // Retrieval rows (eval/retrieval_score.h): one (Lvalid, depth) cell of a sweep. Perplexity rows
+  // have task "perplexity" and leave these columns empty.
+  std::string task = "perplexity";  // perplexity | passkey | kv-lines
+  std::string filler;               // passkey: repeat | natural
+  double depth = -1;                // where the answer sits, in percent of the prompt (-1: none)
+  int64_t trials = 0, correct = 0;
+  double accuracy = 0, accuracyLow = 0, accuracyHigh = 0;  // correct / trials, its 95% Wilson interval
+  double answerLogProb = 0;  // mean log-probability (nats) of an answer token, teacher-forced
+  bool isRetrieval() const { return task != "perplexity"; }
 };
 
+// Perplexity rows and retrieval rows print as two tables (one when only one kind is present).
 std::string formatEvalTable(const std::vector<EvalRow>& rows);
 // .csv or .json (a list of objects); atomically.
 void writeEvalRows(const std::filesystem::path& file, const std::vector<EvalRow>& rows);

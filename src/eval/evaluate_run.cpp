@@ -13,6 +13,8 @@
 #include "dist/dist_env.h"
 #include "eval/encoder_score.h"
 #include "eval/model_interpolation.h"
+#include "eval/retrieval_score.h"
+#include "eval/wilson_interval.h"
 #include "eval/windows.h"
 #include "model/flops.h"
 #include "run/checkpoint.h"
@@ -84,6 +86,81 @@ struct ScoredPass {
   std::vector<PositionLossRow> byPosition;  // when the request asks for position buckets
 };
 
+// What every row of a pass says: the run, the length, the interpolation, where it ran.
+EvalRow passRow(const ScoringRun& run, const EvalRequest& req, const ExecutionContext& ctx, const EvalPass& pass,
+                double seconds) {
+  const ModelConfig& m = run.info.model;
+  EvalRow r;
+  r.run = run.name;
+  r.arch = m.arch;
+  r.pos = m.pos;
+  r.Ltrain = m.contextLength;
+  r.Lvalid = pass.Lvalid;
+  r.split = req.split;
+  r.mode = pass.mode;
+  r.interp = interpLabel(pass.interp, req.ntkHeads);
+  r.scale = pass.scale;
+  r.slopes = pass.slopes;
+  r.seconds = seconds;
+  r.peakMemoryMiB = peakMemoryMiB(run.model->device());  // this rank's
+  r.device = ctx.deviceName();
+  r.dtype = ctx.dtypeName();
+  r.seed = int64_t(run.info.train.seed);
+  return r;
+}
+
+// One retrieval cell: req.trials prompts of Lvalid positions (an encoder's <bos> counted) with the
+// answer at `depth` percent, split over the ranks. The pass's interpolation is set for Lvalid
+// (every prompt of a cell has that length, so dynamic interpolation sets it once).
+EvalRow scoreRetrievalCell(ScoringRun& run, const EvalRequest& req, const ExecutionContext& ctx, const EvalPass& pass,
+                           double depth, DistGroup& group) {
+  const ModelConfig& m = run.info.model;
+  MlmTokens mlm = m.causal() ? MlmTokens{} : m.mlmTokens(run.corpus.vocab);
+  int64_t promptLength = pass.Lvalid - mlm.bosColumns();
+  RetrievalPromptBuilder builder(wordPhraseEncoder(run.corpus.vocab), run.stream);
+  RetrievalTask task = parseRetrievalTask(req.task);
+  Filler filler = parseFiller(req.filler);
+  resetPeakMemory(run.model->device());
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<RetrievalPrompt> prompts;
+  for (int64_t trial = 0; trial < req.trials; ++trial)
+    prompts.push_back(builder.build({task, filler, req.promptSeed, promptLength, depth / 100, trial}));
+  RetrievalScoreOptions opt;
+  opt.batch = req.batch;
+  opt.queryBlock = req.queryBlock;
+  opt.shard = {group.rank(), group.world()};
+  opt.mlm = mlm;
+  applyInterpolation(run.model, pass.interp, pass.plan.scaleFor(pass.Lvalid), req.ntkHeads);
+  std::string doing = fmt::format("scoring {} prompts of {} tokens on {}, {} a forward pass,", req.task, pass.Lvalid,
+                                  ctx.deviceName(), req.batch);
+  std::string remedy = outOfMemoryRemedy(
+      req, ctx.lowPrecision(), run.model->attentionPath(pass.Lvalid, {req.queryBlock}), run.model->biasKind());
+  RetrievalTotals totals =
+      withOutOfMemoryAdvice(doing, remedy, [&] { return scoreRetrieval(run.model, prompts, opt); });
+  totals.sumOverRanks(group);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  EvalRow r = passRow(run, req, ctx, pass, seconds);
+  r.task = req.task;
+  r.filler = task == RetrievalTask::Passkey ? req.filler : std::string();
+  r.depth = depth;
+  r.trials = totals.trials;
+  r.correct = totals.correct;
+  r.accuracy = double(totals.correct) / double(std::max<int64_t>(totals.trials, 1));
+  ProportionInterval ci = wilsonInterval(totals.correct, std::max<int64_t>(totals.trials, 1));
+  r.accuracyLow = ci.low, r.accuracyHigh = ci.high;
+  r.answerLogProb = totals.answerLogProb / double(std::max<int64_t>(totals.answerTokens, 1));
+  r.tokensScored = totals.answerTokens;
+  r.nll = -r.answerLogProb;
+  r.ppl = std::exp(r.nll);
+  double promptTokens = double(totals.trials * pass.Lvalid);
+  r.tokensPerSecond = promptTokens / std::max(seconds, 1e-9);
+  r.flopsPerSecond = (double(totals.trials) * bodyForwardFlops(m, pass.Lvalid) +
+                      double(totals.answerTokens) * headForwardFlopsPerRow(m)) /
+                     std::max(seconds, 1e-9);
+  return r;
+}
+
 // One row: scores every window this rank owns (the interpolation of the full-length windows is
 // already set; dynamic-ntk sets a shorter last window's own), sums over the ranks.
 ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionContext& ctx, const EvalPass& pass,
@@ -138,27 +215,13 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
 
   ScoredPass out;
   EvalRow& r = out.row;
-  r.run = run.name;
-  r.arch = m.arch;
-  r.pos = m.pos;
-  r.Ltrain = L;
-  r.Lvalid = pass.Lvalid;
-  r.split = req.split;
-  r.mode = pass.mode;
+  r = passRow(run, req, ctx, pass, seconds);
   r.stride = stride;
-  r.interp = interpLabel(pass.interp, req.ntkHeads);
-  r.scale = pass.scale;
-  r.slopes = pass.slopes;
   r.tokensScored = totals.tokens;
   r.nll = totals.meanNll();
   r.ppl = std::exp(r.nll);
-  r.seconds = seconds;
-  r.peakMemoryMiB = peakMemoryMiB(run.model->device());  // this rank's
   r.tokensPerSecond = double(totals.tokens) / std::max(seconds, 1e-9);
   r.flopsPerSecond = evalFlops(m, run.stream, pass.Lvalid, stride, totals.tokens) / std::max(seconds, 1e-9);
-  r.device = ctx.deviceName();
-  r.dtype = ctx.dtypeName();
-  r.seed = int64_t(run.info.train.seed);
   for (size_t b = 0; b < totals.bucketNll.size(); ++b) {
     PositionLossRow p;
     p.run = r.run;
@@ -216,7 +279,7 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
                                    : fmt::format("largest Lvalid {} / L_train {}, at least 1", maxLvalid, L).c_str());
       for (int64_t Lvalid : req.lvalids) {
         pass.Lvalid = Lvalid;
-        if (group.isRoot() && Lvalid >= static_cast<int64_t>(run.stream.size()))
+        if (group.isRoot() && !req.retrieval() && Lvalid >= static_cast<int64_t>(run.stream.size()))
           std::fprintf(stderr, "note: Lvalid %lld exceeds the %s split (%zu tokens); scoring one window of all of it\n",
                        static_cast<long long>(Lvalid), req.split.c_str(), run.stream.size());
         // The row's scale and slopes are those of its full-length windows; dynamic-ntk gives a
@@ -229,6 +292,20 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
               interpName(interp).c_str(), pass.scale,
               isDynamic(interp) ? fmt::format(" (a = max({:g} * len / {}, 1) per window)", req.a0, L).c_str() : "",
               pass.slopes.c_str());
+        if (req.retrieval()) {
+          pass.mode = "prompt";
+          std::optional<ProgressBar> bar;
+          if (req.progress && group.isRoot())
+            bar.emplace(fmt::format("{} {} Lvalid={} ({} depths x {} trials)", run.name, req.task, Lvalid,
+                                    req.depths.size(), req.trials),
+                        int64_t(req.depths.size()));
+          for (size_t d = 0; d < req.depths.size(); ++d) {
+            rows.push_back(scoreRetrievalCell(run, req, ctx, pass, req.depths[d], group));
+            if (bar) bar->update(int64_t(d + 1));
+          }
+          if (bar) bar->finish();
+          continue;
+        }
         for (const auto& mode : req.modes) {
           pass.mode = mode;
           ScoredPass scored = scorePass(run, req, ctx, pass, group);

@@ -31,6 +31,14 @@ struct EvalRequest {
   std::string dtype = "float32";  // float32 | bfloat16 (autocast)
   bool progress = true;
   bool verbose = false;  // print the slopes / rotary settings used
+  // Retrieval (eval/retrieval_score.h): task passkey | kv-lines scores prompts instead of the
+  // split; one row per (Lvalid, depth). The split is then only the natural filler's text.
+  std::string task = "perplexity";
+  std::vector<double> depths;  // percent of the prompt, each in [0, 100]
+  int64_t trials = 50;         // prompts per (Lvalid, depth) cell
+  std::string filler = "repeat";
+  uint64_t promptSeed = 1;  // prompts are a function of (promptSeed, Lvalid, depth, trial)
+  bool retrieval() const { return task != "perplexity"; }
 };
 
 struct PositionLossRow {

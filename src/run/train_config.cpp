@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "data/task_mix.h"
 #include "util/device_names.h"
 
 namespace xtrap {
@@ -34,6 +35,8 @@ void TrainConfig::validate() const {
     fail("--log-every, --checkpoint-every and --eval-tokens must be positive");
   checkDeviceName(device);
   checkDtypeName(dtype);
+  parseTaskMix(taskMix);
+  parseFiller(taskFiller);
 }
 
 void to_json(nlohmann::json& j, const TrainConfig& c) {
@@ -60,7 +63,9 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
                      {"mask_prob", c.maskProb},
                      {"max_bad_steps", c.maxBadSteps},
                      {"device", c.device},
-                     {"dtype", c.dtype}};
+                     {"dtype", c.dtype},
+                     {"task_mix", c.taskMix},
+                     {"task_filler", c.taskFiller}};
 }
 
 void from_json(const nlohmann::json& j, TrainConfig& c) {
@@ -88,6 +93,8 @@ void from_json(const nlohmann::json& j, TrainConfig& c) {
   c.maxBadSteps = j.value("max_bad_steps", TrainConfig{}.maxBadSteps);  // absent in runs made before it existed
   c.device = j.value("device", std::string("cpu"));                     // every earlier run trained on the CPU
   c.dtype = j.value("dtype", std::string("float32"));
+  c.taskMix = j.value("task_mix", std::string());  // runs made before the mix trained on the stream alone
+  c.taskFiller = j.value("task_filler", TrainConfig{}.taskFiller);
 }
 
 }  // namespace xtrap

@@ -32,6 +32,10 @@ struct TrainConfig {
   // ("cpu" / "cuda", auto resolved); runs written before these keys existed read as cpu, float32.
   std::string device = "auto";
   std::string dtype = "float32";
+  // Retrieval prompts mixed into the training stream (data/task_mix.h): the canonical spec
+  // ("" = none) and the passkey prompts' filler (repeat | natural text of the train split).
+  std::string taskMix;
+  std::string taskFiller = "repeat";
 
   int64_t sequencesPerStep(int64_t contextLength) const;
   int64_t totalSteps(int64_t contextLength) const;

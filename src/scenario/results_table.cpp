@@ -68,4 +68,39 @@ std::string formatMarkdownTable(const std::string& title, const std::vector<Eval
   return out + "\n";
 }
 
+std::string formatRetrievalMarkdownTable(const std::string& title, const std::vector<EvalRow>& rows) {
+  std::set<int64_t> lengths;
+  std::vector<std::string> labels;
+  struct Cell {
+    int64_t correct = 0, trials = 0;
+    double worst = 1;  // the lowest accuracy of a depth
+  };
+  std::map<std::string, std::map<int64_t, Cell>> cells;  // label -> Lvalid -> cell, every depth and seed pooled
+  for (const auto& r : rows) {
+    std::string label = r.interp == "none" ? r.run : fmt::format("{} ({} a={:.3g})", r.run, r.interp, r.scale);
+    if (!cells.count(label)) labels.push_back(label);
+    lengths.insert(r.Lvalid);
+    Cell& c = cells[label][r.Lvalid];
+    c.correct += r.correct, c.trials += r.trials, c.worst = std::min(c.worst, r.accuracy);
+  }
+  std::string out = fmt::format("### {}\n\n", title);
+  out += "Cells: accuracy over every depth's trials pooled, and (after /) the accuracy of the worst depth, in %.\n\n";
+  out += "| variant |";
+  std::string rule = "|---|";
+  for (int64_t L : lengths) out += fmt::format(" {} |", L), rule += "---:|";
+  out += "\n" + rule + "\n";
+  for (const auto& label : labels) {
+    out += "| " + label + " |";
+    for (int64_t L : lengths) {
+      auto it = cells[label].find(L);
+      out += it == cells[label].end() || it->second.trials == 0
+                 ? std::string(" - |")
+                 : fmt::format(" {:.0f} / {:.0f} |", 100.0 * double(it->second.correct) / double(it->second.trials),
+                               100.0 * it->second.worst);
+    }
+    out += "\n";
+  }
+  return out + "\n";
+}
+
 }  // namespace xtrap

@@ -16,4 +16,9 @@ namespace xtrap {
 // is the mean of the per-seed ratios.
 std::string formatMarkdownTable(const std::string& title, const std::vector<EvalRow>& rows);
 
+// Retrieval rows (one task and filler): one row per variant and interpolation (labelled with its
+// factor a), one column per Lvalid; a cell pools every depth's (and seed's) trials and gives the
+// worst depth's accuracy beside it.
+std::string formatRetrievalMarkdownTable(const std::string& title, const std::vector<EvalRow>& rows);
+
 }  // namespace xtrap

@@ -17,12 +17,14 @@
 
 #include "attention_dump.h"
 #include "bias_dump.h"
+#include "data/retrieval_prompt.h"
 #include "data/wikitext.h"
 #include "dist/dist_env.h"
 #include "dist/dist_group.h"
 #include "eval/encoder_score.h"
 #include "eval/evaluate_run.h"
 #include "eval/plot.h"
+#include "eval/retrieval_plot.h"
 #include "run/checkpoint.h"
 #include "run/checkpoint_file.h"
 #include "run/run_lock.h"
@@ -101,6 +103,14 @@ fs::path evalCacheFile(const RunInfo& run, const EvalRequest& r) {
                         {"interps", interps},
                         {"max_tokens", r.maxTokens}};
   if (!run.model.causal()) key["encoder_scoring"] = kEncoderScoringVersion;
+  if (r.retrieval())
+    key["retrieval"] = {{"task", r.task},
+                        {"depths", r.depths},
+                        {"trials", r.trials},
+                        {"filler", r.filler},
+                        {"prompt_seed", r.promptSeed},
+                        {"batch", r.batch},
+                        {"version", kRetrievalPromptVersion}};
   // The device and precision of the evaluation are the run's own (in its identity when not cpu,
   // float32), so caches written before they existed stay valid.
   return run.dir / "scenario-evals" / fmt::format("{:016x}.json", fnv1a64(key.dump()));
@@ -139,6 +149,11 @@ EvalRequest evalRequest(const Scenario& s, const EvalJob& job, const RunInfo& in
   r.ntkHeads = e.ntkHeads;
   r.maxTokens = e.maxTokens;
   r.batch = e.batch;
+  r.task = e.task;
+  r.depths = e.depths;
+  r.trials = e.trials;
+  r.filler = e.filler;
+  r.promptSeed = e.promptSeed;
   r.threads = job.variant->train.threads;
   r.device = job.variant->train.device;
   r.dtype = job.variant->train.dtype;
@@ -151,7 +166,8 @@ int64_t effectiveStride(const EvalJob& job, int64_t Lvalid) {
   return std::clamp<int64_t>(job.stride > 0 ? job.stride : job.variant->model.contextLength / 2, 1, Lvalid);
 }
 
-std::string jobLabel(const EvalJob& job) {
+std::string jobLabel(const ScenarioEval& e, const EvalJob& job) {
+  if (e.retrieval()) return e.task == "passkey" ? "passkey " + e.filler : e.task;
   return job.mode == "sliding"
              ? fmt::format("sliding s={}", job.stride > 0 ? job.stride : job.variant->model.contextLength / 2)
              : job.mode;
@@ -192,17 +208,20 @@ void printDryRun(const Scenario& s, const ScenarioRunOptions& o) {
     fs::path dir = variantRunDir(o.runsRoot, v);
     if (planTraining(o.runsRoot, v).action == "reuse" &&
         fs::exists(evalCacheFile(readRunInfo(dir), evalRequest(s, job, readRunInfo(dir), false)))) {
-      fmt::print("  {:<20} block {} {:<14} cached\n", v.label(), job.block + 1, jobLabel(job));
+      fmt::print("  {:<20} block {} {:<14} cached\n", v.label(), job.block + 1, jobLabel(e, job));
       continue;
     }
     double sec = 0;
-    for (int64_t Lvalid : e.lvalids)
-      sec += double(e.interps.size()) * estimateEvalSeconds(v.model, vocabularySize(v, vocabs), tokens, Lvalid,
+    for (int64_t Lvalid : e.lvalids) {
+      // A retrieval cell reads trials prompts of Lvalid tokens (its head scores only the answers).
+      int64_t read = e.retrieval() ? e.trials * int64_t(e.depths.size()) * Lvalid : tokens;
+      sec += double(e.interps.size()) * estimateEvalSeconds(v.model, vocabularySize(v, vocabs), read, Lvalid,
                                                             effectiveStride(job, Lvalid), v.train.maskProb,
                                                             v.train.threads);
+    }
     total += sec;
     fmt::print("  {:<20} block {} {:<14} Lvalid {}..{} ({} lengths) x {} interp(s), {} {} tokens  ~{}\n", v.label(),
-               job.block + 1, jobLabel(job), e.lvalids.front(), e.lvalids.back(), e.lvalids.size(), e.interps.size(),
+               job.block + 1, jobLabel(e, job), e.lvalids.front(), e.lvalids.back(), e.lvalids.size(), e.interps.size(),
                tokens, e.split, formatDuration(sec));
   }
   if (s.hasProbe) fmt::print("probe: {} variant(s)\n", s.select(s.probe.variants).size());
@@ -332,7 +351,7 @@ fs::path runScenario(const Scenario& given, const ScenarioRunOptions& o) {
     const EvalJob& job = jobs[index];
     const ScenarioVariant& v = *job.variant;
     const ScenarioEval& e = s.evals[job.block];
-    std::string stage = fmt::format("eval block {} {}", job.block + 1, jobLabel(job));
+    std::string stage = fmt::format("eval block {} {}", job.block + 1, jobLabel(e, job));
     if (untrained.count(v.label())) {
       missing.push_back({{"variant", v.label()}, {"stage", stage}, {"error", "not trained"}});
       return;
@@ -349,7 +368,7 @@ fs::path runScenario(const Scenario& given, const ScenarioRunOptions& o) {
         rows = readEvalRows(cache);
       } else {
         if (root)
-          std::fprintf(stderr, "%s: evaluating %s, Lvalid %lld..%lld\n", v.label().c_str(), jobLabel(job).c_str(),
+          std::fprintf(stderr, "%s: evaluating %s, Lvalid %lld..%lld\n", v.label().c_str(), jobLabel(e, job).c_str(),
                        static_cast<long long>(e.lvalids.front()), static_cast<long long>(e.lvalids.back()));
         rows = evaluateRuns(r);
         if (root) {
@@ -378,7 +397,7 @@ fs::path runScenario(const Scenario& given, const ScenarioRunOptions& o) {
     for (size_t i = 0; i < jobs.size(); ++i) {
       if (!jobRows[i]) continue;
       const ScenarioEval& e = s.evals[jobs[i].block];
-      std::string title = fmt::format("{} ({} split{})", jobLabel(jobs[i]), e.split,
+      std::string title = fmt::format("{} ({} split{})", jobLabel(e, jobs[i]), e.split,
                                       e.maxTokens > 0 ? fmt::format(", first {} tokens", e.maxTokens) : "");
       if (s.evals.size() > 1) title = fmt::format("eval {}: {}", jobs[i].block + 1, title);
       if (!sections.count(title)) order.push_back(title);
@@ -387,7 +406,9 @@ fs::path runScenario(const Scenario& given, const ScenarioRunOptions& o) {
         sections[title].push_back(row);
       }
     }
-    for (const auto& title : order) tables += formatMarkdownTable(title, sections[title]);
+    for (const auto& title : order)
+      tables += sections[title].front().isRetrieval() ? formatRetrievalMarkdownTable(title, sections[title])
+                                                      : formatMarkdownTable(title, sections[title]);
     fs::create_directories(outDir);
     writeEvalRows(outDir / "results.csv", all);
     writeTextAtomically(outDir / "table.md", tables);
@@ -412,8 +433,13 @@ fs::path runScenario(const Scenario& given, const ScenarioRunOptions& o) {
   if (!root) return outDir;
 
   // The numbers are written; a missing (or failing) plotter costs only the picture.
+  std::vector<EvalRow> perplexityRows, retrievalRows;
+  for (const EvalRow& row : all) (row.isRetrieval() ? retrievalRows : perplexityRows).push_back(row);
   try {
-    plotPerplexity(outDir / "ppl_vs_length.png", all, s.name + ": perplexity vs evaluation length");
+    if (!perplexityRows.empty() || retrievalRows.empty())
+      plotPerplexity(outDir / "ppl_vs_length.png", perplexityRows, s.name + ": perplexity vs evaluation length");
+    if (!retrievalRows.empty())
+      plotRetrievalHeatmaps(outDir / "retrieval_heatmap.png", retrievalRows, s.name + ": retrieval accuracy (%)");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "warning: %s\n", e.what());
   }

@@ -9,7 +9,10 @@
 #include <set>
 #include <stdexcept>
 
+#include "data/retrieval_prompt.h"
+#include "data/task_mix.h"
 #include "data/wikitext.h"
+#include "eval/depth_list.h"
 #include "eval/lvalid_range.h"
 #include "model/named_configs.h"
 #include "model/position_method.h"
@@ -157,6 +160,9 @@ const std::map<std::string, Setter>& configKeys() {
       {"mask_prob", [](const Value& v, ScenarioVariant& s) { s.train.maskProb = v.number(); }},
       {"device", [](const Value& v, ScenarioVariant& s) { s.train.device = v.choice(checkDeviceName); }},
       {"dtype", [](const Value& v, ScenarioVariant& s) { s.train.dtype = v.choice(checkDtypeName); }},
+      {"task_mix", [](const Value& v, ScenarioVariant& s) { s.train.taskMix = taskMixSpec(parseTaskMix(v.string())); }},
+      {"task_filler",
+       [](const Value& v, ScenarioVariant& s) { s.train.taskFiller = fillerName(parseFiller(v.string())); }},
   };
   return keys;
 }
@@ -224,8 +230,9 @@ std::string evalProblem(const ScenarioVariant& v, const ScenarioEval& e) {
 }
 
 ScenarioEval parseEval(const Source& src, const toml::table& t, const std::vector<ScenarioVariant>& variants) {
-  static const std::set<std::string> known = {"lvalid",     "modes", "strides",  "interps", "ntk_heads",
-                                              "max_tokens", "batch", "variants", "split"};
+  static const std::set<std::string> known = {"lvalid",     "modes",  "strides",  "interps",    "ntk_heads",
+                                              "max_tokens", "batch",  "variants", "split",      "task",
+                                              "depths",     "trials", "filler",   "prompt_seed"};
   rejectUnknown(src, t, "[eval]", known);
   ScenarioEval e;
   for (auto&& [k, node] : t) {
@@ -267,6 +274,24 @@ ScenarioEval parseEval(const Source& src, const toml::table& t, const std::vecto
       } else if (key == "variants") {
         e.variants = v.strings();
         checkVariantNames(src, v, e.variants, variants);
+      } else if (key == "task") {
+        e.task = v.string();
+        if (e.task != "perplexity") parseRetrievalTask(e.task);
+      } else if (key == "depths") {
+        if (node.is_string()) {
+          e.depths = parseDepthList(v.string());
+        } else {
+          std::string list;
+          for (int64_t d : v.integers()) list += (list.empty() ? "" : ",") + std::to_string(d);
+          e.depths = parseDepthList(list);
+        }
+      } else if (key == "trials") {
+        e.trials = v.integer();
+        if (e.trials < 1) v.fail("must be >= 1");
+      } else if (key == "filler") {
+        e.filler = fillerName(parseFiller(v.string()));
+      } else if (key == "prompt_seed") {
+        e.promptSeed = uint64_t(v.integer());
       }
     } catch (const std::invalid_argument& ex) {
       std::string what = ex.what();
@@ -275,6 +300,14 @@ ScenarioEval parseEval(const Source& src, const toml::table& t, const std::vecto
     }
   }
   if (e.lvalids.empty()) src.fail(t.source(), "[eval] needs lvalid");
+  if (!e.retrieval())
+    for (const char* key : {"depths", "trials", "filler", "prompt_seed"})
+      if (t.contains(key)) src.fail(t.get(key)->source(), std::string(key) + " applies to task passkey or kv-lines");
+  if (e.retrieval())
+    for (const char* key : {"modes", "strides"})
+      if (t.contains(key)) src.fail(t.get(key)->source(), std::string(key) + " applies to task perplexity");
+  if (e.task != "passkey" && t.contains("filler"))
+    src.fail(t.get("filler")->source(), "filler applies to task passkey");
   if (e.modes.empty() || e.interps.empty()) src.fail(t.source(), "[eval] modes and interps must not be empty");
   bool anyNtk = std::any_of(e.interps.begin(), e.interps.end(),
                             [](Interp i) { return i == Interp::Ntk || i == Interp::DynamicNtk; });

@@ -13,7 +13,7 @@
 //   adaptive_softmax_cutoffs scale_embedding clap_beta alibi_init bos rotary_base t5_buckets
 //   t5_max_distance init_seed steps tokens batch batch_tokens lr min_lr_ratio warmup schedule
 //   weight_decay clip seed threads batch_order log_every eval_every eval_tokens checkpoint_every
-//   mask_prob device dtype seeds
+//   mask_prob device dtype task_mix task_filler seeds
 // `device` (auto | cpu | cuda) and `dtype` (float32 | bfloat16) are where and in what precision a
 // variant trains, is evaluated and probed; `xtrap run --device/--dtype` overrides them for all.
 // `seeds = [1, 2, 3]` (in [train] or a [[variant]]) runs the variant once per seed, each run
@@ -24,7 +24,9 @@
 // `config = "zero-clap"` with `pos = "alibi"` means zero-clap's head with symmetric ALiBi.
 // A relative `data` path is relative to the scenario file's directory.
 //
-// Eval keys: lvalid (the --Lvalid range grammar, a string, or a list of integers), modes
+// Eval keys: task (perplexity | passkey | kv-lines; retrieval adds depths (the --depths grammar,
+// a string, or a list of whole percents), trials, filler (passkey: repeat | natural),
+// prompt_seed), lvalid (the --Lvalid range grammar, a string, or a list of integers), modes
 // (nonoverlap / sliding), strides (sliding strides; default L/2), interps, ntk_heads (all |
 // leading-power-of-two, with ntk or dynamic-ntk), split, max_tokens, batch, variants (names;
 // default all).
@@ -62,6 +64,14 @@ struct ScenarioEval {
   int64_t maxTokens = 0;  // > 0: score only a prefix of the split
   int64_t batch = 8;
   std::vector<std::string> variants;  // empty = every variant
+  // Retrieval (eval/retrieval_score.h): task passkey | kv-lines scores prompts, one row per
+  // (Lvalid, depth); modes and strides then do not apply.
+  std::string task = "perplexity";
+  std::vector<double> depths{0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100};  // percent
+  int64_t trials = 50;
+  std::string filler = "repeat";
+  uint64_t promptSeed = 1;
+  bool retrieval() const { return task != "perplexity"; }
 };
 
 struct ScenarioProbe {

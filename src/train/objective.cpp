@@ -4,27 +4,59 @@
 
 namespace xtrap {
 
+namespace {
+
+const RetrievalPrompt* taskAt(const TaskRows& taskRows, size_t b) {
+  return b < taskRows.size() && taskRows[b] ? &*taskRows[b] : nullptr;
+}
+
+// Row b of `windows` (B, T) from column `shift` on becomes the task prompt that replaces it.
+void placeTasks(torch::Tensor& windows, int64_t shift, const TaskRows& taskRows) {
+  for (size_t b = 0; b < taskRows.size(); ++b)
+    if (const RetrievalPrompt* task = taskAt(taskRows, b))
+      windows[int64_t(b)]
+          .narrow(0, shift, int64_t(task->tokens.size()))
+          .copy_(torch::tensor(task->tokens, torch::kInt32).to(torch::kLong));
+}
+
+}  // namespace
+
+MaskedBatch encoderTrainingBatch(const ModelConfig& c, TokenSpan stream, const std::vector<int64_t>& starts,
+                                 uint64_t maskSeed, double maskProb, const MlmTokens& mlm, int64_t firstSequence,
+                                 const TaskRows& taskRows) {
+  int64_t words = sequenceSpan(c);
+  auto windows = gatherWindows(stream, starts, words, mlm.bosId);  // (B, L): [<bos>] + words
+  placeTasks(windows, mlm.bosColumns(), taskRows);
+  std::vector<std::vector<int64_t>> selected(starts.size());  // exact count per sequence
+  for (size_t b = 0; b < starts.size(); ++b) {
+    const RetrievalPrompt* task = taskAt(taskRows, b);
+    int64_t answerFrom = task ? task->answerBegin : words;  // a task's answer is always selected
+    for (int64_t offset : exactCountSelection(sequenceMaskSeed(maskSeed, firstSequence + int64_t(b)), words, maskProb))
+      if (offset < answerFrom) selected[b].push_back(starts[b] + offset);
+    for (int64_t offset = answerFrom; offset < words; ++offset) selected[b].push_back(starts[b] + offset);
+  }
+  MaskedBatch masked = corruptSelected(windows, starts, selected, maskSeed, mlm);
+  for (size_t b = 0; b < starts.size(); ++b)  // answers are <mask>, as evaluation shows them
+    if (const RetrievalPrompt* task = taskAt(taskRows, b))
+      masked.inputs[int64_t(b)].narrow(0, mlm.bosColumns() + task->answerBegin, task->answerLength()).fill_(mlm.maskId);
+  return masked;
+}
+
 int64_t sequenceSpan(const ModelConfig& c) { return c.causal() ? c.contextLength + 1 : c.windowWords(); }
 
 LossResult trainingLoss(Transformer& model, TokenSpan stream, const std::vector<int64_t>& starts, uint64_t maskSeed,
-                        double maskProb, const MlmTokens& mlm, int64_t firstSequence) {
+                        double maskProb, const MlmTokens& mlm, int64_t firstSequence, const TaskRows& taskRows) {
   const ModelConfig& c = model->config;
   if (c.causal()) {
     auto seq = gatherWindows(stream, starts, sequenceSpan(c));  // (B, L + 1)
+    placeTasks(seq, 0, taskRows);
     int64_t L = c.contextLength;
     auto feats = model->features(seq.narrow(1, 0, L));  // (B, L, C)
     auto targets = seq.narrow(1, 1, L).reshape({-1});
     auto nll = model->tokenNll(feats.reshape({-1, c.dModel}), targets);
     return {nll.mean(), nll.size(0)};
   }
-  int64_t words = sequenceSpan(c);
-  auto windows = gatherWindows(stream, starts, words, mlm.bosId);  // (B, L): [<bos>] + words
-  std::vector<std::vector<int64_t>> selected(starts.size());       // exact count per sequence
-  for (size_t b = 0; b < starts.size(); ++b) {
-    for (int64_t offset : exactCountSelection(sequenceMaskSeed(maskSeed, firstSequence + int64_t(b)), words, maskProb))
-      selected[b].push_back(starts[b] + offset);
-  }
-  MaskedBatch masked = corruptSelected(windows, starts, selected, maskSeed, mlm);
+  MaskedBatch masked = encoderTrainingBatch(c, stream, starts, maskSeed, maskProb, mlm, firstSequence, taskRows);
   auto feats = model->features(masked.inputs);                    // (B, L, C)
   auto at = model->input(masked.positions);                       // built on the host: follows the features
   auto rows = feats.reshape({-1, c.dModel}).index_select(0, at);  // only selected rows

@@ -5,9 +5,11 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "data/masked_batch.h"
+#include "data/retrieval_prompt.h"
 #include "model/transformer.h"
 
 namespace xtrap {
@@ -19,8 +21,20 @@ struct LossResult {
   torch::Tensor loss;  // scalar, mean over scored tokens
   int64_t tokens = 0;
 };
+// taskRows (data/task_mix.h): where set, row b is that retrieval prompt instead of the stream's
+// block at starts[b] (sequenceSpan tokens long). A decoder learns it as any text; an encoder has
+// its answer tokens always selected and replaced by <mask>, as retrieval evaluation presents them,
+// beside the usual selection among its other tokens.
+using TaskRows = std::vector<std::optional<RetrievalPrompt>>;
 LossResult trainingLoss(Transformer& model, TokenSpan stream, const std::vector<int64_t>& starts, uint64_t maskSeed,
-                        double maskProb, const MlmTokens& mlm, int64_t firstSequence = 0);
+                        double maskProb, const MlmTokens& mlm, int64_t firstSequence = 0,
+                        const TaskRows& taskRows = {});
+
+// An encoder's training batch as trainingLoss builds it: the windows (with taskRows placed), every
+// sequence's exact-count selection (plus a task's answer), corrupted.
+MaskedBatch encoderTrainingBatch(const ModelConfig& c, TokenSpan stream, const std::vector<int64_t>& starts,
+                                 uint64_t maskSeed, double maskProb, const MlmTokens& mlm, int64_t firstSequence,
+                                 const TaskRows& taskRows);
 
 // Stream tokens of one sequence (L + 1 for decoders: inputs and the shifted targets; the words
 // of a window for encoders, L - 1 with <bos>).

@@ -16,6 +16,7 @@
 
 #include "data/block_sampler.h"
 #include "data/mlm_masking.h"
+#include "data/task_mix.h"
 #include "data/wikitext.h"
 #include "dist/dist_env.h"
 #include "dist/dist_group.h"
@@ -247,17 +248,21 @@ class TrainStep {
     int stopSignal = 0;  // SIGINT/SIGTERM seen by any rank (all ranks agree)
   };
 
+  // tasks: empty, or the global batch's task rows (objective.h), one per start.
   Outcome run(TokenSpan stream, const std::vector<int64_t>& starts, int64_t step, double lr, const MlmTokens& mlm,
-              bool injectNan) {
+              bool injectNan, const TaskRows& tasks) {
     setLearningRate(*optimizer_, lr);
     const int64_t localB = static_cast<int64_t>(starts.size()) / group_.world();
     std::vector<int64_t> mine(starts.begin() + group_.rank() * localB, starts.begin() + (group_.rank() + 1) * localB);
+    TaskRows myTasks;
+    if (!tasks.empty())
+      myTasks.assign(tasks.begin() + group_.rank() * localB, tasks.begin() + (group_.rank() + 1) * localB);
     // No gradient is held through the forward pass: the last step's are dropped before it, not
     // zeroed after it (their memory, a vocabulary-sized embedding's included, is free for the
     // activations).
     for (auto& p : model_->parameters()) p.mutable_grad() = torch::Tensor();
-    LossResult r =
-        trainingLoss(model_, stream, mine, stepMaskSeed(t_.seed, step), t_.maskProb, mlm, group_.rank() * localB);
+    LossResult r = trainingLoss(model_, stream, mine, stepMaskSeed(t_.seed, step), t_.maskProb, mlm,
+                                group_.rank() * localB, myTasks);
     if (injectNan) r.loss = r.loss * std::numeric_limits<double>::quiet_NaN();
     sync_.start();
     // The step's loss is the mean over the scored tokens of all ranks (encoders score a different
@@ -388,6 +393,17 @@ RunInfo trainRun(TrainRequest req) {
   BlockSampler sampler(static_cast<int64_t>(corpus.train.size()), sequenceSpan(run.model), t.batchOrder == "contiguous",
                        t.seed);
   if (root) torch::manual_seed(t.seed);
+  // Retrieval prompts mixed into the batches (data/task_mix.h), natural filler from the train split.
+  const TaskMix taskMix = parseTaskMix(t.taskMix);
+  const Filler taskFiller = parseFiller(t.taskFiller);
+  std::optional<RetrievalPromptBuilder> taskBuilder;
+  if (!taskMix.empty()) taskBuilder.emplace(wordPhraseEncoder(corpus.vocab), corpus.train);
+  auto taskRows = [&](int64_t step) {
+    TaskRows rows;
+    for (int64_t b = 0; taskBuilder && b < B; ++b)
+      rows.push_back(taskSequence(taskMix, taskFiller, *taskBuilder, t.seed, step, b, sequenceSpan(run.model)));
+    return rows;
+  };
   RunRecorder recorder(run, root, exec.device);
   TrainingState state = recorder.begin(req.resume, model, trainStep.optimizer(), sampler);
   trainStep.optimizer().keepOwnRows();  // a checkpoint holds every rank's moments
@@ -412,7 +428,7 @@ RunInfo trainRun(TrainRequest req) {
     double lr = learningRate(t, state.step, totalSteps);
     auto step = withOutOfMemoryAdvice(outOfMemoryDoing, outOfMemoryRemedy, [&] {
       return trainStep.run(corpus.train, sampler.next(B), state.step, lr, mlm,
-                           req.injectNanAtSteps.count(state.step + 1) > 0);
+                           req.injectNanAtSteps.count(state.step + 1) > 0, taskRows(state.step));
     });
     if (step.bad) ++state.badSteps;
     ++state.step;

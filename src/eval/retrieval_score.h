@@ -1,0 +1,38 @@
+#pragma once
+// Scoring retrieval prompts (data/retrieval_prompt.h) with a trained model, a batch of equal-length
+// prompts a forward pass, on the same attention paths as perplexity (query blocks for long
+// prompts; the fused kernel on a GPU).
+//  decoder: teacher-forced. The answer tokens t_j (j in [answerBegin, T)) are predicted from the
+//    features at j - 1 given the true earlier tokens; a trial is correct when the argmax over the
+//    vocabulary is t_j at every j.
+//  encoder: the answer tokens are replaced by <mask> (and <bos> prepended when the encoder uses
+//    one); a trial is correct when the argmax at every masked position is its answer token.
+// Both also sum log p(t_j): the answer's mean log-probability per token.
+#include <functional>
+#include <vector>
+
+#include "data/mlm_masking.h"
+#include "data/retrieval_prompt.h"
+#include "eval/perplexity.h"
+
+namespace xtrap {
+
+struct RetrievalTotals {
+  int64_t trials = 0, correct = 0;
+  int64_t answerTokens = 0;
+  double answerLogProb = 0;  // summed over answer tokens
+  void sumOverRanks(DistGroup& group);
+};
+
+struct RetrievalScoreOptions {
+  int64_t batch = 8;
+  int64_t queryBlock = 256;
+  WindowShard shard;  // which prompts (by index) this rank scores
+  MlmTokens mlm;      // encoders: <mask> and <bos>
+};
+
+// Every prompt must have the same length (the model sees it, plus <bos> for such an encoder).
+RetrievalTotals scoreRetrieval(Transformer& model, const std::vector<RetrievalPrompt>& prompts,
+                               const RetrievalScoreOptions& opt);
+
+}  // namespace xtrap

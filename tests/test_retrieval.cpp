@@ -1,0 +1,191 @@
+// Retrieval scoring and the task mix: a hand-built model whose predictions are known in closed
+// form, encoder masking of the answers, interpolation applied to retrieval rows, and task
+// sequences in the training batches.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "data/task_mix.h"
+#include "eval/evaluate_run.h"
+#include "eval/retrieval_score.h"
+#include "scenario/run_identity.h"
+#include "test_support.h"
+#include "train/objective.h"
+
+using namespace xtrap;
+using namespace xtrap::test;
+
+namespace {
+
+// A model that predicts the token it reads: one-hot embeddings (V = C = 16), every attention and
+// FFN output zero (the residual stream is the scaled embedding), LayerNorms the identity affine,
+// the tied full softmax. Position i's logits are LN(sqrt(C) e_{t_i}) E^T = LN(4 e_t).
+Transformer identityModel(const std::string& arch) {
+  ModelConfig c = tinyConfig("alibi", arch);
+  c.vocabSize = 16;
+  c.dModel = 16;
+  c.layers = 1;
+  c.head = "lm";
+  Transformer model(c);
+  torch::NoGradGuard g;
+  for (auto& p : model->named_parameters()) {
+    p.value().zero_();
+    bool norm = p.key().find("ln") != std::string::npos && p.key().find("weight") != std::string::npos;
+    if (norm) p.value().fill_(1.0);
+  }
+  model->tokenEmbedding->weight.copy_(torch::eye(16));
+  model->place(ExecutionContext{});
+  return model;
+}
+
+// log p(k | t) of that model, by hand: LN(4 e_t) has mean 1/4 and variance 15/16 over 16 values.
+double handLogProb(bool same) {
+  double sd = std::sqrt(15.0 / 16.0 + 1e-5);
+  double own = (4 - 0.25) / sd, other = -0.25 / sd;
+  double lse = std::log(std::exp(own) + 15 * std::exp(other));
+  return (same ? own : other) - lse;
+}
+
+RetrievalPrompt prompt(std::vector<int32_t> tokens, int64_t answerBegin) {
+  RetrievalPrompt p;
+  p.tokens = std::move(tokens);
+  p.answerBegin = answerBegin;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("decoder retrieval: a trial is correct only when every answer token is the argmax") {
+  Transformer model = identityModel("decoder");
+  // The model predicts "the same token again": answers 3 3 after ... 3 are right, 4 5 are not,
+  // and 3 5 after 3 gets one of two: wrong as a trial.
+  std::vector<RetrievalPrompt> prompts = {prompt({1, 2, 3, 3, 3}, 3), prompt({1, 2, 3, 4, 5}, 3),
+                                          prompt({1, 2, 3, 3, 5}, 3)};
+  RetrievalScoreOptions opt;
+  opt.batch = 2;
+  opt.queryBlock = 0;
+  RetrievalTotals t = scoreRetrieval(model, prompts, opt);
+  CHECK(t.trials == 3);
+  CHECK(t.correct == 1);
+  CHECK(t.answerTokens == 6);
+  CHECK(t.answerLogProb == Approx(3 * handLogProb(true) + 3 * handLogProb(false)).epsilon(1e-5));
+}
+
+TEST_CASE("encoder retrieval: the answers are masked, so the model must recover them") {
+  Transformer model = identityModel("encoder");
+  std::vector<RetrievalPrompt> prompts = {prompt({1, 2, 3, 3, 3}, 3), prompt({4, 5, 6, 7, 8}, 2)};
+  RetrievalScoreOptions opt;
+  opt.batch = 8;
+  opt.queryBlock = 0;
+  opt.mlm.maskId = 15;
+  // Unmasked, the identity model would read every answer; masked it reads <mask> (id 15) and
+  // gives each answer token the "other token" probability.
+  RetrievalTotals t = scoreRetrieval(model, prompts, opt);
+  CHECK(t.trials == 2);
+  CHECK(t.correct == 0);
+  CHECK(t.answerTokens == 5);
+  CHECK(t.answerLogProb == Approx(5 * handLogProb(false)).epsilon(1e-5));
+  // With <bos> prepended the answers' rows move one column right and still read <mask>.
+  opt.mlm.bosId = 14;
+  RetrievalTotals withBos = scoreRetrieval(model, prompts, opt);
+  CHECK(withBos.correct == 0);
+  CHECK(withBos.answerLogProb == Approx(5 * handLogProb(false)).epsilon(1e-5));
+}
+
+TEST_CASE("retrieval rows: every interpolation applies, with its factor, at each length and depth") {
+  RunInfo run = trainTiny("retrieval-interp", tinyConfig("alibi"), 2);
+  EvalRequest req;
+  req.runs = {run.dir};
+  req.task = "passkey";
+  req.lvalids = {80, 160};
+  req.depths = {0, 100};
+  req.trials = 3;
+  req.interps = {Interp::None, Interp::Linear, Interp::DynamicNtk};
+  req.device = "cpu";
+  req.progress = false;
+  req.threads = 1;
+  auto rows = evaluateRuns(req);
+  REQUIRE(rows.size() == 3 * 2 * 2);
+  for (const EvalRow& r : rows) {
+    CHECK(r.task == "passkey");
+    CHECK(r.trials == 3);
+    CHECK(r.tokensScored == 3 * 5);
+    CHECK((r.depth == 0 || r.depth == 100));
+    double want = r.interp == "none" ? 1.0 : r.interp == "linear" ? 160.0 / 16 : double(r.Lvalid) / 16;
+    CHECK(r.scale == Approx(want));
+    CHECK(r.accuracyLow <= r.accuracy);
+    CHECK(r.accuracy <= r.accuracyHigh);
+  }
+  // Linear divides every slope by a = 10: the first of 4 heads' slopes, 2^-2, becomes 1/40.
+  auto firstSlope = [](const std::string& slopes) { return std::stod(slopes.substr(0, slopes.find(' '))); };
+  CHECK(firstSlope(rows[0].slopes) == Approx(0.25));
+  CHECK(firstSlope(rows[4].slopes) == Approx(0.025));
+  std::filesystem::remove_all(run.dir);
+}
+
+TEST_CASE("task mix: decoder task rows are trained as the prompts' own text") {
+  const Corpus& corpus = shippedCorpus();
+  ModelConfig c = tinyConfig("alibi");
+  c.vocabSize = corpus.vocab.size();
+  c.contextLength = 80;
+  Transformer model(c);
+  model->place(ExecutionContext{});
+  model->eval();
+  RetrievalPromptBuilder builder(wordPhraseEncoder(corpus.vocab), corpus.train);
+  TaskRows tasks;
+  std::vector<int32_t> text;  // the same prompts laid end to end as a stream
+  std::vector<int64_t> offsets;
+  for (int64_t b = 0; b < 3; ++b) {
+    tasks.push_back(builder.build(
+        {b == 1 ? RetrievalTask::KvLines : RetrievalTask::Passkey, Filler::Natural, 4, 81, 0.3 * double(b), b}));
+    offsets.push_back(int64_t(text.size()));
+    text.insert(text.end(), tasks.back()->tokens.begin(), tasks.back()->tokens.end());
+  }
+  std::vector<int64_t> streamStarts = {0, 1000, 2000};  // read from the train stream, then replaced
+  MlmTokens none;
+  auto mixed = trainingLoss(model, corpus.train, streamStarts, 1, 0.15, none, 0, tasks);
+  auto plain = trainingLoss(model, text, offsets, 1, 0.15, none);
+  CHECK(mixed.tokens == 3 * 80);
+  CHECK(mixed.loss.item<double>() == Approx(plain.loss.item<double>()).epsilon(1e-6));
+}
+
+TEST_CASE("task mix: an encoder's task rows always mask and score their answers") {
+  const Corpus& corpus = shippedCorpus();
+  ModelConfig c = tinyConfig("alibi", "encoder");
+  c.contextLength = 80;
+  c.vocabSize = corpus.vocab.size() + c.specialTokens();
+  MlmTokens mlm = c.mlmTokens(corpus.vocab);
+  int64_t words = sequenceSpan(c);
+  RetrievalPromptBuilder builder(wordPhraseEncoder(corpus.vocab), corpus.train);
+  TaskRows tasks(2);
+  tasks[1] = builder.build({RetrievalTask::Passkey, Filler::Repeat, 2, words, 0.5, 0});
+  const RetrievalPrompt& task = *tasks[1];
+  MaskedBatch m = encoderTrainingBatch(c, corpus.train, {0, 5000}, 3, 0.15, mlm, 0, tasks);
+  int64_t T = m.inputs.size(1), shift = mlm.bosColumns();
+  auto positions = m.positions.accessor<int64_t, 1>();
+  auto targets = m.targets.accessor<int64_t, 1>();
+  int64_t answersScored = 0;
+  for (int64_t i = 0; i < positions.size(0); ++i) {
+    int64_t row = positions[i] / T, column = positions[i] % T - shift;
+    if (row == 1 && column >= task.answerBegin) {
+      ++answersScored;
+      CHECK(targets[i] == task.tokens[size_t(column)]);
+      CHECK(m.inputs[1][shift + column].item<int64_t>() == mlm.maskId);
+    }
+  }
+  CHECK(answersScored == task.answerLength());
+  // The rest of the task row is the prompt wherever it was not selected.
+  CHECK(m.inputs[1][shift].item<int64_t>() == task.tokens[0]);
+}
+
+TEST_CASE("task mix: recorded in run.json and the run identity") {
+  ModelConfig c = tinyConfig("alibi");
+  c.contextLength = 80;
+  RunInfo run = trainTiny("retrieval-mix", c, 2, 1, [](TrainConfig& t) { t.taskMix = "passkey:0.5"; });
+  RunInfo back = readRunInfo(run.dir);
+  CHECK(back.train.taskMix == "passkey:0.5");
+  TrainConfig plain = back.train;
+  plain.taskMix.clear();
+  CHECK(runIdentity(back.model, back.train) != runIdentity(back.model, plain));
+  CHECK(runIdentity(back.model, plain).dump().find("task_mix") == std::string::npos);  // old runs keep their hash
+  std::filesystem::remove_all(run.dir);
+}
