@@ -254,8 +254,12 @@ struct TokenizerJsonReader {
             text(member(piece["SpecialToken"], "id", "template SpecialToken"), "template SpecialToken id");
         const json& special = member(specials, name.c_str(), "TemplateProcessing's special_tokens");
         BpeTokenizer::TemplatePiece out{false, {}};
-        for (const json& id : array(special, "ids", "special token " + name))
+        for (const json& id : array(special, "ids", "special token " + name)) {
           out.ids.push_back(tokenIdValue(id, "special token " + name + "'s id"));
+          if (!tokenizer.tokenOfId_.count(out.ids.back()))
+            fail(fmt::format("TemplateProcessing's special token {} has id {}, which no token has", name,
+                             out.ids.back()));
+        }
         pieces.push_back(std::move(out));
       } else {
         fail("a TemplateProcessing piece is not {\"SpecialToken\"|\"Sequence\": ...}");
