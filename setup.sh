@@ -13,6 +13,9 @@ PACKAGES=(
   libtcmalloc-minimal4    # xtrap's malloc: less of a training step's freed memory kept resident
   libcli11-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev
   libhdf5-dev             # attention / bias dumps
+  libpcre2-dev            # tokenizer.json regular expressions (Unicode, JIT)
+  libutf8proc-dev         # tokenizer.json NFC normalizer
+  pkg-config              # finds the two above
   catch2 libbenchmark-dev # tests, micro-benchmarks
   gnuplot-nox             # plots
   python3-torch           # the PyTorch eager baseline in bench/

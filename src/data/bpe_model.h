@@ -1,0 +1,58 @@
+#pragma once
+// The BPE model of a Hugging Face tokenizer.json: a word (one pre-tokenized piece, already in
+// the byte-level alphabet) is split into characters, and the pair of adjacent symbols with the
+// lowest merge rank (the leftmost among equals) is merged until no ranked pair is left, exactly
+// as tokenizers' Word::merge_all does. Pairs are looked up by id in a hash map; words' ids are
+// cached (up to 10 000 words shorter than 256 bytes, as tokenizers caches them).
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace xtrap {
+
+struct BpeSettings {
+  std::optional<std::string> unkToken;  // characters outside the vocabulary become it; dropped without
+  bool fuseUnk = false;                 // consecutive unknown characters make one unk_token
+  bool ignoreMerges = false;            // a word that is itself in the vocabulary is that token
+  std::string continuingSubwordPrefix;  // prepended to every character but a word's first
+  std::string endOfWordSuffix;          // appended to a word's last character
+};
+
+class BpeModel {
+ public:
+  // `merges` in rank order. Throws std::invalid_argument naming a merge whose parts or result
+  // are not in the vocabulary, or an unk_token that is not.
+  BpeModel(std::unordered_map<std::string, int32_t> vocab,
+           const std::vector<std::pair<std::string, std::string>>& merges, BpeSettings settings);
+
+  // Appends the ids of `word`.
+  void tokenize(std::string_view word, std::vector<int32_t>& ids) const;
+
+  std::optional<int32_t> tokenId(const std::string& token) const;
+  const std::unordered_map<std::string, int32_t>& vocab() const { return vocab_; }
+
+ private:
+  struct Merge {
+    uint32_t rank;
+    int32_t result;
+  };
+  static uint64_t pairKey(int32_t left, int32_t right) { return (uint64_t(uint32_t(left)) << 32) | uint32_t(right); }
+  std::vector<int32_t> mergeWord(std::string_view word) const;
+
+  std::unordered_map<std::string, int32_t> vocab_;
+  std::unordered_map<uint64_t, Merge> merges_;
+  BpeSettings settings_;
+  std::optional<int32_t> unkId_;
+
+  static constexpr size_t kCacheCapacity = 10000;
+  static constexpr size_t kCacheMaxWordBytes = 256;
+  mutable std::mutex cacheMutex_;
+  mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;
+};
+
+}  // namespace xtrap

@@ -1,0 +1,80 @@
+#pragma once
+// A Hugging Face `tokenizer.json` of the byte-level BPE family (BLOOM's, GPT-NeoX-20B's and so
+// MPT's), tokenizing as the Hugging Face tokenizers library does:
+//   added tokens found in the raw text (those not `normalized`) -> NFC where the file asks ->
+//   added tokens found in the normalized text -> pre-tokenizers -> BPE on each piece.
+// Supported: normalizer null, NFC or a Sequence of them; pre-tokenizers ByteLevel, Split (String
+// or Regex pattern, every behaviour, invert) and Sequence; model BPE (merges spelled "a b" or
+// ["a", "b"], unk_token, fuse_unk, ignore_merges, subword prefix and suffix; dropout null or 0;
+// byte_fallback false); post-processor null, ByteLevel, TemplateProcessing or a Sequence of them;
+// decoder ByteLevel. Anything else in a file is refused by name when it is read.
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "data/added_tokens.h"
+#include "data/bpe_model.h"
+#include "data/pre_tokenizer.h"
+
+namespace xtrap {
+
+class BpeTokenizer {
+ public:
+  // Reads a tokenizer.json. Throws std::runtime_error, one line naming the file, for a file that
+  // cannot be read, is malformed, or uses something not supported (named).
+  static BpeTokenizer fromFile(const std::filesystem::path& path);
+  // The same from the file's text; `source` names it in errors.
+  static BpeTokenizer fromJson(std::string_view json, const std::string& source);
+
+  // The ids of `text` (UTF-8; std::invalid_argument otherwise), without the post-processor's
+  // special tokens: Hugging Face's encode(text, add_special_tokens=False). This is what a corpus
+  // stream wants (it places document separators itself); for BLOOM and GPT-NeoX, whose
+  // post-processor is ByteLevel, it is also what encode with special tokens gives. Added and
+  // special tokens written in the text are still recognised, as Hugging Face does.
+  std::vector<int32_t> encode(std::string_view text) const;
+  // With the post-processor's special tokens: TemplateProcessing's `single` template applied
+  // (Hugging Face's default, add_special_tokens=True).
+  std::vector<int32_t> encodeWithSpecialTokens(std::string_view text) const;
+
+  // UTF-8 text of `ids` through the ByteLevel decoder, special tokens included; bytes that do not
+  // form UTF-8 become U+FFFD as in Hugging Face's decode. Throws std::out_of_range for an id no
+  // token has (Hugging Face skips it silently).
+  std::string decode(const std::vector<int32_t>& ids) const;
+
+  // One more than the largest id of any token (the model's vocabulary and the added tokens): the
+  // rows an embedding needs.
+  int32_t vocabSize() const { return vocabSize_; }
+  // The id of a token string (an added token's content or a vocabulary entry, in the byte-level
+  // alphabet: " the" is "Ġthe"), as Hugging Face's token_to_id.
+  std::optional<int32_t> tokenId(const std::string& token) const;
+  // "fnv1a64:<16 hex digits>" of the file's bytes: a cache of token ids made with this file is
+  // valid while this is unchanged.
+  const std::string& digest() const { return digest_; }
+
+  struct TemplatePiece {
+    bool sequence;  // the text's ids; otherwise `ids` of a special token
+    std::vector<int32_t> ids;
+  };
+
+ private:
+  BpeTokenizer() = default;
+  void appendIds(std::string_view text, std::vector<int32_t>& ids) const;
+  friend struct TokenizerJsonReader;
+
+  bool nfc_ = false;
+  std::shared_ptr<const AddedTokenMatcher> rawAddedTokens_, normalizedAddedTokens_;
+  std::shared_ptr<const PreTokenizer> preTokenizer_;
+  std::shared_ptr<const BpeModel> model_;
+  std::vector<std::vector<TemplatePiece>> templates_;   // the post-processors' single templates, in order
+  std::unordered_map<std::string, int32_t> addedIds_;   // content -> id
+  std::unordered_map<int32_t, std::string> tokenOfId_;  // what decode maps each id to
+  int32_t vocabSize_ = 0;
+  std::string digest_;
+};
+
+}  // namespace xtrap

@@ -1,0 +1,237 @@
+// The tokenizer.json reader (byte-level BPE): token ids and decodes against Hugging Face
+// tokenizers' own (goldens made by tests/tokenizer/make_goldens.js on GPT-NeoX-20B's real file and
+// on variants of it that exercise each supported setting), the byte-level alphabet and the
+// UTF-8 repair against hand-derived values, and a one-line error for each unsupported or damaged file.
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "data/bpe_tokenizer.h"
+#include "data/byte_level.h"
+#include "data/unicode_regex.h"
+#include "error_of.h"
+
+using namespace xtrap;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kDir = "tests/tokenizer";
+
+json readJson(const fs::path& path) {
+  std::ifstream in(path);
+  REQUIRE(in);
+  return json::parse(in);
+}
+
+// The case's tokenizer.json, edited as make_goldens.js edits it.
+std::string caseTokenizerJson(const json& c) {
+  const fs::path base = c["base"].get<std::string>();
+  json file = readJson(base.is_absolute() ? base : kDir / base);
+  for (const auto& [key, value] : c["override"].items()) {
+    if (key == "model")
+      file["model"].update(value);
+    else
+      file[key] = value;
+  }
+  if (c.value("merges_as_pairs", false))
+    for (json& merge : file["model"]["merges"]) {
+      const std::string line = merge.get<std::string>();
+      const size_t space = line.find(' ');
+      merge = json::array({line.substr(0, space), line.substr(space + 1)});
+    }
+  return file.dump();
+}
+
+std::vector<int32_t> idsOf(const json& array) { return array.get<std::vector<int32_t>>(); }
+
+// Every string of every case of a goldens file: ids without and with special tokens, decodes.
+void checkGoldens(const fs::path& goldensPath) {
+  const json goldens = readJson(goldensPath);
+  size_t strings = 0;
+  for (const json& c : goldens["cases"]) {
+    const std::string name = c["name"];
+    const BpeTokenizer tokenizer = BpeTokenizer::fromJson(caseTokenizerJson(c), name);
+    for (const json& s : c["strings"]) {
+      const std::string text = s["text"];
+      INFO(name << ": \"" << text << "\"");
+      const std::vector<int32_t> ids = tokenizer.encode(text);
+      CHECK(ids == idsOf(s["ids"]));
+      CHECK(tokenizer.encodeWithSpecialTokens(text) == idsOf(s["ids_special"]));
+      CHECK(tokenizer.decode(idsOf(s["ids"])) == s["decoded"].get<std::string>());
+      const std::vector<int32_t> all = idsOf(s["ids"]);
+      const std::vector<int32_t> half(all.begin(), all.begin() + (all.size() + 1) / 2);
+      CHECK(tokenizer.decode(half) == s["half_decoded"].get<std::string>());
+      ++strings;
+    }
+  }
+  CHECK(strings > 0);
+}
+
+BpeTokenizer neox() { return BpeTokenizer::fromFile(kDir / "gpt-neox-20b_tokenizer.json"); }
+
+// The NeoX file with `edit` applied, read under the name "edited.json"; returns the error.
+std::string errorOfEdited(const std::function<void(json&)>& edit) {
+  json file = readJson(kDir / "gpt-neox-20b_tokenizer.json");
+  edit(file);
+  return test::errorOf([&] { BpeTokenizer::fromJson(file.dump(), "edited.json"); });
+}
+
+}  // namespace
+
+TEST_CASE("tokenizer ids and decodes equal Hugging Face tokenizers' on GPT-NeoX-20B and variants") {
+  checkGoldens(kDir / "goldens.json");
+}
+
+TEST_CASE("tokenizer goldens of a user's own tokenizer.json (XTRAP_TOKENIZER_GOLDENS)") {
+  const char* path = std::getenv("XTRAP_TOKENIZER_GOLDENS");
+  if (!path) {
+    SUCCEED("XTRAP_TOKENIZER_GOLDENS not set: nothing to check");
+    return;
+  }
+  checkGoldens(path);
+}
+
+TEST_CASE("tokenizer API on GPT-NeoX-20B: sizes, token ids, digest") {
+  const BpeTokenizer t = neox();
+  CHECK(t.vocabSize() == 50277);  // 50,254 vocabulary entries and 23 added runs of spaces (ids to 50276)
+  CHECK(t.tokenId("<|endoftext|>") == 0);
+  CHECK(t.tokenId("\xC4\xA0the") == 253);  // "Ġthe" in the file
+  CHECK(t.tokenId("  ") == 50276);         // an added token, not in the model's vocabulary
+  CHECK_FALSE(t.tokenId("not a token").has_value());
+  CHECK(t.digest().rfind("fnv1a64:", 0) == 0);
+  CHECK(t.digest().size() == 8 + 16);
+  std::ifstream in(kDir / "gpt-neox-20b_tokenizer.json");
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(BpeTokenizer::fromJson(bytes, "copy").digest() == t.digest());
+  CHECK(BpeTokenizer::fromJson(bytes + "\n", "copy").digest() != t.digest());
+  CHECK(test::errorOf([&] { t.encode("bad \xFF byte"); }) == "text is not valid UTF-8 at byte 4");
+  CHECK(test::errorOf([&] { t.decode({50277}); }) == "no token has id 50277");
+}
+
+TEST_CASE("byte-level alphabet: GPT-2's byte-to-character table") {
+  std::string mapped;
+  appendByteLevel(std::string("a \n\x7F\xAD\xFF", 6), mapped);
+  // 'a' is printable; space, newline, DEL and soft hyphen are bytes 32, 10, 127, 173, which are
+  // the 33rd, 11th, 34th+... non-printable bytes in order: U+0120, U+010A, U+0121, U+0143.
+  CHECK(mapped == "a\xC4\xA0\xC4\x8A\xC4\xA1\xC5\x83\xC3\xBF");
+  CHECK(byteLevelToBytes(mapped) == std::string("a \n\x7F\xAD\xFF", 6));
+  CHECK(byteLevelToBytes("  ") == "  ");  // outside the alphabet: the token's own bytes
+}
+
+TEST_CASE("decode repairs bytes that are not UTF-8 as Rust's from_utf8_lossy does") {
+  const std::string r = "\xEF\xBF\xBD";
+  CHECK(utf8Lossy("ok") == "ok");
+  CHECK(utf8Lossy("\xE2\x82") == r);  // a truncated 3-byte sequence: one replacement
+  CHECK(utf8Lossy("\xE2\x82"
+                  "a") == r + "a");
+  CHECK(utf8Lossy("\xF0\x28") == r + "(");        // the second byte does not continue it
+  CHECK(utf8Lossy("\xED\xA0\x80") == r + r + r);  // a surrogate: each byte on its own
+  CHECK(utf8Lossy("\xC0\xAF") == r + r);          // overlong lead bytes are never valid
+  CHECK(utf8Lossy("\xE2\x82\xAC") == "\xE2\x82\xAC");
+}
+
+TEST_CASE("Oniguruma patterns run on PCRE2: nested classes, White_Space, empty matches") {
+  using Matches = std::vector<std::pair<size_t, size_t>>;
+  const UnicodeRegex bloom(
+      " ?[^(\\s|[.,!?])]+");  // BLOOM's shape: the nested class joins the outer one; "(" and " (" match nothing
+  CHECK(bloom.findAll("a.b (c)[d]") == Matches{{0, 1}, {2, 3}, {5, 6}, {7, 10}});
+  CHECK(UnicodeRegex("\\s").findAll("a\xC2\x85"
+                                    "b") == Matches{{1, 3}});
+  // \s is exactly Unicode's White_Space (PropList.txt), as in Oniguruma: U+180E is not, since 6.3.
+  const UnicodeRegex space("^\\s\\z");
+  std::vector<char32_t> matched;
+  for (char32_t c = 0; c < 0x110000; ++c) {
+    if (c >= 0xD800 && c < 0xE000) continue;
+    std::string s;
+    if (c < 0x80) {
+      s += static_cast<char>(c);
+    } else if (c < 0x800) {
+      s += {static_cast<char>(0xC0 | (c >> 6)), static_cast<char>(0x80 | (c & 0x3F))};
+    } else if (c < 0x10000) {
+      s += {static_cast<char>(0xE0 | (c >> 12)), static_cast<char>(0x80 | ((c >> 6) & 0x3F)),
+            static_cast<char>(0x80 | (c & 0x3F))};
+    } else {
+      s += {static_cast<char>(0xF0 | (c >> 18)), static_cast<char>(0x80 | ((c >> 12) & 0x3F)),
+            static_cast<char>(0x80 | ((c >> 6) & 0x3F)), static_cast<char>(0x80 | (c & 0x3F))};
+    }
+    if (space.search(s)) matched.push_back(c);
+  }
+  CHECK(matched == std::vector<char32_t>{0x9,    0xA,    0xB,    0xC,    0xD,    0x20,   0x85,   0xA0,   0x1680,
+                                         0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008,
+                                         0x2009, 0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000});
+  CHECK(UnicodeRegex("x*").findAll("axxb") == Matches{{0, 0}, {1, 3}, {4, 4}});
+  CHECK(UnicodeRegex(UnicodeRegex::escape("a.b")).findAll("a.b axb") == Matches{{0, 3}});
+  CHECK(test::errorOf([] { UnicodeRegex("[a[^b]]"); }) == "a negated character class nested in another");
+  CHECK(test::errorOf([] { UnicodeRegex("[a&&b]"); }) == "character class intersection (&&) is not supported");
+  CHECK(!test::errorOf([] { UnicodeRegex("(unclosed"); }).empty());
+}
+
+TEST_CASE("unsupported or damaged tokenizer.json: one line naming the file and the problem") {
+  const std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {
+      {[](json& f) { f["model"]["type"] = "Unigram"; }, "model \"Unigram\" is not supported (supported: BPE)"},
+      {[](json& f) {
+         f["normalizer"] = {{"type", "NFD"}};
+       },
+       "normalizer \"NFD\" is not supported"},
+      {[](json& f) {
+         f["pre_tokenizer"] = {{"type", "Metaspace"}};
+       },
+       "pre_tokenizer \"Metaspace\" is not supported"},
+      {[](json& f) {
+         f["post_processor"] = {{"type", "BertProcessing"}};
+       },
+       "post_processor \"BertProcessing\""},
+      {[](json& f) { f["decoder"] = nullptr; }, "decoder \"null\" is not supported"},
+      {[](json& f) { f["model"]["byte_fallback"] = true; }, "BPE byte_fallback true is not supported"},
+      {[](json& f) { f["model"]["dropout"] = 0.1; }, "BPE dropout (random merges) is not supported"},
+      {[](json& f) {
+         f["truncation"] = {{"max_length", 8}};
+       },
+       "truncation (it changes encode's ids)"},
+      {[](json& f) { f["version"] = "2.0"; }, "version \"2.0\" is not supported"},
+      {[](json& f) { f["model"]["vocab"]["\xC4\xA0the"] = -3; }, "is not an id"},
+      {[](json& f) { f["model"]["vocab"]["\xC4\xA0the"] = 254; }, "the vocab gives id 254 to both"},
+      {[](json& f) { f["model"]["merges"][5] = "a b c"; }, "BPE merge 6 (\"a b c\") is not two tokens"},
+      {[](json& f) { f["model"]["merges"][5] = "zz\xE2\x82\xAC q"; },
+       "merge token \"zz\xE2\x82\xAC\" is not in the vocabulary"},
+      {[](json& f) { f["model"]["merges"] = json::array({json::array({"a"})}); },
+       "BPE merge 1 is not a pair of strings"},
+      {[](json& f) { f["model"]["unk_token"] = "<nope>"; }, "unk_token \"<nope>\" is not in the vocabulary"},
+      {[](json& f) { f["model"].erase("vocab"); }, "BPE model has no \"vocab\""},
+      {[](json& f) { f["added_tokens"][0]["content"] = 7; }, "added token 1's content is not a string"},
+      {[](json& f) {
+         f["pre_tokenizer"] = {
+             {"type", "Split"}, {"pattern", {{"Regex", "(("}}}, {"behavior", "Isolated"}, {"invert", false}};
+       },
+       "Split's pattern: missing closing parenthesis"},
+      {[](json& f) {
+         f["pre_tokenizer"] = {
+             {"type", "Split"}, {"pattern", {{"String", "x"}}}, {"behavior", "Sideways"}, {"invert", false}};
+       },
+       "Split behavior \"Sideways\" is not supported"},
+      {[](json& f) {
+         f["post_processor"] = {{"type", "TemplateProcessing"},
+                                {"single", {{{"SpecialToken", {{"id", "<x>"}, {"type_id", 0}}}}}},
+                                {"special_tokens", {{"<x>", {{"id", "<x>"}, {"ids", {90000}}}}}}};
+       },
+       "special token <x> has id 90000, which no token has"},
+      {[](json& f) { f = json::array(); }, "is not a JSON object"},
+  };
+  for (const auto& [edit, expected] : cases) {
+    const std::string error = errorOfEdited(edit);
+    INFO(error);
+    CHECK(error.rfind("edited.json: ", 0) == 0);
+    CHECK(error.find(expected) != std::string::npos);
+    CHECK(error.find('\n') == std::string::npos);
+  }
+  const std::string truncated =
+      test::errorOf([] { BpeTokenizer::fromJson("{\"model\": {\"type\": \"BP", "cut.json"); });
+  CHECK(truncated.rfind("cut.json: ", 0) == 0);
+  CHECK(truncated.find("parse error") != std::string::npos);
+  CHECK(test::errorOf([] { BpeTokenizer::fromFile("no/such/tokenizer.json"); }) ==
+        "no/such/tokenizer.json: cannot open the tokenizer file");
+}
