@@ -120,12 +120,18 @@ RotarySettings rotaryInterpolation(Interp interp, double a, double base, int64_t
       return {base, a};
     case Interp::Yarn:
     case Interp::DynamicYarn: {
+      // Pair index at which a pair makes `turns` turns over L_train (fractional); the ramp runs
+      // between whole indices, as the authors' find_correction_range rounds it.
+      auto pairTurning = [&](double turns) {
+        return double(headDim) * std::log(double(Ltrain) / (turns * 2.0 * M_PI)) / (2.0 * std::log(base));
+      };
+      double first = std::max(std::floor(pairTurning(kYarnBeta)), 0.0);
+      double last = std::min(std::ceil(pairTurning(kYarnAlpha)), double(headDim - 1));
+      if (last == first) last += 0.001;  // the authors' guard against a ramp of zero width
       RotarySettings yarn{base, 1.0};
       for (int64_t d = 0; d < headDim / 2; ++d) {
-        double theta = std::pow(base, -2.0 * double(d) / double(headDim));
-        double turns = double(Ltrain) * theta / (2.0 * M_PI);  // L_train / wavelength
-        double ramp = std::clamp((turns - kYarnAlpha) / (kYarnBeta - kYarnAlpha), 0.0, 1.0);
-        yarn.frequencyFactors.push_back((1.0 - ramp) / a + ramp);
+        double keep = 1.0 - std::clamp((double(d) - first) / (last - first), 0.0, 1.0);
+        yarn.frequencyFactors.push_back((1.0 - keep) / a + keep);
       }
       yarn.attentionFactor = 0.1 * std::log(a) + 1.0;
       return yarn;
