@@ -4,36 +4,42 @@
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
+#include <utility>
+
+#include "util/choices.h"
 
 namespace xtrap {
 
-Interp parseInterp(const std::string& name) {
-  if (name == "none") return Interp::None;
-  if (name == "linear") return Interp::Linear;
-  if (name == "ntk") return Interp::Ntk;
-  if (name == "dynamic-ntk") return Interp::DynamicNtk;
-  if (name == "yarn") return Interp::Yarn;
-  if (name == "dynamic-yarn") return Interp::DynamicYarn;
-  throw std::invalid_argument("unknown --interp '" + name +
-                              "' (valid: none, linear, ntk, dynamic-ntk, yarn, dynamic-yarn)");
+namespace {
+const std::vector<std::pair<std::string, Interp>>& interpTable() {
+  static const std::vector<std::pair<std::string, Interp>> t = {
+      {"none", Interp::None}, {"linear", Interp::Linear},
+      {"ntk", Interp::Ntk},   {"dynamic-ntk", Interp::DynamicNtk},
+      {"yarn", Interp::Yarn}, {"dynamic-yarn", Interp::DynamicYarn}};
+  return t;
+}
+}  // namespace
+
+const std::vector<std::string>& interpNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& [n, i] : interpTable()) v.push_back(n);
+    return v;
+  }();
+  return names;
 }
 
-std::string interpName(Interp i) {
-  switch (i) {
-    case Interp::None:
-      return "none";
-    case Interp::Linear:
-      return "linear";
-    case Interp::Ntk:
-      return "ntk";
-    case Interp::DynamicNtk:
-      return "dynamic-ntk";
-    case Interp::Yarn:
-      return "yarn";
-    case Interp::DynamicYarn:
-      return "dynamic-yarn";
-  }
-  return "none";
+Interp parseInterp(const std::string& name) {
+  checkName(interpNames(), name, "--interp");
+  for (const auto& [n, i] : interpTable())
+    if (n == name) return i;
+  return Interp::None;  // not reached: checkName throws
+}
+
+std::string interpName(Interp interp) {
+  for (const auto& [n, i] : interpTable())
+    if (i == interp) return n;
+  throw std::logic_error("unnamed interpolation");
 }
 
 bool isYarn(Interp interp) { return interp == Interp::Yarn || interp == Interp::DynamicYarn; }
@@ -44,10 +50,14 @@ bool usesFixedScale(Interp interp) {
   return interp == Interp::Linear || interp == Interp::Ntk || interp == Interp::Yarn;
 }
 
+const std::vector<std::string>& ntkHeadsNames() {
+  static const std::vector<std::string> names{"all", "leading-power-of-two"};
+  return names;
+}
+
 NtkHeads parseNtkHeads(const std::string& name) {
-  if (name == "all") return NtkHeads::All;
-  if (name == "leading-power-of-two") return NtkHeads::LeadingPowerOfTwo;
-  throw std::invalid_argument("unknown --ntk-heads '" + name + "' (valid: all, leading-power-of-two)");
+  checkName(ntkHeadsNames(), name, "--ntk-heads");
+  return name == "all" ? NtkHeads::All : NtkHeads::LeadingPowerOfTwo;
 }
 
 std::string ntkHeadsName(NtkHeads heads) { return heads == NtkHeads::All ? "all" : "leading-power-of-two"; }

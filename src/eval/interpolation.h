@@ -45,12 +45,14 @@ bool isDynamic(Interp interp);  // a from each window's length: dynamic-ntk, dyn
 // Which heads ntk / dynamic-ntk rescale (see above).
 enum class NtkHeads { All, LeadingPowerOfTwo };
 NtkHeads parseNtkHeads(const std::string& name);  // throws listing valid names
+const std::vector<std::string>& ntkHeadsNames();  // what parseNtkHeads accepts
 std::string ntkHeadsName(NtkHeads heads);
 // The interp column of a result row: the interpolation's name, "ntk/leading-power-of-two" (and
 // "dynamic-ntk/...") when the heads rule is not the default.
 std::string interpLabel(Interp interp, NtkHeads heads);
 
-Interp parseInterp(const std::string& name);  // throws listing valid names
+Interp parseInterp(const std::string& name);    // throws listing valid names
+const std::vector<std::string>& interpNames();  // what parseInterp accepts, in the enum's order
 std::string interpName(Interp i);
 
 // linear, ntk and yarn use one fixed a for a sweep (staticInterpolationScale); --scale sets it.
