@@ -6,12 +6,15 @@
 // softmax_j(q_i . k_j / sqrt(D) + LinearBiasSpec::bias(h, i, j)).
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <functional>
 #include <map>
 
 #include "model/attention_plan.h"
 #include "model/linear_bias_spec.h"
+#include "model/recomputed_attention.h"
 #include "model/transformer.h"
 #include "test_support.h"
+#include "util/execution_context.h"
 #include "util/torch_compat.h"
 
 using namespace xtrap;
@@ -195,6 +198,104 @@ TEST_CASE("the reference path's ALiBi attention is softmax(q.k / sqrt(D) + spec 
         }
       INFO("largest probability difference " << worst);
       CHECK(worst <= 1e-5);
+    }
+  }
+}
+
+namespace {
+// A provider's bias shifted by a constant: softmax ignores the shift, but bfloat16 does not.
+// Shifted to about -48 (a KERPLE bias at a few hundred tokens), the bias moves in steps of 0.25 in
+// bfloat16, up to 13% on a probability, far beyond what bf16 products do at |q.k| < 1.
+struct ShiftedBias : AttentionBias {
+  ShiftedBias(AttentionBias* inner, double shift) : inner(inner), shift(shift) {}
+  torch::Tensor block(int64_t q0, int64_t q1, int64_t k0, int64_t k1) override {
+    return inner->block(q0, q1, k0, k1) + shift;
+  }
+  bool trainable() const override { return inner->trainable(); }
+  bool blocksFuture() const override { return inner->blocksFuture(); }
+  AttentionBias* inner;
+  double shift;
+};
+}  // namespace
+
+TEST_CASE("bf16: every path adds the position bias in float32, within bf16 products of the float64 reference",
+          "[attention-paths][precision]") {
+  // q, k, v in bfloat16 (as autocast gives them); the reference is the float64 attention of those
+  // same bf16 values with the float32 bias: out = softmax(q k^T + bias) v. What a path may differ
+  // by is bf16 rounding of its products alone, each 2^-9 relative at most: q.k (moves a logit by
+  // 2^-9 M, M = max |q.k|, so a probability by ~2^-8 M relative), the probabilities, and the output.
+  // Per element that is at most 2^-9 (|out| + (1 + 2M) S), S = sum_j p_j |v_j|; the test allows
+  // twice that (float32 accumulation). Every bias is shifted by -48 (ShiftedBias), where the same
+  // attention with the bias rounded to bf16 exceeds the allowance (checked), so the test sees a
+  // path that rounds it.
+  constexpr int64_t B = 2, T = 260;
+  for (const auto& m : test::everyMethod()) {
+    auto cfg = test::tinyConfig(m.pos, m.arch);
+    Transformer model(cfg);
+    if (!model->attentionBias()) continue;  // no bias: nothing to round
+    INFO(m.arch << " " << m.pos);
+    test::spreadFirstTokenBias(model);
+    {
+      // T5's table (init N(0, 0.02)) and FIRE's output layer as trained models have them, a few
+      // units apart from key to key: a spread of 0.02 would all round to the same -48.
+      torch::NoGradGuard g;
+      for (auto& p : model->attentionBias()->named_parameters())
+        if (p.key() == "buckets.weight" || p.key().rfind("mlp_out.", 0) == 0) p.value().mul_(100.0);
+    }
+    ShiftedBias shifted(model->attentionBias(), -48.0);
+    AttentionBias* bias = &shifted;
+    int64_t H = cfg.heads, D = cfg.dModel / H;
+    bool causal = cfg.causal();
+    torch::NoGradGuard g;
+    torch::manual_seed(3);
+    auto bf16 = torch::TensorOptions(torch::kBFloat16);
+    auto q = (torch::randn({B, H, T, D}) * 0.3).to(bf16), k = (torch::randn({B, H, T, D}) * 0.3).to(bf16);
+    auto v = torch::randn({B, H, T, D}).to(bf16);  // (B, H, T, D)
+
+    auto full = attentionBiasBlock(bias, causal, 0, T, 0, T, torch::TensorOptions(torch::kFloat32));  // (H|1, T, T)
+    REQUIRE(full.scalar_type() == torch::kFloat32);
+    auto d = [](const torch::Tensor& t) { return t.to(torch::kFloat64); };
+    auto dots = d(q).matmul(d(k).transpose(-2, -1));  // (B, H, T, T)
+    auto attentionWith = [&](const torch::Tensor& b) { return torch::softmax(dots + d(b), -1).matmul(d(v)); };
+    auto reference = attentionWith(full);  // (B, H, T, D)
+    // The allowance per element, (B, H, T, D): 2 * 2^-9 (|out| + (1 + 2M) S).
+    double M = dots.abs().max().item<double>();
+    auto S = torch::softmax(dots + d(full), -1).matmul(d(v).abs());
+    auto allowance = std::pow(2.0, -8) * (reference.abs() + (1 + 2 * M) * S);
+    auto worstRatio = [&](const torch::Tensor& got) {
+      return ((d(got) - reference).abs() / allowance).max().item<double>();
+    };
+    double roundedBias = worstRatio(attentionWith(full.to(torch::kBFloat16)));
+    INFO("max |q.k| " << M << "; the bias rounded to bf16 moves the attention by " << roundedBias << " allowances");
+    CHECK(roundedBias > 2);
+
+    AttentionContext ctx;
+    ctx.causal = causal;
+    ctx.bias = bias;
+    ctx.fullBias = full;
+    double scale = 1.0 / std::sqrt(double(D));
+    auto qScaled = (q.to(torch::kFloat32) * std::sqrt(double(D))).to(torch::kBFloat16);  // for the unscaled paths
+    std::vector<std::pair<std::string, std::function<torch::Tensor()>>> paths = {
+        {"reference", [&] { return referenceAttention(q, k, v, ctx, 0.0, 0); }},
+        {"block",
+         [&] {
+           AttentionContext blocked = ctx;
+           blocked.fullBias = torch::Tensor();
+           blocked.queryBlock = 64;
+           return blockAttention(q, k, v, blocked, 0.0, 0);
+         }},
+        {"recompute", [&] { return recomputedAttention(q, k, v, full, causal, 0.0, 7); }},
+    };
+    if (causal) paths.push_back({"causal-skip", [&] { return causalSkipAttention(q, k, v, ctx, 0.0, 0); }});
+    if (compat::kHasSdpa) paths.push_back({"sdpa", [&] { return sdpaAttention(qScaled, k, v, ctx, scale, 0.0); }});
+    for (const auto& [name, run] : paths) {
+      INFO("path " << name);
+      AutocastScope autocast(torch::kCPU, torch::kBFloat16);
+      auto got = run();
+      CHECK(got.scalar_type() == torch::kBFloat16);
+      double ratio = worstRatio(got);
+      INFO("largest difference " << ratio << " allowances");
+      CHECK(ratio <= 1);
     }
   }
 }

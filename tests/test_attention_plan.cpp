@@ -181,6 +181,52 @@ TEST_CASE("chooseAttentionPath: with a bias, a query block shorter than T is alw
             }
 }
 
+// bfloat16 compute with a bias: SDPA would take the bias as a mask in the query's precision, so
+// the plan takes the path it would take without SDPA (the LibTorch 1.13 rows of the same forward,
+// which add the float32 bias to float32 logits). Without a bias the precision changes nothing.
+TEST_CASE("chooseAttentionPath: a bias in bfloat16 compute never goes to SDPA", "[attention-plan]") {
+  // clang-format off
+  const Row rows[] = {
+    {Build::Torch23,  cpu, dec,    16,   0, false, false, Ref},
+    {Build::Torch23,  cpu, dec,  4096,   0, false, false, Skip},
+    {Build::Torch23,  cpu, enc,  4096,   0, false, false, Ref},
+    {Build::Torch23,  cpu, dec,  4096,   0, false, false, Rec, true},
+    {Build::Torch23,  cpu, dec,  4096,   0, drop,  false, Rec},
+    {Build::Torch21,  cuda, dec,   16,   0, false, false, Ref},
+    {Build::Torch21,  cuda, dec, 4096,   0, drop,  false, Ref},
+    {Build::Torch23,  cuda, enc, 4096,   0, drop,  false, Ref},
+    {Build::Torch23,  cuda, dec, 4096,   0, false, false, Ref, true},
+    {Build::Torch23,  cuda, dec, 4096, 256, false, false, Blk},
+    {Build::Torch23,  cuda, dec, 4096,   0, false, probe, Ref},
+  };
+  // clang-format on
+  for (const Row& row : rows)
+    for (BiasKind bias : {BiasKind::Linear, BiasKind::Table}) {
+      INFO(describe(row) << " bias kind " << int(bias));
+      AttentionPlanInput in = inputOf(row, bias);
+      in.reducedPrecision = true;
+      CHECK(chooseAttentionPath(in) == row.expected);
+    }
+  for (const Row& row : kTable)
+    for (BiasKind bias : {BiasKind::Linear, BiasKind::Table}) {
+      INFO(describe(row) << " bias kind " << int(bias));
+      AttentionPlanInput in = inputOf(row, bias);
+      in.reducedPrecision = true;
+      CHECK(chooseAttentionPath(in) != Sdpa);
+    }
+  for (const Row& row : kTableWithoutBias) {
+    INFO(describe(row));
+    AttentionPlanInput in = inputOf(row, BiasKind::None);
+    in.reducedPrecision = true;
+    CHECK(chooseAttentionPath(in) == row.expected);
+  }
+  // The fused kernel computes the ALiBi bias in float32 per tile: bf16 keeps it.
+  AttentionPlanInput fused = inputOf({Build::Torch23, cuda, dec, 4096, 0, drop, false, Ref}, BiasKind::Linear);
+  fused.reducedPrecision = true;
+  fused.fusedLinearBias = true;
+  CHECK(chooseAttentionPath(fused) == AttentionPath::FusedLinearBias);
+}
+
 TEST_CASE("attention path names and which paths read the full bias", "[attention-plan]") {
   CHECK(attentionPathName(Ref) == "reference");
   CHECK(attentionPathName(Skip) == "causal-skip");

@@ -16,6 +16,7 @@
 #include "run/checkpoint.h"
 #include "run/run_directory.h"
 #include "test_support.h"
+#include "util/torch_compat.h"
 
 using namespace xtrap;
 
@@ -244,4 +245,39 @@ TEST_CASE("every encoder, with or without <bos>, is scored on the same masked to
     }
   }
   CHECK(counts.size() == 1);
+}
+
+TEST_CASE("no label reaches an encoder's logits at its masked positions, on any attention path", "[attention-paths]") {
+  // Every encoder position method, float32 and bfloat16, on every attention path an encoder can
+  // take in this build (causal-skip is for decoders): test::labelLeak's batch, whose other rows
+  // hold the targets, changes nothing at the masked positions; the fused CUDA kernel's check is in
+  // gpu_checks. T = 40 leaves the block path several blocks of 7 rows.
+  constexpr int64_t T = 40;
+  std::vector<std::pair<std::string, ForwardOptions>> paths{{"planned", {}}};
+  auto forced = [&](AttentionPath path, int64_t queryBlock) {
+    ForwardOptions o;
+    o.path = path;
+    o.queryBlock = queryBlock;
+    paths.push_back({attentionPathName(path) + " " + std::to_string(queryBlock), o});
+  };
+  forced(AttentionPath::Reference, 0);
+  forced(AttentionPath::Block, 7);
+  forced(AttentionPath::Recompute, 0);
+  forced(AttentionPath::Recompute, 7);
+  if (compat::kHasSdpa) forced(AttentionPath::Sdpa, 0);
+  for (const auto& m : test::everyMethod()) {
+    if (m.arch != "encoder") continue;
+    Transformer fp32(test::tinyConfig(m.pos, m.arch));
+    fp32->eval();
+    test::spreadFirstTokenBias(fp32);
+    Transformer bf16 = test::copyOnto(fp32, {torch::kCPU, torch::kBFloat16});
+    for (auto* model : {&fp32, &bf16})
+      for (const auto& [name, opt] : paths) {
+        INFO(m.pos << " " << (model == &fp32 ? "float32" : "bfloat16") << " path " << name);
+        test::LabelLeak leak = test::labelLeak(*model, T, opt, 17);
+        INFO("masked change " << leak.masked << ", with the targets visible " << leak.visible);
+        CHECK(leak.masked <= 1e-6);
+        CHECK(leak.visible > 0.01);
+      }
+  }
 }

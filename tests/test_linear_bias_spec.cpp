@@ -236,37 +236,70 @@ TEST_CASE("interpolation transforms") {
   }
 }
 
-TEST_CASE("yarn: NTK-by-parts frequencies and temperature by the paper's formulas") {
-  // Peng et al. 2023, with D = 16, b = 10000, L = 128, s = 4: wavelength lambda_d = 2 pi b^(2d/D),
-  // r(d) = L / lambda_d, gamma(r) = 0 below alpha = 1, 1 above beta = 32, (r - alpha) / (beta - alpha)
-  // between; h(theta_d) = (1 - gamma) theta_d / s + gamma theta_d; sqrt(1/t) = 0.1 ln s + 1.
-  const double b = 10000.0, L = 128.0, s = 4.0, alpha = 1.0, beta = 32.0;
-  const int D = 16;
-  RotarySettings yarn = rotaryInterpolation(Interp::Yarn, s, b, D, 128);
-  REQUIRE(yarn.frequencyFactors.size() == size_t(D / 2));
-  CHECK(yarn.base == b);
-  CHECK(yarn.positionScale == 1.0);
-  for (int d = 0; d < D / 2; ++d) {
-    double theta = 1.0 / std::pow(b, 2.0 * d / D);
-    double r = L / (2.0 * M_PI * std::pow(b, 2.0 * d / D));
-    double gamma = r < alpha ? 0.0 : r > beta ? 1.0 : (r - alpha) / (beta - alpha);
-    double h = (1.0 - gamma) * theta / s + gamma * theta;
-    INFO("pair " << d << " r = " << r);
-    CHECK(yarn.frequencyFactors[size_t(d)] * theta == Approx(h).epsilon(1e-12));
+namespace {
+// YaRN's per-pair frequency factors as its authors compute them (jquesnelle/yarn,
+// LlamaYaRNScaledRotaryEmbedding.yarn; Hugging Face's _compute_yarn_parameters), transcribed:
+// find_correction_dim(n) = D ln(L / (n 2 pi)) / (2 ln b); low = max(floor(dim(beta_fast = 32)), 0),
+// high = min(ceil(dim(beta_slow = 1)), D - 1); linear_ramp_mask(low, high)[i] = clamp((i - low) /
+// (high - low), 0, 1); inv_freq_mask = 1 - ramp (the weight of the original frequency);
+// inv_freq = (1 / (s b^(2i/D))) (1 - mask) + (1 / b^(2i/D)) mask. Returned as inv_freq / theta_i.
+std::vector<double> authorsYarnFactors(int D, double b, double L, double s) {
+  auto correctionDim = [&](double rotations) { return D * std::log(L / (rotations * 2 * M_PI)) / (2 * std::log(b)); };
+  double low = std::max(std::floor(correctionDim(32)), 0.0), high = std::min(std::ceil(correctionDim(1)), D - 1.0);
+  if (low == high) high += 0.001;
+  std::vector<double> factors;
+  for (int i = 0; i < D / 2; ++i) {
+    double theta = 1.0 / std::pow(b, 2.0 * i / D);
+    double mask = 1.0 - std::min(std::max((i - low) / (high - low), 0.0), 1.0);
+    factors.push_back((theta / s * (1 - mask) + theta * mask) / theta);
   }
-  // By hand: pair 0 turns 128 / 2pi = 20.37 times (gamma = 0.625), pairs 3.. less than once.
-  CHECK(yarn.frequencyFactors[0] == Approx(0.25 + 0.75 * (128.0 / (2 * M_PI) - 1.0) / 31.0));
-  CHECK(yarn.frequencyFactors[3] == Approx(0.25));
-  CHECK(yarn.frequencyFactors[7] == Approx(0.25));
-  CHECK(yarn.attentionFactor == Approx(1.0 + 0.1 * std::log(4.0)));  // 1.1386
+  return factors;
+}
+}  // namespace
+
+TEST_CASE("yarn: NTK-by-parts frequencies and temperature as the authors' code computes them") {
+  const double b = 10000.0;
+  SECTION("D = 16, L = 128, s = 16, by hand") {
+    // dim(32) = 16 ln(128 / 64pi) / (2 ln b) = -0.39 -> low 0; dim(1) = 16 ln(128 / 2pi) / (2 ln b)
+    // = 2.62 -> high 3. Ramp 0, 1/3, 2/3, 1: pair 0 keeps its frequency, pair 1 is
+    // (1/3) / 16 + 2/3 = 0.6875, pair 2 (2/3) / 16 + 1/3 = 0.375, pairs 3.. 1/16.
+    RotarySettings yarn = rotaryInterpolation(Interp::Yarn, 16.0, b, 16, 128);
+    REQUIRE(yarn.frequencyFactors.size() == 8);
+    CHECK(yarn.base == b);
+    CHECK(yarn.positionScale == 1.0);
+    CHECK(yarn.frequencyFactors[0] == Approx(1.0));
+    CHECK(yarn.frequencyFactors[1] == Approx(0.6875));
+    CHECK(yarn.frequencyFactors[2] == Approx(0.375));
+    for (size_t d = 3; d < 8; ++d) CHECK(yarn.frequencyFactors[d] == Approx(1.0 / 16));
+    CHECK(yarn.attentionFactor == Approx(1.0 + 0.1 * std::log(16.0)));  // 1.2773, get_mscale(16)
+  }
+  SECTION("D = 128, L = 4096, s = 16, by hand: the ramp from pair 20 to pair 46") {
+    // dim(32) = 128 ln(4096 / 64pi) / (2 ln b) = 20.95 -> 20; dim(1) = 45.03 -> 46.
+    RotarySettings yarn = rotaryInterpolation(Interp::Yarn, 16.0, b, 128, 4096);
+    REQUIRE(yarn.frequencyFactors.size() == 64);
+    CHECK(yarn.frequencyFactors[20] == Approx(1.0));
+    CHECK(yarn.frequencyFactors[33] == Approx(0.5 / 16 + 0.5));  // 0.53125: ramp 13 / 26
+    CHECK(yarn.frequencyFactors[46] == Approx(1.0 / 16));
+    CHECK(yarn.frequencyFactors[19] == 1.0);
+  }
+  SECTION("every pair equals the authors' formula") {
+    for (int D : {8, 16, 64, 128})
+      for (double L : {16.0, 128.0, 512.0, 4096.0, double(1 << 20)})
+        for (double s : {1.0, 2.0, 4.0, 32.0}) {
+          auto expected = authorsYarnFactors(D, b, L, s);
+          RotarySettings yarn = rotaryInterpolation(Interp::Yarn, s, b, D, int64_t(L));
+          REQUIRE(yarn.frequencyFactors.size() == expected.size());
+          for (size_t d = 0; d < expected.size(); ++d) {
+            INFO("D " << D << " L " << L << " s " << s << " pair " << d);
+            CHECK(yarn.frequencyFactors[d] == Approx(expected[d]).epsilon(1e-12));
+          }
+          CHECK(yarn.attentionFactor == Approx(s <= 1 ? 1.0 : 0.1 * std::log(s) + 1.0));
+        }
+  }
   SECTION("s = 1 changes nothing") {
-    RotarySettings none = rotaryInterpolation(Interp::Yarn, 1.0, b, D, 128);
+    RotarySettings none = rotaryInterpolation(Interp::Yarn, 1.0, b, 16, 128);
     for (double f : none.frequencyFactors) CHECK(f == Approx(1.0));
     CHECK(none.attentionFactor == 1.0);
-  }
-  SECTION("a long training length keeps more pairs: r grows with L") {
-    RotarySettings longer = rotaryInterpolation(Interp::Yarn, s, b, D, 1 << 20);
-    CHECK(longer.frequencyFactors[0] == 1.0);  // r = 166886 > beta
   }
   CHECK(usesFixedScale(Interp::Yarn));
   CHECK(parseInterp("yarn") == Interp::Yarn);
@@ -276,13 +309,14 @@ TEST_CASE("yarn: NTK-by-parts frequencies and temperature by the paper's formula
     CHECK(plan.scaleFor(64) == 1.0);   // shorter than L_train: unchanged
     CHECK(plan.scaleFor(512) == 4.0);  // 512 / 128
     CHECK(interpolationPlan(Interp::DynamicYarn, 4096, 128, 0, 0.5).scaleFor(512) == 2.0);
-    RotarySettings dynamic = rotaryInterpolation(Interp::DynamicYarn, plan.scaleFor(512), b, D, 128);
-    for (int d = 0; d < D / 2; ++d) {
-      double theta = 1.0 / std::pow(b, 2.0 * d / D);
-      double r = L / (2.0 * M_PI * std::pow(b, 2.0 * d / D));
-      double gamma = r < alpha ? 0.0 : r > beta ? 1.0 : (r - alpha) / (beta - alpha);
-      CHECK(dynamic.frequencyFactors[size_t(d)] * theta == Approx((1.0 - gamma) * theta / 4.0 + gamma * theta));
-    }
+    // The ramp stays over L_train (the authors' original_max_position_embeddings); only the
+    // scale follows the window: D = 16, L = 128, s = 4 gives 1, 1/12 + 2/3, 1/6 + 1/3, 1/4...
+    RotarySettings dynamic = rotaryInterpolation(Interp::DynamicYarn, plan.scaleFor(512), b, 16, 128);
+    REQUIRE(dynamic.frequencyFactors.size() == 8);
+    CHECK(dynamic.frequencyFactors[0] == Approx(1.0));
+    CHECK(dynamic.frequencyFactors[1] == Approx(0.75));
+    CHECK(dynamic.frequencyFactors[2] == Approx(0.5));
+    for (size_t d = 3; d < 8; ++d) CHECK(dynamic.frequencyFactors[d] == Approx(0.25));
     CHECK(dynamic.attentionFactor == Approx(1.0 + 0.1 * std::log(4.0)));
     CHECK_FALSE(usesFixedScale(Interp::DynamicYarn));
     CHECK(isYarn(Interp::DynamicYarn));

@@ -1,11 +1,15 @@
-// Learning-rate schedule, config validation and JSON round trips, named configs.
+// Learning-rate schedule, config validation and JSON round trips, named configs, the choice
+// tables behind --help.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <functional>
 
+#include "eval/interpolation.h"
 #include "model/model_config.h"
 #include "model/named_configs.h"
 #include "run/train_config.h"
 #include "train/lr_schedule.h"
+#include "util/choices.h"
 
 using namespace xtrap;
 
@@ -100,4 +104,69 @@ TEST_CASE("paper-wt103 is fairseq's transformer_lm_wiki103, and flags given besi
   CHECK(small.layers == 16);
   CHECK(namedConfigFixesPositionAndHead("zero-clap"));
   CHECK(!namedConfigFixesPositionAndHead("paper-wt103"));
+}
+
+TEST_CASE("every choice table is exactly what its parser accepts", "[cli]") {
+  // The tables --help is written from (util/choices.h) against the names written out here: each
+  // is accepted, and a name outside them is refused, naming them all.
+  auto acceptsExactly = [](const std::vector<std::string>& table, const std::vector<std::string>& expected,
+                           const std::function<void(const std::string&)>& parse) {
+    CHECK(table == expected);
+    for (const auto& name : expected) {
+      INFO(name);
+      CHECK_NOTHROW(parse(name));
+    }
+    CHECK_THROWS_WITH(parse("bogus"), Catch::Contains("(valid: " + joinNames(expected, ", ") + ")"));
+  };
+  acceptsExactly(positionMethodNames(),
+                 {"none", "sinusoidal", "learned", "rotary", "t5", "alibi", "alibi-offset", "alibi-onesided",
+                  "alibi-learned", "bialibi", "kerple-log", "fire"},
+                 [](const std::string& n) { parsePositionMethod(n); });
+  // Every method's name parses back to it.
+  for (PositionMethod m :
+       {PositionMethod::None, PositionMethod::Sinusoidal, PositionMethod::Learned, PositionMethod::Rotary,
+        PositionMethod::T5, PositionMethod::Alibi, PositionMethod::AlibiOffset, PositionMethod::AlibiOneSided,
+        PositionMethod::AlibiLearned, PositionMethod::BiAlibi, PositionMethod::KerpleLog, PositionMethod::Fire})
+    CHECK(parsePositionMethod(positionMethodName(m)) == m);
+  acceptsExactly(interpNames(), {"none", "linear", "ntk", "dynamic-ntk", "yarn", "dynamic-yarn"},
+                 [](const std::string& n) { parseInterp(n); });
+  for (Interp i : {Interp::None, Interp::Linear, Interp::Ntk, Interp::DynamicNtk, Interp::Yarn, Interp::DynamicYarn})
+    CHECK(parseInterp(interpName(i)) == i);
+  acceptsExactly(ntkHeadsNames(), {"all", "leading-power-of-two"}, [](const std::string& n) { parseNtkHeads(n); });
+  auto model = [](auto set) {
+    return [set](const std::string& n) {
+      ModelConfig c;
+      c.arch = "encoder";
+      c.pos = "alibi-learned";
+      c.vocabSize = 100;
+      set(c, n);
+      c.validate();
+    };
+  };
+  acceptsExactly(ModelConfig::archNames(), {"decoder", "encoder"}, model([](ModelConfig& c, const std::string& n) {
+                   c.arch = n;
+                   c.pos = "alibi";
+                 }));
+  acceptsExactly(ModelConfig::headNames(), {"lm", "roberta", "clap"},
+                 model([](ModelConfig& c, const std::string& n) { c.head = n; }));
+  acceptsExactly(ModelConfig::activationNames(), {"gelu", "relu"},
+                 model([](ModelConfig& c, const std::string& n) { c.activation = n; }));
+  acceptsExactly(ModelConfig::alibiInitNames(), {"random", "standard"},
+                 model([](ModelConfig& c, const std::string& n) { c.alibiInit = n; }));
+  acceptsExactly(namedConfigNames(), {"baseline", "learned-clap", "alibi", "zero-clap", "paper-wt103"},
+                 [](const std::string& n) {
+                   ModelConfig c;
+                   applyNamedConfig(n, c);
+                 });
+  auto train = [](auto set) {
+    return [set](const std::string& n) {
+      TrainConfig c;
+      set(c, n);
+      c.validate();
+    };
+  };
+  acceptsExactly(TrainConfig::scheduleNames(), {"cosine", "inverse-sqrt"},
+                 train([](TrainConfig& c, const std::string& n) { c.schedule = n; }));
+  acceptsExactly(TrainConfig::batchOrderNames(), {"random", "contiguous"},
+                 train([](TrainConfig& c, const std::string& n) { c.batchOrder = n; }));
 }

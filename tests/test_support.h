@@ -12,6 +12,7 @@
 #include "model/model_config.h"
 #include "model/transformer.h"
 #include "train/trainer.h"
+#include "util/execution_context.h"
 
 namespace xtrap::test {
 
@@ -100,6 +101,51 @@ inline std::vector<Method> everyMethod() {
                           "alibi-learned", "bialibi", "kerple-log", "fire"})
     methods.push_back({pos, "encoder"});
   return methods;
+}
+
+// bialibi's first-token bias starts at 0, where a test cannot see it: give each head its own
+// value, -1 to 1 (nothing for the other methods).
+inline void spreadFirstTokenBias(Transformer& model) {
+  if (auto* lb = model->linearBias(); lb && lb->firstTokenBias().defined()) {
+    torch::NoGradGuard g;
+    lb->firstTokenBias().copy_(torch::linspace(-1, 1, model->config.heads));
+  }
+}
+
+// Whether a label can reach an encoder's prediction through its forward (issue 59). Row 0 of a
+// batch of 3 has every selected position (about 15%, the first and the last included) replaced by
+// <mask> (the last id); rows 1 and 2 carry row 0's words unmasked (row 2 reversed), so every
+// target is in the batch, where only a read of the wrong row or key would take it to row 0's
+// masked positions. `masked`: the largest change of row 0's logits at its selected positions when
+// every target changes to another word (rows 1 and 2 with them), relative to the largest logit; 0
+// on a path that leaks nothing. `visible`: the same change when row 0 itself carries the targets
+// unmasked, what a leak would show at worst (so a `masked` of 0 means something).
+struct LabelLeak {
+  double masked, visible;
+};
+inline LabelLeak labelLeak(Transformer& model, int64_t T, const ForwardOptions& opt, uint64_t seed) {
+  torch::NoGradGuard noGrad;
+  torch::manual_seed(seed);
+  int64_t V = model->config.vocabSize, maskId = V - 1;
+  auto words = torch::randint(0, V - 1, {T}, torch::kLong);  // (T) never <mask>
+  auto selected = torch::rand({T}) < 0.15;                   // (T) bool
+  selected[0] = true;
+  selected[T - 1] = true;
+  auto otherWords = torch::where(selected, (words + torch::randint(1, V - 1, {T}, torch::kLong)) % (V - 1), words);
+  auto masked = words.masked_fill(selected, maskId);
+  auto logitsAtSelected = [&](const torch::Tensor& row0, const torch::Tensor& targets) {
+    auto tokens = torch::stack({row0, targets, targets.flip(0)});  // (3, T)
+    auto f = model->features(tokens, opt);                         // (3, T, C)
+    auto rows = f[0].index({selected.to(f.device())});             // (N, C)
+    return toHost(model->logits(rows)).to(torch::kFloat64);        // (N, V)
+  };
+  auto base = logitsAtSelected(masked, words);
+  double scale = base.abs().max().item<double>();
+  auto change = [&](const torch::Tensor& a, const torch::Tensor& b) {
+    return (a - b).abs().max().item<double>() / scale;
+  };
+  return {change(logitsAtSelected(masked, otherWords), base),
+          change(logitsAtSelected(otherWords, otherWords), logitsAtSelected(words, words))};
 }
 
 // The shipped WikiText-2, loaded once.

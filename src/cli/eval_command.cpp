@@ -10,11 +10,13 @@
 #include "dist/launcher.h"
 #include "eval/depth_list.h"
 #include "eval/evaluate_run.h"
+#include "eval/interpolation.h"
 #include "eval/lvalid_range.h"
 #include "eval/plot.h"
 #include "eval/retrieval_plot.h"
 #include "run/run_directory.h"
 #include "util/atomic_file.h"
+#include "util/choices.h"
 #include "util/execution_context.h"
 #include "util/gnuplot.h"
 
@@ -63,15 +65,16 @@ CommandAction addEvalCommand(CLI::App& cmd) {
   cmd.add_option("--mode", *mode, "nonoverlap | sliding | both")->capture_default_str();
   cmd.add_option("--stride", req->stride, "sliding stride S >= 1 (default: L_train / 2)");
   cmd.add_option("--interp", *interps,
-                 "comma list of none linear ntk dynamic-ntk yarn dynamic-yarn (yarn: rotary only)")
+                 "comma list of " + joinNames(interpNames(), " ") + " (yarn, dynamic-yarn: rotary only)")
       ->capture_default_str();
   cmd.add_option(
       "--scale", req->scale,
       "linear / ntk / yarn: the fixed factor a >= 1 for the whole sweep (default: longest Lvalid / L_train)");
   auto ntkHeads = std::make_shared<std::string>("all");
   cmd.add_option("--ntk-heads", *ntkHeads,
-                 "ALiBi ntk / dynamic-ntk: all (rank every slope) | leading-power-of-two (scale only the first "
-                 "2^floor(log2 H) heads, as keezen/ntk_alibi's code)")
+                 "ALiBi ntk / dynamic-ntk: " + joinNames(ntkHeadsNames()) +
+                     " (all: rank every slope; leading-power-of-two: scale only the first 2^floor(log2 H) heads, "
+                     "as keezen/ntk_alibi's code)")
       ->capture_default_str();
   cmd.add_option("--a0", req->a0,
                  "dynamic-ntk / dynamic-yarn: a = max(a0 * len / L_train, 1) for a window of len tokens")

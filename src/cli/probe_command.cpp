@@ -12,6 +12,7 @@
 #include "run/checkpoint.h"
 #include "run/run_directory.h"
 #include "util/atomic_file.h"
+#include "util/choices.h"
 #include "util/execution_context.h"
 #include "util/gnuplot.h"
 #include "util/runtime.h"
@@ -51,8 +52,10 @@ CommandAction addProbeCommand(CLI::App& cmd) {
   auto device = std::make_shared<std::string>("auto");
   auto dtype = std::make_shared<std::string>("float32");
   auto threads = std::make_shared<int64_t>(0);
-  auto* archOpt = cmd.add_option("--arch", fresh->arch, "fresh spec for --dump-bias: decoder | encoder");
-  auto* posOpt = cmd.add_option("--pos", fresh->pos, "fresh spec for --dump-bias: position method");
+  auto* archOpt =
+      cmd.add_option("--arch", fresh->arch, "fresh spec for --dump-bias: " + joinNames(ModelConfig::archNames()));
+  auto* posOpt = cmd.add_option("--pos", fresh->pos,
+                                "fresh spec for --dump-bias: position method, " + joinNames(positionMethodNames()));
   auto* headsOpt =
       cmd.add_option("--heads", *heads, "fresh spec: number of heads; --dump-attn: heads to dump (all or 0,2)");
   cmd.add_option("runs", *runs,
@@ -71,14 +74,14 @@ CommandAction addProbeCommand(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--split", req->split, "valid | test")->capture_default_str();
   cmd.add_option("--layers", *layers, "layers to dump maps for (all or 0,2)")->capture_default_str();
-  cmd.add_option(
-         "--interp", *interp,
-         "none linear ntk dynamic-ntk yarn dynamic-yarn (--dump-bias: at --len; --dump-attn / --plot: at --Lvalid)")
+  cmd.add_option("--interp", *interp,
+                 joinNames(interpNames()) + " (--dump-bias: at --len; --dump-attn / --plot: at --Lvalid)")
       ->capture_default_str();
   cmd.add_option("--scale", req->scale,
                  "linear / ntk / yarn factor a >= 1 (default: window length / L_train; a fresh spec needs it)");
   auto ntkHeads = std::make_shared<std::string>("all");
-  cmd.add_option("--ntk-heads", *ntkHeads, "ntk / dynamic-ntk of ALiBi slopes: all | leading-power-of-two (see eval)")
+  cmd.add_option("--ntk-heads", *ntkHeads,
+                 "ntk / dynamic-ntk of ALiBi slopes: " + joinNames(ntkHeadsNames()) + " (see eval)")
       ->capture_default_str();
   cmd.add_option("--store-dtype", *storeDtype, "float16 | float32: the type the maps are stored in")
       ->capture_default_str();

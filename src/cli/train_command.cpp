@@ -10,6 +10,7 @@
 #include "dist/launcher.h"
 #include "model/named_configs.h"
 #include "train/trainer.h"
+#include "util/choices.h"
 #include "util/execution_context.h"
 
 namespace xtrap {
@@ -27,15 +28,18 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   auto nproc = std::make_shared<int>(1);
   train->dataDir = defaultDataDir().string();
 
-  cmd.add_option("--arch", model->arch, "decoder (causal LM) | encoder (masked LM)")->capture_default_str();
-  cmd.add_option("--pos", model->pos,
-                 "position method: none sinusoidal learned rotary t5 alibi alibi-offset "
-                 "alibi-onesided alibi-learned bialibi")
+  cmd.add_option("--arch", model->arch,
+                 joinNames(ModelConfig::archNames()) + " (decoder: causal LM; encoder: masked LM)")
       ->capture_default_str();
+  cmd.add_option("--pos", model->pos, "position method: " + joinNames(positionMethodNames()))->capture_default_str();
+  std::vector<std::string> fullModels;  // the named configs that are not encoder set-ups
+  for (const auto& name : namedConfigNames())
+    if (!namedConfigFixesPositionAndHead(name)) fullModels.push_back(name);
   cmd.add_option("--config", *named,
-                 "named config: baseline learned-clap alibi zero-clap (encoders: set arch, pos, head) | "
-                 "paper-wt103 (Press et al.'s WikiText-103 model; flags given beside it win)");
-  cmd.add_option("--head", model->head, "output head: lm roberta clap")->capture_default_str();
+                 "named config: " + joinNames(encoderSeedConfigNames()) + " (encoders: set arch, pos, head) | " +
+                     joinNames(fullModels) +
+                     " (paper-wt103: Press et al.'s WikiText-103 model; flags given beside it win)");
+  cmd.add_option("--head", model->head, "output head: " + joinNames(ModelConfig::headNames()))->capture_default_str();
   cmd.add_option("--L", model->contextLength, "training context length")->capture_default_str();
   cmd.add_option("--layers", model->layers, "transformer blocks")->capture_default_str();
   cmd.add_option("--d-model", model->dModel, "model width")->capture_default_str();
@@ -46,7 +50,8 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   auto attentionDropout = std::make_shared<double>(0.0), activationDropout = std::make_shared<double>(0.0);
   cmd.add_option("--attention-dropout", *attentionDropout, "dropout on attention probabilities (default: --dropout)");
   cmd.add_option("--activation-dropout", *activationDropout, "dropout after the FFN activation (default: --dropout)");
-  cmd.add_option("--activation", model->activation, "FFN activation: gelu relu")->capture_default_str();
+  cmd.add_option("--activation", model->activation, "FFN activation: " + joinNames(ModelConfig::activationNames()))
+      ->capture_default_str();
   auto noFinalNorm = std::make_shared<bool>(false);
   cmd.add_flag("--no-final-norm", *noFinalNorm, "no LayerNorm after the last block");
   cmd.add_option("--max-positions", model->maxPositions, "learned position table size (0 = L)")->capture_default_str();
@@ -61,8 +66,8 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   cmd.add_flag("--adaptive-input", model->adaptiveInput,
                "adaptive input embeddings tied to the adaptive softmax (no V x d token embedding)");
   cmd.add_option("--alibi-init", model->alibiInit,
-                 "learned slopes' init: random (p~N(-2,1)) | standard (default: random for alibi-learned, standard "
-                 "for bialibi)");
+                 "learned slopes' init: " + joinNames(ModelConfig::alibiInitNames()) +
+                     " (random: p~N(-2,1); default: random for alibi-learned, standard for bialibi)");
   auto bosFlag = std::make_shared<bool>(false), noBosFlag = std::make_shared<bool>(false);
   auto* bosOpt = cmd.add_flag("--bos", *bosFlag, "encoders: prepend <bos> to every window (default for bialibi)");
   cmd.add_flag("--no-bos", *noBosFlag, "encoders: no <bos> token (default except for bialibi)")->excludes(bosOpt);
@@ -80,7 +85,7 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   cmd.add_option("--lr", train->lr, "peak learning rate")->capture_default_str();
   cmd.add_option("--min-lr-ratio", train->minLrRatio, "cosine floor as a fraction of --lr")->capture_default_str();
   cmd.add_option("--warmup", train->warmupSteps, "linear warmup steps")->capture_default_str();
-  cmd.add_option("--schedule", train->schedule, "cosine | inverse-sqrt")->capture_default_str();
+  cmd.add_option("--schedule", train->schedule, joinNames(TrainConfig::scheduleNames()))->capture_default_str();
   cmd.add_option("--weight-decay", train->weightDecay, "AdamW weight decay (matrices only)")->capture_default_str();
   cmd.add_option("--clip", train->clipNorm, "gradient norm clip (0 = off)")->capture_default_str();
   cmd.add_option("--seed", train->seed, "seed for data order, dropout, masking")->capture_default_str();
@@ -93,7 +98,9 @@ CommandAction addTrainCommand(CLI::App& cmd) {
                  std::string(kDtypeNames) +
                      " compute precision (bfloat16: autocast; parameters, AdamW state and loss stay float32)")
       ->capture_default_str();
-  cmd.add_option("--batch-order", train->batchOrder, "random | contiguous L-token blocks")->capture_default_str();
+  cmd.add_option("--batch-order", train->batchOrder,
+                 joinNames(TrainConfig::batchOrderNames()) + " (contiguous: L-token blocks in order)")
+      ->capture_default_str();
   cmd.add_option("--log-every", train->logEvery, "train.jsonl line every N steps")->capture_default_str();
   cmd.add_option("--eval-every", train->evalEvery, "validation loss at L every N steps (0 = end only)")
       ->capture_default_str();

@@ -4,36 +4,42 @@
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
+#include <utility>
+
+#include "util/choices.h"
 
 namespace xtrap {
 
-Interp parseInterp(const std::string& name) {
-  if (name == "none") return Interp::None;
-  if (name == "linear") return Interp::Linear;
-  if (name == "ntk") return Interp::Ntk;
-  if (name == "dynamic-ntk") return Interp::DynamicNtk;
-  if (name == "yarn") return Interp::Yarn;
-  if (name == "dynamic-yarn") return Interp::DynamicYarn;
-  throw std::invalid_argument("unknown --interp '" + name +
-                              "' (valid: none, linear, ntk, dynamic-ntk, yarn, dynamic-yarn)");
+namespace {
+const std::vector<std::pair<std::string, Interp>>& interpTable() {
+  static const std::vector<std::pair<std::string, Interp>> t = {
+      {"none", Interp::None}, {"linear", Interp::Linear},
+      {"ntk", Interp::Ntk},   {"dynamic-ntk", Interp::DynamicNtk},
+      {"yarn", Interp::Yarn}, {"dynamic-yarn", Interp::DynamicYarn}};
+  return t;
+}
+}  // namespace
+
+const std::vector<std::string>& interpNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& [n, i] : interpTable()) v.push_back(n);
+    return v;
+  }();
+  return names;
 }
 
-std::string interpName(Interp i) {
-  switch (i) {
-    case Interp::None:
-      return "none";
-    case Interp::Linear:
-      return "linear";
-    case Interp::Ntk:
-      return "ntk";
-    case Interp::DynamicNtk:
-      return "dynamic-ntk";
-    case Interp::Yarn:
-      return "yarn";
-    case Interp::DynamicYarn:
-      return "dynamic-yarn";
-  }
-  return "none";
+Interp parseInterp(const std::string& name) {
+  checkName(interpNames(), name, "--interp");
+  for (const auto& [n, i] : interpTable())
+    if (n == name) return i;
+  return Interp::None;  // not reached: checkName throws
+}
+
+std::string interpName(Interp interp) {
+  for (const auto& [n, i] : interpTable())
+    if (i == interp) return n;
+  throw std::logic_error("unnamed interpolation");
 }
 
 bool isYarn(Interp interp) { return interp == Interp::Yarn || interp == Interp::DynamicYarn; }
@@ -44,10 +50,14 @@ bool usesFixedScale(Interp interp) {
   return interp == Interp::Linear || interp == Interp::Ntk || interp == Interp::Yarn;
 }
 
+const std::vector<std::string>& ntkHeadsNames() {
+  static const std::vector<std::string> names{"all", "leading-power-of-two"};
+  return names;
+}
+
 NtkHeads parseNtkHeads(const std::string& name) {
-  if (name == "all") return NtkHeads::All;
-  if (name == "leading-power-of-two") return NtkHeads::LeadingPowerOfTwo;
-  throw std::invalid_argument("unknown --ntk-heads '" + name + "' (valid: all, leading-power-of-two)");
+  checkName(ntkHeadsNames(), name, "--ntk-heads");
+  return name == "all" ? NtkHeads::All : NtkHeads::LeadingPowerOfTwo;
 }
 
 std::string ntkHeadsName(NtkHeads heads) { return heads == NtkHeads::All ? "all" : "leading-power-of-two"; }
@@ -120,12 +130,18 @@ RotarySettings rotaryInterpolation(Interp interp, double a, double base, int64_t
       return {base, a};
     case Interp::Yarn:
     case Interp::DynamicYarn: {
+      // Pair index at which a pair makes `turns` turns over L_train (fractional); the ramp runs
+      // between whole indices, as the authors' find_correction_range rounds it.
+      auto pairTurning = [&](double turns) {
+        return double(headDim) * std::log(double(Ltrain) / (turns * 2.0 * M_PI)) / (2.0 * std::log(base));
+      };
+      double first = std::max(std::floor(pairTurning(kYarnBeta)), 0.0);
+      double last = std::min(std::ceil(pairTurning(kYarnAlpha)), double(headDim - 1));
+      if (last == first) last += 0.001;  // the authors' guard against a ramp of zero width
       RotarySettings yarn{base, 1.0};
       for (int64_t d = 0; d < headDim / 2; ++d) {
-        double theta = std::pow(base, -2.0 * double(d) / double(headDim));
-        double turns = double(Ltrain) * theta / (2.0 * M_PI);  // L_train / wavelength
-        double ramp = std::clamp((turns - kYarnAlpha) / (kYarnBeta - kYarnAlpha), 0.0, 1.0);
-        yarn.frequencyFactors.push_back((1.0 - ramp) / a + ramp);
+        double keep = 1.0 - std::clamp((double(d) - first) / (last - first), 0.0, 1.0);
+        yarn.frequencyFactors.push_back((1.0 - keep) / a + keep);
       }
       yarn.attentionFactor = 0.1 * std::log(a) + 1.0;
       return yarn;

@@ -21,12 +21,16 @@
 //  to >= 1: interpolation never makes slopes steeper.
 //  rotary: linear = position interpolation (positions / a); ntk and dynamic-ntk = NTK-aware base
 //  scaling (base * a^(D/(D-2)), D = head dim); yarn (rotary only, fixed a like linear / ntk) =
-//  YaRN (Peng et al. 2023): NTK-by-parts frequencies plus an attention temperature:
-//   pair d's frequency theta_d = base^(-2d/D) becomes ((1 - g_d) / a + g_d) theta_d, with
-//   r_d = L_train * theta_d / (2 pi) (the number of turns the pair makes over the training
-//   length) and the ramp g_d = clamp((r_d - alpha) / (beta - alpha), 0, 1), alpha = 1, beta = 32:
-//   pairs that turn fewer than alpha times are interpolated (divided by a), those that turn more
-//   than beta times are left alone; q and k are multiplied by sqrt(1/t) = 0.1 ln(a) + 1.
+//  YaRN (Peng et al. 2023) as its authors run it (jquesnelle/yarn's find_correction_range and
+//  linear_ramp_mask; Hugging Face's _compute_yarn_parameters): NTK-by-parts frequencies plus an
+//  attention temperature. Pair d's frequency theta_d = base^(-2d/D) becomes ((1 - g_d) / a + g_d)
+//  theta_d, where g_d (1 = keep the frequency) ramps linearly in the pair INDEX d, i.e. in the log
+//  of the turns r_d = L_train theta_d / (2 pi) a pair makes over the training length: with
+//  d(r) = D ln(L_train / (2 pi r)) / (2 ln base) the index at which a pair turns r times,
+//  lo = max(floor(d(beta)), 0), hi = min(ceil(d(alpha)), D - 1) (hi + 0.001 when equal), beta = 32,
+//  alpha = 1, g_d = 1 - clamp((d - lo) / (hi - lo), 0, 1). Pairs before lo are left alone, pairs
+//  from hi on are interpolated (divided by a); q and k are multiplied by sqrt(1/t) = 0.1 ln(a) + 1,
+//  as the authors multiply cos and sin (logits by its square).
 //   dynamic-yarn: yarn with a = max(a0 * len / L_train, 1) from each window's length, as
 //   dynamic-ntk (the paper's "Dynamic-YaRN").
 #include <cstdint>
@@ -41,12 +45,14 @@ bool isDynamic(Interp interp);  // a from each window's length: dynamic-ntk, dyn
 // Which heads ntk / dynamic-ntk rescale (see above).
 enum class NtkHeads { All, LeadingPowerOfTwo };
 NtkHeads parseNtkHeads(const std::string& name);  // throws listing valid names
+const std::vector<std::string>& ntkHeadsNames();  // what parseNtkHeads accepts
 std::string ntkHeadsName(NtkHeads heads);
 // The interp column of a result row: the interpolation's name, "ntk/leading-power-of-two" (and
 // "dynamic-ntk/...") when the heads rule is not the default.
 std::string interpLabel(Interp interp, NtkHeads heads);
 
-Interp parseInterp(const std::string& name);  // throws listing valid names
+Interp parseInterp(const std::string& name);    // throws listing valid names
+const std::vector<std::string>& interpNames();  // what parseInterp accepts, in the enum's order
 std::string interpName(Interp i);
 
 // linear, ntk and yarn use one fixed a for a sweep (staticInterpolationScale); --scale sets it.
@@ -89,7 +95,8 @@ struct RotarySettings {
   std::vector<double> frequencyFactors;  // yarn: (D/2) multipliers of the pairs' frequencies; empty = all 1
   double attentionFactor = 1.0;          // yarn: q and k are multiplied by this (sqrt(1/t))
 };
-constexpr double kYarnAlpha = 1.0, kYarnBeta = 32.0;  // YaRN's documented ramp bounds (turns over L_train)
+// YaRN's ramp bounds in turns over L_train (the authors' beta_slow = 1 and beta_fast = 32).
+constexpr double kYarnAlpha = 1.0, kYarnBeta = 32.0;
 // Ltrain: the length the model was trained at (yarn's ramp counts turns over it).
 RotarySettings rotaryInterpolation(Interp interp, double a, double base, int64_t headDim, int64_t Ltrain);
 

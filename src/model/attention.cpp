@@ -6,6 +6,7 @@
 #include "model/fast_dropout.h"
 #include "model/position/linear_bias.h"
 #include "model/recomputed_attention.h"
+#include "util/execution_context.h"
 #include "util/torch_compat.h"
 
 #ifdef XTRAP_WITH_CUDA_KERNELS
@@ -86,11 +87,14 @@ torch::Tensor sdpaAttention(const torch::Tensor& q, const torch::Tensor& k, cons
                             const AttentionContext& ctx, double scale, double dropout) {
 #ifdef XTRAP_HAS_SDPA
   // No bias provider: the causal flag lets SDPA pick its causal kernels. Otherwise the full bias
-  // (causal -inf included) is an additive mask in the query's precision, as SDPA's kernels take it.
-  c10::optional<torch::Tensor> mask;
-  if (ctx.fullBias.defined()) mask = ctx.fullBias.to(q.scalar_type());
-  bool causalFlag = ctx.causal && !mask.has_value();
-  return at::scaled_dot_product_attention(q, k, v, mask, dropout, causalFlag, scale);
+  // (causal -inf included) is an additive mask. SDPA's kernels take it in the query's precision,
+  // so a bias stays float32 by running SDPA in float32: the plan sends reduced-precision forwards
+  // with a bias elsewhere (attention_plan.h); only a forced path gets here with bf16 q.
+  if (!ctx.fullBias.defined()) return at::scaled_dot_product_attention(q, k, v, {}, dropout, ctx.causal, scale);
+  AutocastScope float32(q.device(), torch::kFloat32);  // autocast would cast the mask back to bf16
+  auto f32 = [](const torch::Tensor& t) { return t.to(torch::kFloat32); };
+  return at::scaled_dot_product_attention(f32(q), f32(k), f32(v), ctx.fullBias, dropout, false, scale)
+      .to(v.scalar_type());
 #else
   (void)q, (void)k, (void)v, (void)ctx, (void)scale, (void)dropout;
   TORCH_CHECK(false, "the sdpa attention path needs LibTorch 2.1 or newer");

@@ -12,9 +12,13 @@
 //    pass recomputes instead of keeping (recomputed_attention.h);
 //  - fused-linear-bias (CUDA builds with the kernels, ALiBi family): one flash-style kernel that
 //    computes the bias per tile from the LinearBiasSpec (linear_bias_attention_cuda.h).
-// Logits, bias and softmax are float32 whatever the compute precision (the bias of a distant key
-// is large: bfloat16 would round -m * 4000 to a multiple of 16); probabilities times values runs
-// in the compute precision.
+// The bias is float32 and is added to float32 logits on every path, whatever the compute
+// precision (the bias of a distant key is large: bfloat16 would round -m * 4000 to a multiple of
+// 16, a KERPLE bias of -48 to one of 0.25): xtrap's own paths turn q.k into float32 before adding
+// it, the fused kernel computes the ALiBi bias per tile in float32, and SDPA, which takes its
+// mask in the query's precision, gets a bias only in float32 (attention_plan.h; a forced SDPA
+// path with bf16 q runs in float32). Softmax is float32; probabilities times values runs in the
+// compute precision.
 // B = batch, T = sequence length, C = d_model, H = heads, D = C / H.
 #include <torch/torch.h>
 

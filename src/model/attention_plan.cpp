@@ -12,8 +12,11 @@ AttentionPath chooseAttentionPath(const AttentionPlanInput& in) {
   // no T x T tensor, so it keeps any requested memory bound.
   if (in.cuda && in.bias == BiasKind::Linear && in.fusedLinearBias) return AttentionPath::FusedLinearBias;
   // SDPA: on the GPU always (its kernels take the mask and dropout); on the CPU only the fused
-  // kernel beats xtrap's paths, and it has no dropout.
-  bool sdpa = in.hasSdpa && (in.cuda || (in.hasFusedCpuSdpa && !in.dropout));
+  // kernel beats xtrap's paths, and it has no dropout. A bias goes to it only in float32: its
+  // kernels take the mask in the query's precision, and bfloat16 would round a KERPLE bias of -48
+  // to a multiple of 0.25.
+  bool sdpa = in.hasSdpa && (in.cuda || (in.hasFusedCpuSdpa && !in.dropout)) &&
+              (in.bias == BiasKind::None || !in.reducedPrecision);
   // A requested query block is a memory bound. Only the block path keeps it when there is a
   // bias (SDPA would take it as a T x T mask); without one SDPA's fused kernels hold no T x T
   // tensor either.

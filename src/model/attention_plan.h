@@ -13,7 +13,7 @@ enum class AttentionPath {
   Reference,        // the math: (B, H, T, T) logits + full bias, softmax, dropout, probabilities x values
   CausalSkip,       // causal, full bias: query blocks skip the masked upper-right blocks (CPU)
   Block,            // query blocks, each block's bias computed from the provider: O(T * block) memory
-  Sdpa,             // LibTorch 2.x scaled_dot_product_attention, the bias as an additive float mask
+  Sdpa,             // LibTorch 2.x scaled_dot_product_attention, the bias as an additive float32 mask
   Recompute,        // training on the CPU: query blocks whose probabilities the backward pass recomputes
   FusedLinearBias,  // CUDA, ALiBi family: one flash-style kernel computing the bias per tile, O(T) memory
 };
@@ -33,6 +33,10 @@ struct AttentionPlanInput {
   bool probing = false;    // an observer reads the probabilities
   bool causal = false;
   BiasKind bias = BiasKind::None;
+  // q and k below float32 (bfloat16 autocast). SDPA takes its additive mask in the query's
+  // precision, so a bias would be rounded there: such forwards take a path that adds the float32
+  // bias to float32 logits.
+  bool reducedPrecision = false;
   bool hasSdpa = false;          // this build has at::scaled_dot_product_attention
   bool hasFusedCpuSdpa = false;  // and its CPU kernel is fused (no T x T probabilities)
   // This build has the fused CUDA kernel of the ALiBi family and it takes this forward's shape

@@ -3,19 +3,37 @@
 #include <stdexcept>
 
 #include "model/linear_bias_spec.h"
+#include "util/choices.h"
 
 namespace xtrap {
 
+const std::vector<std::string>& ModelConfig::archNames() {
+  static const std::vector<std::string> names{"decoder", "encoder"};
+  return names;
+}
+const std::vector<std::string>& ModelConfig::headNames() {
+  static const std::vector<std::string> names{"lm", "roberta", "clap"};
+  return names;
+}
+const std::vector<std::string>& ModelConfig::activationNames() {
+  static const std::vector<std::string> names{"gelu", "relu"};
+  return names;
+}
+const std::vector<std::string>& ModelConfig::alibiInitNames() {
+  static const std::vector<std::string> names{"random", "standard"};
+  return names;
+}
+
 OutputHeadKind ModelConfig::headKind() const {
+  checkName(headNames(), head, "--head");
   if (head == "roberta") return OutputHeadKind::Roberta;
   if (head == "clap") return OutputHeadKind::Clap;
-  if (head == "lm") return OutputHeadKind::Lm;
-  throw std::invalid_argument("unknown --head '" + head + "' (valid: lm, roberta, clap)");
+  return OutputHeadKind::Lm;
 }
 
 void ModelConfig::validate() const {
   auto fail = [](const std::string& why) { throw std::invalid_argument(why); };
-  if (arch != "decoder" && arch != "encoder") fail("unknown --arch '" + arch + "' (valid: decoder, encoder)");
+  checkName(archNames(), arch, "--arch");
   headKind();  // throws on an unknown head
   if (layers < 1 || layers > 256) fail("--layers must be in 1..256, got " + std::to_string(layers));
   if (dModel < 2 || dModel > 65536) fail("--d-model must be in 2..65536, got " + std::to_string(dModel));
@@ -29,15 +47,13 @@ void ModelConfig::validate() const {
   rate(attentionDropoutRate(), "--attention-dropout");
   rate(activationDropoutRate(), "--activation-dropout");
   rate(adaptiveSoftmaxDropout, "--adaptive-softmax-dropout");
-  if (activation != "gelu" && activation != "relu")
-    fail("unknown --activation '" + activation + "' (valid: gelu, relu)");
+  checkName(activationNames(), activation, "--activation");
   if (contextLength < 1 || contextLength > (1 << 20))
     fail("--L must be in 1..1048576, got " + std::to_string(contextLength));
   PositionMethod m = position();
   if (m == PositionMethod::Rotary && (dModel / heads) % 2 != 0) fail("rotary needs an even head dimension");
   if (isLinearBias(m)) makeLinearBiasSpec(m, heads, causal());  // throws its own reason
-  if (!alibiInit.empty() && alibiInit != "random" && alibiInit != "standard")
-    fail("unknown --alibi-init '" + alibiInit + "' (valid: random, standard)");
+  if (!alibiInit.empty()) checkName(alibiInitNames(), alibiInit, "--alibi-init");
   if (usesBos() && contextLength < 2) fail("--L must be >= 2 with a <bos> token");
   if (causal() && bos.value_or(false)) fail("--bos is for encoders (decoders predict from an <eos> context)");
   if (!adaptiveSoftmaxCutoffs.empty()) {

@@ -49,6 +49,13 @@ struct ModelConfig {
   int64_t t5MaxDistance = 128;
   uint64_t initSeed = 1;  // seeds parameter initialisation
 
+  // The names --arch, --head, --activation and --alibi-init accept (validate() checks them; --help
+  // lists them).
+  static const std::vector<std::string>& archNames();
+  static const std::vector<std::string>& headNames();
+  static const std::vector<std::string>& activationNames();
+  static const std::vector<std::string>& alibiInitNames();
+
   bool causal() const { return arch == "decoder"; }
   double attentionDropoutRate() const { return attentionDropout.value_or(dropout); }
   double activationDropoutRate() const { return activationDropout.value_or(dropout); }

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "util/choices.h"
+
 namespace xtrap {
 namespace {
 
@@ -56,9 +58,8 @@ const std::vector<Named>& table() {
 const Named& find(const std::string& name) {
   for (const auto& n : table())
     if (n.name == name) return n;
-  std::string valid;
-  for (const auto& n : table()) valid += (valid.empty() ? "" : ", ") + n.name;
-  throw std::invalid_argument("unknown --config '" + name + "' (valid: " + valid + ")");
+  checkName(namedConfigNames(), name, "--config");
+  throw std::logic_error("named config table and names disagree");
 }
 
 std::vector<std::string> names(bool encoderSeedsOnly) {

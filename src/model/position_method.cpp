@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "util/choices.h"
+
 namespace xtrap {
 namespace {
 const std::vector<std::pair<std::string, PositionMethod>>& table() {
@@ -26,9 +28,8 @@ const std::vector<std::pair<std::string, PositionMethod>>& table() {
 PositionMethod parsePositionMethod(const std::string& name) {
   for (const auto& [n, m] : table())
     if (n == name) return m;
-  std::string valid;
-  for (const auto& n : positionMethodNames()) valid += (valid.empty() ? "" : ", ") + n;
-  throw std::invalid_argument("unknown position method '" + name + "' (valid: " + valid + ")");
+  checkName(positionMethodNames(), name, "position method");
+  throw std::logic_error("position method table and names disagree");
 }
 
 std::string positionMethodName(PositionMethod m) {

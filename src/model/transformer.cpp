@@ -126,6 +126,7 @@ AttentionPath TransformerImpl::attentionPath(int64_t T, const ForwardOptions& op
   plan.bias = biasKind();
   plan.hasSdpa = compat::kHasSdpa;
   plan.hasFusedCpuSdpa = compat::kHasFusedCpuSdpa;
+  plan.reducedPrecision = computeDtype_ != torch::kFloat32;
 #ifdef XTRAP_WITH_CUDA_KERNELS
   // The kernel takes bf16 q, k, v: the compute precision autocast gives the projections.
   plan.fusedLinearBias =

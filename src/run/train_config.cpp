@@ -4,9 +4,19 @@
 #include <stdexcept>
 
 #include "data/task_mix.h"
+#include "util/choices.h"
 #include "util/device_names.h"
 
 namespace xtrap {
+
+const std::vector<std::string>& TrainConfig::scheduleNames() {
+  static const std::vector<std::string> names{"cosine", "inverse-sqrt"};
+  return names;
+}
+const std::vector<std::string>& TrainConfig::batchOrderNames() {
+  static const std::vector<std::string> names{"random", "contiguous"};
+  return names;
+}
 
 int64_t TrainConfig::sequencesPerStep(int64_t contextLength) const {
   return batchSequences > 0 ? batchSequences : std::max<int64_t>(1, batchTokens / contextLength);
@@ -23,10 +33,8 @@ void TrainConfig::validate() const {
   if (steps < 1 && tokens < 1) fail("--steps or --tokens must be positive");
   if (batchSequences < 0 || (batchSequences == 0 && batchTokens < 1)) fail("batch size must be positive");
   if (!(lr > 0)) fail("--lr must be positive");
-  if (schedule != "cosine" && schedule != "inverse-sqrt")
-    fail("unknown --schedule '" + schedule + "' (valid: cosine, inverse-sqrt)");
-  if (batchOrder != "random" && batchOrder != "contiguous")
-    fail("unknown --batch-order '" + batchOrder + "' (valid: random, contiguous)");
+  checkName(scheduleNames(), schedule, "--schedule");
+  checkName(batchOrderNames(), batchOrder, "--batch-order");
   if (warmupSteps < 0) fail("--warmup must be >= 0");
   if (threads < 0) fail("--threads must be >= 0");
   if (!(maskProb > 0 && maskProb < 1)) fail("--mask-prob must be in (0, 1)");

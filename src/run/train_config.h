@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace xtrap {
 
@@ -40,6 +41,9 @@ struct TrainConfig {
   int64_t sequencesPerStep(int64_t contextLength) const;
   int64_t totalSteps(int64_t contextLength) const;
   void validate() const;  // throws std::invalid_argument with a one-line reason
+  // The names --schedule and --batch-order accept (validate() checks them; --help lists them).
+  static const std::vector<std::string>& scheduleNames();
+  static const std::vector<std::string>& batchOrderNames();
 };
 
 void to_json(nlohmann::json& j, const TrainConfig& c);

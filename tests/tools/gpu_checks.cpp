@@ -5,7 +5,8 @@
 // (an AttentionObserver, and the probe module's pooled pictures) agree; a torchrun job of one
 // rank on NCCL trains like a single process; InPlaceAdamW on CUDA (PyTorch's fused multi-tensor
 // kernel where LibTorch has it) takes LibTorch AdamW's steps on the CPU; linearNll's CUDA passes
-// equal their formulas; rotary's CUDA kernel equals its LibTorch operators. Without CUDA it reports
+// equal their formulas; rotary's CUDA kernel equals its LibTorch operators; no label reaches an
+// encoder's logits at its masked positions on any path CUDA takes. Without CUDA it reports
 // itself skipped (exit 77).
 // Built everywhere (LibTorch CPU included): it uses no CUDA header, only torch::cuda::* and
 // torch::Device(torch::kCUDA).
@@ -79,10 +80,7 @@ void devicesAgreePerMethod() {
     cfg.maxPositions = 512;
     Transformer cpu(cfg);
     cpu->eval();
-    if (auto* lb = cpu->linearBias(); lb && lb->firstTokenBias().defined()) {
-      torch::NoGradGuard g;
-      lb->firstTokenBias().copy_(torch::linspace(-1, 1, cfg.heads));
-    }
+    test::spreadFirstTokenBias(cpu);
     torch::manual_seed(3);
     auto tokens = torch::randint(0, cfg.vocabSize, {2, T}, torch::kLong);
     auto targets = torch::randint(0, cfg.vocabSize, {2 * T}, torch::kLong);
@@ -138,6 +136,42 @@ void devicesAgreePerMethod() {
     check(featRms <= 0.05 && nllRel <= 0.01 && worstGradRms <= 0.10,
           name + ": CUDA bf16 vs CPU fp32: features RMS " + fmtDouble(featRms) + " (<= 0.05), NLL " +
               fmtDouble(nllRel) + " (<= 0.01), worst gradient RMS " + fmtDouble(worstGradRms) + " (<= 0.10)");
+  }
+}
+
+// No label reaches an encoder's logits at its masked positions (test::labelLeak, issue 59), for
+// every encoder position method on the paths CUDA takes: planned in fp32 (SDPA where LibTorch has
+// it) and in bf16 (the fused kernel for the ALiBi family in a build with the kernels: 2 heads of
+// 64), reference and block. The CPU paths' check is in test_encoder.cpp.
+void labelsDoNotLeak() {
+  constexpr int64_t T = 300;
+  for (const auto& m : test::everyMethod()) {
+    if (m.arch != "encoder") continue;
+    auto cfg = test::tinyConfig(m.pos, m.arch, 2);
+    cfg.dModel = 128;
+    cfg.maxPositions = 512;
+    Transformer cpu(cfg);
+    cpu->eval();
+    test::spreadFirstTokenBias(cpu);
+    ForwardOptions reference, block;
+    reference.path = AttentionPath::Reference;
+    block.path = AttentionPath::Block;
+    block.queryBlock = 64;
+    for (const ExecutionContext& ctx : {kCuda, kCudaBf16}) {
+      Transformer gpu = test::copyOnto(cpu, ctx);
+      std::string precision = ctx.dtype == torch::kBFloat16 ? "bf16" : "fp32";
+      for (const auto& [pathName, opt] : std::vector<std::pair<std::string, ForwardOptions>>{
+               {"planned " + attentionPathName(gpu->attentionPath(T, {})), ForwardOptions{}},
+               {"reference", reference},
+               {"block 64", block}}) {
+        test::LabelLeak leak = test::labelLeak(gpu, T, opt, 17);
+        check(leak.masked <= 1e-6 && leak.visible > 0.01,
+              "encoder " + m.pos + " CUDA " + precision + " (" + pathName +
+                  "): the logits at masked positions move by " + fmtDouble(leak.masked) +
+                  " when their targets change elsewhere in the batch (<= 1e-6), by " + fmtDouble(leak.visible) +
+                  " when row 0 shows them (> 0.01)");
+      }
+    }
   }
 }
 
@@ -454,6 +488,7 @@ int main() {
   torch::manual_seed(0);
   try {
     devicesAgreePerMethod();
+    labelsDoNotLeak();
     runsMoveBetweenDevices();
     evalRowsRecordPeakMemory();
     probesAgree();
