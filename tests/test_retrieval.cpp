@@ -115,6 +115,13 @@ TEST_CASE("retrieval rows: every interpolation applies, with its factor, at each
     CHECK(r.accuracyLow <= r.accuracy);
     CHECK(r.accuracy <= r.accuracyHigh);
   }
+  // The NTK-ALiBi authors' protocol: a = Lvalid / L_train for each row.
+  req.scalePerLength = true;
+  req.interps = {Interp::Linear};
+  for (const EvalRow& r : evaluateRuns(req)) {
+    CHECK(r.interp == "linear/per-length");
+    CHECK(r.scale == Approx(double(r.Lvalid) / 16));
+  }
   // Linear divides every slope by a = 10: the first of 4 heads' slopes, 2^-2, becomes 1/40.
   auto firstSlope = [](const std::string& slopes) { return std::stod(slopes.substr(0, slopes.find(' '))); };
   CHECK(firstSlope(rows[0].slopes) == Approx(0.25));

@@ -234,3 +234,21 @@ TEST_CASE("retrieval rows: CSV round trip, older files read as perplexity, table
   CHECK_THROWS_WITH(retrievalHeatmapScript(perplexityOnly), Catch::Contains("no retrieval rows"));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("tables and plots name an interpolation with its factor when one a serves the row") {
+  EvalRow r;
+  r.interp = "none";
+  CHECK(interpolationDisplay(r) == "none");
+  r.interp = "linear", r.scale = 8;
+  CHECK(interpolationDisplay(r) == "linear a=8");
+  r.interp = "ntk/leading-power-of-two", r.scale = 2.5;
+  CHECK(interpolationDisplay(r) == "ntk/leading-power-of-two a=2.5");
+  r.interp = "linear/per-length";
+  CHECK(interpolationDisplay(r) == "linear/per-length");
+  r.interp = "dynamic-ntk";
+  CHECK(interpolationDisplay(r) == "dynamic-ntk");
+  EvalRow a = r, b = r;
+  a.run = b.run = "alibi", a.interp = b.interp = "linear", a.scale = b.scale = 4, a.Lvalid = 64, b.Lvalid = 256;
+  a.ppl = 10, b.ppl = 12;
+  CHECK_THAT(formatMarkdownTable("t", {a, b}), Catch::Contains("| alibi (linear a=4) |"));
+}

@@ -70,6 +70,9 @@ CommandAction addEvalCommand(CLI::App& cmd) {
   cmd.add_option(
       "--scale", req->scale,
       "linear / ntk / yarn: the fixed factor a >= 1 for the whole sweep (default: longest Lvalid / L_train)");
+  cmd.add_flag("--scale-per-length", req->scalePerLength,
+               "linear / ntk / yarn: a = Lvalid / L_train for each length (the NTK-ALiBi authors' protocol) instead "
+               "of one a for the sweep");
   auto ntkHeads = std::make_shared<std::string>("all");
   cmd.add_option("--ntk-heads", *ntkHeads,
                  "ALiBi ntk / dynamic-ntk: " + joinNames(ntkHeadsNames()) +
@@ -107,6 +110,9 @@ CommandAction addEvalCommand(CLI::App& cmd) {
     rejectUnless(cmd, {"--stride"}, *mode != "nonoverlap", "applies to --mode sliding or both");
     rejectUnless(cmd, {"--scale"}, asked("linear") || asked("ntk") || asked("yarn"),
                  "applies to --interp linear, ntk and yarn");
+    rejectUnless(cmd, {"--scale-per-length"}, asked("linear") || asked("ntk") || asked("yarn"),
+                 "applies to --interp linear, ntk and yarn");
+    rejectUnless(cmd, {"--scale"}, !req->scalePerLength, "and --scale-per-length exclude each other");
     rejectUnless(cmd, {"--a0"}, asked("dynamic-ntk") || asked("dynamic-yarn"),
                  "applies to --interp dynamic-ntk and dynamic-yarn");
     rejectUnless(cmd, {"--ntk-heads"}, asked("ntk") || asked("dynamic-ntk"), "applies to --interp ntk and dynamic-ntk");

@@ -11,6 +11,12 @@
 
 namespace xtrap {
 
+std::string interpolationDisplay(const EvalRow& r) {
+  bool varies = r.interp.rfind("dynamic", 0) == 0 || r.interp.find("/per-length") != std::string::npos;
+  if (r.interp == "none" || varies) return r.interp;
+  return fmt::format("{} a={:.3g}", r.interp, r.scale);
+}
+
 namespace {
 
 std::string formatPerplexityTable(const std::vector<const EvalRow*>& rows) {

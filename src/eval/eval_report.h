@@ -38,6 +38,11 @@ struct EvalRow {
   bool isRetrieval() const { return task != "perplexity"; }
 };
 
+// How tables and plots name a row's interpolation: "none"; a fixed factor with its value
+// ("linear a=8"); "linear/per-length" (a = Lvalid / L_train, one a a row) and dynamic-ntk /
+// dynamic-yarn (a from each window) by name, their a being in the row's scale column.
+std::string interpolationDisplay(const EvalRow& row);
+
 // Perplexity rows and retrieval rows print as two tables (one when only one kind is present).
 std::string formatEvalTable(const std::vector<EvalRow>& rows);
 // .csv or .json (a list of objects); atomically.

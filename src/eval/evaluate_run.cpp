@@ -98,7 +98,8 @@ EvalRow passRow(const ScoringRun& run, const EvalRequest& req, const ExecutionCo
   r.Lvalid = pass.Lvalid;
   r.split = req.split;
   r.mode = pass.mode;
-  r.interp = interpLabel(pass.interp, req.ntkHeads);
+  r.interp =
+      interpLabel(pass.interp, req.ntkHeads) + (req.scalePerLength && usesFixedScale(pass.interp) ? "/per-length" : "");
   r.scale = pass.scale;
   r.slopes = pass.slopes;
   r.seconds = seconds;
@@ -272,13 +273,14 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
       pass.interp = interp;
       pass.plan = interpolationPlan(interp, maxLvalid, L, req.scale, req.a0);
       checkInterpolationApplies(run.model, interp, req.ntkHeads);  // before any line is printed
-      if (usesFixedScale(interp))
+      if (usesFixedScale(interp) && !req.scalePerLength)
         std::fprintf(stderr, "%s interp=%s: fixed a = %.6g for the sweep (%s)\n", run.name.c_str(),
                      interpName(interp).c_str(), pass.plan.fixedScale,
                      req.scale > 0 ? "--scale"
                                    : fmt::format("largest Lvalid {} / L_train {}, at least 1", maxLvalid, L).c_str());
       for (int64_t Lvalid : req.lvalids) {
         pass.Lvalid = Lvalid;
+        if (req.scalePerLength) pass.plan = interpolationPlan(interp, Lvalid, L, 0, req.a0);
         if (group.isRoot() && !req.retrieval() && Lvalid >= static_cast<int64_t>(run.stream.size()))
           std::fprintf(stderr, "note: Lvalid %lld exceeds the %s split (%zu tokens); scoring one window of all of it\n",
                        static_cast<long long>(Lvalid), req.split.c_str(), run.stream.size());

@@ -19,7 +19,10 @@ struct EvalRequest {
   std::vector<std::string> modes{"nonoverlap"};  // nonoverlap | sliding
   int64_t stride = 0;                            // sliding stride; 0 = L_train / 2
   std::vector<Interp> interps{Interp::None};
-  double scale = 0;                   // linear / ntk: fixed a; 0 = largest Lvalid / L_train (at least 1)
+  double scale = 0;  // linear / ntk: fixed a; 0 = largest Lvalid / L_train (at least 1)
+  // linear / ntk / yarn: a = Lvalid / L_train for each row (the NTK-ALiBi authors' protocol)
+  // instead of one a for the sweep; rows say "linear/per-length".
+  bool scalePerLength = false;
   double a0 = 1.0;                    // dynamic-ntk
   NtkHeads ntkHeads = NtkHeads::All;  // ntk / dynamic-ntk of ALiBi-family slopes
   int64_t maxTokens = 0;              // > 0: score only the first maxTokens tokens of the split

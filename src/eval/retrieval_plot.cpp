@@ -14,13 +14,13 @@ namespace xtrap {
 namespace {
 
 struct Panel {
-  std::string run, task, filler, interp;
+  std::string run, task, filler, interp, shown;
   double scale = 1;
   int64_t Ltrain = 0;
   std::map<std::pair<int64_t, double>, double> accuracy;  // (Lvalid, depth) -> accuracy
   std::string title() const {
     std::string what = task + (filler.empty() ? "" : " (" + filler + " filler)");
-    std::string how = interp == "none" ? "no interpolation" : fmt::format("{} a={:.3g}", interp, scale);
+    std::string how = interp == "none" ? "no interpolation" : shown;
     return fmt::format("{}: {}, {}", run, what, how);
   }
 };
@@ -34,7 +34,7 @@ HeatmapScript retrievalHeatmapScript(const std::vector<EvalRow>& rows, const std
     if (!r.isRetrieval()) continue;
     std::string key = r.run + "|" + r.task + "|" + r.filler + "|" + r.interp;
     auto [it, fresh] = index.emplace(key, panels.size());
-    if (fresh) panels.push_back({r.run, r.task, r.filler, r.interp, r.scale, r.Ltrain, {}});
+    if (fresh) panels.push_back({r.run, r.task, r.filler, r.interp, interpolationDisplay(r), r.scale, r.Ltrain, {}});
     panels[it->second].accuracy[{r.Lvalid, r.depth}] = r.accuracy;
   }
   if (panels.empty())

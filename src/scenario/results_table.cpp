@@ -31,7 +31,7 @@ std::string formatMarkdownTable(const std::string& title, const std::vector<Eval
   std::map<std::string, std::map<int64_t, std::map<int64_t, double>>> ppl;  // label -> seed -> Lvalid -> ppl
   size_t mostSeeds = 1;
   for (const auto& r : rows) {
-    std::string label = showInterp ? r.run + " (" + r.interp + ")" : r.run;
+    std::string label = showInterp || r.interp != "none" ? r.run + " (" + interpolationDisplay(r) + ")" : r.run;
     if (!ppl.count(label)) labels.push_back(label);
     ppl[label][r.seed][r.Lvalid] = r.ppl;
     mostSeeds = std::max(mostSeeds, ppl[label].size());
@@ -77,7 +77,7 @@ std::string formatRetrievalMarkdownTable(const std::string& title, const std::ve
   };
   std::map<std::string, std::map<int64_t, Cell>> cells;  // label -> Lvalid -> cell, every depth and seed pooled
   for (const auto& r : rows) {
-    std::string label = r.interp == "none" ? r.run : fmt::format("{} ({} a={:.3g})", r.run, r.interp, r.scale);
+    std::string label = r.interp == "none" ? r.run : fmt::format("{} ({})", r.run, interpolationDisplay(r));
     if (!cells.count(label)) labels.push_back(label);
     lengths.insert(r.Lvalid);
     Cell& c = cells[label][r.Lvalid];

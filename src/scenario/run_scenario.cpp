@@ -93,7 +93,8 @@ TrainPlan planTraining(const fs::path& runsRoot, const ScenarioVariant& v) {
 // Rows already computed for the same run, checkpoint and evaluation settings.
 fs::path evalCacheFile(const RunInfo& run, const EvalRequest& r) {
   std::vector<std::string> interps;
-  for (Interp i : r.interps) interps.push_back(interpLabel(i, r.ntkHeads));
+  for (Interp i : r.interps)
+    interps.push_back(interpLabel(i, r.ntkHeads) + (r.scalePerLength && usesFixedScale(i) ? "/per-length" : ""));
   nlohmann::json key = {{"run", runIdentity(run.model, run.train)},
                         {"steps", run.stepsDone},
                         {"lvalids", r.lvalids},
@@ -147,6 +148,7 @@ EvalRequest evalRequest(const Scenario& s, const EvalJob& job, const RunInfo& in
   r.stride = job.stride;
   r.interps = e.interps;
   r.ntkHeads = e.ntkHeads;
+  r.scalePerLength = e.scalePerLength;
   r.maxTokens = e.maxTokens;
   r.batch = e.batch;
   r.task = e.task;

@@ -230,9 +230,9 @@ std::string evalProblem(const ScenarioVariant& v, const ScenarioEval& e) {
 }
 
 ScenarioEval parseEval(const Source& src, const toml::table& t, const std::vector<ScenarioVariant>& variants) {
-  static const std::set<std::string> known = {"lvalid",     "modes",  "strides",  "interps",    "ntk_heads",
-                                              "max_tokens", "batch",  "variants", "split",      "task",
-                                              "depths",     "trials", "filler",   "prompt_seed"};
+  static const std::set<std::string> known = {"lvalid",     "modes",  "strides",  "interps",     "ntk_heads",
+                                              "max_tokens", "batch",  "variants", "split",       "task",
+                                              "depths",     "trials", "filler",   "prompt_seed", "scale_per_length"};
   rejectUnknown(src, t, "[eval]", known);
   ScenarioEval e;
   for (auto&& [k, node] : t) {
@@ -260,6 +260,8 @@ ScenarioEval parseEval(const Source& src, const toml::table& t, const std::vecto
       } else if (key == "interps") {
         e.interps.clear();
         for (const auto& name : v.strings()) e.interps.push_back(parseInterp(name));
+      } else if (key == "scale_per_length") {
+        e.scalePerLength = v.boolean();
       } else if (key == "ntk_heads") {
         e.ntkHeads = parseNtkHeads(v.string());
       } else if (key == "split") {
@@ -313,6 +315,8 @@ ScenarioEval parseEval(const Source& src, const toml::table& t, const std::vecto
                             [](Interp i) { return i == Interp::Ntk || i == Interp::DynamicNtk; });
   if (e.ntkHeads != NtkHeads::All && !anyNtk)
     src.fail(t.get("ntk_heads")->source(), "ntk_heads applies to interps ntk and dynamic-ntk");
+  if (e.scalePerLength && std::none_of(e.interps.begin(), e.interps.end(), usesFixedScale))
+    src.fail(t.get("scale_per_length")->source(), "scale_per_length applies to interps linear, ntk and yarn");
   for (const ScenarioVariant& v : variants) {
     bool selected = e.variants.empty() || std::find(e.variants.begin(), e.variants.end(), v.name) != e.variants.end();
     std::string why = selected ? evalProblem(v, e) : "";

@@ -28,7 +28,8 @@
 // a string, or a list of whole percents), trials, filler (passkey: repeat | natural),
 // prompt_seed), lvalid (the --Lvalid range grammar, a string, or a list of integers), modes
 // (nonoverlap / sliding), strides (sliding strides; default L/2), interps, ntk_heads (all |
-// leading-power-of-two, with ntk or dynamic-ntk), split, max_tokens, batch, variants (names;
+// leading-power-of-two, with ntk or dynamic-ntk), scale_per_length (true: linear / ntk / yarn take
+// a = Lvalid / L_train for each length), split, max_tokens, batch, variants (names;
 // default all).
 // Probe keys: bias_len, attn_lvalid, attn_offset, stats_only, variants.
 //
@@ -60,6 +61,7 @@ struct ScenarioEval {
   std::vector<int64_t> strides;  // sliding strides; empty = L_train / 2
   std::vector<Interp> interps{Interp::None};
   NtkHeads ntkHeads = NtkHeads::All;  // ntk / dynamic-ntk of ALiBi slopes
+  bool scalePerLength = false;        // linear / ntk / yarn: a = Lvalid / L_train each row (eval --scale-per-length)
   std::string split = "valid";
   int64_t maxTokens = 0;  // > 0: score only a prefix of the split
   int64_t batch = 8;
