@@ -84,6 +84,10 @@ HeatmapScript retrievalHeatmapScript(const std::vector<EvalRow>& rows, const std
   return out;
 }
 
+std::filesystem::path retrievalPlotPath(const std::filesystem::path& png) {
+  return png.parent_path() / (png.stem().string() + "-retrieval" + png.extension().string());
+}
+
 void plotRetrievalHeatmaps(const std::filesystem::path& png, const std::vector<EvalRow>& rows,
                            const std::string& title) {
   if (png.extension() != ".png") throw std::invalid_argument("--plot must end in .png: " + png.string());

@@ -19,6 +19,9 @@ struct HeatmapScript {
 // Only the retrieval rows of `rows` are drawn; none is an error.
 HeatmapScript retrievalHeatmapScript(const std::vector<EvalRow>& rows, const std::string& title = "");
 
+// FILE.png -> FILE-retrieval.png: where heatmaps go beside a perplexity figure.
+std::filesystem::path retrievalPlotPath(const std::filesystem::path& png);
+
 // Draws the heatmaps into FILE.png. Throws PlotterMissing (util/gnuplot.h) or a one-line error.
 void plotRetrievalHeatmaps(const std::filesystem::path& png, const std::vector<EvalRow>& rows,
                            const std::string& title = "");
