@@ -3,6 +3,7 @@
 #include "cli/commands.h"
 #include "dist/dist_env.h"
 #include "scenario/run_scenario.h"
+#include "scenario/verify_results.h"
 #include "util/execution_context.h"
 
 namespace xtrap {
@@ -24,8 +25,25 @@ CommandAction addRunCommand(CLI::App& cmd) {
   cmd.add_option("--dtype", *dtype,
                  std::string(kDtypeNames) + " for every variant (default: the scenario's dtype key, else float32)");
   cmd.add_flag("--no-progress", *noProgress, "no progress bars");
+  auto verify = std::make_shared<bool>(false);
+  cmd.add_flag("--verify", *verify,
+               "check, without training or evaluating, that RESULTS/<name>/ still follows from the file and this "
+               "code (run directories, code version, rows); exit 1 listing what does not");
 
-  return [=] {
+  return [=, &cmd] {
+    rejectUnless(cmd, {"--dry-run", "--runs", "--device", "--dtype", "--no-progress"}, !*verify,
+                 "does not apply with --verify (it reads the committed results only)");
+    if (*verify) {
+      Scenario scenario = loadScenario(*file);
+      auto problems = verifyScenarioResults(scenario, *results);
+      if (problems.size() == 1) throw std::runtime_error(problems.front());
+      for (const auto& p : problems) std::fprintf(stderr, "%s\n", p.c_str());
+      if (!problems.empty())
+        throw std::runtime_error(
+            fmt::format("{}: {} problem(s) in the committed results (listed above)", scenario.name, problems.size()));
+      fmt::print("{}: results follow from the file and this code\n", scenario.name);
+      return;
+    }
     if (!device->empty()) checkDeviceName(*device);
     if (!dtype->empty()) checkDtypeName(*dtype);
     ScenarioRunOptions o = *options;
