@@ -413,7 +413,7 @@ CASES = [
          path=f"{W}/named-runs"),
     case("run", "--results", "output", do_run, {"--no-progress": None}, {"--results": f"{W}/named-results"},
          path=f"{W}/named-results/tiny/results.csv"),
-    case("run", "--verify", "rejected", do_run, {"--no-progress": None}, {"--verify": None}),
+    case("run", "--verify", "rejected", do_run, {}, {"--verify": None}),
     case("run", "--verify", "rejected", do_run, {}, {"--verify": None, "--dry-run": None}),
     case("run", "--no-progress", "same", do_run, {}, {"--no-progress": None}, "progress bars on stderr only"),
     case("run", "--device", "same", do_run, {"--no-progress": None}, {"--device": AUTO_DEVICE},
