@@ -16,7 +16,7 @@ float16 and bfloat16, single-file and sharded, evaluate them beyond their config
 length with every ALiBi interpolation, and compare in float64 to 1e-5. The interpolated slopes
 come from interpolation.h's formulas, computed here.
 """
-import json, math, os, struct, subprocess, sys, tempfile
+import json, math, os, shutil, struct, subprocess, sys, tempfile
 import torch
 import torch.nn.functional as F
 
@@ -355,5 +355,6 @@ hostile("config-qk-ln", edit_config("attn_config", {"alibi": True, "qk_ln": True
 hostile("tokenizer-json", lambda d: open(os.path.join(d, "tokenizer.json"), "w").write('{"model": {"type": "BPE"'),
         "tokenizer.json")
 
+shutil.rmtree(work)
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
