@@ -149,6 +149,38 @@ def do_eval(options, positional=(DEC_RUN,)):
     return rc, err, (lambda: csv_fp(opts["--out"]) + (csv_fp(per) if per else []))
 
 
+# A tiny pretrained MPT directory (config.json, model.safetensors, tokenizer.json) and two texts for --text.
+HF_DIR, TEXT1, TEXT2 = f"{W}/mpt-tiny", f"{W}/text1.txt", f"{W}/text2.txt"
+os.makedirs(HF_DIR)
+_rng = np.random.default_rng(0)
+_C, _V = 8, 50304
+_tensors = {"transformer.wte.weight": (_V, _C), "transformer.norm_f.weight": (_C,),
+            "transformer.blocks.0.norm_1.weight": (_C,), "transformer.blocks.0.norm_2.weight": (_C,),
+            "transformer.blocks.0.attn.Wqkv.weight": (3 * _C, _C), "transformer.blocks.0.attn.out_proj.weight": (_C, _C),
+            "transformer.blocks.0.ffn.up_proj.weight": (4 * _C, _C), "transformer.blocks.0.ffn.down_proj.weight": (_C, 4 * _C)}
+_header, _blobs, _offset = {}, [], 0
+for _name, _shape in _tensors.items():
+    _b = _rng.normal(size=_shape).astype("<f4").tobytes()
+    _header[_name] = {"dtype": "F32", "shape": list(_shape), "data_offsets": [_offset, _offset + len(_b)]}
+    _blobs.append(_b)
+    _offset += len(_b)
+_h = json.dumps(_header).encode()
+with open(f"{HF_DIR}/model.safetensors", "wb") as _f:
+    _f.write(len(_h).to_bytes(8, "little") + _h + b"".join(_blobs))
+with open(f"{HF_DIR}/config.json", "w") as _f:
+    json.dump({"model_type": "mpt", "vocab_size": _V, "d_model": _C, "n_layers": 1, "n_heads": 2, "max_seq_len": 16,
+               "attn_config": {"alibi": True, "alibi_bias_max": 8}}, _f)
+shutil.copy(f"{ROOT}/tests/tokenizer/gpt-neox-20b_tokenizer.json", f"{HF_DIR}/tokenizer.json")
+with open(TEXT1, "w") as _f:
+    _f.write("The grass is green. The sky is blue, and the sun is yellow.\n" * 4)
+with open(TEXT2, "w") as _f:
+    _f.write("Here we go, there and back again; nothing is ever quite the same.\n" * 4)
+
+
+def do_eval_pretrained(options):
+    return do_eval(options, (HF_DIR,))
+
+
 def do_eval_rotary(options):  # yarn applies to rotary runs only
     return do_eval(options, (ROT_RUN,))
 
@@ -324,6 +356,9 @@ CASES = [
     case("eval", "--batch", "same", do_eval, RET, {"--batch": "1"}, "prompts a forward pass: speed only"),
     case("eval", "--split", "changes", do_eval, EVAL, {"--split": "test"}),
     case("eval", "--data", "changes", do_eval, EVAL, {"--data": OTHER}),
+    case("eval", "--text", "changes", do_eval_pretrained, {"--text": TEXT1, "--Lvalid": "16", "--no-progress": None},
+         {"--text": TEXT2}),
+    case("eval", "--text", "rejected", do_eval, EVAL, {"--text": TEXT1}),
     case("eval", "--mode", "changes", do_eval, EVAL, {"--mode": "sliding"}),
     case("eval", "--stride", "changes", do_eval, with_(EVAL, **{"--mode": "sliding"}), {"--stride": "4"}),
     case("eval", "--stride", "rejected", do_eval, EVAL, {"--stride": "4"}),

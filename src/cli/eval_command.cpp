@@ -61,7 +61,12 @@ CommandAction addEvalCommand(CLI::App& cmd) {
   cmd.add_option("--prompt-seed", req->promptSeed, "retrieval: prompts are a function of (seed, Lvalid, depth, trial)")
       ->capture_default_str();
   cmd.add_option("--split", req->split, "valid | test")->capture_default_str();
-  cmd.add_option("--data", req->dataDir, "WikiText-format directory (default: the run's training data)");
+  cmd.add_option("--data", req->dataDir,
+                 "WikiText-format directory (default: the run's training data; pretrained models read its "
+                 "wiki.<split>.raw, else .tokens)");
+  cmd.add_option("--text", req->textFile,
+                 "pretrained models (a Hugging Face directory): a UTF-8 text file to score, tokenized by its "
+                 "tokenizer.json");
   cmd.add_option("--mode", *mode, "nonoverlap | sliding | both")->capture_default_str();
   cmd.add_option("--stride", req->stride, "sliding stride S >= 1 (default: L_train / 2)");
   cmd.add_option("--interp", *interps,
@@ -123,6 +128,7 @@ CommandAction addEvalCommand(CLI::App& cmd) {
     rejectUnless(cmd, {"--filler"}, req->task == "passkey", "applies to --task passkey");
     rejectUnless(cmd, {"--mode", "--stride", "--per-position"}, !retrieval,
                  "applies to --task perplexity (retrieval scores whole prompts)");
+    rejectUnless(cmd, {"--text"}, cmd.count("--data") == 0, "and --data are alternatives: give one");
     rejectUnless(cmd, {"--max-tokens"}, !retrieval || (req->task == "passkey" && req->filler == "natural"),
                  "with retrieval, applies to --task passkey --filler natural (the text the filler is drawn from)");
     parseFiller(req->filler);

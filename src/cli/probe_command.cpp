@@ -199,6 +199,9 @@ CommandAction addProbeCommand(CLI::App& cmd) {
       std::vector<RunPicture> pictures;
       for (const auto& dir : runDirs) {
         RunInfo info = readRunInfo(dir);
+        if (!info.pretrained.empty())
+          throw std::invalid_argument("--dump-attn and --plot read a word-level run's text; " + dir.string() +
+                                      " is a pretrained model (--dump-bias works on it)");
         Corpus corpus = loadWikiText(info.train.dataDir);
         // Each loads its own model: both apply the interpolation to the slopes they are given.
         if (!attnFile->empty()) {

@@ -75,6 +75,10 @@ PhraseEncoder wordPhraseEncoder(const Vocabulary& vocab) {
   };
 }
 
+PhraseEncoder bpePhraseEncoder(const BpeTokenizer& tokenizer) {
+  return [&tokenizer](std::string_view phrase) { return tokenizer.encode(" " + std::string(phrase)); };
+}
+
 RetrievalPromptBuilder::RetrievalPromptBuilder(const PhraseEncoder& encode, TokenSpan naturalFiller)
     : natural_(naturalFiller) {
   instruction_ = encode(kInstruction);
@@ -93,8 +97,18 @@ RetrievalPromptBuilder::RetrievalPromptBuilder(const PhraseEncoder& encode, Toke
   lineEnd_ = encode(".");
   kvQuestionHead_ = encode("what is the value in line");
   kvQuestionTail_ = encode("? the value is");
-  keyAdjectives_ = encode(kKeyAdjectives);
-  keyNouns_ = encode(kKeyNouns);
+  // Keys are two tokens: the words of the lists that are one token each (all of them in a word
+  // vocabulary; a BPE vocabulary drops those it splits).
+  auto singleTokens = [&](std::string_view words) {
+    std::vector<int32_t> ids;
+    std::istringstream in{std::string(words)};
+    for (std::string w; in >> w;)
+      if (auto id = encode(w); id.size() == 1) ids.push_back(id[0]);
+    if (ids.size() < 2) throw std::runtime_error("kv-lines keys need at least two one-token words of each list");
+    return ids;
+  };
+  keyAdjectives_ = singleTokens(kKeyAdjectives);
+  keyNouns_ = singleTokens(kKeyNouns);
 }
 
 int64_t RetrievalPromptBuilder::minimumLength(RetrievalTask task) const {

@@ -29,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "data/bpe_tokenizer.h"
 #include "data/token_span.h"
 #include "data/vocabulary.h"
 
@@ -68,6 +69,11 @@ using PhraseEncoder = std::function<std::vector<int32_t>(std::string_view phrase
 // Word-level vocabularies (WikiText): one id per word; a word the vocabulary lacks (or maps to
 // <unk>) is an error naming it.
 PhraseEncoder wordPhraseEncoder(const Vocabulary& vocab);
+// Byte-level BPE (pretrained models): the phrase as running text, " " + phrase (every word with
+// the space before it, as mid-sentence), one encode. The digits " 0" .. " 9" are single tokens in
+// BLOOM's and GPT-NeoX's vocabularies, so a key "4 0 9 1 7" is five tokens; a tokenizer where a
+// digit is not one token is refused by the builder, naming the digit.
+PhraseEncoder bpePhraseEncoder(const BpeTokenizer& tokenizer);
 
 class RetrievalPromptBuilder {
  public:

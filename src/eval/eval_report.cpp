@@ -21,15 +21,18 @@ namespace {
 
 std::string formatPerplexityTable(const std::vector<const EvalRow*>& rows) {
   std::string out = fmt::format(
-      "{:<28} {:<14} {:>6} {:>7} {:<10} {:>6} {:<11} {:>6} {:>9} {:>8} {:>10} {:>8} {:>9} {:>7} {:>8}\n", "run", "pos",
-      "L", "Lvalid", "mode", "stride", "interp", "a", "tokens", "nll", "ppl", "sec", "tok/s", "GFLOP/s", "peak MiB");
+      "{:<28} {:<14} {:>6} {:>7} {:<10} {:>6} {:<11} {:>6} {:>9} {:>8} {:>10} {:>7} {:>10} {:>8} {:>9} {:>7} {:>8}\n",
+      "run", "pos", "L", "Lvalid", "mode", "stride", "interp", "a", "tokens", "nll", "ppl", "bpb", "word ppl", "sec",
+      "tok/s", "GFLOP/s", "peak MiB");
   for (const EvalRow* r : rows)
     out += fmt::format(
-        "{:<28} {:<14} {:>6} {:>7} {:<10} {:>6} {:<11} {:>6.3g} {:>9} {:>8.4f} {:>10.2f} {:>8.1f} {:>9.0f} {:>7.1f} "
-        "{:>8}\n",
+        "{:<28} {:<14} {:>6} {:>7} {:<10} {:>6} {:<11} {:>6.3g} {:>9} {:>8.4f} {:>10.2f} {:>7} {:>10} {:>8.1f} "
+        "{:>9.0f} "
+        "{:>7.1f} {:>8}\n",
         r->run.substr(0, 28), r->pos, r->Ltrain, r->Lvalid, r->mode, r->stride, r->interp, r->scale, r->tokensScored,
-        r->nll, r->ppl, r->seconds, r->tokensPerSecond, r->flopsPerSecond / 1e9,
-        r->peakMemoryMiB >= 0 ? fmt::format("{:.0f}", r->peakMemoryMiB) : std::string("-"));
+        r->nll, r->ppl, r->textBytes > 0 ? fmt::format("{:.4f}", r->bitsPerByte) : std::string("-"),
+        r->textBytes > 0 ? fmt::format("{:.2f}", r->wordPpl) : std::string("-"), r->seconds, r->tokensPerSecond,
+        r->flopsPerSecond / 1e9, r->peakMemoryMiB >= 0 ? fmt::format("{:.0f}", r->peakMemoryMiB) : std::string("-"));
   return out;
 }
 
@@ -92,7 +95,11 @@ void writeEvalRows(const std::filesystem::path& file, const std::vector<EvalRow>
                       {"accuracy", r.accuracy},
                       {"accuracy_low", r.accuracyLow},
                       {"accuracy_high", r.accuracyHigh},
-                      {"answer_logprob", r.answerLogProb}});
+                      {"answer_logprob", r.answerLogProb},
+                      {"text_bytes", r.textBytes},
+                      {"text_words", r.textWords},
+                      {"bits_per_byte", r.bitsPerByte},
+                      {"word_ppl", r.wordPpl}});
     writeTextAtomically(file, list.dump(2) + "\n");
     return;
   }
@@ -100,7 +107,7 @@ void writeEvalRows(const std::filesystem::path& file, const std::vector<EvalRow>
   std::string csv =
       "run,arch,pos,L_train,Lvalid,split,mode,stride,interp,scale,slopes,tokens_scored,nll,ppl,seconds,tokens_per_s,"
       "flop_per_s,device,dtype,seed,peak_mib,task,filler,depth,trials,correct,accuracy,accuracy_low,accuracy_high,"
-      "answer_logprob\n";
+      "answer_logprob,text_bytes,text_words,bits_per_byte,word_ppl\n";
   for (const auto& r : rows) {
     // Retrieval columns are empty on perplexity rows (and their perplexity columns hold the
     // answers' NLL: tokens_scored answer tokens, nll their mean).
@@ -108,11 +115,14 @@ void writeEvalRows(const std::filesystem::path& file, const std::vector<EvalRow>
                                 ? fmt::format("{},{:g},{},{},{:.6f},{:.6f},{:.6f},{:.6f}", r.filler, r.depth, r.trials,
                                               r.correct, r.accuracy, r.accuracyLow, r.accuracyHigh, r.answerLogProb)
                                 : std::string(",,,,,,,");
-    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},\"{}\",{},{:.6f},{:.4f},{:.3f},{:.1f},{:.4g},{},{},{},{},{},{}\n",
-                       r.run, r.arch, r.pos, r.Ltrain, r.Lvalid, r.split, r.mode, r.stride, r.interp, r.scale, r.slopes,
-                       r.tokensScored, r.nll, r.ppl, r.seconds, r.tokensPerSecond, r.flopsPerSecond, r.device, r.dtype,
-                       r.seed, r.peakMemoryMiB >= 0 ? fmt::format("{:.1f}", r.peakMemoryMiB) : std::string(), r.task,
-                       retrieval);
+    std::string text = r.textBytes > 0
+                           ? fmt::format("{},{},{:.6f},{:.4f}", r.textBytes, r.textWords, r.bitsPerByte, r.wordPpl)
+                           : std::string(",,,");
+    csv += fmt::format(
+        "{},{},{},{},{},{},{},{},{},{},\"{}\",{},{:.6f},{:.4f},{:.3f},{:.1f},{:.4g},{},{},{},{},{},{},{}\n", r.run,
+        r.arch, r.pos, r.Ltrain, r.Lvalid, r.split, r.mode, r.stride, r.interp, r.scale, r.slopes, r.tokensScored,
+        r.nll, r.ppl, r.seconds, r.tokensPerSecond, r.flopsPerSecond, r.device, r.dtype, r.seed,
+        r.peakMemoryMiB >= 0 ? fmt::format("{:.1f}", r.peakMemoryMiB) : std::string(), r.task, retrieval, text);
   }
   writeTextAtomically(file, csv);
 }
@@ -186,6 +196,10 @@ std::vector<EvalRow> readCsvRows(const std::filesystem::path& file) {
       r.accuracy = number("accuracy"), r.accuracyLow = number("accuracy_low"), r.accuracyHigh = number("accuracy_high");
       r.answerLogProb = number("answer_logprob");
     }
+    if (!text("text_bytes").empty()) {  // files written before the columns: not counted
+      r.textBytes = int64_t(number("text_bytes")), r.textWords = int64_t(number("text_words"));
+      r.bitsPerByte = number("bits_per_byte"), r.wordPpl = number("word_ppl");
+    }
     rows.push_back(r);
   }
   return rows;
@@ -226,6 +240,10 @@ std::vector<EvalRow> readJsonRows(const std::filesystem::path& file) {
       r.accuracyLow = j.value("accuracy_low", r.accuracyLow);
       r.accuracyHigh = j.value("accuracy_high", r.accuracyHigh);
       r.answerLogProb = j.value("answer_logprob", r.answerLogProb);
+      r.textBytes = j.value("text_bytes", r.textBytes);
+      r.textWords = j.value("text_words", r.textWords);
+      r.bitsPerByte = j.value("bits_per_byte", r.bitsPerByte);
+      r.wordPpl = j.value("word_ppl", r.wordPpl);
       rows.push_back(r);
     }
   } catch (const nlohmann::json::exception& e) {

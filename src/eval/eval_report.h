@@ -35,6 +35,11 @@ struct EvalRow {
   int64_t trials = 0, correct = 0;
   double accuracy = 0, accuracyLow = 0, accuracyHigh = 0;  // correct / trials, its 95% Wilson interval
   double answerLogProb = 0;  // mean log-probability (nats) of an answer token, teacher-forced
+  // Perplexity rows: the text the scored tokens spell (data/text_tokens.h says how bytes and words
+  // are counted), and the NLL summed over the tokens per byte (in bits) and per word, comparable
+  // across tokenizers. 0 bytes: not counted (retrieval rows, files written before the columns).
+  int64_t textBytes = 0, textWords = 0;
+  double bitsPerByte = 0, wordPpl = 0;
   bool isRetrieval() const { return task != "perplexity"; }
 };
 

@@ -9,6 +9,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "data/text_tokens.h"
 #include "data/wikitext.h"
 #include "dist/dist_env.h"
 #include "eval/encoder_score.h"
@@ -47,13 +48,55 @@ struct ScoringRun {
   std::string name;  // the run directory's name (the rows' `run`)
   Corpus corpus;
   Transformer model{nullptr};
-  TokenSpan stream;  // the split's tokens (a prefix with maxTokens), viewing `corpus`
+  TokenSpan stream;  // the split's tokens (a prefix with maxTokens), viewing `corpus` or `ids`
+  // Pretrained models: the tokenizer, the text's ids and the id the first token is predicted from.
+  std::shared_ptr<const BpeTokenizer> tokenizer;
+  std::shared_ptr<const std::vector<int32_t>> ids;
+  int32_t contextToken = -1;
+  TextCounts counts;  // of the text `stream` spells
 };
+
+// Word-level runs: the words rejoined by single spaces, a newline for each <eos> (data/text_tokens.h).
+TextCounts wordLevelCounts(TokenSpan stream, const Vocabulary& vocab) {
+  TextCounts c;
+  for (int32_t id : stream) c.bytes += id == vocab.eos() ? 1 : int64_t(vocab.word(id).size()) + 1;
+  c.words = int64_t(stream.size());
+  return c;
+}
+
+// A pretrained model's text: --text, else --data's split file, tokenized by its tokenizer.json.
+ScoringRun loadPretrainedRun(ScoringRun s, const EvalRequest& req, const ExecutionContext& ctx) {
+  auto tokenizerFile = s.info.dir / "tokenizer.json";
+  s.tokenizer = std::make_shared<const BpeTokenizer>(BpeTokenizer::fromFile(tokenizerFile));
+  if (s.tokenizer->vocabSize() > s.info.model.vocabSize)
+    throw std::runtime_error(fmt::format("{} has ids up to {}, the model's embedding has {} rows",
+                                         tokenizerFile.string(), s.tokenizer->vocabSize() - 1, s.info.model.vocabSize));
+  if (req.textFile.empty() && req.dataDir.empty())
+    throw std::invalid_argument(s.info.dir.string() +
+                                " is a pretrained model: give --text FILE or --data DIR to score");
+  std::filesystem::path text =
+      !req.textFile.empty() ? std::filesystem::path(req.textFile) : wikiTextSplitFile(req.dataDir, req.split);
+  TokenizedText tokenized = tokenizeTextFile(text, *s.tokenizer);
+  s.ids = std::make_shared<const std::vector<int32_t>>(std::move(tokenized.ids));
+  s.stream = *s.ids;
+  s.counts = tokenized.counts;
+  if (req.maxTokens > 0 && req.maxTokens < static_cast<int64_t>(s.stream.size())) {
+    s.stream = s.stream.subspan(0, size_t(req.maxTokens));
+    s.counts = countText(s.tokenizer->decode(s.stream.toVector()));
+  }
+  s.contextToken = s.info.contextToken;
+  s.model = loadTrainedModel(s.info, ctx);
+  return s;
+}
 
 ScoringRun loadScoringRun(const std::filesystem::path& dir, const EvalRequest& req, const ExecutionContext& ctx) {
   ScoringRun s;
   s.info = readRunInfo(dir);
   s.name = dir.filename().string();
+  if (!s.info.pretrained.empty()) return loadPretrainedRun(std::move(s), req, ctx);
+  if (!req.textFile.empty())
+    throw std::invalid_argument("--text applies to pretrained models; " + dir.string() +
+                                " is a word-level run (--data)");
   std::string dataDir = req.dataDir.empty() ? s.info.train.dataDir : req.dataDir;
   s.corpus = loadWikiText(dataDir);
   int64_t vocab = s.corpus.vocab.size() + s.info.model.specialTokens();
@@ -68,6 +111,7 @@ ScoringRun loadScoringRun(const std::filesystem::path& dir, const EvalRequest& r
   s.stream = s.corpus.split(req.split);
   if (req.maxTokens > 0 && req.maxTokens < static_cast<int64_t>(s.stream.size()))
     s.stream = s.stream.subspan(0, size_t(req.maxTokens));
+  s.counts = wordLevelCounts(s.stream, s.corpus.vocab);
   return s;
 }
 
@@ -118,7 +162,8 @@ EvalRow scoreRetrievalCell(ScoringRun& run, const EvalRequest& req, const Execut
   const ModelConfig& m = run.info.model;
   MlmTokens mlm = m.causal() ? MlmTokens{} : m.mlmTokens(run.corpus.vocab);
   int64_t promptLength = pass.Lvalid - mlm.bosColumns();
-  RetrievalPromptBuilder builder(wordPhraseEncoder(run.corpus.vocab), run.stream);
+  RetrievalPromptBuilder builder(run.tokenizer ? bpePhraseEncoder(*run.tokenizer) : wordPhraseEncoder(run.corpus.vocab),
+                                 run.stream);
   RetrievalTask task = parseRetrievalTask(req.task);
   Filler filler = parseFiller(req.filler);
   resetPeakMemory(run.model->device());
@@ -201,7 +246,7 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
     if (m.causal()) {
       ScoreOptions opt;
       static_cast<WindowScoring&>(opt) = scoring;
-      opt.eos = run.corpus.vocab.eos();
+      opt.eos = run.tokenizer ? run.contextToken : run.corpus.vocab.eos();
       return scoreDecoder(run.model, run.stream, opt, progress);
     }
     EncoderScoreOptions opt;
@@ -223,6 +268,15 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
   r.ppl = std::exp(r.nll);
   r.tokensPerSecond = double(totals.tokens) / std::max(seconds, 1e-9);
   r.flopsPerSecond = evalFlops(m, run.stream, pass.Lvalid, stride, totals.tokens) / std::max(seconds, 1e-9);
+  // Every token of the stream is scored once (decoders; encoders score the masked ones, whose
+  // text is not the whole stream's: no per-byte figures).
+  if (m.causal() && totals.tokens == int64_t(run.stream.size()) && run.counts.bytes > 0) {
+    double totalNll = totals.nll;
+    r.textBytes = run.counts.bytes;
+    r.textWords = run.counts.words;
+    r.bitsPerByte = totalNll / std::log(2.0) / double(run.counts.bytes);
+    r.wordPpl = std::exp(totalNll / double(std::max<int64_t>(run.counts.words, 1)));
+  }
   for (size_t b = 0; b < totals.bucketNll.size(); ++b) {
     PositionLossRow p;
     p.run = r.run;

@@ -15,7 +15,10 @@ struct EvalRequest {
   std::vector<std::filesystem::path> runs;
   std::vector<int64_t> lvalids;
   std::string split = "valid";
-  std::string dataDir;                           // empty = the run's training data
+  std::string dataDir;  // empty = the run's training data
+  // Pretrained models (run/pretrained_config.h): a UTF-8 text file scored instead of --data's split,
+  // tokenized by the model's tokenizer.json (with --data, the split's file is).
+  std::string textFile;
   std::vector<std::string> modes{"nonoverlap"};  // nonoverlap | sliding
   int64_t stride = 0;                            // sliding stride; 0 = L_train / 2
   std::vector<Interp> interps{Interp::None};

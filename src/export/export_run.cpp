@@ -68,8 +68,9 @@ nlohmann::json architectureDetails(Transformer& model) {
   auto& block = *model->blocks[0]->as<TransformerBlock>();
   nlohmann::json j;
   j["block"] = "pre-LayerNorm: x = x + attn(ln1(x)); x = x + fc2(activation(fc1(ln2(x))))";
-  // gelu: torch::gelu, the exact form 0.5 x (1 + erf(x / sqrt(2))); relu: max(x, 0).
-  j["activation"] = block.relu ? "relu" : "gelu";
+  // gelu: torch::gelu, the exact form 0.5 x (1 + erf(x / sqrt(2))); gelu-tanh: its tanh
+  // approximation; relu: max(x, 0).
+  j["activation"] = c.activation;
   j["layer_norm_eps"] = block.ln1->options.eps();
   j["layer_norm_affine"] = block.ln1->options.elementwise_affine();
   j["final_norm"] = static_cast<bool>(model->lnFinal);                                // ln_final before the head
@@ -134,6 +135,9 @@ void exportRun(const std::filesystem::path& runDir, const std::filesystem::path&
   if (fs::exists(outDir) && !(fs::is_directory(outDir) && fs::is_empty(outDir)))
     throw std::runtime_error("export: " + outDir.string() + " exists and is not an empty directory");
   RunInfo run = readRunInfo(runDir);
+  if (!run.pretrained.empty())
+    throw std::invalid_argument("export: " + runDir.string() +
+                                " is a Hugging Face model directory: its weights are already safetensors");
   Corpus corpus = loadWikiText(run.train.dataDir);
   std::vector<std::string> words = corpus.vocab.words();
   if (!run.model.causal()) words.emplace_back(Vocabulary::kMask);  // the masked-LM trainer's layout:

@@ -113,10 +113,11 @@ torch::Tensor fusedLinearBiasPath(const torch::Tensor& q, const torch::Tensor& k
 #endif
 }
 
-AttentionImpl::AttentionImpl(int64_t dModel, int64_t heads, double dropout, int64_t layerIndex)
-    : heads(heads), layerIndex(layerIndex), dropout(dropout) {
-  qkv = register_module("qkv", torch::nn::Linear(dModel, 3 * dModel));
-  out = register_module("out", torch::nn::Linear(dModel, dModel));
+AttentionImpl::AttentionImpl(int64_t dModel, int64_t heads, double dropout, int64_t layerIndex, bool bias,
+                             std::optional<double> clip)
+    : heads(heads), layerIndex(layerIndex), dropout(dropout), clip(clip) {
+  qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(dModel, 3 * dModel).bias(bias)));
+  out = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(dModel, dModel).bias(bias)));
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionContext& ctx) {
@@ -125,7 +126,9 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionCont
   // separate pass over the output; at::linear folds it into the GEMM (cuBLASLt's bias epilogue on
   // CUDA), as PyTorch's nn.Linear does. unbind, not three selects: its backward is one stack, where
   // each select's is a zero-filled (3, B, H, T, D) gradient and two sums of them.
-  auto qkvHeads = torch::linear(x, qkv->weight, qkv->bias).view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4}).unbind(0);
+  auto packed = torch::linear(x, qkv->weight, qkv->bias);  // (B, T, 3C)
+  if (clip) packed = packed.clamp(-*clip, *clip);
+  auto qkvHeads = packed.view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4}).unbind(0);
   auto q = qkvHeads[0], k = qkvHeads[1], v = qkvHeads[2];  // (B, H, T, D)
   if (ctx.rotary) {
     q = ctx.rotary->apply(q);

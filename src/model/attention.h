@@ -22,6 +22,8 @@
 // B = batch, T = sequence length, C = d_model, H = heads, D = C / H.
 #include <torch/torch.h>
 
+#include <optional>
+
 #include "model/attention_plan.h"
 #include "model/position/attention_bias.h"
 #include "model/position/rotary.h"
@@ -68,11 +70,14 @@ torch::Tensor fusedLinearBiasPath(const torch::Tensor& q, const torch::Tensor& k
                                   const AttentionContext& ctx, double scale, double dropout);
 
 struct AttentionImpl : torch::nn::Module {
-  AttentionImpl(int64_t dModel, int64_t heads, double dropout, int64_t layerIndex);
+  // `bias`: biases on both projections; `clip`: clamp q, k, v to [-clip, clip] (MPT's clip_qkv).
+  AttentionImpl(int64_t dModel, int64_t heads, double dropout, int64_t layerIndex, bool bias = true,
+                std::optional<double> clip = std::nullopt);
   torch::Tensor forward(const torch::Tensor& x, const AttentionContext& ctx);  // (B,T,C) -> (B,T,C)
 
   int64_t heads, layerIndex;
   double dropout;
+  std::optional<double> clip;
   torch::nn::Linear qkv{nullptr}, out{nullptr};
 };
 TORCH_MODULE(Attention);

@@ -35,6 +35,19 @@ std::vector<double> standardAlibiSlopes(int64_t heads) {
   return slopes;
 }
 
+std::vector<double> mptAlibiSlopes(int64_t heads, double biasMax) {
+  if (heads < 1) throw std::invalid_argument("ALiBi needs at least one head");
+  int64_t n = int64_t(1) << static_cast<int>(std::ceil(std::log2(double(heads))));
+  std::vector<double> all(static_cast<size_t>(n));
+  for (int64_t k = 1; k <= n; ++k) all[size_t(k - 1)] = std::pow(2.0, -double(k) * biasMax / double(n));
+  if (n == heads) return all;
+  std::vector<double> slopes;  // slopes[1::2] then slopes[::2] (0-based), the first H
+  for (size_t i = 1; i < all.size(); i += 2) slopes.push_back(all[i]);
+  for (size_t i = 0; i < all.size(); i += 2) slopes.push_back(all[i]);
+  slopes.resize(static_cast<size_t>(heads));
+  return slopes;
+}
+
 LinearBiasSpec makeLinearBiasSpec(PositionMethod method, int64_t heads, bool causal) {
   if (!isLinearBias(method)) throw std::invalid_argument(positionMethodName(method) + " is not an ALiBi-family method");
   if (causal && method != PositionMethod::Alibi)

@@ -34,6 +34,11 @@ struct LinearBiasSpec {
 // 2^floor(log2 H) slopes, then every other slope of the 2*2^floor(log2 H) set.
 std::vector<double> standardAlibiSlopes(int64_t heads);
 
+// MPT's slopes (llm-foundry's gen_slopes): n' = the smallest power of two >= H, slope k of n' is
+// 2^(-k * biasMax / n'), k = 1..n'; for H < n' the odd-numbered ones first, then the even ones,
+// cut to H. Equal to Press's for a power of two and biasMax 8.
+std::vector<double> mptAlibiSlopes(int64_t heads, double biasMax);
+
 // The spec of an ALiBi-family method for `heads` heads; `causal` for decoders (only `alibi`
 // is allowed there). Throws std::invalid_argument with a one-line reason otherwise.
 LinearBiasSpec makeLinearBiasSpec(PositionMethod method, int64_t heads, bool causal);

@@ -16,7 +16,7 @@ const std::vector<std::string>& ModelConfig::headNames() {
   return names;
 }
 const std::vector<std::string>& ModelConfig::activationNames() {
-  static const std::vector<std::string> names{"gelu", "relu"};
+  static const std::vector<std::string> names{"gelu", "gelu-tanh", "relu"};
   return names;
 }
 const std::vector<std::string>& ModelConfig::alibiInitNames() {
@@ -76,6 +76,11 @@ void ModelConfig::validate() const {
   if (adaptiveInput && adaptiveSoftmaxCutoffs.empty())
     fail("--adaptive-input ties to the adaptive softmax: give --adaptive-softmax cutoffs");
   if (t5Buckets < 2 || t5MaxDistance < 2) fail("t5 buckets and max distance must be >= 2");
+  if (!(normEps > 0)) fail("the LayerNorm epsilon must be positive");
+  if (clipQkv && !(*clipQkv > 0)) fail("clip_qkv must be positive");
+  if (alibiSlopes != "press" && alibiSlopes != "mpt") fail("ALiBi slopes are press or mpt, not " + alibiSlopes);
+  if (alibiSlopes == "mpt" && (m != PositionMethod::Alibi || !(alibiBiasMax > 0)))
+    fail("mpt slopes need pos alibi and a positive alibi_bias_max");
 }
 
 std::string ModelConfig::resolvedAlibiInit() const {
@@ -113,7 +118,13 @@ void to_json(nlohmann::json& j, const ModelConfig& c) {
                      {"rotary_base", c.rotaryBase},
                      {"t5_buckets", c.t5Buckets},
                      {"t5_max_distance", c.t5MaxDistance},
-                     {"init_seed", c.initSeed}};
+                     {"init_seed", c.initSeed},
+                     {"embedding_norm", c.embeddingNorm},
+                     {"linear_biases", c.linearBiases},
+                     {"norm_eps", c.normEps},
+                     {"alibi_slopes", c.alibiSlopes},
+                     {"alibi_bias_max", c.alibiBiasMax}};
+  if (c.clipQkv) j["clip_qkv"] = *c.clipQkv;
 }
 
 void from_json(const nlohmann::json& j, ModelConfig& c) {
@@ -144,6 +155,12 @@ void from_json(const nlohmann::json& j, ModelConfig& c) {
   j.at("t5_buckets").get_to(c.t5Buckets);
   j.at("t5_max_distance").get_to(c.t5MaxDistance);
   j.at("init_seed").get_to(c.initSeed);
+  c.embeddingNorm = j.value("embedding_norm", false);
+  c.linearBiases = j.value("linear_biases", true);
+  c.normEps = j.value("norm_eps", 1e-5);
+  if (j.contains("clip_qkv")) c.clipQkv = j.at("clip_qkv").get<double>();
+  c.alibiSlopes = j.value("alibi_slopes", std::string("press"));
+  c.alibiBiasMax = j.value("alibi_bias_max", 8.0);
 }
 
 }  // namespace xtrap

@@ -20,11 +20,12 @@ struct ModelConfig {
   int64_t layers = 4;
   int64_t dModel = 128;
   int64_t heads = 8;
-  int64_t ffn = 512;                            // hidden width of the feed-forward block
-  double dropout = 0.1;                         // embedding and residual dropout; the others' default
-  std::optional<double> attentionDropout;       // on attention probabilities; unset = dropout
-  std::optional<double> activationDropout;      // on the FFN's hidden activations; unset = dropout
-  std::string activation = "gelu";              // FFN activation: gelu (exact, erf form) | relu
+  int64_t ffn = 512;                        // hidden width of the feed-forward block
+  double dropout = 0.1;                     // embedding and residual dropout; the others' default
+  std::optional<double> attentionDropout;   // on attention probabilities; unset = dropout
+  std::optional<double> activationDropout;  // on the FFN's hidden activations; unset = dropout
+  // FFN activation: gelu (exact, erf form) | gelu-tanh (the tanh approximation, BLOOM's) | relu
+  std::string activation = "gelu";
   bool finalNorm = true;                        // LayerNorm after the last block, before the head
   std::string pos = "alibi";                    // see positionMethodNames()
   int64_t contextLength = 512;                  // L: training context
@@ -48,6 +49,16 @@ struct ModelConfig {
   int64_t t5Buckets = 32;
   int64_t t5MaxDistance = 128;
   uint64_t initSeed = 1;  // seeds parameter initialisation
+  // Settings that pretrained checkpoints need (run/pretrained_config.h); xtrap's own runs keep
+  // the defaults (run.json files from before them read as the defaults).
+  bool embeddingNorm = false;     // a LayerNorm on the token embeddings, before the blocks (BLOOM)
+  bool linearBiases = true;       // false: no bias on any Linear (MPT; its LayerNorm biases stay zero)
+  double normEps = 1e-5;          // every LayerNorm's epsilon
+  std::optional<double> clipQkv;  // clamp the q, k, v projections to [-clip, clip] (MPT's clip_qkv)
+  // The ALiBi slopes: press (Press et al., BLOOM's) | mpt (2^(-h * alibiBiasMax / n'), n' the
+  // next power of two, MPT's interleaving for other head counts; linear_bias_spec.h).
+  std::string alibiSlopes = "press";
+  double alibiBiasMax = 8.0;  // mpt slopes only
 
   // The names --arch, --head, --activation and --alibi-init accept (validate() checks them; --help
   // lists them).

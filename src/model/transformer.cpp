@@ -17,12 +17,18 @@
 namespace xtrap {
 
 TransformerBlockImpl::TransformerBlockImpl(const ModelConfig& c, int64_t index)
-    : dropout(c.dropout), activationDropout(c.activationDropoutRate()), relu(c.activation == "relu") {
-  ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.dModel})));
-  attn = register_module("attn", Attention(c.dModel, c.heads, c.attentionDropoutRate(), index));
-  ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.dModel})));
-  fc1 = register_module("fc1", torch::nn::Linear(c.dModel, c.ffn));
-  fc2 = register_module("fc2", torch::nn::Linear(c.ffn, c.dModel));
+    : dropout(c.dropout),
+      activationDropout(c.activationDropoutRate()),
+      activation(c.activation == "relu"        ? Activation::Relu
+                 : c.activation == "gelu-tanh" ? Activation::GeluTanh
+                                               : Activation::Gelu) {
+  auto norm = torch::nn::LayerNormOptions({c.dModel}).eps(c.normEps);
+  ln1 = register_module("ln1", torch::nn::LayerNorm(norm));
+  attn =
+      register_module("attn", Attention(c.dModel, c.heads, c.attentionDropoutRate(), index, c.linearBiases, c.clipQkv));
+  ln2 = register_module("ln2", torch::nn::LayerNorm(norm));
+  fc1 = register_module("fc1", torch::nn::Linear(torch::nn::LinearOptions(c.dModel, c.ffn).bias(c.linearBiases)));
+  fc2 = register_module("fc2", torch::nn::Linear(torch::nn::LinearOptions(c.ffn, c.dModel).bias(c.linearBiases)));
 }
 
 torch::Tensor TransformerBlockImpl::forward(torch::Tensor x, const AttentionContext& ctx) {
@@ -30,7 +36,9 @@ torch::Tensor TransformerBlockImpl::forward(torch::Tensor x, const AttentionCont
   x = x + fastDropout(attn(ln1(x), ctx), dropout, train);
   // torch::linear folds the bias into the GEMM (see Attention::forward).
   auto hidden = torch::linear(ln2(x), fc1->weight, fc1->bias);  // (B, T, ffn)
-  hidden = relu ? torch::relu(hidden) : torch::gelu(hidden);
+  hidden = activation == Activation::Relu       ? torch::relu(hidden)
+           : activation == Activation::GeluTanh ? torch::gelu(hidden, "tanh")
+                                                : torch::gelu(hidden);
   x = x +
       fastDropout(torch::linear(fastDropout(hidden, activationDropout, train), fc2->weight, fc2->bias), dropout, train);
   return x;
@@ -52,13 +60,17 @@ TransformerImpl::TransformerImpl(ModelConfig c)
         "token_embedding", torch::nn::Embedding(torch::nn::EmbeddingOptions(config.vocabSize, C).sparse(sparse)));
     torch::nn::init::normal_(tokenEmbedding->weight, 0.0, 1.0 / std::sqrt(double(C)));
   }
+  if (config.embeddingNorm)
+    embeddingNorm =
+        register_module("embedding_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C}).eps(config.normEps)));
   if (pos == PositionMethod::Learned) {
     positionEmbedding = register_module("position_embedding", torch::nn::Embedding(config.positionTableSize(), C));
     torch::nn::init::normal_(positionEmbedding->weight, 0.0, 1.0 / std::sqrt(double(C)));
   }
   if (isLinearBias(pos)) {
-    bias_ = std::make_shared<LinearBias>(makeLinearBiasSpec(pos, config.heads, config.causal()),
-                                         config.resolvedAlibiInit() == "random");
+    LinearBiasSpec spec = makeLinearBiasSpec(pos, config.heads, config.causal());
+    if (config.alibiSlopes == "mpt") spec.slopePast = mptAlibiSlopes(config.heads, config.alibiBiasMax);
+    bias_ = std::make_shared<LinearBias>(std::move(spec), config.resolvedAlibiInit() == "random");
     register_module("linear_bias", bias_);
   } else if (pos == PositionMethod::T5) {
     bias_ = std::make_shared<T5Bias>(config.heads, config.t5Buckets, config.t5MaxDistance, !config.causal());
@@ -75,7 +87,8 @@ TransformerImpl::TransformerImpl(ModelConfig c)
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (int64_t l = 0; l < config.layers; ++l) blocks->push_back(TransformerBlock(config, l));
   firstNormWeight_ = blocks[0]->as<TransformerBlock>()->ln1->weight;
-  if (config.finalNorm) lnFinal = register_module("ln_final", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
+  if (config.finalNorm)
+    lnFinal = register_module("ln_final", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C}).eps(config.normEps)));
   head = register_module("head", OutputHead(config, tokenEmbedding ? tokenEmbedding->weight : torch::Tensor()));
   if (config.adaptiveInput) {
     adaptiveInput = register_module("adaptive_input", AdaptiveInput(C, head->adaptive));
@@ -155,6 +168,8 @@ torch::Tensor TransformerImpl::features(const torch::Tensor& tokensIn, const For
            : headKind_ == OutputHeadKind::Clap ? torch::embedding(head->projection(), tokens)
                                                : tokenEmbedding(tokens);
   if (config.scaleEmbedding) x = x * std::sqrt(double(C));
+  // The float32 LayerNorm takes a float32 input (LibTorch 1.13's CPU autocast does not cast it).
+  if (embeddingNorm) x = embeddingNorm(x.to(torch::kFloat32));
   if (pos_ == PositionMethod::Learned) {
     if (T > config.positionTableSize())
       throw std::invalid_argument("learned positions: length " + std::to_string(T) + " exceeds the table of " +

@@ -29,7 +29,7 @@ struct TransformerBlockImpl : torch::nn::Module {
   Attention attn{nullptr};
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
   double dropout, activationDropout;
-  bool relu;  // else GELU
+  enum class Activation { Gelu, GeluTanh, Relu } activation;  // ModelConfig::activation, parsed once
 };
 TORCH_MODULE(TransformerBlock);
 
@@ -69,6 +69,7 @@ struct TransformerImpl : torch::nn::Module {
 
   ModelConfig config;
   torch::nn::Embedding tokenEmbedding{nullptr};     // (V, C); none with adaptive input; sparse gradient when untied
+  torch::nn::LayerNorm embeddingNorm{nullptr};      // config.embeddingNorm: on the token embeddings
   AdaptiveInput adaptiveInput{nullptr};             // config.adaptiveInput: tied to head->adaptive
   torch::nn::Embedding positionEmbedding{nullptr};  // learned: (maxPositions, C)
   torch::nn::ModuleList blocks{nullptr};

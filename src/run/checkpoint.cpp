@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "run/checkpoint_file.h"
+#include "run/pretrained_weights.h"
 #include "run/run_directory.h"
 #include "util/atomic_file.h"
 #include "util/mapped_file.h"
@@ -188,7 +189,10 @@ TrainingState loadCheckpoint(const std::filesystem::path& file, Transformer& mod
 Transformer loadTrainedModel(const RunInfo& run, const ExecutionContext& ctx) {
   Transformer model(run.model);
   model->place(ctx);
-  loadCheckpoint(checkpointPath(run.dir), model, nullptr);
+  if (!run.pretrained.empty())
+    loadPretrainedWeights(run.dir, run.pretrained, model);
+  else
+    loadCheckpoint(checkpointPath(run.dir), model, nullptr);
   model->eval();
   return model;
 }

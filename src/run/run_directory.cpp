@@ -5,6 +5,7 @@
 #include <ctime>
 #include <stdexcept>
 
+#include "run/pretrained_config.h"
 #include "util/atomic_file.h"
 
 namespace xtrap {
@@ -25,6 +26,17 @@ void writeRunInfo(const RunInfo& run) {
 
 RunInfo readRunInfo(const fs::path& dir) {
   auto file = dir / "run.json";
+  if (isPretrainedDirectory(dir)) {
+    PretrainedConfig p = readPretrainedConfig(dir);
+    RunInfo run;
+    run.dir = dir;
+    run.model = p.model;
+    run.status = "pretrained";
+    run.pretrained = p.modelType;
+    run.contextToken = p.contextToken;
+    run.train.seed = 0;
+    return run;
+  }
   if (!fs::exists(file)) throw std::runtime_error("not a run directory (no run.json): " + dir.string());
   RunInfo run;
   run.dir = dir;

@@ -18,12 +18,17 @@ struct RunInfo {
   int64_t stepsDone = 0;
   std::string dataDigest;  // corpusDigest() of the training data; empty for runs from before it
   nlohmann::json extra;    // final losses, throughput
+  // A Hugging Face model directory read as a run (run/pretrained_config.h): its model_type (bloom,
+  // mpt), empty for xtrap's runs. Its weights are read from the directory, never copied.
+  std::string pretrained;
+  int32_t contextToken = -1;  // pretrained: the id the first scored token is predicted from
 };
 
 std::string xtrapVersion();  // "0.1.0 (git abc1234)"
 
-void writeRunInfo(const RunInfo& run);                  // atomically
-RunInfo readRunInfo(const std::filesystem::path& dir);  // throws a one-line error naming the file
+void writeRunInfo(const RunInfo& run);  // atomically
+// run.json, or config.json of a Hugging Face model directory; throws a one-line error naming the file.
+RunInfo readRunInfo(const std::filesystem::path& dir);
 
 // Throws "run directory DIR already holds a run" when DIR has a run.json: a fresh train never
 // overwrites one.

@@ -25,6 +25,8 @@ nlohmann::json runIdentity(const ModelConfig& m, const TrainConfig& t) {
   if (m.finalNorm) j["model"].erase("final_norm");
   if (m.adaptiveSoftmaxDropout == 0.0) j["model"].erase("adaptive_softmax_dropout");
   if (!m.adaptiveInput) j["model"].erase("adaptive_input");
+  for (const char* pretrainedOnly : {"embedding_norm", "linear_biases", "norm_eps", "alibi_slopes", "alibi_bias_max"})
+    if (j["model"][pretrainedOnly] == nlohmann::json(ModelConfig{})[pretrainedOnly]) j["model"].erase(pretrainedOnly);
   fs::path data = fs::path(t.dataDir).lexically_normal();
   if (data.filename().empty()) data = data.parent_path();
   j["train"]["data"] = data.filename().string();

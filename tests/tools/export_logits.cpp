@@ -1,24 +1,29 @@
-// export_logits RUN TOKENS OUT: xtrap's side of the export test. Reads whitespace-separated token
-// ids from TOKENS, runs the trained model on them as one window (eval mode) and writes the
-// head's scores, (T, V) float32 little-endian, to OUT: logits, or log-probabilities for the
-// adaptive softmax (whose head has no logits).
+// export_logits RUN TOKENS OUT [INTERP A [NTK-HEADS]]: xtrap's side of the export test and of the
+// pretrained-model test (RUN may be a Hugging Face directory). Reads whitespace-separated token
+// ids from TOKENS, runs the model on them as one window (eval mode), with interpolation INTERP at
+// factor A when given, and writes the head's scores, (T, V) float32 little-endian, to OUT:
+// logits, or log-probabilities for the adaptive softmax (whose head has no logits).
 #include <torch/torch.h>
 
 #include <cstdio>
 #include <exception>
 #include <fstream>
 
+#include "eval/model_interpolation.h"
 #include "run/checkpoint.h"
 #include "run/run_directory.h"
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: export_logits RUN TOKENS OUT\n");
+  if (argc != 4 && argc != 6 && argc != 7) {
+    std::fprintf(stderr, "usage: export_logits RUN TOKENS OUT [INTERP A [NTK-HEADS]]\n");
     return 2;
   }
   try {
     torch::set_num_threads(1);
     xtrap::Transformer model = xtrap::loadTrainedModel(xtrap::readRunInfo(argv[1]));
+    if (argc >= 6)
+      xtrap::applyInterpolation(model, xtrap::parseInterp(argv[4]), std::stod(argv[5]),
+                                argc == 7 ? xtrap::parseNtkHeads(argv[6]) : xtrap::NtkHeads::All);
     std::ifstream in(argv[2]);
     std::vector<int64_t> ids;
     for (int64_t id; in >> id;) ids.push_back(id);

@@ -1,0 +1,39 @@
+#pragma once
+// Any UTF-8 text tokenized by a pretrained model's byte-level BPE tokenizer (bpe_tokenizer.h),
+// and the counts that make models with different tokenizers comparable.
+// The ids are cached beside the text as `<file>.xtrap-bpe-<tokenizer digest>.bin` (like the
+// word-level token cache, token_cache.h): "XTRAPBPE", format version, the text's size and fnv1a64,
+// the id count, the ids (int32 little-endian). A cache that does not match the text, or holds an
+// id outside the tokenizer, is rebuilt; a directory that cannot be written means no cache.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/bpe_tokenizer.h"
+
+namespace xtrap {
+
+// What bits per byte and word-level perplexity divide by. bytes: UTF-8 bytes of the text scored.
+// words: whitespace-separated words (space, tab, CR, LF) plus one per line end, WikiText's count
+// (its words and one <eos> a line), so one text gives one word count whatever the tokenizer.
+struct TextCounts {
+  int64_t bytes = 0;
+  int64_t words = 0;
+};
+TextCounts countText(std::string_view text);
+
+struct TokenizedText {
+  std::vector<int32_t> ids;
+  TextCounts counts;  // of the whole text
+};
+
+// Reads `file` (UTF-8; a one-line error naming it otherwise) and tokenizes it, through the cache.
+TokenizedText tokenizeTextFile(const std::filesystem::path& file, const BpeTokenizer& tokenizer);
+
+// The text a WikiText directory gives for `split`: wiki.<split>.raw when present (the raw
+// release), else wiki.<split>.tokens.
+std::filesystem::path wikiTextSplitFile(const std::filesystem::path& dir, const std::string& split);
+
+}  // namespace xtrap

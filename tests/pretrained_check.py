@@ -1,0 +1,360 @@
+"""Pretrained BLOOM and MPT checkpoints: xtrap's logits against PyTorch references, and hostile files.
+
+    pretrained_check.py XTRAP EXPORT_LOGITS
+
+The references are written here from the reference modeling code, not from xtrap:
+  - BLOOM: Hugging Face transformers, src/transformers/models/bloom/modeling_bloom.py
+    (build_alibi_tensor with its key-position ALiBi, fused query_key_value viewed as
+    [B, T, heads, 3, head_dim], baddbmm with beta 1 and alpha 1/sqrt(head_dim), masked_fill with
+    finfo.min, float32 softmax, bloom_gelu_forward, word_embeddings_layernorm, ln_f, tied lm_head).
+  - MPT: mosaicml llm-foundry, llmfoundry/models/mpt/modeling_mpt.py and layers/attention.py
+    (gen_slopes with alibi_bias_max and its non-power-of-two interleave, build_alibi_bias
+    arange(1 - S, 1) * slopes, Wqkv clamped by clip_qkv then chunked, q k^T * softmax_scale + bias,
+    exact GELU, LayerNorms without bias, norm_f, logits F.linear(x, wte.weight)).
+The tests write tiny random checkpoints (several head counts, 6 not a power of two) in float32,
+float16 and bfloat16, single-file and sharded, evaluate them beyond their configs' maximum
+length with every ALiBi interpolation, and compare in float64 to 1e-5. The interpolated slopes
+come from interpolation.h's formulas, computed here.
+"""
+import json, math, os, shutil, struct, subprocess, sys, tempfile
+import torch
+import torch.nn.functional as F
+
+XTRAP, EXPORT_LOGITS = sys.argv[1], sys.argv[2]
+HERE = os.path.dirname(os.path.abspath(__file__))
+NEOX_TOKENIZER = os.path.join(HERE, "tokenizer", "gpt-neox-20b_tokenizer.json")
+failures = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        failures.append(what)
+
+
+# ---- writing checkpoints (the safetensors format by hand) ----
+NAMES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
+
+
+def tensor_bytes(t):
+    t = t.contiguous()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().tobytes()
+    return t.numpy().tobytes()
+
+
+def write_safetensors(path, tensors):
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        b = tensor_bytes(t)
+        header[name] = {"dtype": NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(b)]}
+        blobs.append(b)
+        offset += len(b)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def write_model(d, config, tensors, shards=1):
+    os.makedirs(d, exist_ok=True)
+    json.dump(config, open(os.path.join(d, "config.json"), "w"))
+    names = list(tensors)
+    if shards == 1:
+        write_safetensors(os.path.join(d, "model.safetensors"), tensors)
+    else:
+        weight_map = {}
+        for s in range(shards):
+            part = names[s::shards]
+            file = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
+            write_safetensors(os.path.join(d, file), {n: tensors[n] for n in part})
+            weight_map.update({n: file for n in part})
+        json.dump({"metadata": {}, "weight_map": weight_map}, open(os.path.join(d, "model.safetensors.index.json"), "w"))
+    with open(NEOX_TOKENIZER, "rb") as src, open(os.path.join(d, "tokenizer.json"), "wb") as dst:
+        dst.write(src.read())
+
+
+def rand(g, *shape, scale=0.2, shift=0.0):
+    return torch.randn(*shape, generator=g) * scale + shift
+
+
+def bloom_checkpoint(seed, C, H, layers, V, seq_length):
+    g = torch.Generator().manual_seed(seed)
+    t = {"word_embeddings.weight": rand(g, V, C, scale=1.0),
+         "word_embeddings_layernorm.weight": rand(g, C, scale=0.1, shift=1.0),
+         "word_embeddings_layernorm.bias": rand(g, C, scale=0.1)}
+    for l in range(layers):
+        p = f"h.{l}."
+        for ln in ("input_layernorm", "post_attention_layernorm"):
+            t[p + ln + ".weight"] = rand(g, C, scale=0.1, shift=1.0)
+            t[p + ln + ".bias"] = rand(g, C, scale=0.1)
+        for name, (o, i) in {"self_attention.query_key_value": (3 * C, C), "self_attention.dense": (C, C),
+                             "mlp.dense_h_to_4h": (4 * C, C), "mlp.dense_4h_to_h": (C, 4 * C)}.items():
+            t[p + name + ".weight"] = rand(g, o, i, scale=1.0 / math.sqrt(i))
+            t[p + name + ".bias"] = rand(g, o, scale=0.1)
+    t["ln_f.weight"] = rand(g, C, scale=0.1, shift=1.0)
+    t["ln_f.bias"] = rand(g, C, scale=0.1)
+    config = {"model_type": "bloom", "architectures": ["BloomForCausalLM"], "vocab_size": V, "hidden_size": C,
+              "n_layer": layers, "n_head": H, "layer_norm_epsilon": 1e-5, "seq_length": seq_length,
+              "apply_residual_connection_post_layernorm": False, "bos_token_id": 1, "eos_token_id": 2}
+    return config, t
+
+
+def mpt_checkpoint(seed, C, H, layers, V, max_seq_len, alibi_bias_max, clip_qkv):
+    g = torch.Generator().manual_seed(seed)
+    t = {"transformer.wte.weight": rand(g, V, C, scale=1.0)}
+    for l in range(layers):
+        p = f"transformer.blocks.{l}."
+        t[p + "norm_1.weight"] = rand(g, C, scale=0.1, shift=1.0)
+        t[p + "norm_2.weight"] = rand(g, C, scale=0.1, shift=1.0)
+        for name, (o, i) in {"attn.Wqkv": (3 * C, C), "attn.out_proj": (C, C), "ffn.up_proj": (4 * C, C),
+                             "ffn.down_proj": (C, 4 * C)}.items():
+            t[p + name + ".weight"] = rand(g, o, i, scale=1.0 / math.sqrt(i))
+    t["transformer.norm_f.weight"] = rand(g, C, scale=0.1, shift=1.0)
+    config = {"model_type": "mpt", "architectures": ["MPTForCausalLM"], "vocab_size": V, "d_model": C,
+              "n_layers": layers, "n_heads": H, "expansion_ratio": 4, "max_seq_len": max_seq_len, "no_bias": True,
+              "norm_type": "low_precision_layernorm", "learned_pos_emb": True, "logit_scale": None,
+              "attn_config": {"alibi": True, "alibi_bias_max": alibi_bias_max, "clip_qkv": clip_qkv,
+                              "attn_type": "multihead_attention", "qk_ln": False, "softmax_scale": None,
+                              "prefix_lm": False, "attn_impl": "torch"}}
+    return config, t
+
+
+# ---- the references ----
+def bloom_slopes(H):  # modeling_bloom.build_alibi_tensor
+    closest = 2 ** math.floor(math.log2(H))
+    base = torch.tensor(2 ** (-(2 ** -(math.log2(closest) - 3))), dtype=torch.float32)
+    slopes = torch.pow(base, torch.arange(1, 1 + closest, dtype=torch.int32))
+    if closest != H:
+        extra_base = torch.tensor(2 ** (-(2 ** -(math.log2(2 * closest) - 3))), dtype=torch.float32)
+        remaining = min(closest, H - closest)
+        slopes = torch.cat([slopes, torch.pow(extra_base, torch.arange(1, 1 + 2 * remaining, 2, dtype=torch.int32))])
+    return slopes.double()
+
+
+def mpt_slopes(H, alibi_bias_max):  # llm-foundry gen_slopes
+    n = 2 ** math.ceil(math.log2(H))
+    m = torch.arange(1, n + 1, dtype=torch.float32).mul(alibi_bias_max / n)
+    slopes = 1.0 / torch.pow(2, m)
+    if n != H:
+        slopes = torch.concat([slopes[1::2], slopes[::2]])[:H]
+    return slopes.double()
+
+
+def interpolate(slopes, interp, a):  # interpolation.h: linear m/a; ntk m / a^((r-1)/(n-1)), r the rank, largest first
+    if interp == "none":
+        return slopes
+    if interp == "linear":
+        return slopes / a
+    n = len(slopes)
+    order = sorted(range(n), key=lambda h: -float(slopes[h]))
+    out = slopes.clone()
+    for r, h in enumerate(order):
+        out[h] = slopes[h] / (a ** (r / (n - 1)) if n > 1 else 1.0)
+    return out
+
+
+def layer_norm(x, w, b, eps=1e-5):
+    return F.layer_norm(x, (x.shape[-1],), w, b, eps)
+
+
+def bloom_forward(t, cfg, ids, slopes):
+    W = {k: v.double() for k, v in t.items()}
+    H, C = cfg["n_head"], cfg["hidden_size"]
+    D = C // H
+    B, T = ids.shape
+    h = layer_norm(F.embedding(ids, W["word_embeddings.weight"]), W["word_embeddings_layernorm.weight"],
+                   W["word_embeddings_layernorm.bias"])
+    mask = torch.ones(B, T, dtype=torch.long)
+    arange_tensor = ((mask.cumsum(dim=-1) - 1) * mask)[:, None, :]
+    alibi = (slopes[..., None] * arange_tensor).reshape(B * H, 1, T)
+    causal = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
+    for l in range(cfg["n_layer"]):
+        p = f"h.{l}."
+        ln = layer_norm(h, W[p + "input_layernorm.weight"], W[p + "input_layernorm.bias"])
+        fused = F.linear(ln, W[p + "self_attention.query_key_value.weight"], W[p + "self_attention.query_key_value.bias"])
+        fused = fused.view(B, T, H, 3, D)
+        q = fused[..., 0, :].transpose(1, 2).reshape(B * H, T, D)
+        k = fused[..., 1, :].permute(0, 2, 3, 1).reshape(B * H, D, T)
+        v = fused[..., 2, :].transpose(1, 2).reshape(B * H, T, D)
+        scores = alibi.baddbmm(batch1=q, batch2=k, beta=1.0, alpha=1.0 / math.sqrt(D)).view(B, H, T, T)
+        scores = scores.masked_fill(causal, torch.finfo(scores.dtype).min)
+        probs = F.softmax(scores, dim=-1)
+        ctx = torch.bmm(probs.view(B * H, T, T), v).view(B, H, T, D).permute(0, 2, 1, 3).reshape(B, T, C)
+        h = F.linear(ctx, W[p + "self_attention.dense.weight"], W[p + "self_attention.dense.bias"]) + h
+        ln = layer_norm(h, W[p + "post_attention_layernorm.weight"], W[p + "post_attention_layernorm.bias"])
+        x = F.linear(ln, W[p + "mlp.dense_h_to_4h.weight"], W[p + "mlp.dense_h_to_4h.bias"])
+        x = x * 0.5 * (1.0 + torch.tanh(0.79788456 * x * (1 + 0.044715 * x * x)))  # bloom_gelu_forward
+        h = F.linear(x, W[p + "mlp.dense_4h_to_h.weight"], W[p + "mlp.dense_4h_to_h.bias"]) + h
+    h = layer_norm(h, W["ln_f.weight"], W["ln_f.bias"])
+    return F.linear(h, W["word_embeddings.weight"])
+
+
+def mpt_forward(t, cfg, ids, slopes):
+    W = {k[len("transformer."):]: v.double() for k, v in t.items()}
+    H, C = cfg["n_heads"], cfg["d_model"]
+    D = C // H
+    B, S = ids.shape
+    clip = cfg["attn_config"]["clip_qkv"]
+    x = F.embedding(ids, W["wte.weight"])
+    attn_bias = torch.arange(1 - S, 1, dtype=torch.int32).view(1, 1, 1, S) * slopes.view(1, H, 1, 1)
+    causal = torch.triu(torch.ones(S, S, dtype=torch.bool), 1)
+    for l in range(cfg["n_layers"]):
+        p = f"blocks.{l}."
+        a = layer_norm(x, W[p + "norm_1.weight"], None)
+        qkv = F.linear(a, W[p + "attn.Wqkv.weight"])
+        if clip:
+            qkv = qkv.clamp(min=-clip, max=clip)
+        q, k, v = qkv.chunk(3, dim=2)
+        q = q.view(B, S, H, D).permute(0, 2, 1, 3)
+        k = k.view(B, S, H, D).permute(0, 2, 3, 1)
+        v = v.view(B, S, H, D).permute(0, 2, 1, 3)
+        w = q.matmul(k) * (1 / math.sqrt(D)) + attn_bias
+        w = w.masked_fill(causal.view(1, 1, S, S), torch.finfo(w.dtype).min)
+        out = torch.softmax(w, dim=-1).matmul(v).permute(0, 2, 1, 3).reshape(B, S, C)
+        x = x + F.linear(out, W[p + "attn.out_proj.weight"])
+        m = layer_norm(x, W[p + "norm_2.weight"], None)
+        x = x + F.linear(F.gelu(F.linear(m, W[p + "ffn.up_proj.weight"])), W[p + "ffn.down_proj.weight"])
+    x = layer_norm(x, W["norm_f.weight"], None)
+    return F.linear(x, W["wte.weight"])
+
+
+def run(args):
+    return subprocess.run(args, capture_output=True, text=True)
+
+
+work = tempfile.mkdtemp()
+torch.manual_seed(0)
+
+# ---- logits: every model x layout x interpolation, beyond the config's maximum length ----
+T, L = 40, 16
+models = []
+for H in (4, 6, 8):
+    models.append(("bloom", H) + bloom_checkpoint(10 + H, 24, H, 2, 97, L))
+    models.append(("mpt", H) + mpt_checkpoint(20 + H, 24, H, 2, 97, L, 8 if H != 6 else 6, None if H == 4 else 0.5))
+for kind, H, cfg, tensors in models:
+    slopes = bloom_slopes(H) if kind == "bloom" else mpt_slopes(H, cfg["attn_config"]["alibi_bias_max"])
+    ids = torch.randint(0, cfg["vocab_size"], (1, T))
+    tokens = os.path.join(work, "tokens.txt")
+    open(tokens, "w").write(" ".join(str(int(i)) for i in ids[0]))
+    for dtype, shards in ((torch.float32, 1), (torch.float32, 3), (torch.bfloat16, 1), (torch.float16, 2)):
+        stored = {n: v.to(dtype) for n, v in tensors.items()}
+        d = os.path.join(work, f"{kind}-h{H}-{NAMES[dtype]}-{shards}")
+        write_model(d, cfg, stored, shards)
+        forward = bloom_forward if kind == "bloom" else mpt_forward
+        for interp, a in (("none", 1.0), ("linear", 2.5), ("ntk", 2.5), ("dynamic-ntk", T / L)):
+            if dtype != torch.float32 and interp not in ("none", "ntk"):
+                continue
+            out = os.path.join(work, "logits.f32")
+            r = run([EXPORT_LOGITS, d, tokens, out, interp, str(a)])
+            if r.returncode != 0:
+                check(False, f"{kind} H={H} {NAMES[dtype]} shards={shards} {interp}: {r.stderr.strip()}")
+                continue
+            ours = torch.frombuffer(bytearray(open(out, "rb").read()), dtype=torch.float32).view(T, -1).double()
+            ref = forward(stored, cfg, ids, interpolate(slopes, "ntk" if interp == "dynamic-ntk" else interp, a))[0]
+            diff = (ours - ref).abs().max().item()
+            check(diff <= 1e-5, f"{kind} H={H} {NAMES[dtype]} shards={shards} T={T} > L={L} interp={interp} a={a:g}: "
+                                f"max |logit diff| {diff:.2e}")
+
+# ---- eval end to end: a text through the tokenizer, bits per byte and word perplexity ----
+cfg, tensors = bloom_checkpoint(7, 16, 4, 2, 50304, 64)
+d = os.path.join(work, "bloom-e2e")
+write_model(d, cfg, tensors)
+text = "The quick brown fox jumps over the lazy dog.\nÉtait-ce 42 fois ?  Ünïcode — ok\n\nlast line without end"
+text_file = os.path.join(work, "text.txt")
+open(text_file, "w", encoding="utf-8").write(text)
+csv = os.path.join(work, "eval.csv")
+r = run([XTRAP, "eval", d, "--text", text_file, "--Lvalid", "64", "--no-progress", "--threads", "1", "--out", csv])
+check(r.returncode == 0, "eval of a pretrained directory with --text" + ("" if r.returncode == 0 else ": " + r.stderr))
+if r.returncode == 0:
+    header, row = [line.split(",") for line in open(csv).read().splitlines()[:2]]
+    row = dict(zip(header, row))
+    cache = [f for f in os.listdir(work) if f.startswith("text.txt.xtrap-bpe-")]
+    blob = open(os.path.join(work, cache[0]), "rb").read()
+    count = struct.unpack("<Q", blob[32:40])[0]
+    ids = torch.tensor(struct.unpack(f"<{count}i", blob[40:40 + 4 * count]))
+    logits = bloom_forward(tensors, cfg, torch.cat([torch.tensor([1]), ids]).view(1, -1), bloom_slopes(4))[0, :-1]
+    total = F.cross_entropy(logits, ids, reduction="sum").item()
+    nbytes = len(text.encode("utf-8"))
+    words = len(text.split()) + text.count("\n") + (0 if text.endswith("\n") else 1)
+    check(int(row["tokens_scored"]) == count and int(row["text_bytes"]) == nbytes and int(row["text_words"]) == words,
+          f"counts: tokens {row['tokens_scored']}/{count}, bytes {row['text_bytes']}/{nbytes}, words "
+          f"{row['text_words']}/{words}")
+    bpb, wppl = total / math.log(2) / nbytes, math.exp(total / words)
+    check(abs(float(row["bits_per_byte"]) - bpb) < 1e-5 * bpb and abs(float(row["word_ppl"]) - wppl) < 1e-4 * wppl,
+          f"bits per byte {row['bits_per_byte']} (reference {bpb:.6f}), word ppl {row['word_ppl']} ({wppl:.4f})")
+
+
+# ---- hostile files: one line naming the file, non-zero exit ----
+def hostile(name, damage, names_file):
+    d = os.path.join(work, "hostile-" + name)
+    cfg, tensors = mpt_checkpoint(3, 8, 2, 1, 50304, 16, 8, None)
+    write_model(d, cfg, tensors, shards=2 if "shard" in name else 1)
+    damage(d)
+    r = run([XTRAP, "eval", d, "--text", text_file, "--Lvalid", "16", "--no-progress", "--out",
+             os.path.join(work, "h.csv")])
+    err = r.stderr.strip()
+    check(r.returncode != 0 and len(err.splitlines()) == 1 and names_file in err and "Traceback" not in err,
+          f"hostile {name}: rc={r.returncode} {err!r}")
+
+
+def patch_header(d, edit, file="model.safetensors"):
+    path = os.path.join(d, file)
+    data = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    edit(header)
+    text = json.dumps(header).encode()
+    open(path, "wb").write(struct.pack("<Q", len(text)) + text + data[8 + n:])
+
+
+def first_tensor(h):
+    return h[sorted(k for k in h if k != "__metadata__")[0]]
+
+
+def overlap(h):
+    names = sorted(h, key=lambda k: h[k]["data_offsets"][0])
+    h[names[1]]["data_offsets"] = [h[names[0]]["data_offsets"][0] + 4,
+                                   h[names[0]]["data_offsets"][0] + 4 + h[names[1]]["data_offsets"][1] -
+                                   h[names[1]]["data_offsets"][0]]
+
+
+def lying_length(d):
+    path = os.path.join(d, "model.safetensors")
+    data = bytearray(open(path, "rb").read())
+    data[:8] = struct.pack("<Q", len(data) * 2)
+    open(path, "wb").write(bytes(data))
+
+
+def truncate(d):
+    path = os.path.join(d, "model-00002-of-00002.safetensors")
+    os.truncate(path, os.path.getsize(path) - 100)
+
+
+def edit_config(key, value):
+    def f(d):
+        c = json.load(open(os.path.join(d, "config.json")))
+        c[key] = value
+        json.dump(c, open(os.path.join(d, "config.json"), "w"))
+    return f
+
+
+hostile("header-length", lying_length, "model.safetensors")
+hostile("offsets-out-of-range",
+        lambda d: patch_header(d, lambda h: first_tensor(h).update(data_offsets=[0, 10 ** 12])), "model.safetensors")
+hostile("offsets-overlap", lambda d: patch_header(d, overlap), "model.safetensors")
+hostile("dtype-bytes", lambda d: patch_header(d, lambda h: first_tensor(h).update(dtype="F64")), "model.safetensors")
+hostile("shape-bytes", lambda d: patch_header(d, lambda h: first_tensor(h).update(shape=[3, 5])), "model.safetensors")
+hostile("header-json", lambda d: open(os.path.join(d, "model.safetensors"), "r+b").write(b"\x10\0\0\0\0\0\0\0{{{{"),
+        "model.safetensors")
+hostile("truncated-shard", truncate, "model-00002-of-00002.safetensors")
+hostile("config-layers", edit_config("n_layers", 2), "config.json")
+hostile("config-width", edit_config("d_model", 16), "config.json")
+hostile("config-model-type", edit_config("model_type", "llama"), "config.json")
+hostile("config-qk-ln", edit_config("attn_config", {"alibi": True, "qk_ln": True}), "config.json")
+hostile("tokenizer-json", lambda d: open(os.path.join(d, "tokenizer.json"), "w").write('{"model": {"type": "BPE"'),
+        "tokenizer.json")
+
+shutil.rmtree(work)
+print(f"{len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
