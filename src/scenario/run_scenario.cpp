@@ -392,8 +392,16 @@ fs::path runScenario(const Scenario& given, const ScenarioRunOptions& o) {
   // results.csv and table.md from the jobs scored so far, in job order; returns the rows.
   auto writeResults = [&] {
     std::vector<EvalRow> all;
-    std::string tables = fmt::format("# {}\n\n{}{}", s.name, s.description.empty() ? "" : s.description + "\n\n",
-                                     "Perplexity (lower is better); rows = variants, columns = Lvalid.\n\n");
+    bool anyPerplexity =
+        std::any_of(s.evals.begin(), s.evals.end(), [](const ScenarioEval& e) { return !e.retrieval(); });
+    bool anyRetrieval =
+        std::any_of(s.evals.begin(), s.evals.end(), [](const ScenarioEval& e) { return e.retrieval(); });
+    std::string tables = fmt::format(
+        "# {}\n\n{}{}{}\n", s.name, s.description.empty() ? "" : s.description + "\n\n",
+        anyPerplexity ? "Perplexity (lower is better); rows = variants, columns = Lvalid.\n" : "",
+        anyRetrieval ? "Retrieval accuracy (higher is better, %); rows = variants and interpolations, columns = "
+                       "Lvalid; every cell's 95% interval per depth is in results.csv.\n"
+                     : "");
     std::map<std::string, std::vector<EvalRow>> sections;  // title -> rows, in job order via `order`
     std::vector<std::string> order;
     for (size_t i = 0; i < jobs.size(); ++i) {
