@@ -450,6 +450,32 @@ def methods(mode):
     return out
 
 
+def retrieval(folder, task, filler=""):
+    """Retrieval accuracy per variant and interpolation at every Lvalid: every depth's trials pooled,
+    and the worst depth's accuracy, in %; the rows' 95% Wilson intervals are in the CSV."""
+    rows = [r for r in load(f"{folder}/results.csv") if r.get("task") == task and r.get("filler", "") == filler]
+    L, ns = l_train(rows), sorted({int(r["Lvalid"]) for r in rows})
+    labels, cells = [], {}
+    for r in rows:
+        fixed = r["interp"] not in ("none",) and not r["interp"].startswith("dynamic") and "/per-length" not in r["interp"]
+        name = r["run"] + ("" if r["interp"] == "none" else f" + {r['interp']}" + (f" a={float(r['scale']):g}" if fixed else ""))
+        if name not in cells:
+            labels.append(name)
+            cells[name] = {}
+        c = cells[name].setdefault(int(r["Lvalid"]), [0, 0, 1.0])
+        c[0] += int(r["correct"])
+        c[1] += int(r["trials"])
+        c[2] = min(c[2], float(r["accuracy"]))
+    body = []
+    for name in labels:
+        line = [name]
+        for n in ns:
+            c = cells[name].get(n)
+            line.append(f"{100 * c[0] / c[1]:.0f} / {100 * c[2]:.0f}" if c else "-")
+        body.append(line)
+    return table(["variant"] + [f"{label(n, L)} ({n})" for n in ns], body)
+
+
 def corpus_scale():
     """bench/corpus_scale.py: load time and peak memory per corpus and phase."""
     rows = load("corpus_scale.csv")
@@ -478,6 +504,9 @@ TABLES = {
     "interp-mini/cost": lambda: interp_cost("interp-mini"),
     "interp-gpu/cost": lambda: interp_cost("interp-gpu"),
     "quickstart/eval": quickstart_eval,
+    "retrieval-mini/passkey": lambda: retrieval("retrieval-mini", "passkey", "repeat"),
+    "retrieval-mini/passkey-natural": lambda: retrieval("retrieval-mini", "passkey", "natural"),
+    "retrieval-mini/kv-lines": lambda: retrieval("retrieval-mini", "kv-lines"),
     "gpu/long-eval": gpu_long_eval,
     "gpu/train-kernels": gpu_train_kernels,
     "gpu/throughput": gpu_throughput,
