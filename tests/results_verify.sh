@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every committed CPU study still follows from its scenario file and this code: `xtrap run FILE
+# Run by hand until the stale studies are re-run (then registered in ctest): every committed CPU study still follows from its scenario file and this code: `xtrap run FILE
 # --verify` (src/scenario/verify_results.h) over each scenarios/*.toml with a results/ directory.
 # Studies whose variants train on cuda are verified where they are re-run, on a GPU machine (their
 # run identity names the device, which a CPU checkout cannot resolve).
