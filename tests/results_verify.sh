@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Run by hand until the stale studies are re-run (then registered in ctest): every committed CPU study still follows from its scenario file and this code: `xtrap run FILE
+# Every committed CPU study still follows from its scenario file and this code: `xtrap run FILE
 # --verify` (src/scenario/verify_results.h) over each scenarios/*.toml with a results/ directory.
+# Run by hand until paper-table2-mini, paper-sliding-mini, interp-mini and smoke are re-run with
+# today's code; then it joins ctest.
 # Studies whose variants train on cuda are verified where they are re-run, on a GPU machine (their
 # run identity names the device, which a CPU checkout cannot resolve).
 set -euo pipefail
