@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Regenerates the comparison tables in results/*.md from the results CSVs.
+"""Regenerates the comparison tables in results/*.md, README.md and docs/*.md from the results CSVs.
 
 A table lives between `<!-- table:ID -->` and `<!-- end -->` in a markdown file; everything in
 between is rewritten from the CSVs, so the numbers (and every ratio and cost) cannot drift from
@@ -268,6 +268,42 @@ def quickstart_eval():
             f"ppl({ns[-1]})/ppl({ns[0]}) = {ratio(c, ns[-1], ns[0])}.\n")
 
 
+def quickstart_interp():
+    """interp_table.csv: perplexity of one quickstart decoder under each interpolation, non-overlapping."""
+    rows = load("interp_table.csv")
+    ns = lengths(rows, "nonoverlap")
+    interps = list(dict.fromkeys(r["interp"] for r in rows))
+    run = rows[0]["run"]
+    body = []
+    for i in interps:
+        c = select(rows, run, "nonoverlap", i)
+        scale = {int(r["Lvalid"]): r["scale"] for r in rows if r["interp"] == i and r["mode"] == "nonoverlap"}
+        body.append([i] + [ppl(c, n) + (f" (a={scale[n]})" if i != "none" and n in scale else "") for n in ns])
+    scored = sorted({r["tokens_scored"] for r in rows})
+    return table(["interp"] + [f"Lvalid {n}" for n in ns], body) + f"\nTokens scored per row: {', '.join(scored)}.\n"
+
+
+def study_index():
+    """One row per results/<study>/ folder that `xtrap run` wrote: its command, when it finished and the
+    code version (manifest.json, version.txt), and its figure."""
+    body = []
+    for name in sorted(os.listdir(RESULTS)):
+        manifest = os.path.join(RESULTS, name, "manifest.json")
+        if not os.path.isfile(manifest):
+            continue
+        with open(manifest) as f:
+            m = json.load(f)
+        with open(os.path.join(RESULTS, name, "version.txt")) as f:
+            version = f.read().strip()
+        machine = m.get("machine", {})
+        devices = sorted({v.get("device", "cpu") for v in m.get("variants", {}).values()})
+        body.append([f"[`{name}/`]({name}/table.md)", f"`xtrap run scenarios/{name}.toml`",
+                     m.get("finished", "-")[:10], version, ", ".join(devices) + f" ({machine.get('cpu_threads', '-')} CPU threads)",
+                     f"[plot]({name}/ppl_vs_length.png)" if os.path.isfile(os.path.join(RESULTS, name, "ppl_vs_length.png")) else "-"])
+    return table(["study", "command", "finished", "code version", "device", "figure"], body,
+                 ["---", "---", "---", "---", "---", "---"])
+
+
 def distributed_scaling(csv_path):
     """Median tok/s per rank count over the repeats of bench/distributed_scaling.sh, and the speed-up."""
     rows = load(csv_path)
@@ -435,6 +471,8 @@ TABLES = {
     "interp-mini/cost": lambda: interp_cost("interp-mini"),
     "interp-gpu/cost": lambda: interp_cost("interp-gpu"),
     "quickstart/eval": quickstart_eval,
+    "quickstart/interp": quickstart_interp,
+    "index/studies": study_index,
     "gpu/long-eval": gpu_long_eval,
     "gpu/throughput": gpu_throughput,
     "gpu/fused-anchors": gpu_fused_anchors,
@@ -458,10 +496,12 @@ def main():
     if sys.argv[1:] and not check:
         sys.exit("usage: make_tables.py [--check]")
     stale = []
-    for name in sorted(os.listdir(RESULTS)):
-        path = os.path.join(RESULTS, name)
-        if not name.endswith(".md"):
-            continue
+    root = os.path.dirname(RESULTS)
+    pages = [os.path.join(RESULTS, n) for n in sorted(os.listdir(RESULTS)) if n.endswith(".md")]
+    pages += [os.path.join(root, "README.md")]
+    pages += [os.path.join(root, "docs", n) for n in sorted(os.listdir(os.path.join(root, "docs"))) if n.endswith(".md")]
+    for path in pages:
+        name = os.path.relpath(path, root)
         with open(path) as f:
             text = f.read()
         new = regenerate(text, path)
