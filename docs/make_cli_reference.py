@@ -22,7 +22,8 @@ def help_text(xtrap, *command):
                           env={**os.environ, "COLUMNS": "100"})
     if done.returncode != 0:
         sys.exit(f"{xtrap} {' '.join(command)} --help exited {done.returncode}: {done.stderr.strip()}")
-    return done.stdout.rstrip() + "\n"
+    # CLI11 names the program as it was invoked; the page names it as a user types it.
+    return re.sub(r"^Usage: " + re.escape(xtrap) + r"\b", "Usage: xtrap", done.stdout, flags=re.M).rstrip() + "\n"
 
 
 def commands(top_help):
