@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The GPU machine's check (issue 22): builds xtrap against the CUDA LibTorch of the machine's
-# PyTorch wheel (.gpu-deps/gpu-build.sh, made by ../shared/gpu/prepare.sh on a Debian machine),
-# then runs the stages asked for, and prints a summary. Every log goes into OUTDIR (put it under
-# the device command's $OUT). Stages (tests, compare, eval and fused when none is named; in this order):
+# Validates xtrap on a machine with a GPU: builds it into build-cuda/ against the CUDA LibTorch of
+# the PyTorch in python3 (with nvcc on the PATH, the CUDA kernels too), then runs the stages asked
+# for and prints a summary. Every log goes into OUTDIR. The build needs xtrap's other dependencies
+# (setup.sh's packages; CMAKE_PREFIX_PATH may name where they are); a prepared
+# .gpu-deps/gpu-build.sh, when present, is used instead of the plain cmake build.
+# Stages (tests, compare, eval and fused when none is named; in this order):
 #   tests    the `gpu`-labelled tests (gpu_checks, fused_attention_checks and its _warpgroup twin,
 #            nccl_world_one), then
 #            the rest of the suite
@@ -42,7 +44,7 @@
 #            limited to SANITIZE_SECONDS (default 150): what the CPU emulation
 #            cannot show, the GPU's own ordering of shared-memory accesses within and across warps,
 #            its barriers, and reads of global memory never written. sanitize-TOOL.log each.
-#            Nothing is checked on a gVisor machine (the H200s: the tool refuses the device).
+#            Where the sandbox hides the device from the tool (some gVisor machines), it refuses it.
 #   scenarios the GPU studies of issue 22 item 5, in order: SCENARIOS (default "paper-table2-gpu
 #            interp-gpu encoder-variants-gpu"; interp-gpu reuses paper-table2-gpu's runs when both
 #            run in one call), results in OUTDIR/results/<scenario>/ (table, CSV, plot; copy them
@@ -51,12 +53,9 @@
 # If the build fails, every error goes to build_errors.log; where the fused kernels or their glue
 # fail, the build is made again without them (-DXTRAP_CUDA_KERNELS=OFF) for the other stages; the
 # stages run with what was built (one whose program is missing fails alone); exit status 1.
-# A device command is limited to 10 minutes and the machine starts bare: one stage or two per call.
-# It returns at most 8 files from its $OUT, 2 folders deep, and the stages write more (the
-# scenarios' results 3 deep): keep OUTDIR outside $OUT and set ARCHIVE=$OUT/NAME.tar.gz. OUTDIR is
-# packed into ARCHIVE (replaced whole, never half-written) every 30 s and when the script ends, so
-# a command cut off at its limit still returns what its stages wrote up to then.
-#   ARCHIVE=$OUT/c1.tar.gz bash bench/gpu_check.sh /tmp/c1 [tests] [gputests] [compare] [eval] [fused] [ncu] [sanitize] [scenarios]
+# ARCHIVE=FILE.tar.gz (outside OUTDIR) packs OUTDIR into FILE (replaced whole, never half-written)
+# every 30 s and when the script ends, so a job that is killed still leaves what its stages wrote.
+#   bash bench/gpu_check.sh /tmp/gpu-check [tests] [gputests] [compare] [eval] [fused] [ncu] [sanitize] [scenarios]
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 OUT=${1:?usage: bench/gpu_check.sh OUTDIR [tests] [gputests] [compare] [eval] [fused] [ncu] [sanitize] [scenarios]}
@@ -82,17 +81,24 @@ if [[ -n ${ARCHIVE:-} ]]; then
   trap 'kill "$packer" 2>/dev/null; pack' EXIT
 fi
 
-if [[ ! -f .gpu-deps/gpu-build.sh ]]; then
-  echo "bench/gpu_check.sh: .gpu-deps/gpu-build.sh is missing (run bash ../shared/gpu/prepare.sh on a Debian machine first)" >&2
-  exit 2
-fi
 start=$SECONDS
 # With the kernels unless XTRAP_CMAKE_ARGS says otherwise (a fallback build below caches them off).
 # The Python-driven tests run in the wheel's Python, which has torch and h5py.
 XTRAP_CMAKE_ARGS="-DXTRAP_CUDA_KERNELS=ON -DXTRAP_TEST_PYTHON=$(command -v python3) ${XTRAP_CMAKE_ARGS:-}"
-# shellcheck disable=SC1091
-source .gpu-deps/gpu-build.sh build-cuda >"$OUT/build.log" 2>&1
-build_rc=$?
+if [[ -f .gpu-deps/gpu-build.sh ]]; then
+  # shellcheck disable=SC1091
+  source .gpu-deps/gpu-build.sh build-cuda >"$OUT/build.log" 2>&1
+  build_rc=$?
+else
+  torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>>"$OUT/build.log")
+  generator=()
+  command -v ninja >/dev/null && generator=(-G Ninja)
+  # shellcheck disable=SC2086  # XTRAP_CMAKE_ARGS is a list of arguments
+  { cmake -S . -B build-cuda "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_PREFIX_PATH="$torch_prefix${CMAKE_PREFIX_PATH:+;$CMAKE_PREFIX_PATH}" $XTRAP_CMAKE_ARGS &&
+      cmake --build build-cuda -j"$(nproc)" ${XTRAP_TARGETS:+--target $XTRAP_TARGETS}; } >>"$OUT/build.log" 2>&1
+  build_rc=$?
+fi
 summary "build: rc=$build_rc in $((SECONDS - start)) s (build.log)"
 # gpu-build.sh shows only the build's last lines. When the build fails and the configure step did
 # not, everything is built that can be (ninja -k 0; every error in build_errors.log). If the fused

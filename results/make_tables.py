@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Regenerates the comparison tables in results/*.md from the results CSVs.
+"""Regenerates the comparison tables in results/*.md, README.md and docs/*.md from the results CSVs.
 
 A table lives between `<!-- table:ID -->` and `<!-- end -->` in a markdown file; everything in
 between is rewritten from the CSVs, so the numbers (and every ratio and cost) cannot drift from
@@ -12,8 +12,6 @@ Rows or cells missing from a CSV print as "-", so a re-run scenario with other l
 gives a table (the longest and shortest Lvalid are read from the CSV, not assumed).
 """
 import csv
-import gzip
-import io
 import json
 import math
 import os
@@ -270,6 +268,42 @@ def quickstart_eval():
             f"ppl({ns[-1]})/ppl({ns[0]}) = {ratio(c, ns[-1], ns[0])}.\n")
 
 
+def quickstart_interp():
+    """interp_table.csv: perplexity of one quickstart decoder under each interpolation, non-overlapping."""
+    rows = load("interp_table.csv")
+    ns = lengths(rows, "nonoverlap")
+    interps = list(dict.fromkeys(r["interp"] for r in rows))
+    run = rows[0]["run"]
+    body = []
+    for i in interps:
+        c = select(rows, run, "nonoverlap", i)
+        scale = {int(r["Lvalid"]): r["scale"] for r in rows if r["interp"] == i and r["mode"] == "nonoverlap"}
+        body.append([i] + [ppl(c, n) + (f" (a={scale[n]})" if i != "none" and n in scale else "") for n in ns])
+    scored = sorted({r["tokens_scored"] for r in rows})
+    return table(["interp"] + [f"Lvalid {n}" for n in ns], body) + f"\nTokens scored per row: {', '.join(scored)}.\n"
+
+
+def study_index():
+    """One row per results/<study>/ folder that `xtrap run` wrote: its command, when it finished and the
+    code version (manifest.json, version.txt), and its figure."""
+    body = []
+    for name in sorted(os.listdir(RESULTS)):
+        manifest = os.path.join(RESULTS, name, "manifest.json")
+        if not os.path.isfile(manifest):
+            continue
+        with open(manifest) as f:
+            m = json.load(f)
+        with open(os.path.join(RESULTS, name, "version.txt")) as f:
+            version = f.read().strip()
+        machine = m.get("machine", {})
+        devices = sorted({v.get("device", "cpu") for v in m.get("variants", {}).values()})
+        body.append([f"[`{name}/`]({name}/table.md)", f"`xtrap run scenarios/{name}.toml`",
+                     m.get("finished", "-")[:10], version, ", ".join(devices) + f" ({machine.get('cpu_threads', '-')} CPU threads)",
+                     f"[plot]({name}/ppl_vs_length.png)" if os.path.isfile(os.path.join(RESULTS, name, "ppl_vs_length.png")) else "-"])
+    return table(["study", "command", "finished", "code version", "device", "figure"], body,
+                 ["---", "---", "---", "---", "---", "---"])
+
+
 def distributed_scaling(csv_path):
     """Median tok/s per rank count over the repeats of bench/distributed_scaling.sh, and the speed-up."""
     rows = load(csv_path)
@@ -300,9 +334,8 @@ def gpu_long_eval():
 
 
 def gpu_throughput():
-    """bench/compare.py --device cuda of three GPU sessions: xtrap and eager train tok/s per method."""
-    sessions = [("H100, 48dba30", "gpu/gpu_throughput.csv"), ("H200, fc33df5", "gpu/h200-2026-11-26/gpu_throughput.csv"),
-                ("H100, 88b767e", "gpu/h100-2026-11-26/gpu_throughput.csv"),
+    """bench/compare.py --device cuda, the latest run on each card: xtrap and eager train tok/s per method."""
+    sessions = [("H100, 88b767e", "gpu/h100-2026-11-26/gpu_throughput.csv"),
                 ("H200, fe95352", "gpu/h200-2026-11-27/gpu_throughput.csv")]
     rows = {name: {r["method"]: r for r in load(path)} for name, path in sessions}
     methods = list(dict.fromkeys(m for name, _ in sessions for m in rows[name]))
@@ -317,8 +350,7 @@ def gpu_throughput():
     return table(header, [[m] + [c for name, _ in sessions for c in cells(name, m)] for m in methods])
 
 
-FUSED_SESSION = "gpu/h100-2026-11-26"  # one device command: bench/fused_attention.sh's two CSVs
-FUSED_CONFIGS_SESSION = "gpu/h200-2026-11-27"  # the same, with the four configurations of the kernel
+FUSED_SESSION = "gpu/h200-2026-11-27"  # one command of bench/fused_attention.sh: the kernel's four configurations and the anchors
 
 
 def config_name(suffix):
@@ -337,44 +369,26 @@ def fused_rows(session=FUSED_SESSION):
 
 
 def gpu_fused_anchors():
-    """The fused kernel (two-pass backward) against PyTorch's paths at each case: forward + backward ms."""
+    """PyTorch's attention paths at each case (forward + backward ms) and the peak memory of the anchors
+    that take a bias tensor against the fused kernel's, in the same command as gpu_fused_configs."""
     anchors = ["sdpa-flash", "flex-alibi", "sdpa-cudnn-bias", "sdpa-efficient-bias", "flex-learned"]
     body = []
     for case, rows in fused_rows().items():
-        ms = lambda m: f"{float(rows[m]['ms']):.2f}" if m in rows and rows[m]["status"] == "ok" else "-"
-        for m in rows:
-            if not m.startswith("xtrap-fused-") or m.endswith("-onepass"):
-                continue
-            t = float(rows[m]["ms"])
-            ratio = lambda a: f"{t / float(rows[a]['ms']):.2f}" if a in rows and rows[a]["status"] == "ok" else "-"
-            body.append([case, m.removeprefix("xtrap-fused-"), f"{t:.2f}"] + [ms(a) for a in anchors] +
-                        [ratio("sdpa-flash"), ratio("flex-alibi"), f"{float(rows[m]['peak_mib']):.0f}",
-                         f"{float(rows['sdpa-cudnn-bias']['peak_mib']):.0f}" if "sdpa-cudnn-bias" in rows else "-"])
-    return table(["case", "fused variant", "fused ms"] + [f"{a} ms" for a in anchors] +
-                 ["fused / flash", "fused / flex-alibi", "fused peak MiB", "cudnn-bias peak MiB"], body)
-
-
-def gpu_fused_alternatives():
-    """The two alternatives the kernel carried until this measurement: its backward schemes (forward +
-    backward ms, each with the forward of 32 query rows a warp) and its forwards (forward alone)."""
-    body = []
-    for case, rows in fused_rows().items():
-        for m in rows:
-            if not m.startswith("xtrap-fused-") or m.endswith("-onepass") or m + "-onepass" not in rows:
-                continue
-            two, one = float(rows[m]["ms"]), float(rows[m + "-onepass"]["ms"])
-            f32, f16 = float(rows[m]["fwd_ms"]), float(rows[m]["fwd16_ms"])
-            body.append([case, m.removeprefix("xtrap-fused-"), f"{two:.3f}", f"{one:.3f}", f"{one / two:.2f}",
-                         f"{f32:.3f}", f"{f16:.3f}", f"{f16 / f32:.2f}"])
-    return table(["case", "fused variant", "two-pass ms", "one-pass ms", "one / two", "forward ms, 32 rows a warp",
-                  "forward ms, 16 rows a warp", "16 / 32"], body)
+        ok = lambda m: m in rows and rows[m]["status"] == "ok"
+        ms = lambda m: f"{float(rows[m]['ms']):.3f}" if ok(m) else "-"
+        peak = lambda m: f"{float(rows[m]['peak_mib']):.0f}" if ok(m) else "-"
+        fused = sorted({round(float(r["peak_mib"])) for m, r in rows.items() if m.startswith("xtrap-fused-") and ok(m)})
+        body.append([case] + [ms(a) for a in anchors] + [peak("sdpa-cudnn-bias"), peak("sdpa-efficient-bias"),
+                                                         ", ".join(map(str, fused)) or "-"])
+    return table(["case"] + [f"{a} ms" for a in anchors] +
+                 ["cudnn-bias peak MiB", "efficient-bias peak MiB", "fused peak MiB"], body)
 
 
 def gpu_fused_configs():
     """Forward + backward ms of every fused variant in each of the kernel's four configurations (backward
     scheme x tile products), the fastest, and the fastest against SDPA flash and FlexAttention's ALiBi."""
     body = []
-    for case, rows in fused_rows(FUSED_CONFIGS_SESSION).items():
+    for case, rows in fused_rows().items():
         variants = {}
         for m, r in rows.items():
             if not m.startswith("xtrap-fused-"):
@@ -405,27 +419,6 @@ def encoder_positions(csv_name):
     tokens = {int(r["step"]): int(r["train_tokens"]) for r in rows}
     return table(["variant", "flags"] + [f"val ppl, step {n} ({tokens[n] / 1e6:.2f}M tokens)" for n in steps],
                  [[v, f"`{flags[v]}`"] + [f"{ppl_at[(v, n)]:.1f}" for n in steps] for v in variants])
-
-
-def gpu_train_kernels(top=14):
-    """Share of GPU time per kernel in an ncu trace of xtrap train (gpu__time_duration per launch)."""
-    with gzip.open(os.path.join(RESULTS, "gpu/ncu_train_default.csv.gz"), "rt") as f:
-        lines = [line for line in f if line.startswith('"')]  # ncu's CSV, without the program's own output
-    times, counts = {}, {}
-    for r in csv.DictReader(io.StringIO("".join(lines))):
-        # The name without its arguments, namespaces that say nothing, and long template tails.
-        name = re.sub(r"\(.*|void |at::native::|at::|<unnamed>::|xtrap::", "", r["Kernel Name"])[:90]
-        times[name] = times.get(name, 0.0) + float(r["Metric Value"].replace(",", ""))
-        counts[name] = counts.get(name, 0) + 1
-    total = sum(times.values())
-    ranked = sorted(times, key=times.get, reverse=True)
-    body = [[f"`{n}`", str(counts[n]), f"{100 * times[n] / total:.1f}%"] for n in ranked[:top]]
-    rest = sum(times[n] for n in ranked[top:])
-    body.append([f"{len(ranked) - top} other kernels", str(sum(counts[n] for n in ranked[top:])),
-                 f"{100 * rest / total:.1f}%"])
-    return table(["kernel", "launches", "share of GPU time"], body) + (
-        f"\n{sum(counts.values())} launches, {total / 1e6:.1f} ms under ncu (its clock control makes every kernel slower "
-        f"than in a plain run; the shares are what this table is for).\n")
 
 
 # methods-mini: every method, and rotary under each inference-time stretch (label, run, interp).
@@ -507,11 +500,11 @@ TABLES = {
     "retrieval-mini/passkey": lambda: retrieval("retrieval-mini", "passkey", "repeat"),
     "retrieval-mini/passkey-natural": lambda: retrieval("retrieval-mini", "passkey", "natural"),
     "retrieval-mini/kv-lines": lambda: retrieval("retrieval-mini", "kv-lines"),
+    "quickstart/interp": quickstart_interp,
+    "index/studies": study_index,
     "gpu/long-eval": gpu_long_eval,
-    "gpu/train-kernels": gpu_train_kernels,
     "gpu/throughput": gpu_throughput,
     "gpu/fused-anchors": gpu_fused_anchors,
-    "gpu/fused-alternatives": gpu_fused_alternatives,
     "gpu/fused-configs": gpu_fused_configs,
     "encoder-positions/cpu": lambda: encoder_positions("encoder_positions_cpu.csv"),
     "encoder-positions/pytorch": lambda: encoder_positions("encoder_positions_pytorch.csv"),
@@ -532,10 +525,12 @@ def main():
     if sys.argv[1:] and not check:
         sys.exit("usage: make_tables.py [--check]")
     stale = []
-    for name in sorted(os.listdir(RESULTS)):
-        path = os.path.join(RESULTS, name)
-        if not name.endswith(".md"):
-            continue
+    root = os.path.dirname(RESULTS)
+    pages = [os.path.join(RESULTS, n) for n in sorted(os.listdir(RESULTS)) if n.endswith(".md")]
+    pages += [os.path.join(root, "README.md")]
+    pages += [os.path.join(root, "docs", n) for n in sorted(os.listdir(os.path.join(root, "docs"))) if n.endswith(".md")]
+    for path in pages:
+        name = os.path.relpath(path, root)
         with open(path) as f:
             text = f.read()
         new = regenerate(text, path)
