@@ -146,7 +146,7 @@ TEST_CASE("retrieval prompts reject what they cannot build") {
   CHECK_THROWS_WITH(parseFiller("lorem"), Catch::Contains("repeat, natural"));
 }
 
-TEST_CASE("--depths grammar") {
+TEST_CASE("depth lists (--depths): grammar") {
   CHECK(parseDepthList("0..100:25") == std::vector<double>{0, 25, 50, 75, 100});
   CHECK(parseDepthList("50,0,50") == std::vector<double>{0, 50});
   CHECK(parseDepthList("0..10:4") == std::vector<double>{0, 4, 8, 10});
@@ -167,7 +167,7 @@ TEST_CASE("Wilson interval: textbook values") {
   CHECK_THROWS(wilsonInterval(3, 2));
 }
 
-TEST_CASE("--task-mix: grammar, shares and determinism") {
+TEST_CASE("task mix (--task-mix): grammar, shares and determinism") {
   TaskMix mix = parseTaskMix("kv-lines:0.1,passkey:0.25");
   CHECK(mix.passkey == 0.25);
   CHECK(mix.kvLines == 0.1);

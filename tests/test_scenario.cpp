@@ -244,7 +244,7 @@ TEST_CASE("results table: rows = variants, columns = Lvalid, last/first ratio") 
         "| alibi | 100.00 | 90.00 | 0.900 |\n| sin | 100.00 | - | - |\n\n");
   std::string two = formatMarkdownTable("x", {row("a", 64, 10, "none"), row("a", 64, 9, "linear")});
   CHECK(two.find("| a (none) | 10.00 |") != std::string::npos);
-  CHECK(two.find("| a (linear) | 9.00 |") != std::string::npos);
+  CHECK(two.find("| a (linear a=1) | 9.00 |") != std::string::npos);  // a fixed factor is named (row scale 1)
 }
 
 TEST_CASE("results table: a variant run over several seeds shows mean ± sample standard deviation") {
