@@ -299,7 +299,8 @@ def study_index():
         devices = sorted({v.get("device", "cpu") for v in m.get("variants", {}).values()})
         body.append([f"[`{name}/`]({name}/table.md)", f"`xtrap run scenarios/{name}.toml`",
                      m.get("finished", "-")[:10], version, ", ".join(devices) + f" ({machine.get('cpu_threads', '-')} CPU threads)",
-                     f"[plot]({name}/ppl_vs_length.png)" if os.path.isfile(os.path.join(RESULTS, name, "ppl_vs_length.png")) else "-"])
+                     next((f"[plot]({name}/{png})" for png in ("ppl_vs_length.png", "retrieval_heatmap.png")
+                           if os.path.isfile(os.path.join(RESULTS, name, png))), "-")])
     return table(["study", "command", "finished", "code version", "device", "figure"], body,
                  ["---", "---", "---", "---", "---", "---"])
 

@@ -80,8 +80,8 @@ grep -q '"device": "cpu"' "$work/bf16/run.json" && grep -q '"dtype": "bfloat16"'
   || fail "run.json lacks device / dtype"
 "$XTRAP" eval "$work/bf16" --Lvalid 16,32 --max-tokens 500 --dtype bfloat16 --out "$work/bf16.csv" --threads 1 \
   --no-progress >/dev/null || fail "eval --dtype bfloat16"
-head -n 1 "$work/bf16.csv" | grep -q ",device,dtype,seed,peak_mib$" || fail "eval.csv header lacks device,dtype,seed,peak_mib at the end"
-[ "$(grep -c ',cpu,bfloat16,[0-9]*,$' "$work/bf16.csv")" -eq 2 ] || fail "eval.csv rows lack cpu,bfloat16"
+head -n 1 "$work/bf16.csv" | grep -q ",device,dtype,seed,peak_mib," || fail "eval.csv header lacks device,dtype,seed,peak_mib"
+[ "$(grep -c ',cpu,bfloat16,[0-9]*,,perplexity,' "$work/bf16.csv")" -eq 2 ] || fail "eval.csv rows lack cpu,bfloat16"
 "$XTRAP" probe "$work/bf16" --dump-attn "$work/bf16.h5" --Lvalid 32 --dtype bfloat16 --threads 1 2>/dev/null \
   || fail "probe --dtype bfloat16"
 expect_error "--dtype float16: the stored maps' type is now --store-dtype" probe "$work/run" --dump-attn "$work/x.h5" \
