@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "eval/lvalid_range.h"
+
 namespace xtrap {
 namespace {
 
@@ -23,11 +25,7 @@ int parsePercent(const std::string& text, const std::string& item) {
 
 std::vector<double> parseDepthList(const std::string& spec) {
   std::vector<double> out;
-  size_t begin = 0;
-  while (true) {
-    size_t comma = spec.find(',', begin);
-    std::string item = spec.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
-    if (item.empty()) reject(spec, "empty item");
+  for (const std::string& item : rangeItems(spec, "--depths")) {
     size_t dots = item.find("..");
     if (dots == std::string::npos) {
       out.push_back(parsePercent(item, item));
@@ -42,8 +40,6 @@ std::vector<double> parseDepthList(const std::string& spec) {
       for (int v = a; v < b; v += step) out.push_back(v);
       out.push_back(b);
     }
-    if (comma == std::string::npos) break;
-    begin = comma + 1;
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());

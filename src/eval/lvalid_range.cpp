@@ -67,17 +67,21 @@ void expandItem(const std::string& item, std::vector<int64_t>& out) {
 
 }  // namespace
 
-std::vector<int64_t> parseLvalidRange(const std::string& spec) {
-  std::vector<int64_t> out;
+std::vector<std::string> rangeItems(const std::string& spec, const std::string& option) {
+  std::vector<std::string> items;
   size_t begin = 0;
   while (true) {
     size_t comma = spec.find(',', begin);
-    std::string item = spec.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
-    if (item.empty()) reject(spec, "empty item");
-    expandItem(item, out);
-    if (comma == std::string::npos) break;
+    items.push_back(spec.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin));
+    if (items.back().empty()) throw std::invalid_argument("bad " + option + " item '" + spec + "': empty item");
+    if (comma == std::string::npos) return items;
     begin = comma + 1;
   }
+}
+
+std::vector<int64_t> parseLvalidRange(const std::string& spec) {
+  std::vector<int64_t> out;
+  for (const std::string& item : rangeItems(spec, "--Lvalid")) expandItem(item, out);
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;

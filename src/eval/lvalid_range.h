@@ -16,4 +16,8 @@ constexpr int64_t kMaxLvalid = 16777216;
 
 std::vector<int64_t> parseLvalidRange(const std::string& spec);
 
+// The comma-separated items of a range list (--Lvalid, --depths); an empty item is an error
+// "bad OPTION item 'SPEC': empty item".
+std::vector<std::string> rangeItems(const std::string& spec, const std::string& option);
+
 }  // namespace xtrap
