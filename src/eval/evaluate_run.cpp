@@ -142,8 +142,7 @@ EvalRow passRow(const ScoringRun& run, const EvalRequest& req, const ExecutionCo
   r.Lvalid = pass.Lvalid;
   r.split = req.split;
   r.mode = pass.mode;
-  r.interp =
-      interpLabel(pass.interp, req.ntkHeads) + (req.scalePerLength && usesFixedScale(pass.interp) ? "/per-length" : "");
+  r.interp = interpLabel(pass.interp, req.ntkHeads, req.scalePerLength);
   r.scale = pass.scale;
   r.slopes = pass.slopes;
   r.seconds = seconds;
@@ -155,8 +154,8 @@ EvalRow passRow(const ScoringRun& run, const EvalRequest& req, const ExecutionCo
 }
 
 // One retrieval cell: req.trials prompts of Lvalid positions (an encoder's <bos> counted) with the
-// answer at `depth` percent, split over the ranks. The pass's interpolation is set for Lvalid
-// (every prompt of a cell has that length, so dynamic interpolation sets it once).
+// answer at `depth` percent, split over the ranks. The pass's interpolation is already set for
+// Lvalid by the sweep (every prompt of a cell has that length, dynamic interpolation included).
 EvalRow scoreRetrievalCell(ScoringRun& run, const EvalRequest& req, const ExecutionContext& ctx, const EvalPass& pass,
                            double depth, DistGroup& group) {
   const ModelConfig& m = run.info.model;
@@ -176,7 +175,6 @@ EvalRow scoreRetrievalCell(ScoringRun& run, const EvalRequest& req, const Execut
   opt.queryBlock = req.queryBlock;
   opt.shard = {group.rank(), group.world()};
   opt.mlm = mlm;
-  applyInterpolation(run.model, pass.interp, pass.plan.scaleFor(pass.Lvalid), req.ntkHeads);
   std::string doing = fmt::format("scoring {} prompts of {} tokens on {}, {} a forward pass,", req.task, pass.Lvalid,
                                   ctx.deviceName(), req.batch);
   std::string remedy = outOfMemoryRemedy(

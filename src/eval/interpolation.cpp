@@ -62,9 +62,10 @@ NtkHeads parseNtkHeads(const std::string& name) {
 
 std::string ntkHeadsName(NtkHeads heads) { return heads == NtkHeads::All ? "all" : "leading-power-of-two"; }
 
-std::string interpLabel(Interp interp, NtkHeads heads) {
+std::string interpLabel(Interp interp, NtkHeads heads, bool scalePerLength) {
   bool ntk = interp == Interp::Ntk || interp == Interp::DynamicNtk;
-  return interpName(interp) + (ntk && heads != NtkHeads::All ? "/" + ntkHeadsName(heads) : "");
+  return interpName(interp) + (ntk && heads != NtkHeads::All ? "/" + ntkHeadsName(heads) : "") +
+         (scalePerLength && usesFixedScale(interp) ? "/per-length" : "");
 }
 
 double staticInterpolationScale(int64_t maxLvalid, int64_t Ltrain, double fixedScale) {

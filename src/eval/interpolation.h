@@ -48,8 +48,9 @@ NtkHeads parseNtkHeads(const std::string& name);  // throws listing valid names
 const std::vector<std::string>& ntkHeadsNames();  // what parseNtkHeads accepts
 std::string ntkHeadsName(NtkHeads heads);
 // The interp column of a result row: the interpolation's name, "ntk/leading-power-of-two" (and
-// "dynamic-ntk/...") when the heads rule is not the default.
-std::string interpLabel(Interp interp, NtkHeads heads);
+// "dynamic-ntk/...") when the heads rule is not the default, and ".../per-length" for a fixed-scale
+// interpolation whose a is Lvalid / L_train at each length (eval --scale-per-length).
+std::string interpLabel(Interp interp, NtkHeads heads, bool scalePerLength = false);
 
 Interp parseInterp(const std::string& name);    // throws listing valid names
 const std::vector<std::string>& interpNames();  // what parseInterp accepts, in the enum's order

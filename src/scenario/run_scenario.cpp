@@ -93,8 +93,7 @@ TrainPlan planTraining(const fs::path& runsRoot, const ScenarioVariant& v) {
 // Rows already computed for the same run, checkpoint and evaluation settings.
 fs::path evalCacheFile(const RunInfo& run, const EvalRequest& r) {
   std::vector<std::string> interps;
-  for (Interp i : r.interps)
-    interps.push_back(interpLabel(i, r.ntkHeads) + (r.scalePerLength && usesFixedScale(i) ? "/per-length" : ""));
+  for (Interp i : r.interps) interps.push_back(interpLabel(i, r.ntkHeads, r.scalePerLength));
   nlohmann::json key = {{"run", runIdentity(run.model, run.train)},
                         {"steps", run.stepsDone},
                         {"lvalids", r.lvalids},
