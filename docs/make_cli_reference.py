@@ -14,6 +14,7 @@ import sys
 
 DOCS = os.path.dirname(os.path.abspath(__file__))
 PAGE = os.path.join(DOCS, "cli.md")
+SOURCE = os.path.dirname(DOCS)
 
 
 def help_text(xtrap, *command):
@@ -23,7 +24,12 @@ def help_text(xtrap, *command):
     if done.returncode != 0:
         sys.exit(f"{xtrap} {' '.join(command)} --help exited {done.returncode}: {done.stderr.strip()}")
     # CLI11 names the program as it was invoked; the page names it as a user types it.
-    return re.sub(r"^Usage: " + re.escape(xtrap) + r"\b", "Usage: xtrap", done.stdout, flags=re.M).rstrip() + "\n"
+    text = re.sub(r"^Usage: " + re.escape(xtrap) + r"\b", "Usage: xtrap", done.stdout, flags=re.M)
+    # Defaults such as the shipped data directory are absolute paths into the checkout the binary
+    # was built from; the page names them relative to the checkout so it reads the same in any clone.
+    for source in {SOURCE, os.path.realpath(SOURCE)}:
+        text = text.replace(source + os.sep, "<checkout>/")
+    return text.rstrip() + "\n"
 
 
 def commands(top_help):
