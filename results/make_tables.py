@@ -250,7 +250,7 @@ def interp_cost(folder):
         header += [f"{m} {hi}/{lo}", f"{m} vs none at {lo}", f"{m} vs none at {hi}"]
     body = []
     for i in interps:
-        r = [i]
+        r = [next(interp_name(row) for row in rows if row["interp"] == i)]
         for m in models:
             c, base = select(rows, m, "nonoverlap", i), select(rows, m, "nonoverlap")
             r += [ratio(c, ns[-1], ns[0]), cost(c, base, ns[0]), cost(c, base, ns[-1])]
@@ -293,8 +293,11 @@ def study_index():
             continue
         with open(manifest) as f:
             m = json.load(f)
-        with open(os.path.join(RESULTS, name, "version.txt")) as f:
-            version = f.read().strip()
+        version_txt = os.path.join(RESULTS, name, "version.txt")
+        version = "-"  # a study still running has written its manifest but not yet its version
+        if os.path.isfile(version_txt):
+            with open(version_txt) as f:
+                version = f.read().strip()
         machine = m.get("machine", {})
         devices = sorted({v.get("device", "cpu") for v in m.get("variants", {}).values()})
         body.append([f"[`{name}/`]({name}/table.md)", f"`xtrap run scenarios/{name}.toml`",
@@ -422,10 +425,21 @@ def encoder_positions(csv_name):
                  [[v, f"`{flags[v]}`"] + [f"{ppl_at[(v, n)]:.1f}" for n in steps] for v in variants])
 
 
+def interp_name(r):
+    """A row's interpolation with its factor, as xtrap labels it: a fixed factor is named (`linear a=16`),
+    a per-length one is a = Lvalid / L, a dynamic one comes from each window's length."""
+    interp = r["interp"]
+    if interp == "none" or interp.startswith("dynamic"):
+        return interp
+    if interp.endswith("/per-length"):
+        return interp.replace("/per-length", " a=Lvalid/L")
+    return f"{interp} a={float(r['scale']):g}"
+
+
 # methods-mini: every method, and rotary under each inference-time stretch (label, run, interp).
 METHODS_ROWS = [("none (NoPE)", "none", "none"), ("sinusoidal", "sinusoidal", "none"), ("rotary", "rotary", "none"),
-                ("rotary + linear (PI)", "rotary", "linear"), ("rotary + ntk", "rotary", "ntk"),
-                ("rotary + yarn", "rotary", "yarn"), ("T5", "t5", "none"), ("ALiBi", "alibi", "none"),
+                ("rotary + {} (PI)", "rotary", "linear"), ("rotary + {}", "rotary", "ntk"),
+                ("rotary + {}", "rotary", "yarn"), ("T5", "t5", "none"), ("ALiBi", "alibi", "none"),
                 ("KERPLE-log", "kerple-log", "none"), ("FIRE", "fire", "none")]
 
 
@@ -439,7 +453,8 @@ def methods(mode):
         body = []
         for name, run, interp in METHODS_ROWS:
             c = select(rows, run, mode, interp, stride=s)
-            body.append([name] + [ppl(c, n) for n in ns] + [f"**{ratio(c, ns[-1], ns[0])}**"])
+            named = next((interp_name(r) for r in rows if r["run"] == run and r["interp"] == interp), interp)
+            body.append([name.format(named)] + [ppl(c, n) for n in ns] + [f"**{ratio(c, ns[-1], ns[0])}**"])
         out += (f"Sliding window, stride {s}:\n\n" if s else "") + table(header, body)
     return out
 
@@ -451,8 +466,7 @@ def retrieval(folder, task, filler=""):
     L, ns = l_train(rows), sorted({int(r["Lvalid"]) for r in rows})
     labels, cells = [], {}
     for r in rows:
-        fixed = r["interp"] not in ("none",) and not r["interp"].startswith("dynamic") and "/per-length" not in r["interp"]
-        name = r["run"] + ("" if r["interp"] == "none" else f" + {r['interp']}" + (f" a={float(r['scale']):g}" if fixed else ""))
+        name = r["run"] + ("" if r["interp"] == "none" else f" + {interp_name(r)}")
         if name not in cells:
             labels.append(name)
             cells[name] = {}
