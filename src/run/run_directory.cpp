@@ -7,6 +7,7 @@
 
 #include "run/pretrained_config.h"
 #include "util/atomic_file.h"
+#include "xtrap_git_commit.h"  // generated at every build: XTRAP_GIT_COMMIT
 
 namespace xtrap {
 namespace fs = std::filesystem;
