@@ -283,6 +283,18 @@ def quickstart_interp():
     return table(["interp"] + [f"Lvalid {n}" for n in ns], body) + f"\nTokens scored per row: {', '.join(scored)}.\n"
 
 
+def recipe_heads():
+    """recipe-mini: perplexity at L of each output head (columns) in each training regime (rows)."""
+    rows = load("recipe-mini/results.csv")
+    L = l_train(rows)
+    heads = [("adaptive-untied", "untied adaptive"), ("full-tied", "full tied"), ("adaptive-input-tied", "adaptive input tied")]
+    regimes = [("", "d = 64, one pass over a third of WikiText-2, no dropout"),
+               ("-6ep", "d = 64, 6 epochs of 200k words (`data/wikitext-2-head`), dropout 0.2"),
+               ("-6ep-d128", "d = 128, the same 6 epochs")]
+    body = [[text] + [ppl(select(rows, head + suffix, "nonoverlap"), L) for head, _ in heads] for suffix, text in regimes]
+    return table(["regime"] + [name for _, name in heads], body, ["---", "---:", "---:", "---:"])
+
+
 def study_index():
     """One row per results/<study>/ folder that `xtrap run` wrote: its command, when it finished and the
     code version (manifest.json, version.txt), and its figure."""
@@ -512,6 +524,7 @@ TABLES = {
     "interp-mini/cost": lambda: interp_cost("interp-mini"),
     "interp-gpu/cost": lambda: interp_cost("interp-gpu"),
     "quickstart/eval": quickstart_eval,
+    "recipe-mini/heads": recipe_heads,
     "retrieval-mini/passkey": lambda: retrieval("retrieval-mini", "passkey", "repeat"),
     "retrieval-mini/passkey-natural": lambda: retrieval("retrieval-mini", "passkey", "natural"),
     "retrieval-mini/kv-lines": lambda: retrieval("retrieval-mini", "kv-lines"),

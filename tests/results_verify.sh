@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Every committed CPU study still follows from its scenario file and this code: `xtrap run FILE
-# --verify` (src/scenario/verify_results.h) over each scenarios/*.toml with a results/ directory.
-# Run by hand until paper-table2-mini, paper-sliding-mini, interp-mini and smoke are re-run with
-# today's code; then it joins ctest.
+# --verify` (src/scenario/verify_results.h) over each scenarios/*.toml with a results/ directory
+# (ctest `results_verify`). A change that moves a run identity fails it until the study is re-run.
 # Studies whose variants train on cuda are verified where they are re-run, on a GPU machine (their
 # run identity names the device, which a CPU checkout cannot resolve).
 set -euo pipefail
