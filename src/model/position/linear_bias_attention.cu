@@ -89,12 +89,12 @@
 #include <cstdint>
 #include <utility>
 
-#include "model/position/async_copy.cuh"
-#include "model/position/bf16_words.cuh"
+#include "cuda/async_copy.cuh"
+#include "cuda/bf16_words.cuh"
+#include "cuda/warp_mma.cuh"
+#include "cuda/warpgroup_mma.cuh"
 #include "model/position/linear_bias_attention.cuh"
 #include "model/position/linear_bias_tile.h"
-#include "model/position/warp_mma.cuh"
-#include "model/position/warpgroup_mma.cuh"
 
 namespace xtrap::cuda {
 namespace {
