@@ -1,4 +1,4 @@
-// The fused ALiBi-family attention kernels (linear_bias_attention.cu) run on the CPU through
+// The fused ALiBi-family attention kernels (linear_bias_attention*.cu) run on the CPU through
 // tests/cuda_emulation, where there is no GPU: the kernels' own code, tile loops, barriers and
 // mma.sync fragments, not a model of them. Checked against a double-precision reference that materialises
 // the bias from the formula of linear_bias_spec.h, written out again below:

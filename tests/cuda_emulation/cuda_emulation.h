@@ -1,7 +1,7 @@
 #pragma once
 // Runs a CUDA kernel file on the CPU, to test a kernel's logic where there is no GPU (CI, the CPU
 // machines): enough of the CUDA runtime, the device intrinsics, bf16 and warp_mma.cuh for
-// src/model/position/linear_bias_attention.cu to compile as plain C++ (through the headers in
+// src/model/position/linear_bias_attention*.cu to compile as plain C++ (through the headers in
 // include/, which stand in for the toolkit's) and run. Written here because no Debian package runs
 // CUDA C++ without a GPU (GPGPU-Sim and HIP-CPU are not packaged).
 //
