@@ -1,6 +1,6 @@
 """How often the fused ALiBi forward rescales its running sums, for the benchmark's cases.
 
-The forward (forwardKernel in src/model/position/linear_bias_attention.cu) walks each 64-row query
+The forward (forwardKernel in src/model/position/linear_bias_attention_forward.cu) walks each 64-row query
 tile's key tiles from the last to the first, and a warp (16 query rows) moves its rows' running max,
 rescaling their sums and O, only at a tile where one of its rows finds a base-2 logit more than 8
 (kRescaleSlack) above its max. That step costs a warp 42 more instructions than one that does not

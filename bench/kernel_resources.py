@@ -17,7 +17,11 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DEFAULT_FILES = ["src/model/position/linear_bias_attention.cu", "src/model/position/rotary.cu",
+DEFAULT_FILES = ["src/model/position/linear_bias_attention_forward.cu",
+                 "src/model/position/linear_bias_attention_backward.cu",
+                 "src/model/position/linear_bias_attention_backward_two_pass.cu",
+                 "src/model/position/linear_bias_attention_backward_atomic_dq.cu",
+                 "src/model/position/linear_bias_attention_warpgroup_probe.cu", "src/model/position/rotary.cu",
                  "src/model/linear_nll.cu"]
 
 

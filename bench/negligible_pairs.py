@@ -1,6 +1,6 @@
 """How many tile pairs the fused ALiBi kernel leaves out as negligible, for the benchmark's cases.
 
-The kernel (src/model/position/linear_bias_attention.cu) computes per 64-row tile of each head the
+The kernel (src/model/position/linear_bias_attention_forward.cu) computes per 64-row tile of each head the
 largest |q_i|, the largest |k_i| and the smallest diagonal logit scale q_i.k_i, calls a pair
 negligible where scale max|q| max|k| (1 + 2^-10) + (the bias of its nearest cell) - (that smallest
 diagonal logit) < -136 ln 2 (tile::negligibleTile in linear_bias_tile.h), and walks each query

@@ -4,9 +4,11 @@
 # settings) sits below both `train` and `eval`, so evaluation, probes and export load runs
 # without depending on the trainer; `export` may include run/ and lower, never train/. `dist`
 # (process groups, the --nproc launcher) sits below the layers that train and evaluate in parallel.
+# `cuda` (the GPU building blocks: tensor-core products, asynchronous copies, the kernels' view of a
+# tensor) is the lowest: the kernels of model/ build on it, and it knows nothing of any layer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-layers=(util data model run dist eval probes export train scenario cli)
+layers=(cuda util data model run dist eval probes export train scenario cli)
 status=0
 for ((rank = 0; rank < ${#layers[@]}; ++rank)); do
   layer=${layers[rank]}

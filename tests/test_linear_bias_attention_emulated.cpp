@@ -1,4 +1,4 @@
-// The fused ALiBi-family attention kernels (linear_bias_attention.cu) run on the CPU through
+// The fused ALiBi-family attention kernels (linear_bias_attention*.cu) run on the CPU through
 // tests/cuda_emulation, where there is no GPU: the kernels' own code, tile loops, barriers and
 // mma.sync fragments, not a model of them. Checked against a double-precision reference that materialises
 // the bias from the formula of linear_bias_spec.h, written out again below:
@@ -28,14 +28,14 @@
 #include <string>
 #include <vector>
 
+#include "cuda/core_matrix_tile.h"
+#include "cuda/warp_mma.cuh"
+#include "cuda/warpgroup_mma.cuh"
 #include "cuda_emulation.h"
 #include "cuda_pipeline_primitives.h"
 #include "device_buffer.h"
-#include "model/position/core_matrix_tile.h"
 #include "model/position/linear_bias_attention.cuh"
 #include "model/position/linear_bias_tile.h"
-#include "model/position/warp_mma.cuh"
-#include "model/position/warpgroup_mma.cuh"
 
 using cuda_emulation::Buffer;
 using xtrap::cuda::AttentionShape;

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "cuda/core_matrix_tile.h"
 #include "model/linear_bias_spec.h"
-#include "model/position/core_matrix_tile.h"
 #include "model/position/linear_bias_tile.h"
 
 using namespace xtrap;

@@ -1,7 +1,7 @@
 #pragma once
 // Runs a CUDA kernel file on the CPU, to test a kernel's logic where there is no GPU (CI, the CPU
 // machines): enough of the CUDA runtime, the device intrinsics, bf16 and warp_mma.cuh for
-// src/model/position/linear_bias_attention.cu to compile as plain C++ (through the headers in
+// src/model/position/linear_bias_attention*.cu to compile as plain C++ (through the headers in
 // include/, which stand in for the toolkit's) and run. Written here because no Debian package runs
 // CUDA C++ without a GPU (GPGPU-Sim and HIP-CPU are not packaged).
 //
@@ -16,12 +16,12 @@
 //   without a barrier between reads it unwritten under one of them.
 // - Shared memory is poisoned with 0xFF bytes (NaN as float and as bf16) before every block, and a
 //   guard past the launch's dynamic size is checked after it.
-// - mma.sync m16n8k16 and ldmatrix .x4 (include/model/position/warp_mma.cuh): each lane holds only
+// - mma.sync m16n8k16 and ldmatrix .x4 (include/cuda/warp_mma.cuh): each lane holds only
 //   its registers, laid out as the PTX ISA documents; the warp exchanges them at the collective,
 //   and each lane computes its own 4 outputs (fp32, summed in k order) or reads its own elements.
 //   ldmatrix row addresses must be 16-byte aligned and inside the launch's dynamic shared memory;
 //   the lanes of a warp all read before any of them goes on, as on the GPU.
-// - wgmma.mma_async m64n64k16 (include/model/position/warpgroup_mma.cuh): each warp computes its 16
+// - wgmma.mma_async m64n64k16 (include/cuda/warpgroup_mma.cuh): each warp computes its 16
 //   rows of the warpgroup's product, from its lanes' registers (A, exchanged at the issue) or from
 //   shared memory through the descriptors, read as the PTX ISA lays out operands without swizzling
 //   (core matrices of 8 rows of 16 bytes; K-major: the leading offset between core matrices along
@@ -199,13 +199,13 @@ cudaError_t launch(const void* kernel, const cudaLaunchConfig_t& config, const s
 void fault(const std::string& message);
 // This thread's lane in its warp (threadIdx.x % 32).
 int lane();
-// The warp collectives behind include/model/position/warp_mma.cuh.
+// The warp collectives behind include/cuda/warp_mma.cuh.
 void multiplyAddM16N8K16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
 void loadMatrices(uint32_t (&r)[4], const __nv_bfloat16* row, bool transposed);
 // Its address in the shared window (__cvta_generic_to_shared): the offset from the dynamic shared
 // memory's start, which must hold it.
 uint32_t sharedAddress(const void* pointer);
-// The warpgroup operations behind include/model/position/warpgroup_mma.cuh: d (this warp's 16 rows
+// The warpgroup operations behind include/cuda/warpgroup_mma.cuh: d (this warp's 16 rows
 // of 64 x 64) += A B (accumulate, scale-d true) or d = A B, with A from registers (a, this warp's 16
 // rows as mma.sync's A fragment) or, where a is nullptr, from aDescriptor; each shared operand
 // K-major, or MN-major with its flag.

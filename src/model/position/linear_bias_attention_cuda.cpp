@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "model/position/heads_view_torch.h"
+#include "cuda/heads_view_torch.h"
 #include "model/position/linear_bias_attention.cuh"
 
 namespace xtrap {

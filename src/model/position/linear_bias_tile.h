@@ -1,6 +1,6 @@
 #pragma once
 // The per-element and per-tile pieces of the fused ALiBi-family attention kernel
-// (linear_bias_attention.cu), written once for both compilers: nvcc builds them into the kernel,
+// (linear_bias_attention*.cu), written once for both compilers: nvcc builds them into the kernel,
 // g++ into the torch-free tests (tests/test_linear_bias_tile.cpp) that check them against
 // LinearBiasSpec::bias and against brute force. No CUDA and no LibTorch headers here.
 //
@@ -198,7 +198,7 @@ XTRAP_HD LinearTile linearTile(const HeadBias& hb, int r0, int c0, int size, int
 // below what fp32 can hold: with slope 0.5 (the first of 8 heads), keys some 200 tokens away are
 // below e^-100 of the diagonal's. A tile pair whose every cell is provably that small changes no
 // output (their sum is below the rounding of the others'), and the kernels leave such pairs out at
-// both ends of each tile's walk (linear_bias_attention.cu). The proof per pair, for every query i
+// both ends of each tile's walk (linear_bias_attention_forward.cu). The proof per pair, for every query i
 // and key j of it, in natural units:
 //   logit_ij - max_j' logit_ij' <= logit_ij - logit_ii                  (the diagonal is never blocked)
 //                               <= scale |q_i| |k_j| + bias_ij - scale q_i.k_i    (Cauchy-Schwarz)

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "model/position/bf16_words.cuh"
+#include "cuda/bf16_words.cuh"
 #include "model/position/rotary.cuh"
 
 namespace xtrap::cuda {

@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-#include "model/position/heads_view.cuh"
+#include "cuda/heads_view.cuh"
 
 namespace xtrap::cuda {
 

@@ -6,7 +6,7 @@
 
 #include <limits>
 
-#include "model/position/heads_view_torch.h"
+#include "cuda/heads_view_torch.h"
 #include "model/position/rotary.cuh"
 
 namespace xtrap {

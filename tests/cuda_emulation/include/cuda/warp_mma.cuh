@@ -1,11 +1,11 @@
 #pragma once
-// Stands in for src/model/position/warp_mma.cuh in the CPU emulation (cuda_emulation.h): the same
+// Stands in for src/cuda/warp_mma.cuh in the CPU emulation (cuda_emulation.h): the same
 // functions with the same register layouts (listed there, from the PTX ISA), as warp collectives
 // of the emulated warp. This directory comes first on the emulated kernels' include path, so the
-// kernel file's #include "model/position/warp_mma.cuh" finds this file.
+// kernel file's #include "cuda/warp_mma.cuh" finds this file.
 #include <cstdint>
 
-#include "../../../cuda_emulation.h"
+#include "../../cuda_emulation.h"
 
 namespace xtrap::cuda::mma {
 

@@ -3,7 +3,7 @@
 // Fragments for mma.m16n8k16 with floating point type" and "ldmatrix"): the fused attention kernels
 // keep S, P, dS and their accumulators in registers and compute the bias of each cell there, which
 // needs to know which lane holds which element. WMMA leaves that unspecified.
-// tests/cuda_emulation/include/model/position/warp_mma.cuh is this file's CPU twin, written from
+// tests/cuda_emulation/include/cuda/warp_mma.cuh is this file's CPU twin, written from
 // the same pages; the kernels include this one by the same name.
 //
 // Lane l of a warp: g = l / 4 (its group), t = l % 4 (its place in the group). Registers hold two

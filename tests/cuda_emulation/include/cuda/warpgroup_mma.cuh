@@ -1,12 +1,12 @@
 #pragma once
-// Stands in for src/model/position/warpgroup_mma.cuh in the CPU emulation (cuda_emulation.h): the
+// Stands in for src/cuda/warpgroup_mma.cuh in the CPU emulation (cuda_emulation.h): the
 // same functions, the descriptors' bits and the register layouts as there, the products as the
 // emulation's warpgroup operations (which read the descriptors as the PTX ISA lays the shared
 // operands out, apart from the kernel's core_matrix_tile.h).
 #include <cstdint>
 
-#include "../../../cuda_emulation.h"
-#include "model/position/core_matrix_tile.h"
+#include "../../cuda_emulation.h"
+#include "cuda/core_matrix_tile.h"
 
 namespace xtrap::cuda::wgmma {
 

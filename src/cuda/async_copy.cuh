@@ -7,7 +7,7 @@
 // attention kernels' PTX); CUTLASS's SM80_CP_ASYNC_CACHEGLOBAL_ZFILL passes it in a register, as
 // here. They land as the toolkit's do: __pipeline_commit and __pipeline_wait_prior (cp.async's
 // commit_group and wait_group) order them.
-// tests/cuda_emulation/include/model/position/async_copy.cuh is this file's CPU twin.
+// tests/cuda_emulation/include/cuda/async_copy.cuh is this file's CPU twin.
 #include <cuda_runtime.h>
 
 namespace xtrap::cuda::async {

@@ -4,7 +4,7 @@
 // instruction per 16 of K, reading the B operand (and A, unless it is in registers) from shared
 // memory once for the 4 warps, where mma.sync (warp_mma.cuh) has each warp read every B fragment
 // with ldmatrix for its own 16 rows.
-// tests/cuda_emulation/include/model/position/warpgroup_mma.cuh is this file's CPU twin.
+// tests/cuda_emulation/include/cuda/warpgroup_mma.cuh is this file's CPU twin.
 //
 // Registers: warp w of the warpgroup holds rows 16w .. 16w + 15 of the (64, N) accumulator, each
 // 8-column block n of them as mma.sync's C fragment (warp_mma.cuh): d[n][0], d[n][1] = row g,
@@ -28,7 +28,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "model/position/core_matrix_tile.h"
+#include "cuda/core_matrix_tile.h"
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define XTRAP_WGMMA_ASM(...) asm volatile(__VA_ARGS__)

@@ -1,8 +1,8 @@
 #pragma once
-// Stands in for src/model/position/async_copy.cuh in the CPU emulation (cuda_emulation.h): the
+// Stands in for src/cuda/async_copy.cuh in the CPU emulation (cuda_emulation.h): the
 // emulated cp.async with the zero fill given as the toolkit's function takes it (kBytes - srcBytes
 // zeros at the end), landing where the emulation lands every asynchronous copy.
-#include "../../../cuda_emulation.h"
+#include "../../cuda_emulation.h"
 
 namespace xtrap::cuda::async {
 

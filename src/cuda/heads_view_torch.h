@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "model/position/heads_view.cuh"
+#include "cuda/heads_view.cuh"
 
 namespace xtrap {
 
