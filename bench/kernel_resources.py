@@ -27,13 +27,19 @@ DEFAULT_FILES = ["src/model/position/linear_bias_attention_forward.cu",
 
 def kernel_name(mangled):
     """fooKernel<64, false, true> from _ZN...fooKernelILi64ELb0ELb1EEEv..."""
-    # The Itanium ABI writes each name as its length, then the name: the kernel's is the one that
-    # ends in "Kernel", maybe followed by its template arguments I...E.
-    for m in re.finditer(r"(?<!\d)(\d+)(?=[A-Za-z_])", mangled):
-        length, rest = int(m.group(1)), mangled[m.end():]
-        name = rest[:length]
+    # The Itanium ABI writes a nested name (_ZN) as its parts in order, each its length, then the
+    # part: the kernel's is the one that ends in "Kernel", maybe followed by its template arguments
+    # I...E. Read in order, as an unnamed namespace's part (_GLOBAL__N_ with its file's name and a
+    # hash, digits among them) may not be searched for lengths.
+    pos = 3 if mangled.startswith("_ZN") else None
+    while pos is not None:
+        m = re.match(r"\d+", mangled[pos:])
+        if not m:
+            break
+        length, start = int(m.group()), pos + m.end()
+        name, pos = mangled[start:start + length], start + length
         if len(name) == length and name.endswith("Kernel"):
-            arguments = re.match(r"I((?:L[ib]\d+E)+)E", rest[length:])
+            arguments = re.match(r"I((?:L[ib]\d+E)+)E", mangled[pos:])
             if arguments:
                 values = [("true" if v == "1" else "false") if t == "b" else v
                           for t, v in re.findall(r"L([ib])(\d+)E", arguments.group(1))]
