@@ -8,6 +8,7 @@
 
 #include "data/wikitext.h"
 #include "eval/model_interpolation.h"
+#include "eval/pretrained_text.h"
 #include "run/run_directory.h"
 #include "util/execution_context.h"
 #include "util/interrupt.h"
@@ -126,7 +127,7 @@ struct PictureObserver : AttentionObserver {
   std::vector<torch::Tensor> sums, distance;  // per selected layer: (HS, cells, cells), (HS, N)
 };
 
-// The window of `req` in the corpus, after checking the request against the model; applies the
+// The window of `req` in the text, after checking the request against the model; applies the
 // interpolation and returns the slopes / rotary settings now in use.
 struct Window {
   std::vector<int32_t> tokens;
@@ -135,12 +136,11 @@ struct Window {
   std::string slopes;
 };
 
-Window prepareWindow(Transformer& model, const Corpus& corpus, const AttentionDumpRequest& req) {
-  const auto& stream = corpus.split(req.split);
+Window prepareWindow(Transformer& model, const ProbeText& text, const AttentionDumpRequest& req) {
+  const TokenSpan& stream = text.stream;
   int64_t size = static_cast<int64_t>(stream.size());
   if (req.offset < 0 || req.offset >= size)
-    throw std::invalid_argument(
-        fmt::format("--offset {} is outside the {} split ({} tokens)", req.offset, req.split, size));
+    throw std::invalid_argument(fmt::format("--offset {} is outside {} ({} tokens)", req.offset, text.source, size));
   int64_t bos = model->config.usesBos() ? 1 : 0;  // the window is <bos> + N - 1 words, as in evaluation
   int64_t N = std::min(req.Lvalid, size - req.offset + bos);
   if (N < req.Lvalid)
@@ -162,7 +162,7 @@ Window prepareWindow(Transformer& model, const Corpus& corpus, const AttentionDu
   }
   for (int64_t p = req.offset; p < req.offset + N - bos; ++p) {
     w.tokens.push_back(stream[static_cast<size_t>(p)]);
-    w.words.push_back(corpus.vocab.word(w.tokens.back()));
+    w.words.push_back(text.tokenText(w.tokens.back()));
   }
   return w;
 }
@@ -184,9 +184,35 @@ std::vector<int64_t> allOr(const std::vector<int64_t>& selected, int64_t n) {
 
 }  // namespace
 
-RunPicture attentionPicture(const RunInfo& run, Transformer& model, const Corpus& corpus,
+ProbeText loadProbeText(const RunInfo& run, const std::string& textFile, const std::string& dataDir,
+                        const std::string& split) {
+  ProbeText t;
+  if (!run.pretrained.empty()) {
+    PretrainedText text = loadPretrainedText(run, textFile, dataDir, split);
+    t.stream = *text.ids;
+    t.owner = text.ids;
+    t.tokenText = [tokenizer = text.tokenizer](int32_t id) { return tokenizer->decode({id}); };
+    t.source = textFile.empty() ? split : textFile;
+    return t;
+  }
+  if (!textFile.empty() || !dataDir.empty())
+    throw std::invalid_argument("--text and --data apply to pretrained models; " + run.dir.string() +
+                                " is a word-level run, whose probes read its training data");
+  return corpusProbeText(std::make_shared<const Corpus>(loadWikiText(run.train.dataDir)), split);
+}
+
+ProbeText corpusProbeText(std::shared_ptr<const Corpus> corpus, const std::string& split) {
+  ProbeText t;
+  t.stream = corpus->split(split);
+  t.tokenText = [corpus](int32_t id) { return corpus->vocab.word(id); };
+  t.source = split;
+  t.owner = std::move(corpus);
+  return t;
+}
+
+RunPicture attentionPicture(const RunInfo& run, Transformer& model, const ProbeText& text,
                             const AttentionDumpRequest& req, int64_t maxCells) {
-  Window w = prepareWindow(model, corpus, req);
+  Window w = prepareWindow(model, text, req);
   int64_t N = int64_t(w.tokens.size()), cells = std::min(N, maxCells);
   std::vector<int64_t> layerSel = allOr(req.layers, model->config.layers),
                        headSel = allOr(req.heads, model->config.heads);
@@ -220,8 +246,8 @@ RunPicture attentionPicture(const RunInfo& run, Transformer& model, const Corpus
   return picture;
 }
 
-void dumpAttention(const RunInfo& run, Transformer& model, const Corpus& corpus, const AttentionDumpRequest& req) {
-  Window w = prepareWindow(model, corpus, req);
+void dumpAttention(const RunInfo& run, Transformer& model, const ProbeText& text, const AttentionDumpRequest& req) {
+  Window w = prepareWindow(model, text, req);
   const std::vector<int32_t>& tokens = w.tokens;
   int64_t N = int64_t(tokens.size());
   double a = w.scale;
@@ -236,7 +262,7 @@ void dumpAttention(const RunInfo& run, Transformer& model, const Corpus& corpus,
   h5.attribute("L_train", run.model.contextLength);
   h5.attribute("Lvalid", N);
   h5.attribute("offset", req.offset);
-  h5.attribute("split", req.split);
+  h5.attribute("split", text.source);
   h5.attribute("interp", interpLabel(req.interp, req.ntkHeads));
   h5.attribute("scale", a);
   h5.attribute("slopes", slopes);

@@ -177,6 +177,16 @@ with open(TEXT2, "w") as _f:
     _f.write("Here we go, there and back again; nothing is ever quite the same.\n" * 4)
 
 
+# Two WikiText directories with only the tokenized files, for a pretrained model's --data.
+WIKI1, WIKI2 = f"{W}/wiki1", f"{W}/wiki2"
+for _dir, _text in ((WIKI1, " = Grass = \n The grass is green , the sky is blue ( mostly ) .\n" * 6),
+                    (WIKI2, " = Roads = \n Here we go @-@ there and back again ; nothing stays .\n" * 6)):
+    os.makedirs(_dir)
+    for _split in ("train", "valid", "test"):
+        with open(f"{_dir}/wiki.{_split}.tokens", "w") as _f:
+            _f.write(_text)
+
+
 def do_eval_pretrained(options):
     return do_eval(options, (HF_DIR,))
 
@@ -187,6 +197,10 @@ def do_eval_rotary(options):  # yarn applies to rotary runs only
 
 def do_eval_three_heads(options):  # --ntk-heads: the two rules differ only when H is not a power of 2
     return do_eval(options, (ALIBI3_RUN,))
+
+
+def do_probe_pretrained(options):  # positional: HF_DIR (invoke)
+    return do_probe(options, (HF_DIR,))
 
 
 def do_probe(options, positional=()):
@@ -232,6 +246,7 @@ EVAL = {"--Lvalid": "16,32", "--max-tokens": "300", "--threads": "1", "--no-prog
 RET = {"--task": "passkey", "--filler": "repeat", "--Lvalid": "80", "--depths": "0,100", "--trials": "2",
        "--threads": "1", "--no-progress": None}
 BIAS = {"--arch": "encoder", "--pos": "alibi", "--heads": "2", "--len": "4"}
+ATTN_HF = {"--Lvalid": "12", "--offset": "2", "--threads": "1", "--dump-attn": "A"}
 ATTN = {"--Lvalid": "24", "--offset": "10", "--threads": "1"}
 
 
@@ -440,6 +455,10 @@ CASES = [
     case("probe", "--with-bias", "rejected", do_probe, with_(ATTN, **{"--plot": "P"}), {"--with-bias": None}),
     case("probe", "--query-block", "same", do_probe, with_(ATTN, **{"--dump-attn": "A", "--store-dtype": "float32"}),
          {"--query-block": "4"}, "attention a block of query rows at a time: memory"),
+    case("probe", "--text", "changes", do_probe_pretrained, with_(ATTN_HF, **{"--text": TEXT1}), {"--text": TEXT2}),
+    case("probe", "--text", "rejected", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--text": TEXT1}),
+    case("probe", "--data", "changes", do_probe_pretrained, with_(ATTN_HF, **{"--data": WIKI1}), {"--data": WIKI2}),
+    case("probe", "--data", "rejected", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--data": WIKI1}),
     case("probe", "--threads", "same", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--threads": "2"},
          "intra-op threads: speed only"),
 
@@ -482,7 +501,9 @@ def materialise(c, options):
 def invoke(c, options):
     """Runs the command; its results are read at once (a later run may reuse a file name)."""
     options = materialise(c, options)
-    if c["cmd"] == "probe":
+    if c["cmd"] == "probe" and c["runner"] is do_probe_pretrained:
+        rc, err, fingerprint = do_probe_pretrained(options)
+    elif c["cmd"] == "probe":
         positional = (DEC_RUN,) if any(k in options for k in PROBE_RUN_NEEDED) and "--arch" not in options else ()
         rc, err, fingerprint = do_probe(options, positional)
     else:

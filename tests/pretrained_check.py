@@ -16,7 +16,7 @@ float16 and bfloat16, single-file and sharded, evaluate them beyond their config
 length with every ALiBi interpolation, and compare in float64 to 1e-5. The interpolated slopes
 come from interpolation.h's formulas, computed here.
 """
-import json, math, os, shutil, struct, subprocess, sys, tempfile
+import json, math, os, re, shutil, struct, subprocess, sys, tempfile
 import torch
 import torch.nn.functional as F
 
@@ -256,6 +256,40 @@ for kind, H, cfg, tensors in models:
             check(diff <= 1e-5, f"{kind} H={H} {NAMES[dtype]} shards={shards} T={T} > L={L} interp={interp} a={a:g}: "
                                 f"max |logit diff| {diff:.2e}")
 
+# ---- evaluation in bfloat16: the weight matrices held in bf16 when the checkpoint is 2-byte ----
+# run/pretrained_weights.h: matrices (embedding, q/k/v, attention output, FFN) in bf16 for a float16
+# or bfloat16 checkpoint evaluated with --dtype bfloat16, vectors (LayerNorms, biases) float32; a
+# float32 checkpoint keeps float32. The logits against the float64 reference on the stored weights,
+# to a bf16 tolerance: bf16 keeps 8 significant bits (unit roundoff u = 2^-8); along the path from
+# the embedding to a logit about 8 products round their inputs or outputs to it, so |diff| <= 8 u
+# max|logit| (a wrong slope or layout is off by tens of percent).
+MATRIX = ("token_embedding.weight", "attn.qkv.weight", "attn.out.weight", "fc1.weight", "fc2.weight")
+for kind, H, cfg, tensors in models[:2]:
+    slopes = bloom_slopes(H) if kind == "bloom" else mpt_slopes(H, cfg["attn_config"]["alibi_bias_max"])
+    ids = torch.randint(0, cfg["vocab_size"], (1, T))
+    tokens = os.path.join(work, "tokens.txt")
+    open(tokens, "w").write(" ".join(str(int(i)) for i in ids[0]))
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        stored = {n: v.to(dtype) for n, v in tensors.items()}
+        d = os.path.join(work, f"{kind}-h{H}-{NAMES[dtype]}-bf16eval")
+        write_model(d, cfg, stored)
+        out = os.path.join(work, "logits.f32")
+        r = run([EXPORT_LOGITS, d, tokens, out, "ntk", "2.5", "all", "bfloat16"])
+        what = f"{kind} H={H} {NAMES[dtype]} checkpoint evaluated in bfloat16"
+        if r.returncode != 0:
+            check(False, f"{what}: {r.stderr.strip()}")
+            continue
+        held = dict(line.split() for line in r.stdout.splitlines())
+        want_matrix = "Float" if dtype == torch.float32 else "BFloat16"
+        wrong = [f"{n}={t}" for n, t in held.items() if t != (want_matrix if n.endswith(MATRIX) else "Float")]
+        check(not wrong and any(n.endswith(MATRIX) for n in held),
+              f"{what}: matrices held as {want_matrix}, vectors as Float" + (f" (not: {wrong})" if wrong else ""))
+        ours = torch.frombuffer(bytearray(open(out, "rb").read()), dtype=torch.float32).view(T, -1).double()
+        forward = bloom_forward if kind == "bloom" else mpt_forward
+        ref = forward(stored, cfg, ids, interpolate(slopes, "ntk", 2.5))[0]
+        diff, bound = (ours - ref).abs().max().item(), 8 * 2 ** -8 * ref.abs().max().item()
+        check(diff <= bound, f"{what}: max |logit diff| {diff:.3g} <= {bound:.3g} (8 u max|logit|)")
+
 # ---- eval end to end: a text through the tokenizer, bits per byte and word perplexity ----
 cfg, tensors = bloom_checkpoint(7, 16, 4, 2, 50304, 64)
 d = os.path.join(work, "bloom-e2e")
@@ -284,6 +318,169 @@ if r.returncode == 0:
     check(abs(float(row["bits_per_byte"]) - bpb) < 1e-5 * bpb and abs(float(row["word_ppl"]) - wppl) < 1e-4 * wppl,
           f"bits per byte {row['bits_per_byte']} (reference {bpb:.6f}), word ppl {row['word_ppl']} ({wppl:.4f})")
 
+
+# ---- WikiText's tokenized files, detokenized by Megatron-LM's rules before the model's tokenizer ----
+# A directory with only wiki.test.tokens scores the same tokens as --text of the file detokenized
+# here by Megatron-LM's wikitext_detokenizer (tasks/zeroshot_gpt/detokenizer.py, as written there),
+# and its bits per byte divide by the bytes of the file as written (lm-evaluation-harness's rule).
+def wikitext_detokenizer(string):
+    string = string.replace("s '", "s'")
+    string = re.sub(r"/' [0-9]/", r"/'[0-9]/", string)
+    for a, b in ((" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."), (" : ", ": "), (" ; ", "; "), (" . ", ". "),
+                 (" ! ", "! "), (" ? ", "? "), (" , ", ", ")):
+        string = string.replace(a, b)
+    string = re.sub(r"\(\s*([^\)]*?)\s*\)", r"(\1)", string)
+    string = re.sub(r"\[\s*([^\]]*?)\s*\]", r"[\1]", string)
+    string = re.sub(r"{\s*([^}]*?)\s*}", r"{\1}", string)
+    string = re.sub(r"\"\s*([^\"]*?)\s*\"", r'"\1"', string)
+    string = re.sub(r"'\s*([^']*?)\s*'", r"'\1'", string)
+    for a, b in (("= = = =", "===="), ("= = =", "==="), ("= =", "=="), (" " + chr(176) + " ", chr(176)),
+                 (" \n", "\n"), ("\n ", "\n"), (" N ", " 1 "), (" 's", "'s")):
+        string = string.replace(a, b)
+    return string
+
+
+wiki = os.path.join(work, "wikitext-tokens")
+os.makedirs(wiki)
+tokens_text = "".join(open(os.path.join(HERE, "..", "data", "wikitext-2", "wiki.test.tokens"), encoding="utf-8")
+                      .readlines()[:60])
+for split in ("train", "valid", "test"):
+    open(os.path.join(wiki, f"wiki.{split}.tokens"), "w", encoding="utf-8").write(tokens_text)
+detok_file = os.path.join(work, "detokenized.txt")
+open(detok_file, "w", encoding="utf-8").write(wikitext_detokenizer(tokens_text))
+rows = {}
+for name, source in (("data", ["--data", wiki, "--split", "test"]), ("text", ["--text", detok_file])):
+    out = os.path.join(work, f"detok-{name}.csv")
+    r = run([XTRAP, "eval", d, *source, "--Lvalid", "64", "--no-progress", "--threads", "1", "--out", out])
+    check(r.returncode == 0, f"eval of WikiText tokens via {name}" + ("" if r.returncode == 0 else ": " + r.stderr))
+    if r.returncode == 0:
+        header, row = [line.split(",") for line in open(out).read().splitlines()[:2]]
+        rows[name] = dict(zip(header, row))
+if len(rows) == 2:
+    a, b = rows["data"], rows["text"]
+    check(a["tokens_scored"] == b["tokens_scored"] and a["nll"] == b["nll"],
+          f"--data of tokenized WikiText = --text of its Megatron-LM detokenization: tokens {a['tokens_scored']}/"
+          f"{b['tokens_scored']}, nll {a['nll']}/{b['nll']}")
+    nbytes = len(tokens_text.encode("utf-8"))
+    words = len(tokens_text.split()) + tokens_text.count("\n")
+    check(int(a["text_bytes"]) == nbytes and int(a["text_words"]) == words,
+          f"detokenized WikiText counts the file as written: bytes {a['text_bytes']}/{nbytes}, words "
+          f"{a['text_words']}/{words}")
+
+# ---- a scenario naming a pretrained model: xtrap run, its results, --verify ----
+scen_dir = os.path.join(work, "scen")
+os.makedirs(scen_dir)
+shutil.copytree(d, os.path.join(scen_dir, "bloom-tiny"))
+scenario = os.path.join(scen_dir, "pretrained-smoke.toml")
+open(scenario, "w").write(f"""description = "a tiny random BLOOM evaluated as it is"
+
+[[variant]]
+name = "bloom-tiny"
+model = "bloom-tiny"
+data = "{wiki}"
+threads = 1
+
+[[eval]]
+lvalid = [32, 64]
+interps = ["none", "ntk"]
+split = "test"
+
+[[eval]]
+task = "passkey"
+lvalid = [128]
+depths = [0, 100]
+trials = 2
+filler = "natural"
+interps = ["none", "ntk"]
+split = "test"
+
+[probe]
+bias_len = 8
+attn_lvalid = 16
+""")
+runs_root, results_root = os.path.join(work, "runs"), os.path.join(work, "results")
+common = ["--runs", runs_root, "--results", results_root]
+r = run([XTRAP, "run", scenario, "--dry-run", *common])
+check(r.returncode == 0 and "pretrained bloom" in r.stdout, "scenario --dry-run of a pretrained variant" +
+      ("" if r.returncode == 0 else ": " + r.stderr))
+r = run([XTRAP, "run", scenario, "--no-progress", "--results", results_root, "--runs", runs_root])
+check(r.returncode == 0, "xtrap run of a pretrained variant" + ("" if r.returncode == 0 else ": " + r.stderr[-800:]))
+out_dir = os.path.join(results_root, "pretrained-smoke")
+if r.returncode == 0:
+    lines = open(os.path.join(out_dir, "results.csv")).read().splitlines()
+    header, body = lines[0].split(","), [dict(zip(lines[0].split(","), l.split(","))) for l in lines[1:]]
+    ppl = [b for b in body if b["task"] in ("", "perplexity")]
+    key = [b for b in body if b["task"] == "passkey"]
+    check(len(ppl) == 4 and len(key) == 4 and all(b["run"] == "bloom-tiny" for b in body),
+          f"results.csv: {len(ppl)} perplexity rows (2 lengths x 2 interps), {len(key)} passkey rows (2 interps x 2 "
+          f"depths)")
+    # The scenario's Lvalid 64 / none row is the eval command's on the same text.
+    same = [b for b in ppl if b["Lvalid"] == "64" and b["interp"] == "none"]
+    check(len(same) == 1 and "data" in rows and same[0]["nll"] == rows["data"]["nll"],
+          f"scenario row = xtrap eval row: nll {same[0]['nll'] if same else '?'} / "
+          f"{rows['data']['nll'] if 'data' in rows else '?'}")
+    manifest = json.load(open(os.path.join(out_dir, "manifest.json")))
+    entry = manifest["variants"]["bloom-tiny"]
+    check(entry["action"] == "pretrained" and entry["model_dir"].endswith("bloom-tiny") and
+          entry["weights_digest"].startswith("fnv1a64:") and manifest["complete"],
+          f"manifest records the model directory and its weights digest: {entry}")
+    check(os.path.exists(os.path.join(out_dir, "probe", "bloom-tiny-attn.h5")) and
+          os.path.exists(os.path.join(out_dir, "probe", "bloom-tiny-bias.h5")), "the scenario's probes of the model")
+    check(not os.path.exists(os.path.join(scen_dir, "bloom-tiny", "scenario-evals")),
+          "nothing is written into the model directory")
+    r = run([XTRAP, "run", scenario, "--verify", "--results", results_root])
+    check(r.returncode == 0, "--verify of the pretrained scenario's results" + ("" if r.returncode == 0 else ": " + r.stderr))
+    # other weights under the same name: --verify names the digest
+    cfg2, tensors2 = bloom_checkpoint(8, 16, 4, 2, 50304, 64)
+    write_safetensors(os.path.join(scen_dir, "bloom-tiny", "model.safetensors"),
+                      {n: v.to(torch.float16) for n, v in tensors2.items()})
+    r = run([XTRAP, "run", scenario, "--verify", "--results", results_root])
+    err = r.stderr.strip()
+    check(r.returncode != 0 and "weights" in err and len(err.splitlines()) == 1,
+          f"--verify after the weights changed: rc={r.returncode} {err!r}")
+    # a second run reuses the cached evaluations of the first weights? No: new weights, new cache.
+    r = run([XTRAP, "run", scenario, "--dry-run", *common])
+    check(r.returncode == 0 and "cached" not in r.stdout, "new weights are not served from the old cache")
+# a missing model directory: one line naming it
+shutil.rmtree(os.path.join(scen_dir, "bloom-tiny"))
+r = run([XTRAP, "run", scenario, "--dry-run", *common])
+err = r.stderr.strip()
+check(r.returncode != 0 and len(err.splitlines()) == 1 and os.path.join(scen_dir, "bloom-tiny") in err,
+      f"scenario naming a missing model directory: rc={r.returncode} {err!r}")
+
+# ---- probe --dump-attn of a pretrained model: the documented layout, the model's own tokens ----
+h5file = os.path.join(work, "attn.h5")
+r = run([XTRAP, "probe", d, "--dump-attn", h5file, "--data", wiki, "--split", "test", "--Lvalid", "24",
+         "--offset", "5", "--threads", "1", "--store-dtype", "float32"])
+check(r.returncode == 0, "probe --dump-attn of a pretrained model" + ("" if r.returncode == 0 else ": " + r.stderr))
+if r.returncode == 0:
+    import h5py
+    cache = [f for f in os.listdir(wiki) if f.startswith("wiki.test.tokens.xtrap-bpe-detok-")]
+    blob = open(os.path.join(wiki, cache[0]), "rb").read()
+    count = struct.unpack("<Q", blob[32:40])[0]
+    all_ids = torch.tensor(struct.unpack(f"<{count}i", blob[40:40 + 4 * count]))
+    with h5py.File(h5file, "r") as f:
+        window = all_ids[5:29]
+        check(list(f["tokens"][:]) == window.tolist() and len(f["words"]) == 24 and f.attrs["Lvalid"] == 24 and
+              f.attrs["split"] in ("test", b"test"), "attention dump: tokens of the window, words, attributes")
+        # layer 0's attention from the reference BLOOM forward on the same window
+        W = {k: v.double() for k, v in tensors.items()}
+        H, C, D = cfg["n_head"], cfg["hidden_size"], cfg["hidden_size"] // cfg["n_head"]
+        ids = window.view(1, -1)
+        h = layer_norm(F.embedding(ids, W["word_embeddings.weight"]), W["word_embeddings_layernorm.weight"],
+                       W["word_embeddings_layernorm.bias"])
+        ln = layer_norm(h, W["h.0.input_layernorm.weight"], W["h.0.input_layernorm.bias"])
+        fused = F.linear(ln, W["h.0.self_attention.query_key_value.weight"],
+                         W["h.0.self_attention.query_key_value.bias"]).view(1, 24, H, 3, D)
+        q, k = fused[..., 0, :].transpose(1, 2), fused[..., 1, :].transpose(1, 2)
+        pos = torch.arange(24, dtype=torch.float64)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(D) + bloom_slopes(H).view(H, 1, 1) * (pos.view(1, 24) - pos.view(24, 1))
+        scores = scores.masked_fill(torch.triu(torch.ones(24, 24, dtype=torch.bool), 1), float("-inf"))
+        diff = (torch.tensor(f["layer_00/attn"][:]).double() - torch.softmax(scores, -1)[0]).abs().max().item()
+        check(diff < 1e-5, f"attention dump of a pretrained model = the reference's layer-0 attention: {diff:.2e}")
+r = run([XTRAP, "probe", d, "--dump-attn", h5file, "--text", text_file, "--split", "test"])
+err = r.stderr.strip()
+check(r.returncode != 0 and len(err.splitlines()) == 1 and "--split" in err, f"probe --text with --split: {err!r}")
 
 # ---- hostile files: one line naming the file, non-zero exit ----
 def hostile(name, damage, names_file):

@@ -133,7 +133,7 @@ TEST_CASE("attention dump (--dump-attn): layout, normalisation, causality, equal
       req.queryBlock = 16;
       req.dtype = dtype;
       req.heads = {1, 3};
-      dumpAttention(run, model, corpus, req);
+      dumpAttention(run, model, corpusProbeText(std::make_shared<const Corpus>(corpus), "valid"), req);
       H5Read h5(req.out);
       CHECK(h5.attrDouble("Lvalid") == N);
       CHECK(h5.attrDouble("offset") == offset);
@@ -173,7 +173,8 @@ TEST_CASE("an interrupted dump leaves no file under the final name") {
   req.out = run.dir / "bad.h5";
   req.Lvalid = 20;
   req.layers = {7};  // no such layer: fails before anything is written
-  CHECK_THROWS_WITH(dumpAttention(run, model, corpus, req), Catch::Contains("no layer 7"));
+  CHECK_THROWS_WITH(dumpAttention(run, model, corpusProbeText(std::make_shared<const Corpus>(corpus), "valid"), req),
+                    Catch::Contains("no layer 7"));
   CHECK_FALSE(fs::exists(req.out));
   for (const auto& e : fs::directory_iterator(run.dir))
     CHECK(e.path().filename().string().find("bad.h5") == std::string::npos);

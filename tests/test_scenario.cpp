@@ -1,6 +1,7 @@
 // Scenario files: the grammar, the errors (with the key's name and line), the shipped files.
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 
 #include "scenario/results_table.h"
 #include "scenario/run_identity.h"
@@ -144,6 +145,20 @@ TEST_CASE("scenario: every shipped scenario parses") {
   for (const auto& entry : fs::directory_iterator("scenarios")) {
     if (entry.path().extension() != ".toml") continue;
     INFO(entry.path().string());
+    // A scenario naming a pretrained model parses only where the model is: elsewhere one line
+    // naming the directory (scenarios/bloom-ntk.toml names models/bloom-1b7).
+    std::string absent;
+    try {
+      loadScenario(entry.path());
+    } catch (const std::invalid_argument& e) {
+      absent = e.what();
+    }
+    if (!absent.empty()) {
+      CHECK_THAT(absent, Catch::Contains(": model: no model directory "));
+      CHECK(absent.find('\n') == std::string::npos);
+      ++count;
+      continue;
+    }
     Scenario s = loadScenario(entry.path());
     CHECK(s.name == entry.path().stem().string());
     CHECK_FALSE(s.variants.empty());
@@ -317,4 +332,81 @@ TEST_CASE("scenario: a variant that cannot be evaluated as asked fails while par
   std::string t5 = kMinimal;
   t5.replace(t5.find("pos = \"rotary\""), 14, "pos = \"t5\"");
   CHECK_THAT(errorOf(t5), Catch::Contains("variant 'sin-long': interps linear applies to ALiBi-family and rotary"));
+}
+
+namespace {
+// A Hugging Face BLOOM directory as far as parsing a scenario reads it: config.json, and a
+// safetensors file whose header (all the weights digest reads) describes one tensor.
+std::filesystem::path writeBloomDirectory(const std::filesystem::path& dir, int64_t hidden) {
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << R"({"model_type": "bloom", "vocab_size": 64, "hidden_size": )" << hidden
+                                     << R"(, "n_layer": 2, "n_head": 4, "seq_length": 32})";
+  std::string header = R"({"word_embeddings.weight": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})";
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[size_t(i)] = char((header.size() >> (8 * i)) & 0xff);
+  std::ofstream(dir / "model.safetensors", std::ios::binary) << bytes << header << std::string(4, '\0');
+  return dir;
+}
+}  // namespace
+
+TEST_CASE("a variant naming a pretrained model: its config, no [train], only its own keys, its run directory") {
+  namespace fs = std::filesystem;
+  fs::path base = fs::temp_directory_path() / "xtrap-test-scenario-pretrained";
+  fs::remove_all(base);
+  writeBloomDirectory(base / "bloom-tiny", 16);
+  std::string text = R"([[variant]]
+name = "bloom"
+model = "bloom-tiny"
+data = "wt"
+dtype = "bfloat16"
+
+[eval]
+lvalid = "64..256"
+interps = ["none", "ntk", "dynamic-ntk"]
+)";
+  Scenario s = parseScenario(text, "test.toml", base);
+  REQUIRE(s.variants.size() == 1);
+  const ScenarioVariant& v = s.variants[0];
+  CHECK(v.pretrained());
+  CHECK(v.pretrainedDir == (base / "bloom-tiny").string());
+  CHECK(v.pretrainedType == "bloom");
+  CHECK(v.weightsDigest.rfind("fnv1a64:", 0) == 0);
+  CHECK((v.model.dModel == 16 && v.model.layers == 2 && v.model.heads == 4 && v.model.contextLength == 32));
+  CHECK(v.train.dataDir == (base / "wt").string());
+  CHECK(v.train.dtype == "bfloat16");
+  // [train] gives it only where it runs and its data; its training keys are for trained variants
+  Scenario mixed = parseScenario(std::string("[train]\nsteps = 7\nthreads = 3\ndata = \"other\"\n") + text +
+                                     "[[variant]]\nname = \"small\"\npos = \"alibi\"\n",
+                                 "test.toml", base);
+  CHECK(mixed.variants[0].train.threads == 3);
+  CHECK(mixed.variants[0].train.dataDir == (base / "wt").string());  // its own key wins
+  CHECK(mixed.variants[1].train.steps == 7);
+  ScenarioVariant resolved = v;
+  resolved.train.device = "cpu";
+  std::string dir = variantRunDir("runs", resolved).filename().string();
+  CHECK(dir.rfind("pretrained-bloom-bloom-tiny-", 0) == 0);
+  // other weights (here another width): another digest, another directory
+  writeBloomDirectory(base / "bloom-tiny", 24);
+  ScenarioVariant other = parseScenario(text, "test.toml", base).variants[0];
+  other.train.device = "cpu";
+  CHECK(other.weightsDigest != v.weightsDigest);
+  CHECK(variantRunDir("runs", other) != variantRunDir("runs", resolved));
+
+  auto errorIn = [&](const std::string& t) {
+    try {
+      parseScenario(t, "test.toml", base);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::string withSteps = text;
+  withSteps.insert(withSteps.find("dtype"), "steps = 5\n");
+  CHECK_THAT(errorIn(withSteps), Catch::StartsWith("test.toml:5:1: 'steps' does not apply to variant 'bloom'"));
+  std::string missing = text;
+  missing.replace(missing.find("\"bloom-tiny\""), 12, "\"no-such\"");
+  CHECK(errorIn(missing) == "test.toml:3:9: model: no model directory " + (base / "no-such").string());
+  CHECK_THAT(errorIn(text + "[[variant]]\nname = \"trained\"\npos = \"alibi\"\n"),
+             Catch::Contains("variant 'trained' trains a model") && Catch::Contains("missing [train]"));
+  fs::remove_all(base);
 }

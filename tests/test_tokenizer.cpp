@@ -11,6 +11,7 @@
 #include "data/bpe_tokenizer.h"
 #include "data/byte_level.h"
 #include "data/unicode_regex.h"
+#include "data/wikitext_detokenizer.h"
 #include "error_of.h"
 
 using namespace xtrap;
@@ -234,4 +235,32 @@ TEST_CASE("unsupported or damaged tokenizer.json: one line naming the file and t
   CHECK(truncated.find("parse error") != std::string::npos);
   CHECK(test::errorOf([] { BpeTokenizer::fromFile("no/such/tokenizer.json"); }) ==
         "no/such/tokenizer.json: cannot open the tokenizer file");
+}
+
+// Each expected text is derived by hand from the rules of Megatron-LM's wikitext_detokenizer
+// (tasks/zeroshot_gpt/detokenizer.py), applied in their order.
+TEST_CASE("WikiText detokenization follows Megatron-LM's wikitext_detokenizer rule by rule") {
+  // number separators, then " , " and " . " (the last " ." has no space after it: kept)
+  CHECK(detokenizeWikiText("The 2 @,@ 000 @-@ year @-@ old ship , 3 @.@ 5 m long . Sunk .") ==
+        "The 2,000-year-old ship, 3.5 m long. Sunk .");
+  // punctuation, brackets and quotes stripped inside, the degree sign joined
+  CHECK(detokenizeWikiText("He said , \" hello world \" ( see below ) ; then : 3 @.@ 5 \u00b0 C ! ok ? yes . Done") ==
+        "He said, \"hello world\" (see below); then: 3.5\u00b0C! ok? yes. Done");
+  CHECK(detokenizeWikiText("see [ 1 ] and { x }") == "see [1] and {x}");
+  // headings: "= =" pairs joined, the space before and after a line end dropped
+  CHECK(detokenizeWikiText("\n = = Early life = = \n") == "\n== Early life ==\n");
+  CHECK(detokenizeWikiText(" = = = Later = = = \n = = = = Deep = = = = \n") == " === Later ===\n==== Deep ====\n");
+  // " 's" joins; an apostrophe pair is stripped inside like a quote pair (the rule pairs any two)
+  CHECK(detokenizeWikiText("the dog 's bone and the cat 's toy") == "the dog's bone and the cat's toy");
+  // "s '" (a plural possessive) joins before the pairing rule sees it
+  CHECK(detokenizeWikiText("the players ' union") == "the players' union");
+  // " N " (WikiText's number placeholder in some releases) becomes " 1 "
+  CHECK(detokenizeWikiText("in N years") == "in 1 years");
+  // the contraction regex, as written, matches the literal "/' <digit>/" and writes "/'[0-9]/"
+  CHECK(detokenizeWikiText("a/' 5/b") == "a/'[0-9]/b");
+  // an unpaired bracket or quote is left alone; a pair spans lines
+  CHECK(detokenizeWikiText("a \" b ( c") == "a \" b ( c");
+  CHECK(detokenizeWikiText("( a\n b )") == "(a\nb)");
+  // word-internal spacing that no rule names stays
+  CHECK(detokenizeWikiText("x - y") == "x - y");
 }

@@ -6,7 +6,6 @@
 #include "attention_dump.h"
 #include "bias_dump.h"
 #include "cli/commands.h"
-#include "data/wikitext.h"
 #include "dist/dist_env.h"
 #include "eval/model_interpolation.h"
 #include "run/checkpoint.h"
@@ -52,6 +51,8 @@ CommandAction addProbeCommand(CLI::App& cmd) {
   auto device = std::make_shared<std::string>("auto");
   auto dtype = std::make_shared<std::string>("float32");
   auto threads = std::make_shared<int64_t>(0);
+  auto textFile = std::make_shared<std::string>();
+  auto dataDir = std::make_shared<std::string>();
   auto* archOpt =
       cmd.add_option("--arch", fresh->arch, "fresh spec for --dump-bias: " + joinNames(ModelConfig::archNames()));
   auto* posOpt = cmd.add_option("--pos", fresh->pos,
@@ -73,6 +74,11 @@ CommandAction addProbeCommand(CLI::App& cmd) {
   cmd.add_option("--offset", req->offset, "--dump-attn / --plot first token of the window in the split")
       ->capture_default_str();
   cmd.add_option("--split", req->split, "valid | test")->capture_default_str();
+  cmd.add_option("--text", *textFile,
+                 "--dump-attn / --plot of a pretrained model: the UTF-8 text file the window is cut from");
+  cmd.add_option("--data", *dataDir,
+                 "--dump-attn / --plot of a pretrained model: a WikiText directory whose --split the window is cut "
+                 "from (raw, or tokenized files detokenized)");
   cmd.add_option("--layers", *layers, "layers to dump maps for (all or 0,2)")->capture_default_str();
   cmd.add_option("--interp", *interp,
                  joinNames(interpNames()) + " (--dump-bias: at --len; --dump-attn / --plot: at --Lvalid)")
@@ -110,8 +116,11 @@ CommandAction addProbeCommand(CLI::App& cmd) {
     rejectUnless(cmd, {"--arch", "--pos"}, bias && !attn && !plot, "makes a fresh spec for --dump-bias only");
     rejectUnless(cmd, {"runs"}, !freshSpec, "and a fresh spec (--arch/--pos) exclude each other");
     rejectUnless(cmd, {"--len", "--print"}, bias, "applies to --dump-bias only");
-    rejectUnless(cmd, {"--Lvalid", "--offset", "--split", "--query-block"}, attn || plot,
+    rejectUnless(cmd, {"--Lvalid", "--offset", "--split", "--query-block", "--text", "--data"}, attn || plot,
                  "applies to --dump-attn and --plot only");
+    if (!textFile->empty() && !dataDir->empty())
+      throw std::invalid_argument("--text and --data name the text two ways; give one");
+    rejectUnless(cmd, {"--split"}, textFile->empty(), "selects a split of --data or of a run's data, not of --text");
     rejectUnless(cmd, {"--stats-only"}, attn, "applies to --dump-attn only");
     rejectUnless(cmd, {"--store-dtype", "--with-bias"}, attn && !req->statsOnly,
                  "applies to --dump-attn maps (not with --stats-only)");
@@ -199,19 +208,16 @@ CommandAction addProbeCommand(CLI::App& cmd) {
       std::vector<RunPicture> pictures;
       for (const auto& dir : runDirs) {
         RunInfo info = readRunInfo(dir);
-        if (!info.pretrained.empty())
-          throw std::invalid_argument("--dump-attn and --plot read a word-level run's text; " + dir.string() +
-                                      " is a pretrained model (--dump-bias works on it)");
-        Corpus corpus = loadWikiText(info.train.dataDir);
+        ProbeText text = loadProbeText(info, *textFile, *dataDir, r.split);
         // Each loads its own model: both apply the interpolation to the slopes they are given.
         if (!attnFile->empty()) {
           Transformer model = loadTrainedModel(info, ctx);
-          dumpAttention(info, model, corpus, r);
+          dumpAttention(info, model, text, r);
           std::fprintf(stderr, "attention: %s\n", attnFile->c_str());
         }
         if (!plotFile->empty()) {
           Transformer model = loadTrainedModel(info, ctx);
-          pictures.push_back(attentionPicture(info, model, corpus, r, *cells));
+          pictures.push_back(attentionPicture(info, model, text, r, *cells));
         }
       }
       if (!plotFile->empty()) {

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "data/text_checks.h"
+#include "data/wikitext_detokenizer.h"
 #include "util/fnv1a64.h"
 
 namespace xtrap {
@@ -87,7 +88,8 @@ TextCounts countText(std::string_view text) {
   return c;
 }
 
-TokenizedText tokenizeTextFile(const fs::path& file, const BpeTokenizer& tokenizer) {
+TokenizedText tokenizeTextFile(const TextSource& source, const BpeTokenizer& tokenizer) {
+  const fs::path& file = source.file;
   std::string text = readFile(file);
   if (text.empty()) throw std::runtime_error(file.string() + " is empty");
   size_t bad = firstInvalidUtf8(text);
@@ -95,19 +97,22 @@ TokenizedText tokenizeTextFile(const fs::path& file, const BpeTokenizer& tokeniz
     throw std::runtime_error(fmt::format("{}: invalid UTF-8 at byte {}", file.string(), bad));
   TokenizedText out;
   out.counts = countText(text);
+  if (source.detokenize) text = detokenizeWikiText(text);
   uint64_t hash = fnv1a64(text);
   std::string digest = tokenizer.digest();
   fs::path cache = file;
-  cache += ".xtrap-bpe-" + digest.substr(digest.find(':') + 1) + ".bin";
+  cache +=
+      std::string(".xtrap-bpe-") + (source.detokenize ? "detok-" : "") + digest.substr(digest.find(':') + 1) + ".bin";
   if (readCache(cache, text, hash, tokenizer.vocabSize(), out.ids)) return out;
   out.ids = tokenizer.encode(text);
   writeCache(cache, text, hash, out.ids);
   return out;
 }
 
-fs::path wikiTextSplitFile(const fs::path& dir, const std::string& split) {
+TextSource wikiTextSplitSource(const fs::path& dir, const std::string& split) {
   fs::path raw = dir / ("wiki." + split + ".raw");
-  return fs::exists(raw) ? raw : dir / ("wiki." + split + ".tokens");
+  if (fs::exists(raw)) return {raw, false};
+  return {dir / ("wiki." + split + ".tokens"), true};
 }
 
 }  // namespace xtrap

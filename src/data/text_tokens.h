@@ -24,16 +24,27 @@ struct TextCounts {
 };
 TextCounts countText(std::string_view text);
 
-struct TokenizedText {
-  std::vector<int32_t> ids;
-  TextCounts counts;  // of the whole text
+// A text file to score, and whether it is WikiText's tokenized text, which the tokenizer reads
+// detokenized (data/wikitext_detokenizer.h).
+struct TextSource {
+  std::filesystem::path file;
+  bool detokenize = false;
 };
 
-// Reads `file` (UTF-8; a one-line error naming it otherwise) and tokenizes it, through the cache.
-TokenizedText tokenizeTextFile(const std::filesystem::path& file, const BpeTokenizer& tokenizer);
+struct TokenizedText {
+  std::vector<int32_t> ids;
+  // Of the whole file as written, before any detokenization: what lm-evaluation-harness divides
+  // by, and what a word-level run of the same file counts.
+  TextCounts counts;
+};
+
+// Reads the file (UTF-8; a one-line error naming it otherwise), detokenizes it where `source`
+// says, and tokenizes it, through the cache (a detokenized text's cache is named
+// `<file>.xtrap-bpe-detok-<digest>.bin`).
+TokenizedText tokenizeTextFile(const TextSource& source, const BpeTokenizer& tokenizer);
 
 // The text a WikiText directory gives for `split`: wiki.<split>.raw when present (the raw
-// release), else wiki.<split>.tokens.
-std::filesystem::path wikiTextSplitFile(const std::filesystem::path& dir, const std::string& split);
+// release, as it is), else wiki.<split>.tokens, detokenized.
+TextSource wikiTextSplitSource(const std::filesystem::path& dir, const std::string& split);
 
 }  // namespace xtrap

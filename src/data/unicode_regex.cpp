@@ -189,4 +189,28 @@ bool UnicodeRegex::search(std::string_view text) const {
   return compiled_->match(text, 0, start, end);
 }
 
+std::string UnicodeRegex::replaceAll(std::string_view text, std::string_view replacement) const {
+  std::string out(text.size() + text.size() / 8 + 64, '\0');
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    PCRE2_SIZE length = out.size();
+    const int rc = pcre2_substitute(compiled_->code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), 0,
+                                    PCRE2_SUBSTITUTE_GLOBAL | PCRE2_SUBSTITUTE_OVERFLOW_LENGTH | PCRE2_NO_UTF_CHECK,
+                                    nullptr, threadMatchContext(), reinterpret_cast<PCRE2_SPTR>(replacement.data()),
+                                    replacement.size(), reinterpret_cast<PCRE2_UCHAR*>(out.data()), &length);
+    if (rc == PCRE2_ERROR_NOMEMORY) {  // `length` is now what the result needs
+      out.assign(length, '\0');
+      continue;
+    }
+    if (rc < 0) {
+      PCRE2_UCHAR message[256];
+      pcre2_get_error_message(rc, message, sizeof message);
+      throw std::runtime_error(std::string("regular expression substitution failed: ") +
+                               reinterpret_cast<char*>(message));
+    }
+    out.resize(length);
+    return out;
+  }
+  throw std::logic_error("pcre2_substitute asked for more room twice");
+}
+
 }  // namespace xtrap

@@ -37,6 +37,11 @@ class UnicodeRegex {
   // Whether the pattern matches anywhere in `text`.
   bool search(std::string_view text) const;
 
+  // `text` (valid UTF-8) with every match, left to right and not overlapping, replaced by
+  // `replacement`, in which ${1} is the first group (PCRE2's substitution syntax; '$' itself is
+  // $$): Python's re.sub with \1.
+  std::string replaceAll(std::string_view text, std::string_view replacement) const;
+
  private:
   struct Compiled;
   std::unique_ptr<Compiled> compiled_;

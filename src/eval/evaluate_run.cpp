@@ -14,6 +14,7 @@
 #include "dist/dist_env.h"
 #include "eval/encoder_score.h"
 #include "eval/model_interpolation.h"
+#include "eval/pretrained_text.h"
 #include "eval/retrieval_score.h"
 #include "eval/wilson_interval.h"
 #include "eval/windows.h"
@@ -66,23 +67,16 @@ TextCounts wordLevelCounts(TokenSpan stream, const Vocabulary& vocab) {
 
 // A pretrained model's text: --text, else --data's split file, tokenized by its tokenizer.json.
 ScoringRun loadPretrainedRun(ScoringRun s, const EvalRequest& req, const ExecutionContext& ctx) {
-  auto tokenizerFile = s.info.dir / "tokenizer.json";
-  s.tokenizer = std::make_shared<const BpeTokenizer>(BpeTokenizer::fromFile(tokenizerFile));
-  if (s.tokenizer->vocabSize() > s.info.model.vocabSize)
-    throw std::runtime_error(fmt::format("{} has ids up to {}, the model's embedding has {} rows",
-                                         tokenizerFile.string(), s.tokenizer->vocabSize() - 1, s.info.model.vocabSize));
-  if (req.textFile.empty() && req.dataDir.empty())
-    throw std::invalid_argument(s.info.dir.string() +
-                                " is a pretrained model: give --text FILE or --data DIR to score");
-  std::filesystem::path text =
-      !req.textFile.empty() ? std::filesystem::path(req.textFile) : wikiTextSplitFile(req.dataDir, req.split);
-  TokenizedText tokenized = tokenizeTextFile(text, *s.tokenizer);
-  s.ids = std::make_shared<const std::vector<int32_t>>(std::move(tokenized.ids));
+  PretrainedText text = loadPretrainedText(s.info, req.textFile, req.dataDir, req.split);
+  s.tokenizer = text.tokenizer;
+  s.ids = text.ids;
   s.stream = *s.ids;
-  s.counts = tokenized.counts;
+  s.counts = text.counts;
   if (req.maxTokens > 0 && req.maxTokens < static_cast<int64_t>(s.stream.size())) {
     s.stream = s.stream.subspan(0, size_t(req.maxTokens));
-    s.counts = countText(s.tokenizer->decode(s.stream.toVector()));
+    // A detokenized file's counts are of the text as written, which a prefix of its tokens does
+    // not delimit: such a row has no per-byte or per-word figures.
+    s.counts = text.detokenized ? TextCounts{} : countText(s.tokenizer->decode(s.stream.toVector()));
   }
   s.contextToken = s.info.contextToken;
   s.model = loadTrainedModel(s.info, ctx);

@@ -164,12 +164,15 @@ torch::Tensor TransformerImpl::features(const torch::Tensor& tokensIn, const For
   AutocastScope autocast(device(), computeDtype_);
   int64_t T = tokens.size(1), C = config.dModel;
   // (B, T, C) token embeddings; CLAP embeds with the same normalised vectors it projects onto.
-  auto x = adaptiveInput                       ? adaptiveInput(tokens)
-           : headKind_ == OutputHeadKind::Clap ? torch::embedding(head->projection(), tokens)
-                                               : tokenEmbedding(tokens);
+  // The residual stream is float32 whatever the embedding is held in (bf16 for a pretrained
+  // model evaluated in bf16: run/pretrained_weights.h); the float32 LayerNorms take it as it is
+  // (LibTorch 1.13's CPU autocast does not cast their input).
+  auto x = (adaptiveInput                       ? adaptiveInput(tokens)
+            : headKind_ == OutputHeadKind::Clap ? torch::embedding(head->projection(), tokens)
+                                                : tokenEmbedding(tokens))
+               .to(torch::kFloat32);
   if (config.scaleEmbedding) x = x * std::sqrt(double(C));
-  // The float32 LayerNorm takes a float32 input (LibTorch 1.13's CPU autocast does not cast it).
-  if (embeddingNorm) x = embeddingNorm(x.to(torch::kFloat32));
+  if (embeddingNorm) x = embeddingNorm(x);
   if (pos_ == PositionMethod::Learned) {
     if (T > config.positionTableSize())
       throw std::invalid_argument("learned positions: length " + std::to_string(T) + " exceeds the table of " +

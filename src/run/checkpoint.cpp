@@ -187,12 +187,14 @@ TrainingState loadCheckpoint(const std::filesystem::path& file, Transformer& mod
 }
 
 Transformer loadTrainedModel(const RunInfo& run, const ExecutionContext& ctx) {
+  if (!run.pretrained.empty()) {
+    Transformer model = loadPretrainedModel(run.dir, run.pretrained, run.model, ctx);
+    model->eval();
+    return model;
+  }
   Transformer model(run.model);
   model->place(ctx);
-  if (!run.pretrained.empty())
-    loadPretrainedWeights(run.dir, run.pretrained, model);
-  else
-    loadCheckpoint(checkpointPath(run.dir), model, nullptr);
+  loadCheckpoint(checkpointPath(run.dir), model, nullptr);
   model->eval();
   return model;
 }

@@ -1,11 +1,14 @@
 #include "run/pretrained_config.h"
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <stdexcept>
+
+#include "util/fnv1a64.h"
 
 namespace xtrap {
 namespace fs = std::filesystem;
@@ -167,6 +170,35 @@ PretrainedConfig readPretrainedConfig(const fs::path& dir) {
     r.fail(e.what());
   }
   return p;
+}
+
+std::string pretrainedWeightsDigest(const fs::path& dir) {
+  auto readBytes = [](const fs::path& file, uint64_t limit) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot read " + file.string());
+    std::string bytes(limit, '\0');
+    in.read(bytes.data(), std::streamsize(limit));
+    bytes.resize(size_t(in.gcount()));
+    return bytes;
+  };
+  fs::path config = dir / "config.json";
+  uint64_t h = fnv1a64(readBytes(config, fs::file_size(config)));
+  for (const auto& file : pretrainedWeightFiles(dir)) {
+    if (!fs::exists(file)) throw std::runtime_error("missing weight file " + file.string());
+    uint64_t size = fs::file_size(file);
+    std::string length = readBytes(file, 8);
+    uint64_t headerBytes = 0;
+    for (int i = 7; i >= 0 && length.size() == 8; --i)
+      headerBytes = (headerBytes << 8) | static_cast<unsigned char>(length[size_t(i)]);
+    if (length.size() < 8 || headerBytes > size - 8)
+      throw std::runtime_error("safetensors " + file.string() + ": the header length does not fit the file");
+    std::string named = file.filename().string() + "\n" + std::to_string(size) + "\n";
+    h = fnv1a64(named, h);
+    h = fnv1a64(readBytes(file, 8 + headerBytes), h);
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return std::string("fnv1a64:") + hex;
 }
 
 std::vector<fs::path> pretrainedWeightFiles(const fs::path& dir) {

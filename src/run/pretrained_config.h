@@ -31,6 +31,12 @@ bool isPretrainedDirectory(const std::filesystem::path& dir);
 // compute (named).
 PretrainedConfig readPretrainedConfig(const std::filesystem::path& dir);
 
+// What identifies a directory's model for caches and --verify, without reading its weights:
+// "fnv1a64:<16 hex digits>" of config.json and, for each weight file in order, its name, size
+// and safetensors header (every tensor's name, dtype, shape and offsets). One-line errors name
+// a file that cannot be read or whose header length is impossible.
+std::string pretrainedWeightsDigest(const std::filesystem::path& dir);
+
 // The weight files: model.safetensors, or the distinct files model.safetensors.index.json's
 // weight_map names, in order. One-line errors name the index or the missing file.
 std::vector<std::filesystem::path> pretrainedWeightFiles(const std::filesystem::path& dir);

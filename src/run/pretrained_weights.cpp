@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -82,13 +81,28 @@ torch::ScalarType torchDtype(const std::string& dtype) {
 
 std::string shapeText(const std::vector<int64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
 
+// Restores LibTorch's default floating type when the model is built.
+class DefaultDtypeGuard {
+ public:
+  explicit DefaultDtypeGuard(torch::ScalarType dtype) : previous_(c10::get_default_dtype()) {
+    c10::set_default_dtype(c10::scalarTypeToTypeMeta(dtype));
+  }
+  ~DefaultDtypeGuard() { c10::set_default_dtype(previous_); }
+  DefaultDtypeGuard(const DefaultDtypeGuard&) = delete;
+  DefaultDtypeGuard& operator=(const DefaultDtypeGuard&) = delete;
+
+ private:
+  caffe2::TypeMeta previous_;
+};
+
+using TensorIndex = std::map<std::string, std::pair<const SafetensorsFile*, const SafetensorsTensor*>>;
+
 }  // namespace
 
-void loadPretrainedWeights(const fs::path& dir, const std::string& type, Transformer& model) {
-  const ModelConfig& c = model->config;
+Transformer loadPretrainedModel(const fs::path& dir, const std::string& type, const ModelConfig& c,
+                                const ExecutionContext& ctx) {
   std::vector<std::unique_ptr<SafetensorsFile>> files;
-  // checkpoint name without the "transformer." prefix -> (file, tensor)
-  std::map<std::string, std::pair<const SafetensorsFile*, const SafetensorsTensor*>> tensors;
+  TensorIndex tensors;  // checkpoint name without the "transformer." prefix -> (file, tensor)
   for (const auto& path : pretrainedWeightFiles(dir)) {
     if (!fs::exists(path)) throw std::runtime_error("missing weight file " + path.string());
     files.push_back(std::make_unique<SafetensorsFile>(path));
@@ -102,8 +116,26 @@ void loadPretrainedWeights(const fs::path& dir, const std::string& type, Transfo
   }
   fs::path config = dir / "config.json";
   std::map<std::string, Source> map = nameMap(type, c);
-  std::set<std::string> used{"lm_head.weight"};  // the output is tied: a stored copy is not read
+  // The matrices in bf16 when the evaluation computes in bf16 and the checkpoint holds none in
+  // float32 (see the header). Built in that type: a float32 model first would be the 4N bytes
+  // this avoids, at the peak.
+  bool twoByte = ctx.dtype == torch::kBFloat16;
+  for (const auto& [ours, source] : map) {
+    auto found = tensors.find(source.name);
+    if (found != tensors.end() && found->second.second->shape.size() >= 2 && found->second.second->dtype == "F32")
+      twoByte = false;
+  }
+  Transformer model{nullptr};
+  {
+    DefaultDtypeGuard building(twoByte ? torch::kBFloat16 : torch::kFloat32);
+    model = Transformer(c);
+  }
   torch::NoGradGuard noGrad;
+  for (auto& p : model->parameters(true))
+    if (p.dim() < 2) p.set_data(p.to(torch::kFloat32));
+  model->place(ctx);
+
+  std::set<std::string> used{"lm_head.weight"};  // the output is tied: a stored copy is not read
   for (auto& item : model->named_parameters(true)) {
     torch::Tensor param = item.value();
     auto it = map.find(item.key());
@@ -130,17 +162,14 @@ void loadPretrainedWeights(const fs::path& dir, const std::string& type, Transfo
       throw std::runtime_error(fmt::format("{}: tensor {} has shape {}, {} implies {}", file->path().string(),
                                            source.name, shapeText(t->shape), config.string(),
                                            shapeText(param.sizes().vec())));
-    std::string_view bytes = file->bytes(*t);
     auto dtype = torchDtype(t->dtype);
-    // The mapped bytes in place; copied once through an aligned buffer where the file does not
-    // align them to their element size (the format does not promise it).
-    torch::Tensor stored;
-    if (reinterpret_cast<uintptr_t>(bytes.data()) % c10::elementSize(dtype) == 0)
-      stored = torch::from_blob(const_cast<char*>(bytes.data()), t->shape, torch::TensorOptions(dtype));
-    else {
-      stored = torch::empty(t->shape, torch::TensorOptions(dtype));
-      std::memcpy(stored.data_ptr(), bytes.data(), bytes.size());
+    if (param.is_cpu() && param.scalar_type() == dtype && !source.relayout && param.is_contiguous()) {
+      file->read(*t, param.data_ptr());  // straight into the parameter
+      continue;
     }
+    // Otherwise through one host tensor of the stored type, freed before the next.
+    torch::Tensor stored = torch::empty(t->shape, torch::TensorOptions(dtype));
+    file->read(*t, stored.data_ptr());
     if (source.relayout) stored = source.relayout(stored);
     param.copy_(stored);
   }
@@ -149,6 +178,7 @@ void loadPretrainedWeights(const fs::path& dir, const std::string& type, Transfo
       throw std::runtime_error(
           fmt::format("{} does not match {}: it holds {}, which the model {} describes does not have", config.string(),
                       where.first->path().string(), name, config.string()));
+  return model;
 }
 
 }  // namespace xtrap

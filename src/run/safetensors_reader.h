@@ -4,8 +4,9 @@
 // little-endian header length, a JSON header {name: {dtype, shape, data_offsets}, "__metadata__":
 // {...}}, then the tensor bytes, offsets counted from the end of the header. Nothing in a file is
 // trusted: the header length, every dtype, shape and offset pair is checked against the bytes
-// before a tensor is handed out, and tensors may not overlap. The file is memory-mapped: a
-// tensor's bytes are read from the page cache when used, never copied whole. Torch-free.
+// before a tensor is handed out, and tensors may not overlap. The file is memory-mapped for its
+// header; a tensor's bytes are read with pread into the caller's memory (read()), so the file's
+// pages never count towards the reading process's resident memory. Torch-free.
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -38,8 +39,8 @@ class SafetensorsFile {
   explicit SafetensorsFile(const std::filesystem::path& path);
   const std::filesystem::path& path() const { return path_; }
   const std::map<std::string, SafetensorsTensor>& tensors() const { return tensors_; }
-  // The mapped bytes of a tensor of this file.
-  std::string_view bytes(const SafetensorsTensor& t) const { return file_->bytes().substr(t.offset, t.bytes); }
+  // Copies a tensor of this file into `out` (t.bytes bytes).
+  void read(const SafetensorsTensor& t, void* out) const { file_->read(t.offset, t.bytes, out); }
 
  private:
   std::filesystem::path path_;

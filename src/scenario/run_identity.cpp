@@ -9,6 +9,14 @@
 namespace xtrap {
 namespace fs = std::filesystem;
 
+namespace {
+std::string directoryName(const std::string& dir) {
+  fs::path p = fs::path(dir).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  return p.filename().string();
+}
+}  // namespace
+
 nlohmann::json runIdentity(const ModelConfig& m, const TrainConfig& t) {
   if (t.device == "auto") throw std::logic_error("runIdentity: resolve the device (auto) first");
   nlohmann::json j = {{"model", m}, {"train", t}};
@@ -27,13 +35,24 @@ nlohmann::json runIdentity(const ModelConfig& m, const TrainConfig& t) {
   if (!m.adaptiveInput) j["model"].erase("adaptive_input");
   for (const char* pretrainedOnly : {"embedding_norm", "linear_biases", "norm_eps", "alibi_slopes", "alibi_bias_max"})
     if (j["model"][pretrainedOnly] == nlohmann::json(ModelConfig{})[pretrainedOnly]) j["model"].erase(pretrainedOnly);
-  fs::path data = fs::path(t.dataDir).lexically_normal();
-  if (data.filename().empty()) data = data.parent_path();
-  j["train"]["data"] = data.filename().string();
+  j["train"]["data"] = directoryName(t.dataDir);
+  return j;
+}
+
+nlohmann::json pretrainedIdentity(const ScenarioVariant& v) {
+  if (v.train.device == "auto") throw std::logic_error("pretrainedIdentity: resolve the device (auto) first");
+  nlohmann::json j = {{"pretrained", {{"model_type", v.pretrainedType}, {"weights", v.weightsDigest}}},
+                      {"data", directoryName(v.train.dataDir)}};
+  if (v.train.device != "cpu") j["device"] = v.train.device;
+  if (v.train.dtype != "float32") j["dtype"] = v.train.dtype;
   return j;
 }
 
 fs::path variantRunDir(const fs::path& runsRoot, const ScenarioVariant& v) {
+  if (v.pretrained()) {
+    uint64_t h = fnv1a64(pretrainedIdentity(v).dump()) & 0xffffffffffffull;
+    return runsRoot / fmt::format("pretrained-{}-{}-{:012x}", v.pretrainedType, directoryName(v.pretrainedDir), h);
+  }
   uint64_t h = fnv1a64(runIdentity(v.model, v.train).dump()) & 0xffffffffffffull;
   return runsRoot / fmt::format("{}-{}-L{}-{:012x}", v.model.arch, v.model.pos, v.model.contextLength, h);
 }

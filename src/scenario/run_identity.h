@@ -18,7 +18,14 @@ namespace xtrap {
 // records it), not auto, which would name a different run on a machine with a GPU.
 nlohmann::json runIdentity(const ModelConfig& m, const TrainConfig& t);
 
-// The run directory a variant (its device resolved) trains into, under runsRoot.
+// A pretrained variant's identity: the model (model_type, weights digest: not its path, so a
+// moved copy is the same model) and what its evaluations depend on besides each eval block's own
+// settings: the data directory's name, and the device and precision where not cpu and float32.
+nlohmann::json pretrainedIdentity(const ScenarioVariant& variant);
+
+// The run directory a variant (its device resolved) trains into, under runsRoot. A pretrained
+// variant trains nothing: its directory, pretrained-<model_type>-<model directory's name>-<hash
+// of pretrainedIdentity>, holds only its evaluation cache.
 std::filesystem::path variantRunDir(const std::filesystem::path& runsRoot, const ScenarioVariant& variant);
 
 }  // namespace xtrap

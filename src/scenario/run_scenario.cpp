@@ -90,11 +90,13 @@ TrainPlan planTraining(const fs::path& runsRoot, const ScenarioVariant& v) {
   return p;
 }
 
-// Rows already computed for the same run, checkpoint and evaluation settings.
-fs::path evalCacheFile(const RunInfo& run, const EvalRequest& r) {
+// Rows already computed for the same run, checkpoint and evaluation settings. A pretrained
+// variant's rows are keyed by its pretrainedIdentity and kept in its own directory under the runs
+// root (variantRunDir), never in the model's directory.
+fs::path evalCacheFile(const ScenarioVariant& v, const fs::path& runsRoot, const RunInfo& run, const EvalRequest& r) {
   std::vector<std::string> interps;
   for (Interp i : r.interps) interps.push_back(interpLabel(i, r.ntkHeads, r.scalePerLength));
-  nlohmann::json key = {{"run", runIdentity(run.model, run.train)},
+  nlohmann::json key = {{"run", v.pretrained() ? pretrainedIdentity(v) : runIdentity(run.model, run.train)},
                         {"steps", run.stepsDone},
                         {"lvalids", r.lvalids},
                         {"split", r.split},
@@ -113,7 +115,8 @@ fs::path evalCacheFile(const RunInfo& run, const EvalRequest& r) {
                         {"version", kRetrievalPromptVersion}};
   // The device and precision of the evaluation are the run's own (in its identity when not cpu,
   // float32), so caches written before they existed stay valid.
-  return run.dir / "scenario-evals" / fmt::format("{:016x}.json", fnv1a64(key.dump()));
+  fs::path dir = v.pretrained() ? variantRunDir(runsRoot, v) : run.dir;
+  return dir / "scenario-evals" / fmt::format("{:016x}.json", fnv1a64(key.dump()));
 }
 
 // One evaluation job: a variant scored under one eval block's mode and stride.
@@ -141,6 +144,7 @@ EvalRequest evalRequest(const Scenario& s, const EvalJob& job, const RunInfo& in
   const ScenarioEval& e = s.evals[job.block];
   EvalRequest r;
   r.runs = {info.dir};
+  if (job.variant->pretrained()) r.dataDir = job.variant->train.dataDir;  // a trained run reads its own
   r.lvalids = e.lvalids;
   r.split = e.split;
   r.modes = {job.mode};
@@ -160,6 +164,11 @@ EvalRequest evalRequest(const Scenario& s, const EvalJob& job, const RunInfo& in
   r.dtype = job.variant->train.dtype;
   r.progress = progress;
   return r;
+}
+
+// The run a variant's evaluations and probes load: its trained run, or the pretrained model.
+RunInfo variantRunInfo(const fs::path& runsRoot, const ScenarioVariant& v) {
+  return readRunInfo(v.pretrained() ? fs::path(v.pretrainedDir) : variantRunDir(runsRoot, v));
 }
 
 int64_t effectiveStride(const EvalJob& job, int64_t Lvalid) {
@@ -188,6 +197,11 @@ void printDryRun(const Scenario& s, const ScenarioRunOptions& o) {
              s.description.empty() ? "" : "\n  " + s.description);
   fmt::print("train:\n");
   for (const auto& v : s.variants) {
+    if (v.pretrained()) {
+      fmt::print("  {:<20} {:<46} {:<34} -\n", v.label(), v.pretrainedDir,
+                 fmt::format("pretrained {}: nothing to train", v.pretrainedType));
+      continue;
+    }
     TrainPlan p = planTraining(o.runsRoot, v);
     int64_t perStep = v.train.sequencesPerStep(v.model.contextLength) * v.model.contextLength;
     int64_t stepsLeft = p.action == "reuse" ? 0 : p.totalSteps - p.stepsDone;
@@ -203,12 +217,24 @@ void printDryRun(const Scenario& s, const ScenarioRunOptions& o) {
   for (const EvalJob& job : evalJobs(s)) {
     const ScenarioEval& e = s.evals[job.block];
     const ScenarioVariant& v = *job.variant;
+    if (v.pretrained()) {
+      // Its tokens are counted when its tokenizer reads the text; the cost model is of xtrap's
+      // own small models on a CPU: no estimate.
+      RunInfo info = variantRunInfo(o.runsRoot, v);
+      bool cached = fs::exists(evalCacheFile(v, o.runsRoot, info, evalRequest(s, job, info, false)));
+      fmt::print("  {:<20} block {} {:<14} {}\n", v.label(), job.block + 1, jobLabel(e, job),
+                 cached ? std::string("cached")
+                        : fmt::format("Lvalid {}..{} ({} lengths) x {} interp(s), {} split of {}  (not estimated)",
+                                      e.lvalids.front(), e.lvalids.back(), e.lvalids.size(), e.interps.size(), e.split,
+                                      v.train.dataDir));
+      continue;
+    }
     std::string key = v.train.dataDir + "|" + e.split;
     if (!splitTokens.count(key)) splitTokens[key] = int64_t(loadWikiText(v.train.dataDir).split(e.split).size());
     int64_t tokens = e.maxTokens > 0 ? std::min(e.maxTokens, splitTokens[key]) : splitTokens[key];
     fs::path dir = variantRunDir(o.runsRoot, v);
     if (planTraining(o.runsRoot, v).action == "reuse" &&
-        fs::exists(evalCacheFile(readRunInfo(dir), evalRequest(s, job, readRunInfo(dir), false)))) {
+        fs::exists(evalCacheFile(v, o.runsRoot, readRunInfo(dir), evalRequest(s, job, readRunInfo(dir), false)))) {
       fmt::print("  {:<20} block {} {:<14} cached\n", v.label(), job.block + 1, jobLabel(e, job));
       continue;
     }
@@ -240,7 +266,7 @@ void printDryRun(const Scenario& s, const ScenarioRunOptions& o) {
 using Attempt = std::function<bool(const std::string& stage, const std::string& variant, const std::function<void()>&)>;
 
 void probeVariant(const Scenario& s, const ScenarioRunOptions& o, const fs::path& outDir, const ScenarioVariant& v) {
-  RunInfo info = readRunInfo(variantRunDir(o.runsRoot, v));
+  RunInfo info = variantRunInfo(o.runsRoot, v);
   configureRuntime(v.train.threads);
   Transformer model = loadTrainedModel(info, variantContext(v));
   if (s.probe.biasLen > 0) dumpBias(model, s.probe.biasLen, outDir / "probe" / (v.label() + "-bias.h5"));
@@ -250,7 +276,7 @@ void probeVariant(const Scenario& s, const ScenarioRunOptions& o, const fs::path
     r.Lvalid = s.probe.attnLvalid;
     r.offset = s.probe.attnOffset;
     r.statsOnly = s.probe.statsOnly;
-    dumpAttention(info, model, loadWikiText(info.train.dataDir), r);
+    dumpAttention(info, model, loadProbeText(info, "", v.pretrained() ? v.train.dataDir : "", r.split), r);
   }
 }
 
@@ -312,6 +338,18 @@ fs::path runScenario(const Scenario& given, const ScenarioRunOptions& o) {
   };
 
   auto trainVariant = [&](const ScenarioVariant& v) {
+    if (v.pretrained()) {
+      // Nothing to train: the manifest says which model, by path and by weights digest.
+      manifest["variants"][v.label()] = {{"run_dir", variantRunDir(o.runsRoot, v).string()},
+                                         {"action", "pretrained"},
+                                         {"model_dir", v.pretrainedDir},
+                                         {"model_type", v.pretrainedType},
+                                         {"weights_digest", v.weightsDigest},
+                                         {"data", v.train.dataDir},
+                                         {"device", v.train.device},
+                                         {"dtype", v.train.dtype}};
+      return;
+    }
     TrainPlan p = planTraining(o.runsRoot, v);
     group.barrier();  // every rank has read the run directory before rank 0 starts writing it
     auto t0 = Clock::now();
@@ -360,9 +398,9 @@ fs::path runScenario(const Scenario& given, const ScenarioRunOptions& o) {
     auto t0 = Clock::now();
     std::vector<EvalRow> rows;
     bool scored = attempt(stage, v.label(), [&] {
-      RunInfo info = readRunInfo(variantRunDir(o.runsRoot, v));
+      RunInfo info = variantRunInfo(o.runsRoot, v);
       EvalRequest r = evalRequest(s, job, info, o.progress);
-      fs::path cache = evalCacheFile(info, r);
+      fs::path cache = evalCacheFile(v, o.runsRoot, info, r);
       bool cached = fs::exists(cache);
       group.barrier();  // every rank has looked for the cache before rank 0 writes it
       if (cached) {

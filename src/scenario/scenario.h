@@ -5,8 +5,17 @@
 //   description = "..."                  optional, one line
 //   [train]                              model and training keys shared by every variant
 //   [[variant]]  name = "alibi"          a variant: its name plus any [train] key as an override
+//   [[variant]]  name = "bloom-1b7"      a pretrained model evaluated as it is, instead of a
+//                model = "DIR"           run the scenario trains (see below)
 //   [eval] or [[eval]]                   one or more evaluation blocks
 //   [probe]                              optional: bias / attention dumps per variant
+//
+// Pretrained variants: `model` names a Hugging Face model directory (run/pretrained_config.h),
+// relative to the scenario file's directory. The variant takes only `data` (the WikiText
+// directory whose split it scores, tokenized by its tokenizer), `device`, `dtype` and
+// `threads`, from its table or else from [train]; a scenario whose variants are all pretrained
+// needs no [train]. The directory is read when the scenario is parsed: a missing one is a
+// one-line error naming it, so is any other key.
 //
 // Model / training keys (the names of `xtrap train` options with '_' for '-'):
 //   data arch config pos head L layers d_model heads ffn dropout max_positions
@@ -51,6 +60,11 @@ struct ScenarioVariant {
   ModelConfig model;
   TrainConfig train;
   bool repeated = false;  // one of a `seeds` list: its seed is train.seed (= model.initSeed)
+  // A pretrained model evaluated as it is, read when the scenario is parsed: its directory
+  // (absolute or relative to the working directory), model_type and pretrainedWeightsDigest
+  // (run/pretrained_config.h); `model` is its config. Empty for a variant the scenario trains.
+  std::string pretrainedDir, pretrainedType, weightsDigest;
+  bool pretrained() const { return !pretrainedDir.empty(); }
   // The name, with "@seedN" for a repeated run (manifest keys, probe files, messages).
   std::string label() const { return repeated ? name + "@seed" + std::to_string(train.seed) : name; }
 };

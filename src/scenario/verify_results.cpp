@@ -47,7 +47,10 @@ std::vector<std::string> verifyScenarioResults(const Scenario& s, const fs::path
     if (v.train.device == "auto") v.train.device = entry.value("device", std::string("cpu"));
     std::string named = fs::path(entry.value("run_dir", std::string())).filename().string();
     std::string computed = variantRunDir("", v).filename().string();
-    if (named != computed)
+    if (v.pretrained() && entry.value("weights_digest", std::string()) != v.weightsDigest)
+      problem(fmt::format("variant '{}': manifest.json records weights {}, {} now holds {}", v.label(),
+                          entry.value("weights_digest", std::string("none")), v.pretrainedDir, v.weightsDigest));
+    else if (named != computed)
       problem(fmt::format("variant '{}': manifest.json names run {}, today's code computes {}", v.label(), named,
                           computed));
   }

@@ -279,8 +279,9 @@ void probesAgree() {
     AttentionDumpRequest req;
     req.Lvalid = 96;
     req.queryBlock = 32;
-    RunPicture cpuPicture = attentionPicture(run, onCpu, test::shippedCorpus(), req, 16);
-    RunPicture cudaPicture = attentionPicture(run, onCuda, test::shippedCorpus(), req, 16);
+    ProbeText text = corpusProbeText(std::make_shared<const Corpus>(test::shippedCorpus()), "valid");
+    RunPicture cpuPicture = attentionPicture(run, onCpu, text, req, 16);
+    RunPicture cudaPicture = attentionPicture(run, onCuda, text, req, 16);
     bool same = cpuPicture.heads.size() == cudaPicture.heads.size() && !cpuPicture.heads.empty();
     double worst = 0;
     for (size_t h = 0; same && h < cpuPicture.heads.size(); ++h) {

@@ -1,0 +1,28 @@
+#pragma once
+// The text a pretrained model (run/pretrained_config.h) reads, for evaluation and for attention
+// probes: a UTF-8 file, else the split of a WikiText directory (raw as it is, tokenized files
+// detokenized: data/text_tokens.h), tokenized by the model directory's tokenizer.json. Torch-free.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/bpe_tokenizer.h"
+#include "data/text_tokens.h"
+#include "run/run_directory.h"
+
+namespace xtrap {
+
+struct PretrainedText {
+  std::shared_ptr<const BpeTokenizer> tokenizer;
+  std::shared_ptr<const std::vector<int32_t>> ids;
+  TextCounts counts;         // of the whole file as written (text_tokens.h)
+  bool detokenized = false;  // WikiText's tokenized file, read detokenized
+};
+
+// `textFile` when not empty, else `dataDir`'s `split`. One-line errors: neither given (naming
+// both options), a tokenizer with more ids than the model's embedding has rows, and those of
+// tokenizeTextFile.
+PretrainedText loadPretrainedText(const RunInfo& run, const std::string& textFile, const std::string& dataDir,
+                                  const std::string& split);
+
+}  // namespace xtrap
