@@ -1,4 +1,4 @@
-"""PyTorch anchors for the fused ALiBi-family CUDA kernel (issue 23 item 5), and the joined table.
+"""PyTorch anchors for the fused ALiBi-family CUDA kernel, and the joined table.
 
 Mode 1 (the GPU machine's python3, PyTorch 2.x with CUDA): time forward + backward, bf16, H=16,
 D=64, q/k/v requiring grad and a random upstream gradient (torch.autograd.grad, so nothing
@@ -55,14 +55,14 @@ import time
 COLUMNS = ["case", "B", "H", "L", "D", "causal", "method", "ms", "tflops", "peak_mib", "status", "fwd_ms"]
 HEADS, HEAD_DIM = 16, 64
 # (B, L, causal, variant); the names match bench_attention.cpp's fusedCases().
-# The issue's cases first, the training length last: a run cut off at its time limit loses that one.
+# The target cases first, the training length last: a run cut off at its time limit loses that one.
 SHAPES = [(8, 2048, True, "alibi"), (2, 8192, True, "alibi"), (1, 16384, True, "alibi"),
           (8, 2048, False, "symmetric"), (8, 2048, False, "offset"), (8, 2048, False, "onesided"),
           (8, 2048, False, "bialibi"), (32, 512, True, "alibi")]
 ANCHORS = ["sdpa-flash", "sdpa-cudnn-bias", "sdpa-efficient-bias", "flex-alibi", "flex-learned"]
 
 
-# The causal shapes of issue 23's targets; the others are measured for information.
+# The causal shapes the kernel is tuned for; the others are measured for information.
 ISSUE_CAUSAL_CASES = {"causal-B8-L2048", "causal-B2-L8192", "causal-B1-L16384"}
 
 
@@ -345,7 +345,7 @@ def base_method(m):
 
 
 def case_targets(c, methods, by_case, scheme):
-    """The issue's targets for case c, as table rows, with the fused rows of one backward scheme
+    """The kernel's targets for case c, as table rows, with the fused rows of one backward scheme
     (one of SCHEMES)."""
     prim = primary_method(c) + scheme
     learned = "xtrap-fused-learned" + scheme
@@ -358,8 +358,8 @@ def case_targets(c, methods, by_case, scheme):
         return None if prim_ms is None or a is None else prim_ms <= a / factor
 
     info = ("" if c in ISSUE_CAUSAL_CASES else
-            " (encoder: for information, the issue's target is causal)" if not c.startswith("causal-") else
-            " (training length: for information, the issue's targets are at L 2048 to 16384)")
+            " (encoder: for information, the kernel's target is causal)" if not c.startswith("causal-") else
+            " (training length: for information, the kernel's targets are at L 2048 to 16384)")
     targets.append(f"| {c} | {check(vs('flex-alibi'), f'{prim} <= flex-alibi{info}')} |")
     targets.append(f"| {c} | {check(vs('sdpa-flash', 0.9), f'{prim} >= 0.9x sdpa-flash (time <= flash / 0.9){info}')} |")
     if learned in methods or c.startswith("causal-") or "-symmetric-" in c:
@@ -406,7 +406,7 @@ def join(fused_csv, anchors_csv, md_path):
     order = ["xtrap-fused-fixed", "xtrap-fused-fixed-dense", "xtrap-fused-symmetric", "xtrap-fused-offset",
              "xtrap-fused-onesided", "xtrap-fused-onesided-dense", "xtrap-fused-bialibi", "xtrap-fused-learned"] + ANCHORS
     rank = {m: i for i, m in enumerate(order)}
-    out = ["# Fused ALiBi-family attention vs PyTorch anchors (issue 23 item 5)", "",
+    out = ["# Fused ALiBi-family attention vs PyTorch anchors", "",
            "bf16 forward + backward, H=16, D=64; median ms over the reps (CUDA events). TFLOP/s: "
            "forward 4BHL^2D, backward 2.5x, halved for causal and one-sided (not the one-sided case's "
            "unmasked sdpa-flash). Forward ms: the forward alone (no graph kept). Ratios: the fused "

@@ -12,11 +12,11 @@
 #   compare  training throughput of xtrap against PyTorch eager side by side (bench/compare.py
 #            --device cuda: alibi, none, rotary and the alibi-offset + CLAP encoder, bf16, MFU
 #            against a bf16 matmul of the same command; COMPARE_ARGS adds flags to it, e.g.
-#            "--methods alibi,alibi-encoder,alibi-learned,bialibi" for issue 23 item 6)
+#            "--methods alibi,alibi-encoder,alibi-learned,bialibi")
 #   eval     a short L=512 training run of the 6 x 512 model on CUDA, then Lvalid 512..16384 in
 #            bfloat16 (the fused kernel) and float32, each row's time and peak GPU memory
-#   fused    the fused ALiBi-family kernel against SDPA / FlexAttention anchors (issue 23 item 5;
-#            bench/fused_attention.sh: OUTDIR/fused_attention.md; each configuration in its own
+#   fused    the fused ALiBi-family kernel against SDPA / FlexAttention anchors
+#            (bench/fused_attention.sh: OUTDIR/fused_attention.md; each configuration in its own
 #            process, cut off at FUSED_CONFIG_SECONDS, default 150). XTRAP_TARGETS=bench_attention
 #            builds only what it needs.
 #   ncu      Nsight Compute's full set of sections on the fused kernels at NCU_CASE (default
@@ -45,11 +45,18 @@
 #            cannot show, the GPU's own ordering of shared-memory accesses within and across warps,
 #            its barriers, and reads of global memory never written. sanitize-TOOL.log each.
 #            Where the sandbox hides the device from the tool (some gVisor machines), it refuses it.
-#   scenarios the GPU studies of issue 22 item 5, in order: SCENARIOS (default "paper-table2-gpu
+#   scenarios the GPU studies, in order: SCENARIOS (default "paper-table2-gpu
 #            interp-gpu encoder-variants-gpu"; interp-gpu reuses paper-table2-gpu's runs when both
 #            run in one call), results in OUTDIR/results/<scenario>/ (table, CSV, plot; copy them
 #            into results/), runs in /tmp/xtrap-runs. Not in the default set: one scenario is most
 #            of a call. XTRAP_TARGETS=xtrap builds only what it needs.
+#            A study longer than one sitting on the machine is run over several: OUTDIR/runs/
+#            keeps, every 30 s and at the end, the small files (run.json, train.jsonl,
+#            scenario-evals/) of each finished and evaluated run, without its checkpoint;
+#            RUNS_FROM=DIR (such a runs/ folder, kept from an earlier sitting) puts them back into
+#            /tmp/xtrap-runs first, so `xtrap run` reuses those runs and their cached rows instead
+#            of training them again. A run listed there whose evaluation settings changed since
+#            cannot be evaluated without its checkpoint: delete it from DIR to train it again.
 # If the build fails, every error goes to build_errors.log; where the fused kernels or their glue
 # fail, the build is made again without them (-DXTRAP_CUDA_KERNELS=OFF) for the other stages; the
 # stages run with what was built (one whose program is missing fails alone); exit status 1.
@@ -76,9 +83,25 @@ if [[ -n ${ARCHIVE:-} ]]; then
   ARCHIVE=$(cd "$(dirname "$ARCHIVE")" && pwd)/$(basename "$ARCHIVE")
   [[ $ARCHIVE != "$OUT"/* ]] || { echo "bench/gpu_check.sh: ARCHIVE must lie outside OUTDIR" >&2; exit 2; }
   pack() { tar -czf "$ARCHIVE.part" -C "$(dirname "$OUT")" "$(basename "$OUT")" 2>/dev/null && mv -f "$ARCHIVE.part" "$ARCHIVE"; }
-  (while sleep 30; do pack; done) &
+else
+  pack() { :; }
+fi
+# The scenarios' finished and evaluated runs without their checkpoints (see the scenarios stage).
+keep_runs() {
+  local run
+  for run in /tmp/xtrap-runs/*/; do
+    [[ -d $run/scenario-evals ]] && grep -q '"status": *"finished"' "$run/run.json" 2>/dev/null || continue
+    mkdir -p "$OUT/runs/$(basename "$run")"
+    cp -r "$run/run.json" "$run/train.jsonl" "$run/scenario-evals" "$OUT/runs/$(basename "$run")/" 2>/dev/null
+  done
+}
+if [[ -n ${ARCHIVE:-} ]] || wants scenarios; then
+  (while sleep 30; do
+    wants scenarios && keep_runs
+    pack
+  done) &
   packer=$!
-  trap 'kill "$packer" 2>/dev/null; pack' EXIT
+  trap 'kill "$packer" 2>/dev/null; wants scenarios && keep_runs; pack' EXIT
 fi
 
 start=$SECONDS
@@ -137,7 +160,7 @@ if wants tests; then
   summary "rest of the suite (-LE gpu): rc=$? in $((SECONDS - start)) s: $(grep -E 'tests passed|tests failed' "$OUT/ctest_all.log" | tail -1) (ctest_all.log)"
 fi
 
-# Throughput, side by side (issue 22 item 3): xtrap --device cuda --dtype bfloat16 against the eager
+# Throughput, side by side: xtrap --device cuda --dtype bfloat16 against the eager
 # baseline (SDPA, autocast bf16, fused AdamW) in the machine's python3, alternating; tables in
 # OUTDIR/gpu_throughput.{md,csv}, torch.profiler (and nsys, if on PATH) tables where xtrap is slower.
 if wants compare; then
@@ -163,7 +186,7 @@ if wants eval; then
     summary "eval Lvalid 512..16384 on cuda in $dtype: rc=$? in $((SECONDS - start)) s (long_eval_$dtype.log, long_eval_$dtype.csv)"
   done
 fi
-# The fused ALiBi-family kernel side by side with its PyTorch anchors (issue 23 item 5).
+# The fused ALiBi-family kernel side by side with its PyTorch anchors.
 if wants fused; then
   start=$SECONDS
   bash bench/fused_attention.sh "$OUT" >"$OUT/fused_attention.log" 2>&1
@@ -269,8 +292,12 @@ if wants sanitize; then
     summary "compute-sanitizer: not on PATH (nothing checked)"
   fi
 fi
-# The GPU scenarios (issue 22 item 5), one after another; a finished variant is not retrained.
+# The GPU scenarios, one after another; a finished variant is not retrained.
 if wants scenarios; then
+  if [[ -n ${RUNS_FROM:-} ]]; then
+    mkdir -p /tmp/xtrap-runs && cp -r "$RUNS_FROM"/. /tmp/xtrap-runs/
+    summary "scenarios: $(find "$RUNS_FROM" -mindepth 1 -maxdepth 1 -type d | wc -l) finished run(s) from $RUNS_FROM"
+  fi
   for name in ${SCENARIOS:-paper-table2-gpu interp-gpu encoder-variants-gpu}; do
     start=$SECONDS
     build-cuda/xtrap run "scenarios/$name.toml" --runs /tmp/xtrap-runs --results "$OUT/results" --no-progress \

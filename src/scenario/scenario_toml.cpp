@@ -46,27 +46,27 @@ std::string TomlValue::string() const {
   fail("expected a string");
 }
 
-std::vector<int64_t> TomlValue::integers() const {
-  std::vector<int64_t> out;
-  auto* a = node.as_array();
-  if (!a) fail("expected a list of integers");
+namespace {
+
+// The list `v` holds, every item a T (toml++'s value<T>), or a failure naming `what`.
+template <typename T>
+std::vector<T> listOf(const TomlValue& v, const char* what) {
+  auto* a = v.node.as_array();
+  if (!a) v.fail(std::string("expected a list of ") + what);
+  std::vector<T> out;
   for (const auto& item : *a) {
-    if (!item.is_integer()) fail("expected a list of integers");
-    out.push_back(item.as_integer()->get());
+    auto* x = item.as<T>();
+    if (!x) v.fail(std::string("expected a list of ") + what);
+    out.push_back(x->get());
   }
   return out;
 }
 
-std::vector<std::string> TomlValue::strings() const {
-  std::vector<std::string> out;
-  auto* a = node.as_array();
-  if (!a) fail("expected a list of strings");
-  for (const auto& item : *a) {
-    if (!item.is_string()) fail("expected a list of strings");
-    out.push_back(item.as_string()->get());
-  }
-  return out;
-}
+}  // namespace
+
+std::vector<int64_t> TomlValue::integers() const { return listOf<int64_t>(*this, "integers"); }
+
+std::vector<std::string> TomlValue::strings() const { return listOf<std::string>(*this, "strings"); }
 
 std::string TomlValue::choice(void (*check)(const std::string&)) const {
   std::string s = string();
