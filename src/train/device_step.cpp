@@ -14,7 +14,7 @@ std::string DeviceStep::unsupported(Transformer& model, const DistGroup& group) 
   if (!c.adaptiveSoftmaxCutoffs.empty())
     return "the adaptive softmax sends a data-dependent number of tokens to each cluster (dynamic shapes)";
   if (!model->sparseGradientParameters().empty()) return "sparse embedding gradients change shape every step";
-  if (group.world() > 1)
+  if (group.active())  // a torchrun job, one rank included: its gradient hooks all-reduce
     return "data-parallel steps all-reduce from backward hooks and agree on the loss on the host every step";
   return "";
 }
