@@ -33,6 +33,11 @@ and eager (the order rotates every rep). The "compiled" columns are the fastest 
 name and its compile time (the first step's wall time, compilation included; never in tok/s).
 Where the interpreter's torch has no torch.compile (Debian's 1.13), the columns say unavailable
 and why, and the rest of the table is measured as before.
+
+xtrap trains with its default --cuda-graph auto (on a GPU the step is captured as one CUDA graph
+where the model allows it: src/train/device_step.h; the "xtrap step" column says captured or
+host) and logs only at step --warmup and at the end, so the timed steps add no host reads.
+--xtrap-host-step adds xtrap with --cuda-graph off (the host-read step) to the rotation.
 """
 import argparse
 import csv
@@ -93,21 +98,24 @@ def model_flags(m):
             "--ffn", str(m["ffn"])]
 
 
-def xtrap_train_cmd(a, m, pos, arch, run, steps, extra=()):
+def xtrap_train_cmd(a, m, pos, arch, run, steps, extra=(), log_every=1):
     """The `xtrap train` command of the comparison: `steps` steps into the run directory `run`."""
     return [a.xtrap, "train", "--out", run, "--arch", arch, "--pos", pos, *model_flags(m), "--L", str(a.L),
             "--batch", str(a.batch), "--adaptive-softmax", a.adaptive, "--threads", str(a.threads),
-            "--steps", str(steps), "--warmup", "1", "--log-every", "1", "--eval-every", "0",
+            "--steps", str(steps), "--warmup", "1", "--log-every", str(log_every), "--eval-every", "0",
             "--eval-tokens", "1024", "--checkpoint-every", "1000000", "--data", a.data, "--no-progress", *extra]
 
 
 def xtrap_train(a, m, pos, arch, workdir, steps, warmup, extra=(), prefix=(), env=None):
     """Tokens/s and model FLOP/s over the timed steps of an `xtrap train` run. extra: more flags
-    (--head, --device, --dtype, ...); prefix: a command to run it under (nsys)."""
+    (--head, --device, --dtype, ...); prefix: a command to run it under (nsys). Logged at step
+    `warmup` and at the end only (--log-every warmup): a step captured as a CUDA graph (--cuda-graph
+    auto) reads the loss on the host at log lines alone, and the timed steps should not add reads."""
     run = os.path.join(workdir, f"run-{time.monotonic_ns()}")
-    sh([*prefix, *xtrap_train_cmd(a, m, pos, arch, run, warmup + steps, extra)], env=env, timeout=a.timeout)
+    sh([*prefix, *xtrap_train_cmd(a, m, pos, arch, run, warmup + steps, extra, log_every=warmup)], env=env,
+       timeout=a.timeout)
     lines = [json.loads(l) for l in open(os.path.join(run, "train.jsonl")) if '"elapsed_s"' in l]
-    first, last = lines[warmup - 1], lines[-1]
+    first, last = next(l for l in lines if l["step"] == warmup), lines[-1]
     seconds = last["elapsed_s"] - first["elapsed_s"]
     tokens = last["tokens"] - first["tokens"]
     flop_per_token = last["flop_per_s"] / last["tok_per_s"]
@@ -346,7 +354,8 @@ def methods_suite(a):
     modes, compile_note = compile_modes(a)
     if compile_note:
         notes.append(f"torch.compile: {compile_note}")
-    systems = ["xtrap", "eager", *(f"compiled:{mode}" for mode in modes)]
+    systems = ["xtrap", *(["xtrap:off"] if a.xtrap_host_step else []), "eager",
+               *(f"compiled:{mode}" for mode in modes)]
     try:
         for name in a.models.split(","):
             m, n, w = MODELS[name], steps[name], warmups[name]
@@ -367,10 +376,13 @@ def methods_suite(a):
                                "system": system, "tok_per_s": None, "flop_per_token": None, "error": ""}
                         compiled = system.split(":", 1)[1] if system.startswith("compiled:") else None
                         try:
-                            if system == "xtrap":
-                                tps, fps, run = xtrap_train(a, m, pos, arch, work, n, w, xtrap_method_flags(a, head))
+                            if system.startswith("xtrap"):  # xtrap, or xtrap:off (--cuda-graph off)
+                                flags = xtrap_method_flags(a, head) + (["--cuda-graph", "off"] if ":" in system else [])
+                                tps, fps, run = xtrap_train(a, m, pos, arch, work, n, w, flags)
+                                extra_info = json.load(open(os.path.join(run, "run.json")))["extra"]
                                 shutil.rmtree(run, ignore_errors=True)
-                                row.update(tok_per_s=tps, flop_per_token=fps / tps)
+                                row.update(tok_per_s=tps, flop_per_token=fps / tps,
+                                           train_step=extra_info.get("train_step"))
                             else:
                                 extra = ["--compile", compiled] if compiled else []
                                 r = baseline_json(a, baseline_cmd(a, m, arch, pos, head, n, w, extra),
@@ -393,6 +405,8 @@ def methods_suite(a):
                 arch, pos, head = METHODS[label]
                 mine = [r for r in runs if r["model"] == name and r["method"] == label]
                 x = [r["tok_per_s"] for r in mine if r["system"] == "xtrap" and r["tok_per_s"]]
+                xoff = [r["tok_per_s"] for r in mine if r["system"] == "xtrap:off" and r["tok_per_s"]]
+                steps_used = sorted({r.get("train_step") or "?" for r in mine if r["system"] == "xtrap" and r["tok_per_s"]})
                 e = [r["tok_per_s"] for r in mine if r["system"] == "eager" and r["tok_per_s"]]
                 fx = [r["flop_per_token"] for r in mine if r["system"] == "xtrap" and r["flop_per_token"]]
                 fe = [r["flop_per_token"] for r in mine if r["system"] == "eager" and r["flop_per_token"]]
@@ -401,6 +415,7 @@ def methods_suite(a):
                 cm, cmode, csec = fastest_compiled(mine)
                 s = {"model": name, "method": label, "arch": arch, "pos": pos, "head": head,
                      "xtrap_tok_per_s": xm, "eager_tok_per_s": em, "ratio": xm / em if xm and em else None,
+                     "xtrap_train_step": "/".join(steps_used), "xtrap_off_tok_per_s": med(xoff) if xoff else None,
                      "compiled_tok_per_s": cm, "compiled_mode": cmode or compile_note or "every run failed",
                      "compile_s": csec, "ratio_compiled": xm / cm if xm and cm else None,
                      "compiled_mfu": cm * fpt / peak if cm and fpt and peak else None,
@@ -454,10 +469,12 @@ def methods_suite(a):
         shutil.rmtree(work, ignore_errors=True)
 
     stem = os.path.join(a.out_dir, f"{'gpu' if a.device == 'cuda' else 'cpu'}_throughput")
-    write_csv(stem + "_runs.csv", runs, ["model", "method", "arch", "pos", "head", "rep", "system", "tok_per_s",
+    write_csv(stem + "_runs.csv", runs, ["model", "method", "arch", "pos", "head", "rep", "system", "train_step",
+                                         "tok_per_s",
                                          "compile_s", "flop_per_token", "attention", "adamw", "host_sync", "torch",
                                          "max_memory_allocated_gib", "error"])
     write_csv(stem + ".csv", summaries, ["model", "method", "arch", "pos", "head", "xtrap_tok_per_s",
+                                         "xtrap_train_step", "xtrap_off_tok_per_s",
                                          "eager_tok_per_s", "ratio", "compiled_tok_per_s", "compiled_mode",
                                          "compile_s", "ratio_compiled", "compiled_mfu", "compiled_runs",
                                          "xtrap_mfu", "eager_mfu", "flop_per_token",
@@ -488,12 +505,14 @@ def methods_suite(a):
               f"measured in this command: {peak / 1e12:.1f} TFLOP/s "
               f"(runs {', '.join(f'{x / 1e12:.1f}' for x in peaks)})." if peak else "MFU: no matmul peak measured."),
              "",
-             "| model | method | xtrap tok/s | eager tok/s | compiled tok/s | xtrap / eager | xtrap / compiled | "
+             "| model | method | xtrap tok/s | xtrap step | xtrap --cuda-graph off tok/s | eager tok/s | "
+             "compiled tok/s | xtrap / eager | xtrap / compiled | "
              "compiled: fastest mode, compile s | xtrap MFU | eager MFU | compiled MFU | "
              "eager, host reads per step | xtrap runs | eager runs | compiled runs |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in summaries:
         lines.append(f"| {s['model']} | {s['method']} | {fmt(s['xtrap_tok_per_s'], ',.0f')} | "
+                     f"{s['xtrap_train_step']} | {fmt(s['xtrap_off_tok_per_s'], ',.0f')} | "
                      f"{fmt(s['eager_tok_per_s'], ',.0f')} | {fmt(s['compiled_tok_per_s'], ',.0f')} | "
                      f"{fmt(s['ratio'], '.2f')} | {fmt(s['ratio_compiled'], '.2f')} | "
                      f"{s['compiled_mode']}{', ' + fmt(s['compile_s'], '.0f') + ' s' if s['compile_s'] else ''} | "
@@ -560,6 +579,8 @@ def main():
     p.add_argument("--out-dir", default=None, help="--suite methods: where the tables go (required there)")
     p.add_argument("--matmul-n", type=int, default=None, help="peak matmul size (default: 8192 on cuda, 2048 on cpu)")
     p.add_argument("--matmul-iters", type=int, default=None, help="peak matmul repetitions (default: 50 cuda, 5 cpu)")
+    p.add_argument("--xtrap-host-step", action="store_true",
+                   help="--suite methods: also time xtrap with --cuda-graph off (the host-read step) in the rotation")
     p.add_argument("--compile-modes", default=None,
                    help="torch.compile modes measured beside eager, comma-separated, or none (default: "
                         "default,max-autotune-no-cudagraphs,reduce-overhead on cuda, default on cpu)")
