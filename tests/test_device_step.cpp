@@ -70,7 +70,7 @@ TEST_CASE("without host reads, train.jsonl has a line every --log-every steps wi
   std::vector<int64_t> steps;
   for (const auto& line : some)
     if (line.contains("loss")) steps.push_back(line["step"]);
-  CHECK(steps == std::vector<int64_t>{5, 10, 12});  // and the last
+  CHECK((steps == std::vector<int64_t>{5, 10, 12}));  // and the last
   for (const auto& line : some)
     if (line.contains("loss")) {
       const auto& same = all[line["step"].get<size_t>() - 1];
@@ -114,6 +114,17 @@ TEST_CASE("without host reads a non-finite step is skipped on the device and cou
                       "last good checkpoint ",
                       0) == 0);
     CHECK(error.find("(step 4)") != std::string::npos);
+  }
+  SECTION("a checkpoint step is a read: the step it would save is checked first") {
+    auto stop = [](TrainConfig& t) {
+      t.logEvery = 10;
+      t.maxBadSteps = 1;
+      t.checkpointEvery = 2;
+    };
+    std::string error = test::errorOf(
+        [&] { test::trainTiny("ds-nan-checkpoint", droppedAlibi(), 8, 1, stop, withStep("uncaptured", {3})); });
+    CHECK(error.rfind("training stopped at step 4: 1 steps had a non-finite loss or gradient", 0) == 0);
+    CHECK(error.find("(step 2)") != std::string::npos);
   }
 }
 

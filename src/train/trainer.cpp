@@ -187,7 +187,9 @@ RunInfo trainRun(TrainRequest req) {
       withOutOfMemoryAdvice(outOfMemoryDoing, outOfMemoryRemedy, [&] {
         deviceStep->run(corpus.train, sampler.next(B), lr, injectNan, taskRows(state.step));
       });
-      observed = done % t.logEvery == 0 || doEval || done == totalSteps;
+      // A checkpoint step too: the skipped steps it saves are then counted (and logged, and checked
+      // against --max-bad-steps) at their own read.
+      observed = done % t.logEvery == 0 || doEval || done == totalSteps || done % t.checkpointEvery == 0;
       if (observed) {
         auto [r, skipped] = readDeviceStep();
         step.loss = r.loss;
