@@ -150,7 +150,7 @@ TEST_CASE("without host reads a resumed run continues exactly as the uninterrupt
   CHECK(parted.extra["bad_steps"] == 0);
 }
 
-TEST_CASE("--cuda-graph uncaptured where the step cannot apply is a one-line error", "[device-step]") {
+TEST_CASE("the step without host reads, asked for where it cannot apply, is a one-line error", "[device-step]") {
   CHECK(test::errorOf([] {
           test::trainTiny("ds-encoder", test::tinyConfig("alibi", "encoder"), 2, 1, {}, withStep("uncaptured"));
         }) ==
