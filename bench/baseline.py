@@ -42,6 +42,14 @@ copied from pinned memory without blocking, and no host synchronisation inside t
 xtrap does) except torch.cuda.synchronize() before each clock read. On the CPU the loss is read
 every step as before (--host-sync auto = step).
 
+--compile MODE (torch 2.x): the same model under torch.compile(mode=MODE) (default,
+max-autotune-no-cudagraphs, reduce-overhead, max-autotune): the step's loss from its device tensors
+(forward and loss head under autocast, as eager) is the compiled function; backward, clipping and
+AdamW stay eager, as in the eager run. Compilation happens in the untimed --warmup steps (give
+enough: reduce-overhead records its CUDA graphs at the second and third call); the JSON line's
+compile_s is the wall time of the first step, compilation included. A torch without torch.compile
+(Debian's 1.13) exits with one line saying so.
+
 Prints one JSON line with tokens/s (and, with --profile, writes a torch.profiler table).
 --mode matmul instead times a square matmul (--matmul-n, --dtype) on --device: the peak that
 bench/compare.py quotes MFU against (CUDA events on CUDA).
@@ -63,6 +71,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 HAS_SDPA = hasattr(F, "scaled_dot_product_attention")  # torch >= 2.0
+COMPILE_MODES = ["default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune"]
+
+
+def compile_unavailable():
+    """Why this torch cannot run --compile, or None."""
+    if not hasattr(torch, "compile"):
+        return f"torch {torch.__version__} has no torch.compile (2.0+)"
+    return None
 
 
 def load_corpus(data_dir):
@@ -383,26 +399,39 @@ def window_batch(stream, starts, span):
     return stream[starts.unsqueeze(1) + torch.arange(span).unsqueeze(0)]
 
 
-def loss_on(model, stream, starts, a, words, rt):
+def device_losses(model, a, rt):
+    """The step's loss from its device tensors: decoder(seq) with seq (B, L + 1), encoder(inputs,
+    positions, targets); the forward and the loss head under autocast. What --compile compiles."""
+
+    def decoder(seq):
+        with rt.autocast():
+            feats = model.features(seq[:, :-1], rt.compute_dtype)
+            return model.token_nll(feats.reshape(-1, a.d_model), seq[:, 1:].reshape(-1)).mean()
+
+    def encoder(inputs, positions, targets):
+        with rt.autocast():
+            rows = model.features(inputs, rt.compute_dtype).reshape(-1, a.d_model).index_select(0, positions)
+            return model.token_nll(rows, targets)
+
+    return decoder, encoder
+
+
+def loss_on(model, stream, starts, a, words, rt, losses=None):
+    """losses: device_losses (eager) unless given (compiled)."""
+    decoder, encoder = losses or device_losses(model, a, rt)
     span = a.L + 1 if model.causal else a.L
     seq = window_batch(stream, starts, span)
     if model.causal:
-        seq = rt.to_device(seq)
-        with rt.autocast():
-            feats = model.features(seq[:, :-1], rt.compute_dtype)
-            nll = model.token_nll(feats.reshape(-1, a.d_model), seq[:, 1:].reshape(-1))
-        return nll.mean()
-    return masked_nll(model, seq, a, words, rt).mean()
+        return decoder(rt.to_device(seq))
+    return masked_nll(model, seq, a, words, rt, encoder).mean()
 
 
-def masked_nll(model, seq, a, words, rt):
+def masked_nll(model, seq, a, words, rt, encoder=None):
     """An encoder's NLL of the tokens xtrap's masking selects in the (B, n) host windows seq, one per
     selected token (<mask> is id `words`)."""
     inputs, positions, targets = mlm_batch(seq, words, words, a.mask_prob)
     inputs, positions, targets = rt.to_device(inputs), rt.to_device(positions), rt.to_device(targets)
-    with rt.autocast():
-        rows = model.features(inputs, rt.compute_dtype).reshape(-1, a.d_model).index_select(0, positions)
-        return model.token_nll(rows, targets)
+    return (encoder or device_losses(model, a, rt)[1])(inputs, positions, targets)
 
 
 def make_optimizer(model, a, rt):
@@ -433,13 +462,22 @@ def train_throughput(model, train, a, words, rt):
     host_sync = a.host_sync if a.host_sync != "auto" else ("none" if rt.cuda else "step")
     # The CPU path keeps its earlier zeroing (torch 1.13's default); CUDA drops gradients as xtrap does.
     set_to_none = rt.cuda
+    losses = None
+    if a.compile != "none":
+        why = compile_unavailable()
+        if why:
+            raise SystemExit(f"--compile {a.compile}: {why}")
+        losses = tuple(torch.compile(f, mode=a.compile) for f in device_losses(model, a, rt))
+    mark_step = getattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin", None)
 
     def step():
+        if losses and mark_step:  # reduce-overhead: this step may overwrite the last one's graph outputs
+            mark_step()
         for group in opt.param_groups:  # xtrap sets the scheduled rate every step
             group["lr"] = a.lr
         opt.zero_grad(set_to_none=set_to_none)
         starts = torch.randint(0, len(train) - span, (a.batch,))
-        loss = loss_on(model, train, starts, a, words, rt)
+        loss = loss_on(model, train, starts, a, words, rt, losses)
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         if host_sync == "step":  # xtrap reads both on the host every step
@@ -447,15 +485,21 @@ def train_throughput(model, train, a, words, rt):
             float(norm)
         opt.step()
 
-    for _ in range(a.warmup):
+    compile_s = None
+    for i in range(a.warmup):
+        t_first = time.perf_counter()
         step()
+        if i == 0 and losses:
+            rt.sync()
+            compile_s = time.perf_counter() - t_first
     rt.sync()
     t0 = time.perf_counter()
     for _ in range(a.steps):
         step()
     rt.sync()
     seconds = time.perf_counter() - t0
-    info = {"adamw": adamw_kind, "host_sync": host_sync, "train_seconds": seconds}
+    info = {"adamw": adamw_kind, "host_sync": host_sync, "train_seconds": seconds, "compile": a.compile,
+            "compile_s": compile_s}
     if a.profile:
         info["profile"] = profile_steps(step, a, rt)
     return a.steps * a.batch * a.L / seconds, info
@@ -596,6 +640,8 @@ def make_parser():
                    help="auto: fused on CUDA where torch has it, else foreach on CUDA, torch's default on the CPU")
     p.add_argument("--host-sync", default="auto", choices=["auto", "none", "step"],
                    help="step: read loss and gradient norm every step (as xtrap); auto: step on CPU, none on CUDA")
+    p.add_argument("--compile", default="none", choices=["none", *COMPILE_MODES],
+                   help="train: torch.compile the step's loss in this mode (torch 2.x; compilation in the warmup)")
     p.add_argument("--mode", default="train", choices=["train", "eval", "matmul"])
     p.add_argument("--steps", type=int, default=10, help="timed training steps")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first")
@@ -610,6 +656,8 @@ def make_parser():
 
 
 def check_arguments(p, a):
+    if a.compile != "none" and (a.mode != "train" or a.warmup < 1):
+        p.error("--compile applies to --mode train with --warmup >= 1 (compilation is not timed)")
     if a.head == "clap" and a.adaptive_softmax:
         p.error("--head clap has no adaptive softmax")
     if a.pos in LINEAR_BIAS and a.pos != "alibi" and a.arch != "encoder":

@@ -25,6 +25,19 @@ over a few eager steps, and nsys over xtrap where nsys is on PATH, else Nsight C
 times of --profile-steps xtrap steps (ncu_xtrap). On the GPU machine:
   python3 bench/compare.py --device cuda --out-dir OUTDIR --profile short
 (--python: the interpreter with CUDA torch, default python3 for cuda, /usr/bin/python3 for cpu.)
+
+torch.compile (issue 62 item 1): every training row also measures the eager model under
+torch.compile (baseline.py --compile MODE) in each of --compile-modes (default on cuda: default,
+max-autotune-no-cudagraphs and reduce-overhead; on cpu: default), in the same alternation as xtrap
+and eager (the order rotates every rep). The "compiled" columns are the fastest mode's median, its
+name and its compile time (the first step's wall time, compilation included; never in tok/s).
+Where the interpreter's torch has no torch.compile (Debian's 1.13), the columns say unavailable
+and why, and the rest of the table is measured as before.
+
+xtrap trains with its default --cuda-graph auto (on a GPU the step is captured as one CUDA graph
+where the model allows it: src/train/device_step.h; the "xtrap step" column says captured or
+host) and logs only at step --warmup and at the end, so the timed steps add no host reads.
+--xtrap-host-step adds xtrap with --cuda-graph off (the host-read step) to the rotation.
 """
 import argparse
 import csv
@@ -85,21 +98,24 @@ def model_flags(m):
             "--ffn", str(m["ffn"])]
 
 
-def xtrap_train_cmd(a, m, pos, arch, run, steps, extra=()):
+def xtrap_train_cmd(a, m, pos, arch, run, steps, extra=(), log_every=1):
     """The `xtrap train` command of the comparison: `steps` steps into the run directory `run`."""
     return [a.xtrap, "train", "--out", run, "--arch", arch, "--pos", pos, *model_flags(m), "--L", str(a.L),
             "--batch", str(a.batch), "--adaptive-softmax", a.adaptive, "--threads", str(a.threads),
-            "--steps", str(steps), "--warmup", "1", "--log-every", "1", "--eval-every", "0",
+            "--steps", str(steps), "--warmup", "1", "--log-every", str(log_every), "--eval-every", "0",
             "--eval-tokens", "1024", "--checkpoint-every", "1000000", "--data", a.data, "--no-progress", *extra]
 
 
 def xtrap_train(a, m, pos, arch, workdir, steps, warmup, extra=(), prefix=(), env=None):
     """Tokens/s and model FLOP/s over the timed steps of an `xtrap train` run. extra: more flags
-    (--head, --device, --dtype, ...); prefix: a command to run it under (nsys)."""
+    (--head, --device, --dtype, ...); prefix: a command to run it under (nsys). Logged at step
+    `warmup` and at the end only (--log-every warmup): a step captured as a CUDA graph (--cuda-graph
+    auto) reads the loss on the host at log lines alone, and the timed steps should not add reads."""
     run = os.path.join(workdir, f"run-{time.monotonic_ns()}")
-    sh([*prefix, *xtrap_train_cmd(a, m, pos, arch, run, warmup + steps, extra)], env=env, timeout=a.timeout)
+    sh([*prefix, *xtrap_train_cmd(a, m, pos, arch, run, warmup + steps, extra, log_every=warmup)], env=env,
+       timeout=a.timeout)
     lines = [json.loads(l) for l in open(os.path.join(run, "train.jsonl")) if '"elapsed_s"' in l]
-    first, last = lines[warmup - 1], lines[-1]
+    first, last = next(l for l in lines if l["step"] == warmup), lines[-1]
     seconds = last["elapsed_s"] - first["elapsed_s"]
     tokens = last["tokens"] - first["tokens"]
     flop_per_token = last["flop_per_s"] / last["tok_per_s"]
@@ -114,12 +130,41 @@ def xtrap_eval(a, run):
     return row["tokens_per_s"], row["flop_per_s"]
 
 
-def baseline(a, m, pos, arch, mode, steps=0, warmup=1):
+def baseline(a, m, pos, arch, mode, steps=0, warmup=1, extra=()):
+    """The JSON line of one baseline.py run (extra: more flags, e.g. --compile MODE)."""
     out = sh([a.python, os.path.join(os.path.dirname(__file__), "baseline.py"), "--mode", mode, "--arch", arch, "--pos", pos,
               *model_flags(m), "--L", str(a.L), "--batch", str(a.batch), "--adaptive-softmax", a.adaptive,
               "--threads", str(a.threads), "--steps", str(steps), "--warmup", str(warmup),
-              "--eval-tokens", str(a.eval_tokens), "--data", a.data], baseline_env(a))
-    return json.loads(out.strip().splitlines()[-1])["tok_per_s"]
+              "--eval-tokens", str(a.eval_tokens), "--data", a.data, *extra], baseline_env(a))
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def compile_modes(a):
+    """The --compile-modes to measure, and why none is (None where they are measured)."""
+    if a.compile_modes == "none":
+        return [], "not measured (--compile-modes none)"
+    code = "import torch; print(torch.__version__, hasattr(torch, 'compile'))"
+    try:
+        version, has = sh([a.python, "-c", code], baseline_env(a)).split()
+    except Exception as e:  # noqa: BLE001 - an interpreter that cannot import torch fails the eager runs too
+        return [], "unavailable: " + failure(e)
+    if has != "True":
+        return [], f"unavailable: torch {version} ({a.python}) has no torch.compile (2.0+)"
+    return a.compile_modes.split(","), None
+
+
+def fastest_compiled(rows):
+    """From one method's compiled runs (system compiled:MODE): (median tok/s, mode, median compile s)
+    of the fastest mode, or (None, None, None)."""
+    by_mode = {}
+    for r in rows:
+        if r["system"].startswith("compiled:") and r["tok_per_s"]:
+            by_mode.setdefault(r["system"].split(":", 1)[1], []).append(r)
+    if not by_mode:
+        return None, None, None
+    mode = max(by_mode, key=lambda k: med([r["tok_per_s"] for r in by_mode[k]]))
+    compile_s = [r["compile_s"] for r in by_mode[mode] if r.get("compile_s") is not None]
+    return med([r["tok_per_s"] for r in by_mode[mode]]), mode, med(compile_s) if compile_s else None
 
 
 def matmul_peak(a):
@@ -166,8 +211,9 @@ def baseline_cmd(a, m, arch, pos, head, steps, warmup, extra=()):
     return cmd + list(extra)
 
 
-def baseline_json(a, cmd):
-    out = sh(cmd, baseline_env(a), timeout=a.timeout)
+def baseline_json(a, cmd, timeout=None):
+    """timeout: seconds (default --timeout; a compiled run gets 4 times that: compilation)."""
+    out = sh(cmd, baseline_env(a), timeout=timeout or a.timeout)
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -305,6 +351,11 @@ def methods_suite(a):
     work = tempfile.mkdtemp(prefix="xtrap-bench-")
     runs, peaks, device_info, summaries, notes = [], [], {}, [], []
     started = time.time()
+    modes, compile_note = compile_modes(a)
+    if compile_note:
+        notes.append(f"torch.compile: {compile_note}")
+    systems = ["xtrap", *(["xtrap:off"] if a.xtrap_host_step else []), "eager",
+               *(f"compiled:{mode}" for mode in modes)]
     try:
         for name in a.models.split(","):
             m, n, w = MODELS[name], steps[name], warmups[name]
@@ -319,18 +370,25 @@ def methods_suite(a):
                     notes.append(f"matmul peak, rep {rep}: {failure(e)}")
                 for label in labels:
                     arch, pos, head = METHODS[label]
-                    order = ["xtrap", "eager"] if rep % 2 == 0 else ["eager", "xtrap"]
+                    order = systems[rep % len(systems):] + systems[:rep % len(systems)]
                     for system in order:
                         row = {"model": name, "method": label, "arch": arch, "pos": pos, "head": head, "rep": rep,
                                "system": system, "tok_per_s": None, "flop_per_token": None, "error": ""}
+                        compiled = system.split(":", 1)[1] if system.startswith("compiled:") else None
                         try:
-                            if system == "xtrap":
-                                tps, fps, run = xtrap_train(a, m, pos, arch, work, n, w, xtrap_method_flags(a, head))
+                            if system.startswith("xtrap"):  # xtrap, or xtrap:off (--cuda-graph off)
+                                flags = xtrap_method_flags(a, head) + (["--cuda-graph", "off"] if ":" in system else [])
+                                tps, fps, run = xtrap_train(a, m, pos, arch, work, n, w, flags)
+                                extra_info = json.load(open(os.path.join(run, "run.json")))["extra"]
                                 shutil.rmtree(run, ignore_errors=True)
-                                row.update(tok_per_s=tps, flop_per_token=fps / tps)
+                                row.update(tok_per_s=tps, flop_per_token=fps / tps,
+                                           train_step=extra_info.get("train_step"))
                             else:
-                                r = baseline_json(a, baseline_cmd(a, m, arch, pos, head, n, w))
+                                extra = ["--compile", compiled] if compiled else []
+                                r = baseline_json(a, baseline_cmd(a, m, arch, pos, head, n, w, extra),
+                                                  timeout=a.timeout and (4 * a.timeout if compiled else a.timeout))
                                 row.update(tok_per_s=r["tok_per_s"], flop_per_token=r.get("flop_per_token"),
+                                           compile_s=r.get("compile_s"),
                                            attention=r.get("attention"), adamw=r.get("adamw"),
                                            host_sync=r.get("host_sync"), torch=r.get("torch"),
                                            max_memory_allocated_gib=r.get("max_memory_allocated_gib"))
@@ -347,13 +405,22 @@ def methods_suite(a):
                 arch, pos, head = METHODS[label]
                 mine = [r for r in runs if r["model"] == name and r["method"] == label]
                 x = [r["tok_per_s"] for r in mine if r["system"] == "xtrap" and r["tok_per_s"]]
+                xoff = [r["tok_per_s"] for r in mine if r["system"] == "xtrap:off" and r["tok_per_s"]]
+                steps_used = sorted({r.get("train_step") or "?" for r in mine if r["system"] == "xtrap" and r["tok_per_s"]})
                 e = [r["tok_per_s"] for r in mine if r["system"] == "eager" and r["tok_per_s"]]
                 fx = [r["flop_per_token"] for r in mine if r["system"] == "xtrap" and r["flop_per_token"]]
                 fe = [r["flop_per_token"] for r in mine if r["system"] == "eager" and r["flop_per_token"]]
                 fpt = med(fx) if fx else (med(fe) if fe else None)  # xtrap's count first; the same formula
                 xm, em = (med(x) if x else None), (med(e) if e else None)
+                cm, cmode, csec = fastest_compiled(mine)
                 s = {"model": name, "method": label, "arch": arch, "pos": pos, "head": head,
                      "xtrap_tok_per_s": xm, "eager_tok_per_s": em, "ratio": xm / em if xm and em else None,
+                     "xtrap_train_step": "/".join(steps_used), "xtrap_off_tok_per_s": med(xoff) if xoff else None,
+                     "compiled_tok_per_s": cm, "compiled_mode": cmode or compile_note or "every run failed",
+                     "compile_s": csec, "ratio_compiled": xm / cm if xm and cm else None,
+                     "compiled_mfu": cm * fpt / peak if cm and fpt and peak else None,
+                     "compiled_runs": " ".join(f"{r['system'].split(':', 1)[1]}={r['tok_per_s']:.0f}" for r in mine
+                                               if r["system"].startswith("compiled:") and r["tok_per_s"]),
                      "flop_per_token": fpt, "xtrap_flop_per_token": med(fx) if fx else None,
                      "eager_flop_per_token": med(fe) if fe else None,
                      "xtrap_mfu": xm * fpt / peak if xm and fpt and peak else None,
@@ -402,11 +469,15 @@ def methods_suite(a):
         shutil.rmtree(work, ignore_errors=True)
 
     stem = os.path.join(a.out_dir, f"{'gpu' if a.device == 'cuda' else 'cpu'}_throughput")
-    write_csv(stem + "_runs.csv", runs, ["model", "method", "arch", "pos", "head", "rep", "system", "tok_per_s",
-                                         "flop_per_token", "attention", "adamw", "host_sync", "torch",
+    write_csv(stem + "_runs.csv", runs, ["model", "method", "arch", "pos", "head", "rep", "system", "train_step",
+                                         "tok_per_s",
+                                         "compile_s", "flop_per_token", "attention", "adamw", "host_sync", "torch",
                                          "max_memory_allocated_gib", "error"])
     write_csv(stem + ".csv", summaries, ["model", "method", "arch", "pos", "head", "xtrap_tok_per_s",
-                                         "eager_tok_per_s", "ratio", "xtrap_mfu", "eager_mfu", "flop_per_token",
+                                         "xtrap_train_step", "xtrap_off_tok_per_s",
+                                         "eager_tok_per_s", "ratio", "compiled_tok_per_s", "compiled_mode",
+                                         "compile_s", "ratio_compiled", "compiled_mfu", "compiled_runs",
+                                         "xtrap_mfu", "eager_mfu", "flop_per_token",
                                          "xtrap_flop_per_token", "eager_flop_per_token",
                                          "eager_host_sync_tok_per_s", "xtrap_runs", "eager_runs", "failures",
                                          "profile"])
@@ -418,7 +489,8 @@ def methods_suite(a):
              f"Command: `{' '.join([os.path.basename(sys.executable), *sys.argv])}` "
              f"({time.time() - started:.0f} s, {time.strftime('%Y-%m-%d %H:%M')}); torch {device_info.get('torch', '?')}.",
              "",
-             f"Per method: {a.reps} reps, xtrap and eager alternating (the first of the pair swaps every rep); each "
+             f"Per method: {a.reps} reps, xtrap, eager and each torch.compile mode in turn (the order rotates every "
+             f"rep); each "
              f"run " + ", ".join(f"{name}: {warmups[name]} untimed + {steps[name]} timed steps"
                                  for name in a.models.split(",")) + "; tok/s over the timed steps; medians. "
              f"Model {a.models} ({', '.join(f'{k}={v}' for k, v in MODELS[a.models.split(',')[0]].items())}), "
@@ -433,14 +505,20 @@ def methods_suite(a):
               f"measured in this command: {peak / 1e12:.1f} TFLOP/s "
               f"(runs {', '.join(f'{x / 1e12:.1f}' for x in peaks)})." if peak else "MFU: no matmul peak measured."),
              "",
-             "| model | method | xtrap tok/s | eager tok/s | xtrap / eager | xtrap MFU | eager MFU | "
-             "eager, host reads per step | xtrap runs | eager runs |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| model | method | xtrap tok/s | xtrap step | xtrap --cuda-graph off tok/s | eager tok/s | "
+             "compiled tok/s | xtrap / eager | xtrap / compiled | "
+             "compiled: fastest mode, compile s | xtrap MFU | eager MFU | compiled MFU | "
+             "eager, host reads per step | xtrap runs | eager runs | compiled runs |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in summaries:
         lines.append(f"| {s['model']} | {s['method']} | {fmt(s['xtrap_tok_per_s'], ',.0f')} | "
-                     f"{fmt(s['eager_tok_per_s'], ',.0f')} | {fmt(s['ratio'], '.2f')} | {fmt(s['xtrap_mfu'], '.1%')} | "
-                     f"{fmt(s['eager_mfu'], '.1%')} | {fmt(s.get('eager_host_sync_tok_per_s'), ',.0f')} | "
-                     f"{s['xtrap_runs']} | {s['eager_runs']} |")
+                     f"{s['xtrap_train_step']} | {fmt(s['xtrap_off_tok_per_s'], ',.0f')} | "
+                     f"{fmt(s['eager_tok_per_s'], ',.0f')} | {fmt(s['compiled_tok_per_s'], ',.0f')} | "
+                     f"{fmt(s['ratio'], '.2f')} | {fmt(s['ratio_compiled'], '.2f')} | "
+                     f"{s['compiled_mode']}{', ' + fmt(s['compile_s'], '.0f') + ' s' if s['compile_s'] else ''} | "
+                     f"{fmt(s['xtrap_mfu'], '.1%')} | {fmt(s['eager_mfu'], '.1%')} | {fmt(s['compiled_mfu'], '.1%')} | "
+                     f"{fmt(s.get('eager_host_sync_tok_per_s'), ',.0f')} | "
+                     f"{s['xtrap_runs']} | {s['eager_runs']} | {s['compiled_runs']} |")
     lines.append("")
     for s in summaries:
         if s.get("eager_profile"):
@@ -455,8 +533,9 @@ def methods_suite(a):
     with open(stem + ".json", "w") as f:
         json.dump({"args": vars(a), "device": device_info, "matmul_peaks": peaks, "summaries": summaries,
                    "runs": runs, "notes": notes}, f, indent=1)
-    short = ", ".join(f"{s['method']} {fmt(s['ratio'], '.2f')}x" for s in summaries)
-    summary = (f"xtrap/eager train tok/s ({a.dtype}, {a.device}): {short}; "
+    short = ", ".join(f"{s['method']} {fmt(s['ratio'], '.2f')}x (compiled {fmt(s['ratio_compiled'], '.2f')}x)"
+                      for s in summaries)
+    summary = (f"xtrap/eager (xtrap/compiled) train tok/s ({a.dtype}, {a.device}): {short}; "
                f"peak {fmt(peak and peak / 1e12, '.1f')} TFLOP/s")
     with open(stem + "_summary.txt", "w") as f:
         f.write(summary + "\n")
@@ -500,6 +579,11 @@ def main():
     p.add_argument("--out-dir", default=None, help="--suite methods: where the tables go (required there)")
     p.add_argument("--matmul-n", type=int, default=None, help="peak matmul size (default: 8192 on cuda, 2048 on cpu)")
     p.add_argument("--matmul-iters", type=int, default=None, help="peak matmul repetitions (default: 50 cuda, 5 cpu)")
+    p.add_argument("--xtrap-host-step", action="store_true",
+                   help="--suite methods: also time xtrap with --cuda-graph off (the host-read step) in the rotation")
+    p.add_argument("--compile-modes", default=None,
+                   help="torch.compile modes measured beside eager, comma-separated, or none (default: "
+                        "default,max-autotune-no-cudagraphs,reduce-overhead on cuda, default on cpu)")
     p.add_argument("--profile", default="none", choices=["none", "short", "all"],
                    help="--suite methods: profile the methods where xtrap is below eager (short) or all of them")
     p.add_argument("--profile-steps", type=int, default=5)
@@ -521,6 +605,7 @@ def main():
     a.matmul_n = a.matmul_n or (8192 if cuda else 2048)
     a.matmul_iters = a.matmul_iters or (50 if cuda else 5)
     a.timeout = a.timeout or (300 if cuda else None)
+    a.compile_modes = a.compile_modes or ("default,max-autotune-no-cudagraphs,reduce-overhead" if cuda else "default")
     if methods:
         if not a.out_dir:
             p.error("--suite methods writes its tables into --out-dir")
@@ -532,21 +617,33 @@ def main():
     work = tempfile.mkdtemp(prefix="xtrap-bench-")
     results = {"args": vars(a), "models": {}, "positions": {}}
     peaks = []
+    modes, compile_note = compile_modes(a) if not a.skip_baseline else ([], None)
+    if compile_note:
+        results["compile_note"] = compile_note
     try:
         if not a.skip_baseline:
             for name in a.models.split(","):
                 m, n, w = MODELS[name], steps[name], warmups[name]
                 r = {k: [] for k in ["xtrap_train", "xtrap_train_flops", "base_train", "xtrap_eval",
-                                     "xtrap_eval_flops", "base_eval"]}
+                                     "xtrap_eval_flops", "base_eval", *(f"compiled_train:{c}" for c in modes)]}
+                r.update({f"compile_s:{c}": [] for c in modes})
                 for rep in range(a.reps):
                     tps, fps, run = xtrap_train(a, m, a.pos, a.arch, work, n, w)
                     r["xtrap_train"].append(tps)
                     r["xtrap_train_flops"].append(fps)
-                    r["base_train"].append(baseline(a, m, a.pos, a.arch, "train", n, w))
+                    r["base_train"].append(baseline(a, m, a.pos, a.arch, "train", n, w)["tok_per_s"])
+                    for c in modes:
+                        try:
+                            j = baseline(a, m, a.pos, a.arch, "train", n, w, ["--compile", c])
+                        except Exception as e:  # noqa: BLE001 - a mode that fails must not lose the others
+                            results.setdefault("compile_errors", []).append(f"{name} {c}: {failure(e)}")
+                            continue
+                        r[f"compiled_train:{c}"].append(j["tok_per_s"])
+                        r[f"compile_s:{c}"].append(j["compile_s"])
                     tps, fps = xtrap_eval(a, run)
                     r["xtrap_eval"].append(tps)
                     r["xtrap_eval_flops"].append(fps)
-                    r["base_eval"].append(baseline(a, m, a.pos, a.arch, "eval"))
+                    r["base_eval"].append(baseline(a, m, a.pos, a.arch, "eval")["tok_per_s"])
                     peaks.append(matmul_peak(a))
                     shutil.rmtree(run)
                     print(name, rep, {k: round(v[-1], 1) for k, v in r.items()}, f"peak {peaks[-1] / 1e9:.1f} GFLOP/s",
@@ -572,12 +669,22 @@ def main():
         peak = med(peaks)
         print(f"matmul peak (2048^3 sgemm, {a.threads} threads): median {peak / 1e9:.1f} GFLOP/s "
               f"of {[round(x / 1e9, 1) for x in peaks]}")
-        print(f"| model | phase | xtrap tok/s | baseline tok/s | ratio | xtrap GFLOP/s | MFU vs peak |")
-        print("|---|---|---|---|---|---|---|")
+        print("| model | phase | xtrap tok/s | baseline tok/s | ratio | compiled tok/s (fastest mode, compile s) | "
+              "xtrap / compiled | xtrap GFLOP/s | MFU vs peak |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for name, r in results["models"].items():
             for phase in ["train", "eval"]:
                 x, b, f = med(r[f"xtrap_{phase}"]), med(r[f"base_{phase}"]), med(r[f"xtrap_{phase}_flops"])
-                print(f"| {name} | {phase} | {x:.0f} | {b:.0f} | {x / b:.2f} | {f / 1e9:.1f} | {f / peak:.0%} |")
+                compiled, ratio = (compile_note or "-") if phase == "train" else "-", "-"
+                measured = [k for k in modes if r[f"compiled_train:{k}"]]
+                if phase == "train" and modes and not measured:
+                    compiled = "every compiled run failed (see compile_errors)"
+                if phase == "train" and measured:  # eval is not compiled
+                    c = max(measured, key=lambda k: med(r[f"compiled_train:{k}"]))
+                    ct = med(r[f"compiled_train:{c}"])
+                    compiled, ratio = f"{ct:.0f} ({c}, {med(r[f'compile_s:{c}']):.0f} s)", f"{x / ct:.2f}"
+                print(f"| {name} | {phase} | {x:.0f} | {b:.0f} | {x / b:.2f} | {compiled} | {ratio} | {f / 1e9:.1f} | "
+                      f"{f / peak:.0%} |")
     if results["positions"]:
         print("| arch/pos | train tok/s (median) | vs none | runs |")
         print("|---|---|---|---|")

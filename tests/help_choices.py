@@ -34,6 +34,7 @@ CASES = [
     ("train", "--batch-order", ["random", "contiguous"], TRAIN),
     ("train", "--device", DEVICES, None),
     ("train", "--dtype", DTYPES, None),
+    ("train", "--cuda-graph", ["auto", "off", "uncaptured"], TRAIN),
     ("eval", "--interp", INTERPS, None),
     ("eval", "--ntk-heads", NTK_HEADS, None),
     ("eval", "--mode", ["nonoverlap", "sliding", "both"], None),

@@ -19,6 +19,8 @@ namespace xtrap::test {
 using ModelSetup = std::function<void(ModelConfig&)>;
 // Changes to the tiny run's TrainConfig (precision, device, learning rate...).
 using TrainSetup = std::function<void(TrainConfig&)>;
+// Changes to the rest of the request (--cuda-graph, injected NaN steps...).
+using RequestSetup = std::function<void(TrainRequest&)>;
 
 inline ModelConfig tinyConfig(const std::string& pos, const std::string& arch = "decoder", int64_t heads = 4) {
   ModelConfig c;
@@ -57,7 +59,7 @@ inline double maxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {
 // Trains a tiny model on the shipped WikiText-2 into a fresh directory and returns the run. On the
 // CPU in float32 unless `setup` says otherwise (the CPU tests stay CPU tests on a GPU machine).
 inline RunInfo trainTiny(const std::string& name, ModelConfig model, int64_t steps, int64_t threads = 1,
-                         const TrainSetup& setup = {}) {
+                         const TrainSetup& setup = {}, const RequestSetup& requestSetup = {}) {
   TrainRequest req;
   req.model = model;
   req.train.dataDir = XTRAP_DEFAULT_DATA_DIR;
@@ -73,6 +75,7 @@ inline RunInfo trainTiny(const std::string& name, ModelConfig model, int64_t ste
   req.train.dtype = "float32";
   if (setup) setup(req.train);
   req.progress = false;
+  if (requestSetup) requestSetup(req);
   req.runDir = std::filesystem::temp_directory_path() / ("xtrap-test-run-" + name);
   std::filesystem::remove_all(req.runDir);
   return trainRun(req);

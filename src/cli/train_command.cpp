@@ -26,6 +26,7 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   auto noScale = std::make_shared<bool>(false);
   auto injectNan = std::make_shared<std::vector<int64_t>>();
   auto nproc = std::make_shared<int>(1);
+  auto cudaGraph = std::make_shared<std::string>("auto");
   train->dataDir = defaultDataDir().string();
 
   cmd.add_option("--arch", model->arch,
@@ -118,6 +119,14 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   cmd.add_option("--max-bad-steps", train->maxBadSteps,
                  "stop after this many steps with a non-finite loss or gradient (0 = never)")
       ->capture_default_str();
+  cmd.add_option("--cuda-graph", *cudaGraph,
+                 joinNames(kCudaGraphModes) +
+                     ": auto captures each training step as one CUDA graph where the GPU and the model allow it "
+                     "(decoder, full softmax, one process; else says why and reads loss and gradient norm on the "
+                     "host every step, as off does); uncaptured runs the step without host reads, uncaptured, on "
+                     "any device. Without host reads the loss is read every --log-every steps and a skipped "
+                     "non-finite step is reported in the next train.jsonl line")
+      ->capture_default_str();
   cmd.add_flag("--no-progress", *noProgress, "no progress bar");
   cmd.add_option("--nproc", *nproc,
                  "data-parallel over N local processes (each takes --batch / N sequences of every step)")
@@ -132,7 +141,8 @@ CommandAction addTrainCommand(CLI::App& cmd) {
                    "does not apply with --resume (a run keeps the precision it was trained in; --device may move it)");
       for (const CLI::Option* o : cmd.get_options())
         if (o->count() > 0 && o->get_name() != "--resume" && o->get_name() != "--no-progress" &&
-            o->get_name() != "--nproc" && o->get_name() != "--inject-nan-at" && o->get_name() != "--device")
+            o->get_name() != "--nproc" && o->get_name() != "--inject-nan-at" && o->get_name() != "--device" &&
+            o->get_name() != "--cuda-graph")
           throw std::invalid_argument(o->get_name() + " does not apply with --resume (the run's run.json settings do)");
     }
     rejectUnless(cmd, {"--task-filler"}, parseTaskMix(train->taskMix).passkey > 0,
@@ -174,12 +184,14 @@ CommandAction addTrainCommand(CLI::App& cmd) {
     rejectUnless(cmd, {"--min-lr-ratio"}, train->schedule == "cosine", "is the cosine schedule's floor");
     // A bad name, or cuda without CUDA, fails before any rank starts.
     makeExecutionContext(train->device, train->dtype);
+    checkName(kCudaGraphModes, *cudaGraph, "--cuda-graph");
     if (*nproc != 1 && !insideDistributedJob()) return launchLocalRanks(*nproc);
     DistEnv dist = distEnvFromEnvironment();
     if (dist.distributed() && resume->empty() && out->empty())
       throw std::invalid_argument("a distributed run needs --out (every rank must name the same run directory)");
     TrainRequest req;
     req.progress = !*noProgress;
+    req.cudaGraph = *cudaGraph;
     req.injectNanAtSteps.insert(injectNan->begin(), injectNan->end());
     if (!resume->empty()) {
       req.resume = true;

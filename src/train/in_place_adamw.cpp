@@ -1,11 +1,14 @@
 #include "train/in_place_adamw.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 
+#include "util/execution_context.h"
 #include "util/torch_compat.h"
 
 namespace xtrap {
@@ -180,6 +183,72 @@ torch::Tensor InPlaceAdamW::step(LossClosure closure) {
       group_->broadcast(block, rank);
     }
   return loss;
+}
+
+void InPlaceAdamW::stepOnDevice(const torch::Tensor& lr, const torch::Tensor& skip) {
+  torch::NoGradGuard noGrad;
+  if (!deviceStepCount_.defined()) {
+    std::optional<int64_t> count;
+    for (auto& group : param_groups_)
+      for (auto& p : group.params()) {
+        if (!p.requires_grad()) continue;
+        int64_t s = stateOf(p).step();
+        TORCH_CHECK(!count || *count == s, "InPlaceAdamW::stepOnDevice: parameters at different step counts");
+        count = s;
+      }
+    deviceStepCount_ = torch::full({}, double(count.value_or(0)), skip.options());
+  }
+  deviceStepCount_.add_(1 - skip);  // unchanged by a skipped step
+  const auto keep = skip.logical_not();
+  for (auto& group : param_groups_) {
+    auto& options = static_cast<torch::optim::AdamWOptions&>(group.options());
+    if (options.amsgrad()) throw std::invalid_argument("InPlaceAdamW: amsgrad is not supported");
+    auto [beta1, beta2] = options.betas();
+    std::vector<torch::Tensor> params, grads, expAvgs, expAvgSqs;
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      TORCH_CHECK(!p.grad().is_sparse() && !sharded(p),
+                  "InPlaceAdamW::stepOnDevice: sparse gradients and sharded moments need step()");
+      auto& state = stateOf(p);
+      params.push_back(p);
+      grads.push_back(p.grad());
+      expAvgs.push_back(state.exp_avg());
+      expAvgSqs.push_back(state.exp_avg_sq());
+    }
+    if (params.empty()) continue;
+    const bool fused = compat::kHasFusedAdamWTensorLr && params.front().is_cuda() &&
+                       std::all_of(params.begin(), params.end(), [](const torch::Tensor& p) {
+                         return p.scalar_type() == torch::kFloat32 && p.grad().scalar_type() == torch::kFloat32;
+                       });
+    if (fused) {
+      std::vector<torch::Tensor> steps(params.size(), deviceStepCount_);  // read, not written, by the kernel
+      compat::fusedAdamW(params, grads, expAvgs, expAvgSqs, steps, lr, beta1, beta2, options.weight_decay(),
+                         options.eps(), skip);
+      continue;
+    }
+    // step()'s formula with tensor scalars; a skipped step keeps the old values (the new ones may be NaN).
+    auto biasCorrection1 = 1 - torch::pow(beta1, deviceStepCount_);
+    auto biasCorrection2 = 1 - torch::pow(beta2, deviceStepCount_);
+    auto stepSize = lr / biasCorrection1;
+    auto decay = 1 - lr * options.weight_decay();
+    for (size_t i = 0; i < params.size(); ++i) {
+      auto m = expAvgs[i] * beta1 + grads[i] * (1 - beta1);
+      auto v = expAvgSqs[i] * beta2 + grads[i] * grads[i] * (1 - beta2);
+      auto denom = v.sqrt() / biasCorrection2.sqrt() + options.eps();
+      auto moved = params[i] * decay - stepSize * m / denom;
+      params[i].copy_(torch::where(keep, moved, params[i]));
+      expAvgs[i].copy_(torch::where(keep, m, expAvgs[i]));
+      expAvgSqs[i].copy_(torch::where(keep, v, expAvgSqs[i]));
+    }
+  }
+}
+
+void InPlaceAdamW::storeDeviceStepCount() {
+  if (!deviceStepCount_.defined()) return;
+  auto count = static_cast<int64_t>(toHostDoubles(deviceStepCount_)[0]);
+  for (auto& group : param_groups_)
+    for (auto& p : group.params())
+      if (p.requires_grad()) stateOf(p).step(count);
 }
 
 void InPlaceAdamW::gatherStateToRoot() {

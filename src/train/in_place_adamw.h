@@ -33,6 +33,18 @@ class InPlaceAdamW : public torch::optim::AdamW {
  public:
   using torch::optim::AdamW::AdamW;
   torch::Tensor step(LossClosure closure = nullptr) override;
+  // The update of a training step that reads nothing on the host (train/device_step.h): the
+  // learning rate from `lr`, and from `skip` whether to leave parameters, moments and the step
+  // count as they are (a non-finite loss or gradient); both 0-dim float32 on the parameters'
+  // device, skip 0 or 1. The step count is one device counter (every parameter steps at every
+  // step), started from the optimizer state's; storeDeviceStepCount() writes it back. Dense
+  // gradients, unsharded moments, one device. On a GPU with LibTorch 2.2+ each group is PyTorch's
+  // fused kernel (compat::fusedAdamW with a tensor lr and found_inf); elsewhere the same formula in
+  // float32 tensor operations, which agree with step() to float rounding (its scalars are double).
+  void stepOnDevice(const torch::Tensor& lr, const torch::Tensor& skip);
+  // The device step count into every parameter's state (before a checkpoint saves it): a host read.
+  void storeDeviceStepCount();
+
   // From here on the moments of every parameter of at least kShardMinElements elements (with at
   // least as many rows as ranks) are sharded over `group`'s ranks; a group of one rank changes
   // nothing. Call before allocateState and before loading a checkpoint; `group` must outlive this.
@@ -62,6 +74,7 @@ class InPlaceAdamW : public torch::optim::AdamW {
   bool sharded(const torch::Tensor& p) const;
 
   DistGroup* group_ = nullptr;
+  torch::Tensor deviceStepCount_;  // stepOnDevice's step count: 0-dim float32 (exact to 2^24)
 };
 
 }  // namespace xtrap

@@ -44,18 +44,26 @@ MaskedBatch encoderTrainingBatch(const ModelConfig& c, TokenSpan stream, const s
 
 int64_t sequenceSpan(const ModelConfig& c) { return c.causal() ? c.contextLength + 1 : c.windowWords(); }
 
+torch::Tensor decoderTrainingBatch(const ModelConfig& c, TokenSpan stream, const std::vector<int64_t>& starts,
+                                   const TaskRows& taskRows) {
+  auto seq = gatherWindows(stream, starts, sequenceSpan(c));  // (B, L + 1)
+  placeTasks(seq, 0, taskRows);
+  return seq;
+}
+
+LossResult decoderLoss(Transformer& model, const torch::Tensor& batch) {
+  const ModelConfig& c = model->config;
+  int64_t L = c.contextLength;
+  auto feats = model->features(batch.narrow(1, 0, L));  // (B, L, C)
+  auto targets = batch.narrow(1, 1, L).reshape({-1});
+  auto nll = model->tokenNll(feats.reshape({-1, c.dModel}), targets);
+  return {nll.mean(), nll.size(0)};
+}
+
 LossResult trainingLoss(Transformer& model, TokenSpan stream, const std::vector<int64_t>& starts, uint64_t maskSeed,
                         double maskProb, const MlmTokens& mlm, int64_t firstSequence, const TaskRows& taskRows) {
   const ModelConfig& c = model->config;
-  if (c.causal()) {
-    auto seq = gatherWindows(stream, starts, sequenceSpan(c));  // (B, L + 1)
-    placeTasks(seq, 0, taskRows);
-    int64_t L = c.contextLength;
-    auto feats = model->features(seq.narrow(1, 0, L));  // (B, L, C)
-    auto targets = seq.narrow(1, 1, L).reshape({-1});
-    auto nll = model->tokenNll(feats.reshape({-1, c.dModel}), targets);
-    return {nll.mean(), nll.size(0)};
-  }
+  if (c.causal()) return decoderLoss(model, decoderTrainingBatch(c, stream, starts, taskRows));
   MaskedBatch masked = encoderTrainingBatch(c, stream, starts, maskSeed, maskProb, mlm, firstSequence, taskRows);
   auto feats = model->features(masked.inputs);                    // (B, L, C)
   auto at = model->input(masked.positions);                       // built on the host: follows the features

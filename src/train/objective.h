@@ -36,6 +36,15 @@ MaskedBatch encoderTrainingBatch(const ModelConfig& c, TokenSpan stream, const s
                                  uint64_t maskSeed, double maskProb, const MlmTokens& mlm, int64_t firstSequence,
                                  const TaskRows& taskRows);
 
+// A decoder's training batch as trainingLoss builds it, on the host: (B, L + 1) int64 tokens, the
+// windows at `starts` with taskRows placed (inputs are columns [0, L), targets [1, L + 1)). Its
+// shape is the same every step, which is what lets a captured step (train/device_step.h) read it
+// from one device buffer.
+torch::Tensor decoderTrainingBatch(const ModelConfig& c, TokenSpan stream, const std::vector<int64_t>& starts,
+                                   const TaskRows& taskRows);
+// A decoder's loss on such a batch (anywhere; the model moves it).
+LossResult decoderLoss(Transformer& model, const torch::Tensor& batch);
+
 // Stream tokens of one sequence (L + 1 for decoders: inputs and the shifted targets; the words
 // of a window for encoders, L - 1 with <bos>).
 int64_t sequenceSpan(const ModelConfig& c);

@@ -18,6 +18,7 @@
 #include "model/flops.h"
 #include "run/checkpoint.h"
 #include "run/data_digest.h"
+#include "train/device_step.h"
 #include "train/lr_schedule.h"
 #include "train/objective.h"
 #include "train/run_recorder.h"
@@ -66,6 +67,24 @@ void completeModelConfig(RunInfo& run, const TrainRequest& req, const Corpus& co
     for (int64_t cutoff : {2000, 10000})
       if (cutoff < vocab) run.model.adaptiveSoftmaxCutoffs.push_back(cutoff);
   run.model.validate();
+}
+
+// The DeviceStep --cuda-graph asks for, where this run allows it (train/device_step.h); nullptr
+// = TrainStep. auto on a GPU says once why it does not capture; uncaptured where the step cannot
+// apply is a one-line error. The model in training mode.
+std::unique_ptr<DeviceStep> chooseDeviceStep(const std::string& cudaGraph, Transformer& model, const TrainConfig& t,
+                                             TrainStep& trainStep, const DistGroup& group) {
+  if (cudaGraph != "auto" && cudaGraph != "uncaptured") return nullptr;
+  std::string why = DeviceStep::unsupported(model, group);
+  if (cudaGraph == "uncaptured") {
+    if (!why.empty()) throw std::invalid_argument("--cuda-graph uncaptured: " + why);
+    return std::make_unique<DeviceStep>(model, t, trainStep.optimizer(), /*capture=*/false);
+  }
+  if (why.empty()) why = DeviceStep::uncapturable(model);
+  if (why.empty()) return std::make_unique<DeviceStep>(model, t, trainStep.optimizer(), /*capture=*/true);
+  if (model->device().is_cuda() && group.isRoot())
+    std::fprintf(stderr, "xtrap: --cuda-graph auto: the training step is not captured: %s\n", why.c_str());
+  return nullptr;
 }
 
 // The run's parameter count, for run.json.
@@ -125,6 +144,9 @@ RunInfo trainRun(TrainRequest req) {
       rows.push_back(taskSequence(taskMix, taskFiller, *taskBuilder, t.seed, step, b, sequenceSpan(run.model)));
     return rows;
   };
+  model->train();
+  // Before the run directory is touched: a --cuda-graph that cannot apply leaves nothing behind.
+  std::unique_ptr<DeviceStep> deviceStep = chooseDeviceStep(req.cudaGraph, model, t, trainStep, group);
   RunRecorder recorder(run, root, exec.device);
   TrainingState state = recorder.begin(req.resume, model, trainStep.optimizer(), sampler);
   trainStep.optimizer().keepOwnRows();  // a checkpoint holds every rank's moments
@@ -132,12 +154,21 @@ RunInfo trainRun(TrainRequest req) {
       fmt::format("training on {}, {} sequences of {} tokens a step,", exec.deviceName(), B, L);
   const std::string outOfMemoryRemedy =
       "lower --batch, or --batch-tokens when --batch is 0 (the step then sees fewer sequences)";
+  const int64_t badStepsBefore = state.badSteps;  // a DeviceStep counts this session's
+  // A DeviceStep's counters into the state and the optimizer: a host read, only when needed.
+  auto readDeviceStep = [&] {
+    DeviceStep::Reading r = deviceStep->read();
+    int64_t skipped = badStepsBefore + r.badSteps - state.badSteps;  // since the last read
+    state.badSteps += skipped;
+    trainStep.optimizer().storeDeviceStepCount();
+    return std::make_pair(r, skipped);
+  };
   auto checkpoint = [&] {
+    if (deviceStep) readDeviceStep();
     trainStep.optimizer().gatherStateToRoot();
     recorder.checkpoint(state, model, trainStep.optimizer(), sampler);
     trainStep.optimizer().keepOwnRows();
   };
-  model->train();
   auto start = std::chrono::steady_clock::now();
   int64_t tokensThisSession = 0;
   double lastLoss = NAN, lastVal = NAN, tokPerSec = 0;
@@ -147,19 +178,37 @@ RunInfo trainRun(TrainRequest req) {
   while (state.step < totalSteps) {
     if (!root) torch::manual_seed(rankDropoutSeed(t.seed, group.rank(), state.step));
     double lr = learningRate(t, state.step, totalSteps);
-    auto step = withOutOfMemoryAdvice(outOfMemoryDoing, outOfMemoryRemedy, [&] {
-      return trainStep.run(corpus.train, sampler.next(B), state.step, lr, mlm,
-                           req.injectNanAtSteps.count(state.step + 1) > 0, taskRows(state.step));
-    });
-    if (step.bad) ++state.badSteps;
+    const int64_t done = state.step + 1;  // steps done after this one
+    const bool injectNan = req.injectNanAtSteps.count(done) > 0;
+    bool doEval = t.evalEvery > 0 && done % t.evalEvery == 0 && done < totalSteps;
+    TrainStep::Outcome step;
+    bool observed = true;  // `step` holds this step's loss and gradient norm
+    if (deviceStep) {
+      withOutOfMemoryAdvice(outOfMemoryDoing, outOfMemoryRemedy, [&] {
+        deviceStep->run(corpus.train, sampler.next(B), lr, injectNan, taskRows(state.step));
+      });
+      // A checkpoint step too: the skipped steps it saves are then counted (and logged, and checked
+      // against --max-bad-steps) at their own read.
+      observed = done % t.logEvery == 0 || doEval || done == totalSteps || done % t.checkpointEvery == 0;
+      if (observed) {
+        auto [r, skipped] = readDeviceStep();
+        step.loss = r.loss;
+        step.gradNorm = r.gradNorm;
+        step.bad = skipped > 0;
+      }
+    } else {
+      step = withOutOfMemoryAdvice(outOfMemoryDoing, outOfMemoryRemedy, [&] {
+        return trainStep.run(corpus.train, sampler.next(B), state.step, lr, mlm, injectNan, taskRows(state.step));
+      });
+      if (step.bad) ++state.badSteps;
+    }
     ++state.step;
     state.tokensSeen += B * L;
     tokensThisSession += B * L;
-    lastLoss = step.loss;
+    if (observed) lastLoss = step.loss;
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     tokPerSec = double(tokensThisSession) / std::max(elapsed, 1e-9);
 
-    bool doEval = t.evalEvery > 0 && state.step % t.evalEvery == 0 && state.step < totalSteps;
     if (doEval) lastVal = validationLoss(model, corpus, t, group);
     if (state.step % t.logEvery == 0 || doEval || state.step == totalSteps || step.bad) {
       nlohmann::json line = {{"step", state.step},
@@ -175,7 +224,7 @@ RunInfo trainRun(TrainRequest req) {
       recorder.log(line);
     }
     if (bar)
-      bar->update(state.step, fmt::format("loss {:.3f}{} | {:.0f} tok/s {:.1f} GFLOP/s", step.loss,
+      bar->update(state.step, fmt::format("loss {:.3f}{} | {:.0f} tok/s {:.1f} GFLOP/s", lastLoss,
                                           std::isnan(lastVal) ? "" : fmt::format(" val {:.3f}", lastVal), tokPerSec,
                                           tokPerSec / double(B * L) * stepFlops / 1e9));
     if (step.bad && t.maxBadSteps > 0 && state.badSteps >= t.maxBadSteps) recorder.stopForBadSteps(state);
@@ -203,6 +252,11 @@ RunInfo trainRun(TrainRequest req) {
                {"train_seconds", seconds},
                {"bad_steps", state.badSteps},
                {"world_size", group.world()},
+               // How the steps ran (--cuda-graph): a CUDA graph, op by op without host reads, or
+               // with the loss and gradient norm read on the host every step.
+               {"train_step", !deviceStep              ? "host"
+                              : deviceStep->captured() ? "captured"
+                                                       : "uncaptured"},
                // Gradient buckets, and how many of them the last step all-reduced during backward.
                {"allreduce_buckets", trainStep.gradientSync().buckets()},
                {"allreduce_buckets_overlapped", trainStep.gradientSync().bucketsOverlapped()},

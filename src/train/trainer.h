@@ -13,12 +13,20 @@
 // so --resume works with any number of ranks, and on any device: the model is placed on the
 // run's device (TrainConfig::device, auto resolved) before the optimizer sees it, computes in its
 // dtype under autocast, and the checkpoint loads onto it.
+// With a DeviceStep (--cuda-graph) the host reads loss, gradient norm and the count of skipped steps
+// only when a train.jsonl line, an evaluation, a checkpoint or the end is due: a skipped step is
+// counted in the next such line, and --max-bad-steps stops the run there.
 #include <filesystem>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "run/run_directory.h"
 
 namespace xtrap {
+
+// The values of TrainRequest::cudaGraph (--cuda-graph).
+inline const std::vector<std::string> kCudaGraphModes = {"auto", "off", "uncaptured"};
 
 struct TrainRequest {
   ModelConfig model;
@@ -30,6 +38,11 @@ struct TrainRequest {
   // Use the quickstart's adaptive softmax (cutoffs 2000, 10000, those below the vocabulary size)
   // unless model.adaptiveSoftmaxCutoffs was given.
   bool defaultAdaptiveSoftmax = false;
+  // How each step runs (--cuda-graph): auto = captured as a CUDA graph where the device and the
+  // model allow it (train/device_step.h), else TrainStep, saying once on a GPU why; off = TrainStep
+  // (loss and gradient norm read on the host every step); uncaptured = DeviceStep op by op (an
+  // error where it does not apply).
+  std::string cudaGraph = "auto";
   // Test hook: steps (1-based) whose loss is replaced by NaN, to exercise the non-finite guard.
   std::set<int64_t> injectNanAtSteps;
 };

@@ -46,6 +46,26 @@ inline void fusedAdamW(const std::vector<at::Tensor>& params, const std::vector<
 #endif
 }
 
+// The same kernel with the learning rate read from `lr` (a 0-dim float32 tensor on the GPU) and a
+// step skipped on the device where `foundInf` (0-dim float32, 0 or 1) is 1: what a captured
+// training step (train/device_step.h) needs, whose host values are fixed at capture. The tensor-lr
+// overload is 2.2+. The caller counts `steps` up before and back down where foundInf is 1, as
+// PyTorch's _fused_adamw does (the kernel reads them, it does not count).
+constexpr bool kHasFusedAdamWTensorLr = XTRAP_TORCH_AT_LEAST(2, 2);
+inline void fusedAdamW(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
+                       const std::vector<at::Tensor>& expAvgs, const std::vector<at::Tensor>& expAvgSqs,
+                       const std::vector<at::Tensor>& steps, const at::Tensor& lr, double beta1, double beta2,
+                       double weightDecay, double eps, const at::Tensor& foundInf) {
+#if XTRAP_TORCH_AT_LEAST(2, 2)
+  at::_fused_adamw_(params, grads, expAvgs, expAvgSqs, at::TensorList(), steps, lr, beta1, beta2, weightDecay, eps,
+                    /*amsgrad=*/false, /*maximize=*/false, /*grad_scale=*/c10::nullopt, foundInf);
+#else
+  (void)params, (void)grads, (void)expAvgs, (void)expAvgSqs, (void)steps, (void)lr;
+  (void)beta1, (void)beta2, (void)weightDecay, (void)eps, (void)foundInf;
+  TORCH_CHECK(false, "fused AdamW with a tensor learning rate needs LibTorch 2.2 or newer");
+#endif
+}
+
 // Every tensor of `tensors` times the 0-dim `factor` (on their device), in place, without reading
 // it on the host: one multi-tensor kernel with LibTorch 2.1+ (_foreach_mul_.Tensor), one multiply
 // per tensor before.
