@@ -1,4 +1,4 @@
-"""PyTorch eager baseline of xtrap's transformer, for throughput comparison (issues 7 and 22).
+"""PyTorch eager baseline of xtrap's transformer, for throughput comparison.
 
 Same architecture as src/model/transformer.cpp: pre-LN blocks, qkv Linear(d, 3d) split as
 (B, T, 3, H, D), out Linear, exact-GELU FFN, final LayerNorm, token embedding scaled by sqrt(d) (unless --no-scale-embedding),

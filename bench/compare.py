@@ -10,12 +10,12 @@ Training tok/s counts only steps after --warmup (from train.jsonl's elapsed_s, l
 step); eval tok/s is what `xtrap eval` reports per row. Run from the repository root:
   /usr/bin/python3 bench/compare.py --xtrap build/xtrap --reps 3
 
---suite methods (the default with --device cuda; issue 22 item 3): training only, one model
+--suite methods (the default with --device cuda): training only, one model
 (--models, default large: 6 layers, d=512, 8 heads, FFN 2048), L=512, 32 sequences a step, the
 tied full softmax, for the decoders alibi, none and rotary and the encoder alibi-offset with the
-CLAP head (--methods; also alibi-encoder, alibi-learned and bialibi: the encoders issue 23 item 6
-re-measures with the fused kernel, eager building their learned bias every forward). xtrap (`--device D --dtype T`) and the eager baseline (bench/baseline.py
-with the same --device and --dtype: SDPA, autocast, fused AdamW on CUDA) alternate, the first of
+CLAP head (--methods; also alibi-encoder, alibi-learned and bialibi: encoders with the fused
+kernel, eager building their learned bias every forward). xtrap (`--device D --dtype T`) and the
+eager baseline (bench/baseline.py with the same --device and --dtype: SDPA, autocast, fused AdamW on CUDA) alternate, the first of
 the pair swapping every rep, --reps times; before each rep a square matmul in --dtype on --device
 (baseline.py --mode matmul: 8192^3 bf16 torch.mm timed with CUDA events) is the peak for MFU.
 Model FLOPs are xtrap's count (src/model/flops.cpp; train.jsonl's flop_per_s / tok_per_s), the
@@ -26,7 +26,7 @@ times of --profile-steps xtrap steps (ncu_xtrap). On the GPU machine:
   python3 bench/compare.py --device cuda --out-dir OUTDIR --profile short
 (--python: the interpreter with CUDA torch, default python3 for cuda, /usr/bin/python3 for cpu.)
 
-torch.compile (issue 62 item 1): every training row also measures the eager model under
+torch.compile: every training row also measures the eager model under
 torch.compile (baseline.py --compile MODE) in each of --compile-modes (default on cuda: default,
 max-autotune-no-cudagraphs and reduce-overhead; on cpu: default), in the same alternation as xtrap
 and eager (the order rotates every rep). The "compiled" columns are the fastest mode's median, its
@@ -69,7 +69,7 @@ METHODS = {
     "alibi-learned": ("encoder", "alibi-learned", "lm"),
     "bialibi": ("encoder", "bialibi", "lm"),
 }
-DEFAULT_METHODS = ["alibi", "none", "rotary", "alibi-offset+clap"]  # issue 22 item 3
+DEFAULT_METHODS = ["alibi", "none", "rotary", "alibi-offset+clap"]
 DECODER_POSITIONS = ["none", "sinusoidal", "learned", "rotary", "t5", "alibi"]
 ENCODER_POSITIONS = ["none", "alibi", "alibi-offset", "alibi-onesided", "alibi-learned", "bialibi"]
 
@@ -180,7 +180,7 @@ def med(xs):
     return statistics.median(xs)
 
 
-# ---- --suite methods: xtrap and eager side by side per position method (issue 22 item 3) ----
+# ---- --suite methods: xtrap and eager side by side per position method ----
 
 def slug(label):
     """A label as a file name with only [A-Za-z0-9_.-] (alibi-offset+clap -> alibi-offset_clap)."""
