@@ -11,7 +11,8 @@ headers stand in for the wheel's CUDA (nccl.h included). Nothing is linked or ru
   tests/libtorch2_syntax.py --torch-include /path/to/torch/include [FILE_SUBSTRING ...]
 
 The CUDA kernels' glue (src/model/position/linear_bias_attention_cuda.cpp, src/model/linear_nll_cuda.cpp,
-src/model/position/rotary_cuda.cpp), which the CPU build leaves out, is checked too. Exit status 1 when a file does not compile; its errors are printed.
+src/model/position/rotary_cuda.cpp, src/model/add_norm_cuda.cpp, src/model/activation_dropout_cuda.cpp,
+src/model/embedding_dropout_cuda.cpp), which the CPU build leaves out, is checked too. Exit status 1 when a file does not compile; its errors are printed.
 Warnings at xtrap's own lines (deprecations first of all: what 2.x deprecates a later 2.x removes)
 are printed with --warnings.
 """
@@ -25,7 +26,9 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GLUE = [os.path.join(ROOT, f) for f in ("src/model/position/linear_bias_attention_cuda.cpp",
-                                        "src/model/linear_nll_cuda.cpp", "src/model/position/rotary_cuda.cpp")]
+                                        "src/model/linear_nll_cuda.cpp", "src/model/position/rotary_cuda.cpp",
+                                        "src/model/add_norm_cuda.cpp", "src/model/activation_dropout_cuda.cpp",
+                                        "src/model/embedding_dropout_cuda.cpp")]
 CUDA_DEFINES = ["-DXTRAP_WITH_CUDA", "-DXTRAP_WITH_CUDA_KERNELS", "-DXTRAP_WITH_NCCL", "-DUSE_C10D_NCCL"]
 
 

@@ -355,6 +355,11 @@ CASES = [
          "progress bar on stderr only"),
     case("train", "--nproc", "same", do_train, T, {"--nproc": "2"},
          "data parallel: 2 ranks x 1 sequence equal 1 rank x 2 (tests/distributed.sh)"),
+    # The fused elementwise kernels run on CUDA only: there LibTorch's operators draw other dropout
+    # masks; on the CPU nothing is fused and the flag is an error.
+    case("train", "--unfused-elementwise", "rejected" if NO_CUDA else "changes", do_train,
+         T if NO_CUDA else with_(T, **{"--device": "cuda", "--dtype": "bfloat16", "--dropout": "0.1"}),
+         {"--unfused-elementwise": None}),
 
     case("eval", "--Lvalid", "changes", do_eval, EVAL, {"--Lvalid": "16,48"}),
     case("eval", "--task", "changes", do_eval, RET, {"--task": "kv-lines", "--filler": "DEL"}),

@@ -14,6 +14,16 @@
 #include "util/execution_context.h"
 
 namespace xtrap {
+namespace {
+
+// Whether this build has the fused CUDA kernels (--unfused-elementwise turns them off).
+#ifdef XTRAP_WITH_CUDA_KERNELS
+constexpr bool kFusedKernels = true;
+#else
+constexpr bool kFusedKernels = false;
+#endif
+
+}  // namespace
 
 CommandAction addTrainCommand(CLI::App& cmd) {
   auto model = std::make_shared<ModelConfig>();
@@ -23,6 +33,7 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   auto named = std::make_shared<std::string>();
   auto cutoffs = std::make_shared<std::string>("2000,10000");  // shown in --help; applied by the trainer
   auto noProgress = std::make_shared<bool>(false);
+  auto unfusedElementwise = std::make_shared<bool>(false);
   auto noScale = std::make_shared<bool>(false);
   auto injectNan = std::make_shared<std::vector<int64_t>>();
   auto nproc = std::make_shared<int>(1);
@@ -128,6 +139,9 @@ CommandAction addTrainCommand(CLI::App& cmd) {
                      "non-finite step is reported in the next train.jsonl line")
       ->capture_default_str();
   cmd.add_flag("--no-progress", *noProgress, "no progress bar");
+  cmd.add_flag("--unfused-elementwise", *unfusedElementwise,
+               "CUDA: the residual adds with their LayerNorms, the FFN activation and the embedding's dropout as "
+               "LibTorch's operators, not the fused kernels (a before/after profile)");
   cmd.add_option("--nproc", *nproc,
                  "data-parallel over N local processes (each takes --batch / N sequences of every step)")
       ->capture_default_str();
@@ -183,8 +197,10 @@ CommandAction addTrainCommand(CLI::App& cmd) {
     rejectUnless(cmd, {"--steps"}, cmd.count("--tokens") == 0, "and --tokens exclude each other");
     rejectUnless(cmd, {"--min-lr-ratio"}, train->schedule == "cosine", "is the cosine schedule's floor");
     // A bad name, or cuda without CUDA, fails before any rank starts.
-    makeExecutionContext(train->device, train->dtype);
+    const ExecutionContext exec = makeExecutionContext(train->device, train->dtype);
     checkName(kCudaGraphModes, *cudaGraph, "--cuda-graph");
+    rejectUnless(cmd, {"--unfused-elementwise"}, kFusedKernels && exec.device.is_cuda(),
+                 "applies on CUDA in a build with the CUDA kernels (elsewhere nothing is fused)");
     if (*nproc != 1 && !insideDistributedJob()) return launchLocalRanks(*nproc);
     DistEnv dist = distEnvFromEnvironment();
     if (dist.distributed() && resume->empty() && out->empty())
@@ -192,6 +208,7 @@ CommandAction addTrainCommand(CLI::App& cmd) {
     TrainRequest req;
     req.progress = !*noProgress;
     req.cudaGraph = *cudaGraph;
+    req.fusedElementwise = !*unfusedElementwise;
     req.injectNanAtSteps.insert(injectNan->begin(), injectNan->end());
     if (!resume->empty()) {
       req.resume = true;

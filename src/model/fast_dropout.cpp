@@ -6,21 +6,10 @@
 #include <cmath>
 #include <mutex>
 
+#include "model/counter_dropout.h"
+
 namespace xtrap {
 namespace {
-
-// murmur3's 32-bit finaliser over a Weyl sequence: independent-looking bits per element, and
-// 32-bit multiplies vectorise (AVX2 has no 64-bit multiply).
-inline uint32_t hashIndex(uint32_t i, uint32_t seedLo, uint32_t seedHi) {
-  uint32_t h = i * 0x9E3779B9u + seedLo;
-  h ^= seedHi;
-  h ^= h >> 16;
-  h *= 0x85EBCA6Bu;
-  h ^= h >> 13;
-  h *= 0xC2B2AE35u;
-  h ^= h >> 16;
-  return h;
-}
 
 constexpr int64_t kGrain = 1 << 15;
 
@@ -41,8 +30,7 @@ DroppedBlock dropBlock(const torch::Tensor& input, double p, uint64_t seed, cons
   const int64_t blockRows = x.size(-2);  // rows of one outer slice in this block
   DroppedBlock d{torch::empty_like(x), torch::empty(x.sizes(), x.options().dtype(torch::kUInt8)),
                  static_cast<float>(1.0 / (1.0 - p))};
-  // Keep when the hash is >= p * 2^32 (probability 1 - p up to 2^-32).
-  auto threshold = static_cast<uint32_t>(std::min(p * 4294967296.0, 4294967295.0));
+  const uint32_t threshold = dropoutThreshold(p);
   float scale = d.scale;
   const float* src = x.data_ptr<float>();
   float* dst = d.out.data_ptr<float>();

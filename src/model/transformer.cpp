@@ -3,7 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "model/fast_dropout.h"
+#include "model/embedding_dropout.h"
 #include "model/position/fire_bias.h"
 #include "model/position/kerple_bias.h"
 #include "model/position/sinusoidal.h"
@@ -18,7 +18,7 @@ namespace xtrap {
 
 TransformerBlockImpl::TransformerBlockImpl(const ModelConfig& c, int64_t index)
     : dropout(c.dropout),
-      activationDropout(c.activationDropoutRate()),
+      activationDropoutRate(c.activationDropoutRate()),
       activation(c.activation == "relu"        ? Activation::Relu
                  : c.activation == "gelu-tanh" ? Activation::GeluTanh
                                                : Activation::Gelu) {
@@ -31,17 +31,14 @@ TransformerBlockImpl::TransformerBlockImpl(const ModelConfig& c, int64_t index)
   fc2 = register_module("fc2", torch::nn::Linear(torch::nn::LinearOptions(c.ffn, c.dModel).bias(c.linearBiases)));
 }
 
-torch::Tensor TransformerBlockImpl::forward(torch::Tensor x, const AttentionContext& ctx) {
+AddNormed TransformerBlockImpl::forward(const AddNormed& in, const AttentionContext& ctx,
+                                        const torch::nn::LayerNorm& next, bool nextIsFinal, bool fused) {
   bool train = is_training();
-  x = x + fastDropout(attn(ln1(x), ctx), dropout, train);
+  auto mid = addNorm(in.out, attn(in.normed, ctx), ln2, dropout, train, fused, true);
   // torch::linear folds the bias into the GEMM (see Attention::forward).
-  auto hidden = torch::linear(ln2(x), fc1->weight, fc1->bias);  // (B, T, ffn)
-  hidden = activation == Activation::Relu       ? torch::relu(hidden)
-           : activation == Activation::GeluTanh ? torch::gelu(hidden, "tanh")
-                                                : torch::gelu(hidden);
-  x = x +
-      fastDropout(torch::linear(fastDropout(hidden, activationDropout, train), fc2->weight, fc2->bias), dropout, train);
-  return x;
+  auto hidden = activationDropout(torch::linear(mid.normed, fc1->weight, fc1->bias), activation, activationDropoutRate,
+                                  train, fused);  // (B, T, ffn)
+  return addNorm(mid.out, torch::linear(hidden, fc2->weight, fc2->bias), next, dropout, train, fused, !nextIsFinal);
 }
 
 TransformerImpl::TransformerImpl(ModelConfig c)
@@ -171,20 +168,22 @@ torch::Tensor TransformerImpl::features(const torch::Tensor& tokensIn, const For
             : headKind_ == OutputHeadKind::Clap ? torch::embedding(head->projection(), tokens)
                                                 : tokenEmbedding(tokens))
                .to(torch::kFloat32);
-  if (config.scaleEmbedding) x = x * std::sqrt(double(C));
-  if (embeddingNorm) x = embeddingNorm(x);
+  // Scaled before the embedding norm where there is one, else in the fused pass with the positions.
+  const double scale = config.scaleEmbedding ? std::sqrt(double(C)) : 1.0;
+  if (embeddingNorm) x = embeddingNorm(scale != 1.0 ? x * scale : x);
+  torch::Tensor positions;  // (T, C), or none
   if (pos_ == PositionMethod::Learned) {
     if (T > config.positionTableSize())
       throw std::invalid_argument("learned positions: length " + std::to_string(T) + " exceeds the table of " +
                                   std::to_string(config.positionTableSize()) +
                                   " positions (train with --max-positions to extrapolate)");
-    x = x + positionEmbedding(torch::arange(T, tokens.options()));
+    positions = positionEmbedding(torch::arange(T, tokens.options()));
   } else if (pos_ == PositionMethod::Sinusoidal) {
     if (!sinusoidal_.defined() || sinusoidal_.size(0) < T || sinusoidal_.device() != x.device())
       sinusoidal_ = sinusoidalTable(T, C, x.options());
-    x = x + sinusoidal_.narrow(0, 0, T);
+    positions = sinusoidal_.narrow(0, 0, T);
   }
-  x = fastDropout(x, config.dropout, is_training());
+  x = embeddingDropout(x, embeddingNorm ? 1.0 : scale, positions, config.dropout, is_training(), fusedElementwise_);
 
   AttentionContext ctx;
   ctx.path = attentionPath(T, opt);
@@ -195,8 +194,16 @@ torch::Tensor TransformerImpl::features(const torch::Tensor& tokensIn, const For
   ctx.queryBlock = opt.queryBlock;
   ctx.observer = opt.observer;
   if (pathUsesFullBias(ctx.path, biasKind())) ctx.fullBias = fullBias(T, x.options());
-  for (const auto& block : *blocks) x = block->as<TransformerBlock>()->forward(x, ctx);
-  return lnFinal ? lnFinal(x) : x;
+  // The residual stream with the LayerNorm of what comes next: each block's residual adds end in
+  // the LayerNorm after them (ln2, the next block's ln1, ln_final), one fused pass each on a GPU.
+  const size_t L = blocks->size();
+  AddNormed stream{x, blocks[0]->as<TransformerBlock>()->ln1(x)};
+  for (size_t l = 0; l < L; ++l) {
+    const bool last = l + 1 == L;
+    const auto& next = last ? lnFinal : blocks[l + 1]->as<TransformerBlock>()->ln1;
+    stream = blocks[l]->as<TransformerBlock>()->forward(stream, ctx, next, last, fusedElementwise_);
+  }
+  return lnFinal ? stream.normed : stream.out;
 }
 
 }  // namespace xtrap

@@ -11,7 +11,9 @@
 #include <memory>
 #include <optional>
 
+#include "model/activation_dropout.h"
 #include "model/adaptive_input.h"
+#include "model/add_norm.h"
 #include "model/attention.h"
 #include "model/attention_plan.h"
 #include "model/model_config.h"
@@ -23,13 +25,19 @@ namespace xtrap {
 
 struct TransformerBlockImpl : torch::nn::Module {
   TransformerBlockImpl(const ModelConfig& c, int64_t index);
-  torch::Tensor forward(torch::Tensor x, const AttentionContext& ctx);  // (B,T,C) -> (B,T,C)
+  // The residual stream x (B,T,C) float32 with ln1(x), -> the new residual with next(it): each
+  // residual add is one addNorm with the LayerNorm after it (the block's ln2, then `next`: the next
+  // block's ln1, or ln_final where nextIsFinal, whose output stays float32 for the heads; empty for
+  // none, the normed part then undefined). `fused`: the CUDA elementwise kernels where they apply
+  // (TransformerImpl::setFusedElementwise).
+  AddNormed forward(const AddNormed& in, const AttentionContext& ctx, const torch::nn::LayerNorm& next,
+                    bool nextIsFinal, bool fused);
 
   torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
   Attention attn{nullptr};
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
-  double dropout, activationDropout;
-  enum class Activation { Gelu, GeluTanh, Relu } activation;  // ModelConfig::activation, parsed once
+  double dropout, activationDropoutRate;
+  Activation activation;  // ModelConfig::activation, parsed once
 };
 TORCH_MODULE(TransformerBlock);
 
@@ -66,6 +74,11 @@ struct TransformerImpl : torch::nn::Module {
   Rotary* rotary() { return rotary_ ? &*rotary_ : nullptr; }
   // Call after changing slopes or rotary settings (interpolation): drops the cached full bias.
   void clearBiasCache() { cachedBias_ = torch::Tensor(); }
+  // Whether the residual adds with their LayerNorms, the FFN activation with its dropout, and the
+  // embedding's scale, positions and dropout run as the fused CUDA kernels where they apply (on a
+  // GPU of a build with the kernels; default on), or as LibTorch's operators (the before/after of a
+  // profile: `train --unfused-elementwise`). Nothing changes on the CPU.
+  void setFusedElementwise(bool on) { fusedElementwise_ = on; }
 
   ModelConfig config;
   torch::nn::Embedding tokenEmbedding{nullptr};     // (V, C); none with adaptive input; sparse gradient when untied
@@ -84,6 +97,7 @@ struct TransformerImpl : torch::nn::Module {
   OutputHeadKind headKind_;
   bool causal_;
   torch::ScalarType computeDtype_ = torch::kFloat32;
+  bool fusedElementwise_ = true;
   std::shared_ptr<AttentionBias> bias_;
   std::optional<Rotary> rotary_;
   torch::Tensor cachedBias_;       // full bias for the last T and device when it has no trainable parameters

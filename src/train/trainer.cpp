@@ -128,6 +128,7 @@ RunInfo trainRun(TrainRequest req) {
 
   Transformer model(run.model);
   model->place(exec);  // before the optimizer and the gradient hooks see the parameters
+  model->setFusedElementwise(req.fusedElementwise);
   MlmTokens mlm = run.model.mlmTokens(corpus.vocab);
   TrainStep trainStep(model, t, group);
   BlockSampler sampler(static_cast<int64_t>(corpus.train.size()), sequenceSpan(run.model), t.batchOrder == "contiguous",

@@ -35,6 +35,9 @@ struct TrainRequest {
   bool resume = false;       // continue runDir from its checkpoint with its run.json configs
   std::string resumeDevice;  // resume: non-empty = continue on this device (auto | cpu | cuda)
   bool progress = true;      // draw the progress bar
+  // false: the model's elementwise passes as LibTorch's operators where the fused CUDA kernels
+  // would run (TransformerImpl::setFusedElementwise; train --unfused-elementwise).
+  bool fusedElementwise = true;
   // Use the quickstart's adaptive softmax (cutoffs 2000, 10000, those below the vocabulary size)
   // unless model.adaptiveSoftmaxCutoffs was given.
   bool defaultAdaptiveSoftmax = false;

@@ -28,6 +28,7 @@
 #include "eval/evaluate_run.h"
 #include "eval/perplexity.h"
 #include "model/linear_nll.h"
+#include "model_pass.h"
 #include "run/checkpoint.h"
 #include "train/in_place_adamw.h"
 #include "util/execution_context.h"
@@ -42,34 +43,16 @@
 using namespace xtrap;
 using checks::check;
 using checks::fmtDouble;
+using checks::Pass;
 using checks::relativeMaxDiff;
 using checks::relativeRms;
+using checks::runPass;
 
 namespace {
 
 const ExecutionContext kCpu{torch::kCPU, torch::kFloat32};
 const ExecutionContext kCuda{torch::Device(torch::kCUDA), torch::kFloat32};
 const ExecutionContext kCudaBf16{torch::Device(torch::kCUDA), torch::kBFloat16};
-
-// One forward and backward: host copies of the features and of every parameter's gradient.
-struct Pass {
-  torch::Tensor features;  // (B, T, C) float64 on the CPU
-  torch::Tensor nll;       // scalar float64
-  std::map<std::string, torch::Tensor> grads;
-};
-
-Pass runPass(Transformer& model, const torch::Tensor& tokens, const torch::Tensor& targets, const ForwardOptions& opt) {
-  model->zero_grad();
-  for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
-  auto f = model->features(tokens, opt);  // (B, T, C) on the model's device
-  auto nll = model->tokenNll(f.reshape({-1, f.size(-1)}), targets).mean();
-  auto loss = nll + f.to(torch::kFloat32).square().mean();
-  loss.backward();
-  Pass pass{toHost(f).to(torch::kFloat64), toHost(nll).to(torch::kFloat64), {}};
-  for (const auto& p : model->named_parameters())
-    if (p.value().grad().defined()) pass.grads[p.key()] = toHost(p.value().grad()).to(torch::kFloat64);
-  return pass;
-}
 
 // CUDA vs CPU per method: fp32 on every path CUDA takes, and bf16 CUDA against fp32 CPU.
 void devicesAgreePerMethod() {
