@@ -4,6 +4,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include "cuda/cuda_status_torch.h"
 #include "model/activation_dropout.cuh"
 #include "model/counter_dropout_torch.h"
 
@@ -12,10 +13,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-void check(cudaError_t status, const char* what) {
-  TORCH_CHECK(status == cudaSuccess, "activation + dropout on CUDA, ", what, ": ", cudaGetErrorString(status));
-}
 
 cuda::ActivationDropoutArgs argsOf(const torch::Tensor& h, int64_t activation) {
   cuda::ActivationDropoutArgs a;
@@ -36,7 +33,8 @@ struct FusedActivationDropout : torch::autograd::Function<FusedActivationDropout
     cuda::ActivationDropoutArgs a = argsOf(hc, activation);
     a.dropout = drop.dropout;
     a.out = out.data_ptr();
-    check(cuda::activationDropoutForward(a, c10::cuda::getCurrentCUDAStream().stream()), "forward");
+    checkCudaStatus(cuda::activationDropoutForward(a, c10::cuda::getCurrentCUDAStream().stream()),
+                    "activation + dropout on CUDA, forward");
     // LibTorch 1.13 saves no undefined tensor: "no dropout" is an empty one.
     ctx->save_for_backward(
         {hc, drop.resolved.defined() ? drop.resolved : torch::empty({0}, h.options().dtype(torch::kInt64))});
@@ -54,7 +52,8 @@ struct FusedActivationDropout : torch::autograd::Function<FusedActivationDropout
     cuda::ActivationDropoutArgs a = argsOf(h, ctx->saved_data["activation"].toInt());
     a.dropout = backwardDropout(ctx->saved_data["p"].toDouble(), resolved);
     a.dOut = dOut.data_ptr(), a.dH = dH.data_ptr();
-    check(cuda::activationDropoutBackward(a, c10::cuda::getCurrentCUDAStream().stream()), "backward");
+    checkCudaStatus(cuda::activationDropoutBackward(a, c10::cuda::getCurrentCUDAStream().stream()),
+                    "activation + dropout on CUDA, backward");
     return {dH, torch::Tensor(), torch::Tensor()};  // h; none for the activation and p
   }
 };

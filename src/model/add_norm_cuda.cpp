@@ -4,6 +4,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include "cuda/cuda_status_torch.h"
 #include "model/add_norm.cuh"
 #include "model/counter_dropout_torch.h"
 
@@ -12,10 +13,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-void check(cudaError_t status, const char* what) {
-  TORCH_CHECK(status == cudaSuccess, "add & norm on CUDA, ", what, ": ", cudaGetErrorString(status));
-}
 
 // The arguments both passes share: shapes, dtypes, the LayerNorm's float32 weight and bias.
 cuda::AddNormArgs sharedArgs(const torch::Tensor& out, const torch::Tensor& weight, const torch::Tensor& bias,
@@ -49,7 +46,7 @@ struct FusedAddNorm : torch::autograd::Function<FusedAddNorm> {
     a.dropout = drop.dropout;
     a.out = out.data_ptr<float>(), a.normed = normed.data_ptr();
     a.mean = mean.data_ptr<float>(), a.rstd = rstd.data_ptr<float>();
-    check(cuda::addNormForward(a, c10::cuda::getCurrentCUDAStream().stream()), "forward");
+    checkCudaStatus(cuda::addNormForward(a, c10::cuda::getCurrentCUDAStream().stream()), "add & norm on CUDA, forward");
     // LibTorch 1.13 saves no undefined tensor: "no dropout" is an empty one.
     auto resolved = drop.resolved.defined() ? drop.resolved : torch::empty({0}, xc.options().dtype(torch::kInt64));
     ctx->save_for_backward({out, mean, rstd, w, b, resolved});
@@ -86,7 +83,8 @@ struct FusedAddNorm : torch::autograd::Function<FusedAddNorm> {
     a.dNormed = dNormed.data_ptr();
     a.dX = dX.data_ptr<float>(), a.dY = dY.data_ptr();
     a.dWeight = dW.data_ptr<float>(), a.dBias = dB.data_ptr<float>(), a.partial = partial.data_ptr<float>();
-    check(cuda::addNormBackward(a, c10::cuda::getCurrentCUDAStream().stream()), "backward");
+    checkCudaStatus(cuda::addNormBackward(a, c10::cuda::getCurrentCUDAStream().stream()),
+                    "add & norm on CUDA, backward");
     const auto wDtype = torch::ScalarType(ctx->saved_data["w_dtype"].toInt());
     // x, y, weight, bias; none for eps, p and the dtype.
     return {dX, dY, dW.to(wDtype), dB.to(wDtype), torch::Tensor(), torch::Tensor(), torch::Tensor()};

@@ -4,6 +4,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include "cuda/cuda_status_torch.h"
 #include "model/counter_dropout_torch.h"
 #include "model/embedding_dropout.cuh"
 
@@ -12,10 +13,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-void check(cudaError_t status, const char* what) {
-  TORCH_CHECK(status == cudaSuccess, "embedding dropout on CUDA, ", what, ": ", cudaGetErrorString(status));
-}
 
 cuda::EmbeddingDropoutArgs argsOf(const torch::Tensor& x, double scale, const torch::Tensor& positions) {
   cuda::EmbeddingDropoutArgs a;
@@ -36,7 +33,8 @@ struct FusedEmbeddingDropout : torch::autograd::Function<FusedEmbeddingDropout> 
     cuda::EmbeddingDropoutArgs a = argsOf(xc, scale, pc);
     a.dropout = drop.dropout;
     a.embedding = xc.data_ptr<float>(), a.out = out.data_ptr<float>();
-    check(cuda::embeddingDropoutForward(a, c10::cuda::getCurrentCUDAStream().stream()), "forward");
+    checkCudaStatus(cuda::embeddingDropoutForward(a, c10::cuda::getCurrentCUDAStream().stream()),
+                    "embedding dropout on CUDA, forward");
     // LibTorch 1.13 saves no undefined tensor: "no dropout" is an empty one.
     ctx->save_for_backward(
         {drop.resolved.defined() ? drop.resolved : torch::empty({0}, x.options().dtype(torch::kInt64))});
@@ -58,7 +56,8 @@ struct FusedEmbeddingDropout : torch::autograd::Function<FusedEmbeddingDropout> 
     a.dropout = backwardDropout(ctx->saved_data["p"].toDouble(), resolved);
     a.dOut = dOut.data_ptr<float>(), a.dEmbedding = dX.data_ptr<float>();
     a.dPositions = positionGrad ? dPositions.data_ptr<float>() : nullptr;
-    check(cuda::embeddingDropoutBackward(a, c10::cuda::getCurrentCUDAStream().stream()), "backward");
+    checkCudaStatus(cuda::embeddingDropoutBackward(a, c10::cuda::getCurrentCUDAStream().stream()),
+                    "embedding dropout on CUDA, backward");
     return {dX, dPositions, torch::Tensor(), torch::Tensor()};  // x, positions; none for scale and p
   }
 };

@@ -5,6 +5,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include "cuda/cuda_status_torch.h"
 #include "model/linear_nll.cuh"
 
 namespace xtrap {
@@ -44,10 +45,6 @@ void checkRowStats(const torch::Tensor& t, const torch::Tensor& logits, const ch
               "linearNll on CUDA: ", name, " must be (N) float32 on the logits' GPU");
 }
 
-void check(cudaError_t status, const char* what) {
-  TORCH_CHECK(status == cudaSuccess, "linearNll on CUDA, ", what, ": ", cudaGetErrorString(status));
-}
-
 }  // namespace
 
 bool fusedNllTakes(const torch::Device& device, torch::ScalarType dtype) {
@@ -61,9 +58,9 @@ void fusedNllBlockForward(const torch::Tensor& logits, const torch::Tensor& bias
   BlockView view = blockView(logits, bias, targets, begin);
   checkRowStats(lse, logits, "lse");
   checkRowStats(targetLogit, logits, "the target logits");
-  check(cuda::nllBlockForward(view.block, lse.data_ptr<float>(), targetLogit.data_ptr<float>(),
-                              c10::cuda::getCurrentCUDAStream().stream()),
-        "forward");
+  checkCudaStatus(cuda::nllBlockForward(view.block, lse.data_ptr<float>(), targetLogit.data_ptr<float>(),
+                                        c10::cuda::getCurrentCUDAStream().stream()),
+                  "linearNll on CUDA, forward");
 }
 
 torch::Tensor fusedNllBlockGradient(const torch::Tensor& logits, const torch::Tensor& bias,
@@ -74,9 +71,9 @@ torch::Tensor fusedNllBlockGradient(const torch::Tensor& logits, const torch::Te
   checkRowStats(lse, logits, "lse");
   checkRowStats(gradNll, logits, "the incoming gradient");
   auto grad = torch::empty({logits.size(0), logits.size(1)}, logits.options());  // (N, n) bf16
-  check(cuda::nllBlockGradient(view.block, lse.data_ptr<float>(), gradNll.data_ptr<float>(), grad.data_ptr(),
-                               c10::cuda::getCurrentCUDAStream().stream()),
-        "backward");
+  checkCudaStatus(cuda::nllBlockGradient(view.block, lse.data_ptr<float>(), gradNll.data_ptr<float>(), grad.data_ptr(),
+                                         c10::cuda::getCurrentCUDAStream().stream()),
+                  "linearNll on CUDA, backward");
   return grad;
 }
 

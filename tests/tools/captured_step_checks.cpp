@@ -120,10 +120,7 @@ void encoderFallsBack() {
 }  // namespace
 
 int main() {
-  if (!torch::cuda::is_available()) {
-    std::puts("skipped: no CUDA");
-    return 77;
-  }
+  if (const int status = checks::skipStatus(/*needsKernels=*/false)) return status;
   try {
     for (std::string pos : {"alibi", "rotary", "none"}) capturedMatchesUncaptured(pos);
     resumeIsExact();

@@ -1,7 +1,7 @@
 #pragma once
-// The report of the GPU test programs (gpu_checks, fused_attention_checks): one line per check,
-// "ok" or "FAIL" and what was measured against which tolerance, a tally, and the exit status;
-// and the relative differences they measure.
+// The report of the GPU test programs (gpu_checks, fused_attention_checks, ...): one line per
+// check, "ok" or "FAIL" and what was measured against which tolerance, a tally, and the exit status;
+// the status of a program that cannot run here; and the relative differences they measure.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -28,6 +28,23 @@ inline void check(bool ok, const std::string& what) {
 inline int report(const char* program) {
   std::printf("%s: %d passed, %d failed\n", program, tally().passes, tally().failures);
   return tally().failures == 0 ? 0 : 1;
+}
+
+// Exit status 77 (ctest: skipped), after a line saying why, where this build or machine cannot run
+// the checks: without a GPU, or, where needsKernels, in a build without the fused CUDA kernels.
+// 0 where it can.
+inline int skipStatus(bool needsKernels) {
+#ifndef XTRAP_WITH_CUDA_KERNELS
+  if (needsKernels) {
+    std::puts("skipped: this build has no fused CUDA kernels (a CUDA LibTorch and nvcc are needed)");
+    return 77;
+  }
+#endif
+  if (!torch::cuda::is_available()) {
+    std::puts("skipped: no CUDA");
+    return 77;
+  }
+  return 0;
 }
 
 inline std::string fmtDouble(double v) {

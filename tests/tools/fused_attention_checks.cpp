@@ -541,14 +541,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-#ifndef XTRAP_WITH_CUDA_KERNELS
-  std::puts("skipped: this build has no fused CUDA kernels (a CUDA LibTorch and nvcc are needed)");
-  return 77;
-#else
-  if (!torch::cuda::is_available()) {
-    std::puts("skipped: no CUDA");
-    return 77;
-  }
+  if (const int status = checks::skipStatus(/*needsKernels=*/true)) return status;
+#ifdef XTRAP_WITH_CUDA_KERNELS
   Configs configs;
   if (products != "warpgroup") configs = kWarpConfigs;
   bool warpgroup = false;  // its products checked

@@ -261,14 +261,8 @@ void modelFusedMatchesUnfused() {
 }  // namespace
 
 int main() {
-#ifndef XTRAP_WITH_CUDA_KERNELS
-  std::puts("skipped: this build has no fused CUDA kernels (a CUDA LibTorch and nvcc are needed)");
-  return 77;
-#else
-  if (!torch::cuda::is_available()) {
-    std::puts("skipped: no CUDA");
-    return 77;
-  }
+  if (const int status = checks::skipStatus(/*needsKernels=*/true)) return status;
+#ifdef XTRAP_WITH_CUDA_KERNELS
   try {
     addNormMatchesOperators();
     activationMatchesOperators();

@@ -465,10 +465,7 @@ void ncclOneRankTrainingStep() {
 }  // namespace
 
 int main() {
-  if (!torch::cuda::is_available()) {
-    std::puts("skipped: no CUDA");
-    return 77;
-  }
+  if (const int status = checks::skipStatus(/*needsKernels=*/false)) return status;
   torch::manual_seed(0);
   try {
     devicesAgreePerMethod();

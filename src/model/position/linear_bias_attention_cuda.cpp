@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "cuda/cuda_status_torch.h"
 #include "cuda/heads_view_torch.h"
 #include "model/position/linear_bias_attention.cuh"
 
@@ -21,10 +22,6 @@ uint64_t headMask(const std::vector<bool>& flags) {
   for (size_t h = 0; h < flags.size(); ++h)
     if (flags[h]) mask |= uint64_t(1) << h;
   return mask;
-}
-
-void check(cudaError_t status, const char* what) {
-  TORCH_CHECK(status == cudaSuccess, "fused ALiBi attention ", what, ": ", cudaGetErrorString(status));
 }
 
 // Inputs: q, k, v (B, H, T, D) bf16; slopePast, slopeFuture, firstTokenBias (H) float32 on the same
@@ -71,7 +68,8 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
                                 q.options().dtype(torch::kFloat32));
       a.tileBounds = tileBounds.data_ptr<float>();
     }
-    check(cuda::linearBiasAttentionForward(a, c10::cuda::getCurrentCUDAStream().stream()), "forward");
+    checkCudaStatus(cuda::linearBiasAttentionForward(a, c10::cuda::getCurrentCUDAStream().stream()),
+                    "fused ALiBi attention forward");
 
     ctx->save_for_backward({q, k, v, o, lse, slopePast, slopeFuture, firstTokenBias, rowWeights, tileBounds});
     ctx->saved_data["blockPast"] = blockPast;
@@ -127,8 +125,9 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
     a.tileBounds = tileBounds.defined() ? tileBounds.data_ptr<float>() : nullptr;
     auto workspace =
         torch::empty({int64_t(cuda::linearBiasAttentionBackwardWorkspace(a))}, q.options().dtype(torch::kUInt8));
-    check(cuda::linearBiasAttentionBackward(a, workspace.data_ptr(), c10::cuda::getCurrentCUDAStream().stream()),
-          "backward");
+    checkCudaStatus(
+        cuda::linearBiasAttentionBackward(a, workspace.data_ptr(), c10::cuda::getCurrentCUDAStream().stream()),
+        "fused ALiBi attention backward");
     // One gradient per forward input: the 6 tensors, then none for the 11 constants.
     return {dq, dk, dv, dSlopePast, dSlopeFuture, dFirstTokenBias, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   }
@@ -212,8 +211,8 @@ std::vector<torch::Tensor> probeWarpgroupProducts(const torch::Tensor& q, const 
   probe.D = int(D), probe.q = qc.data_ptr(), probe.k = kc.data_ptr(), probe.v = vc.data_ptr(), probe.p = pc.data_ptr();
   probe.s = out[0].data_ptr<float>(), probe.sFromZero = out[1].data_ptr<float>(), probe.o = out[2].data_ptr<float>();
   probe.dq = out[3].data_ptr<float>();
-  check(cuda::linearBiasAttentionProbeWarpgroupProducts(probe, c10::cuda::getCurrentCUDAStream().stream()),
-        "warpgroup products probe");
+  checkCudaStatus(cuda::linearBiasAttentionProbeWarpgroupProducts(probe, c10::cuda::getCurrentCUDAStream().stream()),
+                  "fused ALiBi attention warpgroup products probe");
   return out;
 }
 
