@@ -7,7 +7,9 @@
 //   j = i: 0; with a first-token bias, every pair touching position 0 gets firstTokenBias[h] instead.
 // For every variant, D in {64, 128}, T across tile boundaries (1, 7, 64, 65, 130): the output,
 // log-sum-exp, dq, dk, dv, and the slope and first-token-bias gradients (of every variant at D 128,
-// the fixed-slope ones as if learned); dropout's mask the same in the backward as in the forward.
+// the fixed-slope ones as if learned); dropout's mask the same in the backward as in the forward,
+// keyed by the call's (seed, offset) whether the forward is given them as values or, as in a CUDA
+// graph, reads them through pointers (cuda/rng_state.h).
 // Every kernel instance runs: D 64 and 128, with and without dropout, with and without bias
 // gradients. Every case skips negligible pairs (ForwardArgs::tileBounds); slopes steep enough for
 // some to be skipped, and v made NaN where only skipped pairs would read it, show that they are.
@@ -34,6 +36,7 @@
 #include "cuda_emulation.h"
 #include "cuda_pipeline_primitives.h"
 #include "device_buffer.h"
+#include "model/counter_dropout.h"
 #include "model/position/linear_bias_attention.cuh"
 #include "model/position/linear_bias_tile.h"
 
@@ -91,6 +94,10 @@ struct Problem {
   uint64_t seed = 0x1234'5678'9abcULL;
   bool slopeGradients = false;  // ask for dslopePast and dslopeFuture (the first-token bias's always)
   bool negligibleTiles = true;  // the forward computes the tile bounds, and both passes skip negligible pairs
+  uint64_t offset = 36;         // the Philox offset of the call, with `seed` the generator's state
+  // The forward reads seed and offset through pointers (a graph's generator state, offset 8 within
+  // the graph), rather than as values.
+  bool capturedRng = false;
 };
 
 // The variants whose slopes the model learns; the others' are buffers, with no gradient asked.
@@ -138,6 +145,7 @@ Result reference(const Problem& p, const Inputs& in) {
   const double scale = 1.0 / std::sqrt(double(s.D));
   const uint32_t threshold = xtrap::tile::dropoutThreshold(p.dropout);
   const double keepScale = 1.0 / (1.0 - p.dropout);
+  const uint64_t key = xtrap::dropoutKey(p.seed, p.offset);  // the mask's Philox key (counter_dropout.h)
   const size_t n = size_t(s.B) * s.H * s.T * s.D;
   Result r;
   r.o.assign(n, 0.0), r.dq.assign(n, 0.0), r.dk.assign(n, 0.0), r.dv.assign(n, 0.0);
@@ -165,7 +173,7 @@ Result reference(const Problem& p, const Inputs& in) {
         r.lse[size_t(batchHead) * s.T + i] = rowMax + std::log(sum);
         for (int j = 0; j < s.T; ++j) {
           prob[size_t(j)] = std::exp(prob[size_t(j)] - rowMax) / sum;
-          mask[size_t(j)] = xtrap::tile::dropoutKeep(p.seed, batchHead, i, j, threshold) ? keepScale : 0.0;
+          mask[size_t(j)] = xtrap::tile::dropoutKeep(key, batchHead, i, j, threshold) ? keepScale : 0.0;
         }
         // O_i = sum_j P_ij mask_ij v_j; dP_ij = mask_ij dO_i . v_j; D_i = sum_j P_ij dP_ij.
         double rowDot = 0;
@@ -240,7 +248,18 @@ Result runKernels(const Problem& p, const Inputs& in, xtrap::cuda::BackwardSchem
 
   xtrap::cuda::ForwardArgs fa;
   fa.shape = s, fa.q = fusedView(0), fa.k = fusedView(1), fa.v = fusedView(2), fa.o = headsView(o);
-  fa.lse = lse.data(), fa.bias = bias, fa.scale = scale, fa.dropout = p.dropout, fa.seed = p.seed;
+  fa.lse = lse.data(), fa.bias = bias, fa.scale = scale, fa.dropout = p.dropout;
+  // The generator's state as a graph holds it (offset 8 of p.offset within the graph), and the
+  // forward's record of what it used.
+  Buffer<int64_t> generator(2), resolvedRng(2);
+  generator[0] = int64_t(p.seed), generator[1] = int64_t(p.offset - 8);
+  if (p.capturedRng) {
+    fa.rng.captured = true, fa.rng.seedPtr = generator.data(), fa.rng.offsetPtr = generator.data() + 1;
+    fa.rng.offsetIntragraph = 8;
+  } else {
+    fa.rng.seed = p.seed, fa.rng.offset = p.offset;
+  }
+  fa.resolvedRng = resolvedRng.data();
   // The AtomicDq backward's bias gradients need the forward's row weights (as the glue asks for them).
   const bool biasGrads = p.slopeGradients || !p.variant.firstToken.empty();
   if (scheme == xtrap::cuda::BackwardScheme::AtomicDq && biasGrads) fa.rowWeights = rowWeights.data();
@@ -249,6 +268,10 @@ Result runKernels(const Problem& p, const Inputs& in, xtrap::cuda::BackwardSchem
   cudaError_t e = xtrap::cuda::linearBiasAttentionForward(fa, nullptr);
   INFO("forward: " << cuda_emulation::lastFault());
   REQUIRE(e == cudaSuccess);
+  if (p.dropout > 0) {  // the backward reads the mask's state from the forward's record
+    CHECK(resolvedRng[0] == int64_t(p.seed));
+    CHECK(resolvedRng[1] == int64_t(p.offset));
+  }
 
   xtrap::cuda::BackwardArgs ba;
   ba.shape = s, ba.q = fa.q, ba.k = fa.k, ba.v = fa.v, ba.o = fa.o, ba.dO = headsView(dO), ba.lse = lse.data();
@@ -256,7 +279,8 @@ Result runKernels(const Problem& p, const Inputs& in, xtrap::cuda::BackwardSchem
   ba.dSlopePast = p.slopeGradients ? dPast.data() : nullptr;
   ba.dSlopeFuture = p.slopeGradients ? dFuture.data() : nullptr;
   ba.dFirstTokenBias = p.variant.firstToken.empty() ? nullptr : dFirst.data();
-  ba.bias = bias, ba.scale = scale, ba.dropout = p.dropout, ba.seed = p.seed, ba.scheme = scheme;
+  ba.bias = bias, ba.scale = scale, ba.dropout = p.dropout, ba.scheme = scheme;
+  ba.rng.captured = true, ba.rng.seedPtr = resolvedRng.data(), ba.rng.offsetPtr = resolvedRng.data() + 1;
   ba.rowWeights = fa.rowWeights, ba.tileBounds = fa.tileBounds, ba.products = products;
   Buffer<unsigned char> workspace(xtrap::cuda::linearBiasAttentionBackwardWorkspace(ba));
   e = xtrap::cuda::linearBiasAttentionBackward(ba, workspace.data(), nullptr);
@@ -266,7 +290,7 @@ Result runKernels(const Problem& p, const Inputs& in, xtrap::cuda::BackwardSchem
   for (bool intact :
        {qkv.guardIntact(), dO.guardIntact(), o.guardIntact(), dq.guardIntact(), dk.guardIntact(), dv.guardIntact(),
         lse.guardIntact(), dPast.guardIntact(), dFuture.guardIntact(), dFirst.guardIntact(), rowWeights.guardIntact(),
-        tileBounds.guardIntact(), workspace.guardIntact()})
+        tileBounds.guardIntact(), workspace.guardIntact(), generator.guardIntact(), resolvedRng.guardIntact()})
     REQUIRE(intact);  // no write past the end of a buffer
   Result r;
   r.o = toDoubles(o, n), r.lse = toDoubles(lse, rows), r.dq = toDoubles(dq, n), r.dk = toDoubles(dk, n);
@@ -319,7 +343,8 @@ void compare(const Result& want, const Result& got) {
 // rather than corrected ones) are the reference's within compare's tolerances.
 void check(const Problem& p) {
   const AttentionShape& s = p.shape;
-  INFO(p.variant.name << " B=" << s.B << " H=" << s.H << " T=" << s.T << " D=" << s.D << " dropout=" << p.dropout);
+  INFO(p.variant.name << " B=" << s.B << " H=" << s.H << " T=" << s.T << " D=" << s.D << " dropout=" << p.dropout
+                      << " offset=" << p.offset << (p.capturedRng ? " captured" : ""));
   const Inputs in = makeInputs(s, p.seed);
   const Result want = reference(p, in);
   Result got[2];
@@ -783,6 +808,10 @@ TEST_CASE("fused ALiBi attention kernels (CPU emulation): dropout's mask is the 
   for (const Variant& v : {all[0], all[5]}) {
     check({{2, 2, 100, 64}, v, 0.25f, 0x9e37'79b9ULL, learnsSlopes(v)});
     check({{1, 2, 70, 128}, v, 0.25f, 0x9e37'79b9ULL, learnsSlopes(v)});
+    // Read through pointers, as in a CUDA graph: the same mask for the same (seed, offset), and
+    // another offset's (another replay's) in the reference.
+    check({{1, 2, 70, 64}, v, 0.25f, 0x9e37'79b9ULL, learnsSlopes(v), true, 36, true});
+    check({{1, 2, 70, 64}, v, 0.25f, 0x9e37'79b9ULL, learnsSlopes(v), true, 40, true});
   }
 }
 

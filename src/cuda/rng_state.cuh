@@ -9,9 +9,9 @@
 
 namespace xtrap::cuda {
 
-// (seed, offset) of `rng`; thread 0 of block 0 also writes them into resolved[0..1] when resolved
-// is not nullptr (the forward's record for its backward). Every thread may call it: a captured
-// state is one broadcast load of two int64.
+// (seed, offset) of `rng`; thread (0, 0, 0) of block (0, 0, 0) also writes them into
+// resolved[0..1] when resolved is not nullptr (the forward's record for its backward). Every thread may call it: a
+// captured state is one broadcast load of two int64.
 __device__ __forceinline__ void resolveRng(const RngState& rng, int64_t* resolved, uint64_t& seed, uint64_t& offset) {
   if (rng.captured) {
     seed = uint64_t(*rng.seedPtr);
@@ -20,7 +20,8 @@ __device__ __forceinline__ void resolveRng(const RngState& rng, int64_t* resolve
     seed = rng.seed;
     offset = rng.offset;
   }
-  if (resolved && blockIdx.x == 0 && threadIdx.x == 0) {
+  if (resolved && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0 && threadIdx.y == 0 &&
+      threadIdx.z == 0) {
     resolved[0] = int64_t(seed);
     resolved[1] = int64_t(offset);
   }

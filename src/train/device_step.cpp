@@ -24,10 +24,6 @@ std::string DeviceStep::uncapturable(Transformer& model) {
   if (!CudaGraph::available()) return "this LibTorch has no CUDA graphs";
   if (!compat::kHasFusedAdamWTensorLr)
     return "LibTorch " TORCH_VERSION " has no fused AdamW with a tensor learning rate (2.2+)";
-  if (model->attentionPath(model->config.contextLength, {}) == AttentionPath::FusedLinearBias &&
-      model->config.attentionDropoutRate() > 0)
-    return "the fused attention kernel of the ALiBi family draws its dropout seed on the host, which a graph would "
-           "replay unchanged (--attention-dropout 0 avoids it)";
   return "";
 }
 

@@ -1,7 +1,9 @@
 // GPU test (ctest label gpu): the training step captured as a CUDA graph (train/device_step.h,
 // --cuda-graph auto) against the same step run op by op (--cuda-graph uncaptured) and against the
 // host-read step (--cuda-graph off): 50 steps of a tiny decoder in bf16 on CUDA, with dropout, the
-// same losses to bf16 tolerance; a captured run stopped at step 26 and resumed (its first steps
+// same losses to bf16 tolerance (among them ALiBi at head dimension 64, whose attention, dropout
+// included, runs in the fused kernel where the build has it: a mask replayed unchanged would part
+// the captured losses from the others); a captured run stopped at step 26 and resumed (its first steps
 // after the resume eager, then captured anew) logs the uninterrupted run's losses; a NaN injected
 // into a replay is skipped on the device; where the step cannot be captured (an encoder) the run
 // says so and trains with the host-read step. Prints each run's tokens per second (information,
@@ -39,6 +41,23 @@ ModelConfig withDropout(const std::string& pos) {
   return c;
 }
 
+// ALiBi with 2 heads of dimension 64 and attention dropout, which the fused attention kernel takes
+// (where this build has it: the check says which path ran).
+ModelConfig fusedAttentionConfig() {
+  ModelConfig c = withDropout("alibi");
+  c.dModel = 128, c.heads = 2, c.ffn = 256, c.contextLength = 64;
+#ifdef XTRAP_WITH_CUDA_KERNELS
+  Transformer model(c);
+  model->place({torch::Device(torch::kCUDA), torch::kBFloat16});
+  model->train();
+  check(model->attentionPath(c.contextLength, {}) == AttentionPath::FusedLinearBias,
+        "ALiBi at head dimension 64 with attention dropout, training in bf16, takes the fused attention kernel");
+#else
+  std::puts("note  this build has no fused kernels: alibi-d64's attention runs unfused");
+#endif
+  return c;
+}
+
 RunInfo train(const std::string& name, const ModelConfig& c, const std::string& cudaGraph,
               const test::TrainSetup& more = {}, std::set<int64_t> nanAt = {}) {
   return test::trainTiny(
@@ -61,8 +80,7 @@ double worstRelative(const std::vector<double>& a, const std::vector<double>& b)
   return worst;
 }
 
-void capturedMatchesUncaptured(const std::string& pos) {
-  ModelConfig c = withDropout(pos);
+void capturedMatchesUncaptured(const std::string& pos, ModelConfig c) {
   RunInfo captured = train(pos + "-auto", c, "auto");
   RunInfo uncaptured = train(pos + "-uncaptured", c, "uncaptured");
   RunInfo host = train(pos + "-off", c, "off");
@@ -122,7 +140,8 @@ void encoderFallsBack() {
 int main() {
   if (const int status = checks::skipStatus(/*needsKernels=*/false)) return status;
   try {
-    for (std::string pos : {"alibi", "rotary", "none"}) capturedMatchesUncaptured(pos);
+    for (std::string pos : {"alibi", "rotary", "none"}) capturedMatchesUncaptured(pos, withDropout(pos));
+    capturedMatchesUncaptured("alibi-d64", fusedAttentionConfig());
     resumeIsExact();
     encoderFallsBack();
   } catch (const std::exception& e) {

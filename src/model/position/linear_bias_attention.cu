@@ -51,10 +51,10 @@
 // probabilities left out as exactly 0, the forward's sum and output lose less than 2^-136 of theirs.
 // A pure function of the inputs, so the backward skips the same pairs.
 //
-// Dropout: Philox4x32-10 keyed by the seed, one draw per (batch*H + head, row, group of 4 keys)
-// (linear_bias_tile.h), so the backward regenerates the forward's mask cell by cell. A group is
-// the 4 keys one lane holds in two adjacent fragments: the forward and queryGrad draw once per 4
-// cells, keyGrad (transposed) once per 2.
+// Dropout: Philox4x32-10 keyed by dropoutSeed (the call's seed and offset), one draw per (batch*H + head, row, group of
+// 4 keys) (linear_bias_tile.h), so the backward regenerates the forward's mask cell by cell. A group is the 4 keys one
+// lane holds in two adjacent fragments: the forward and queryGrad draw once per 4 cells, keyGrad (transposed) once
+// per 2.
 //
 // Per cell, the kernels work in base 2 (log2(e) folded into the scale and the bias, as
 // FlashAttention-2 does): each exponential is one ex2 instruction. Each kernel is instantiated with

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "cuda/heads_view.cuh"
+#include "cuda/rng_state.h"
 
 namespace xtrap::cuda {
 
@@ -51,8 +52,10 @@ enum class TileProducts {
   WarpgroupMma,
 };
 
-// Softmax(scale * q k^T + bias) v with dropout p on the probabilities (training), seeded by
-// `seed`: the same seed in the backward regenerates the same mask.
+// Softmax(scale * q k^T + bias) v with dropout p on the probabilities (training), its mask keyed
+// by the (seed, offset) of `rng` (cuda/rng_state.h), which the kernel reads when it runs: in a
+// CUDA graph every replay draws a new mask, as PyTorch's own dropout does. The forward records the
+// pair it used in `resolvedRng`, from which the backward's rng regenerates the same mask.
 struct ForwardArgs {
   AttentionShape shape;
   HeadsView q, k, v;  // (B, H, T, D) inputs
@@ -60,9 +63,10 @@ struct ForwardArgs {
   // (B, H, T) contiguous output: each row's log-sum-exp in base 2, log2 sum_j 2^(log2(e) logit_ij).
   float* lse = nullptr;
   LinearBiasArgs bias;
-  float scale = 1.f;    // on q k^T only; the bias is added unscaled (Press et al.)
-  float dropout = 0.f;  // in [0, 1)
-  uint64_t seed = 0;
+  float scale = 1.f;               // on q k^T only; the bias is added unscaled (Press et al.)
+  float dropout = 0.f;             // in [0, 1)
+  RngState rng;                    // read only where dropout > 0
+  int64_t* resolvedRng = nullptr;  // (2) int64 output (seed, offset), or nullptr; written where dropout > 0
   // (3, B, H, T) contiguous output, or nullptr: per row, W = sum_j P_ij c_ij for the three bias
   // parameters (slopePast, slopeFuture, firstTokenBias; c the cell's derivative of its bias), which
   // the AtomicDq backward centres its bias gradients on (tile::CentredBiasGrads). Only that backward
@@ -110,7 +114,7 @@ struct BackwardArgs {
   LinearBiasArgs bias;
   float scale = 1.f;
   float dropout = 0.f;
-  uint64_t seed = 0;
+  RngState rng;  // the forward's (seed, offset): its resolvedRng, read through pointers (rng_state.h)
   BackwardScheme scheme = BackwardScheme::TwoPass;
   const float* rowWeights = nullptr;  // (3, B, H, T) from the forward (ForwardArgs::rowWeights): AtomicDq
                                       // with bias gradients only

@@ -26,6 +26,7 @@ namespace {
 template <int D, bool kBiasGrads, bool kDropout, bool kWarpgroup = false>
 __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
     queryGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll, double* partials) {
+  const uint64_t seed = dropoutSeed<kDropout>(args.rng, nullptr);
   using S = QueryGradSmem<D>;
   bf16 *qs = smemAt<bf16>(S::q), *dOs = smemAt<bf16>(S::dO), *ks = smemAt<bf16>(S::k), *vs = smemAt<bf16>(S::v);
   float *lses = smemAt<float>(S::lse), *rowDots = smemAt<float>(S::rowDot);
@@ -84,7 +85,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kBiasGrads ? 4 : 0)
       for (int r = 0; r < 2; ++r)
 #pragma unroll
         for (int m = 0; m < kBc / 16; ++m) {  // fragments 2m, 2m + 1: one dropout group per lane
-          const uint32_t keep = groupKeep<kDropout>(args.seed, dv, blk, i[r], c0, m);
+          const uint32_t keep = groupKeep<kDropout>(seed, dv, blk, i[r], c0, m);
 #pragma unroll
           for (int word = 0; word < 4; ++word) {
             const int n = 2 * m + (word >> 1), e = 2 * r + (word & 1);

@@ -9,6 +9,7 @@
 
 #include "cuda/cuda_status_torch.h"
 #include "cuda/heads_view_torch.h"
+#include "cuda/rng_state_torch.h"
 #include "model/position/linear_bias_attention.cuh"
 
 namespace xtrap {
@@ -39,8 +40,6 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
     const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
     auto o = torch::empty({B, H, T, D}, q.options());                        // (B, H, T, D)
     auto lse = torch::empty({B, H, T}, q.options().dtype(torch::kFloat32));  // (B, H, T)
-    int64_t seed = 0;
-    if (dropout > 0) seed = torch::randint(std::numeric_limits<int64_t>::max(), {1}, torch::kInt64).item<int64_t>();
 
     cuda::ForwardArgs a;
     a.shape = {int(B), int(H), int(T), int(D)};
@@ -53,7 +52,15 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
               uint64_t(blockFuture),
               float(futureShift),
               causal};
-    a.scale = float(scale), a.dropout = float(dropout), a.seed = uint64_t(seed);
+    a.scale = float(scale), a.dropout = float(dropout);
+    // Dropout's mask from the default CUDA generator's (seed, offset), which the kernel reads when it
+    // runs (values, or in a CUDA graph the graph's pointers) and records for the backward.
+    torch::Tensor resolvedRng;  // (2) int64 (seed, offset) or undefined
+    if (dropout > 0) {
+      a.rng = drawRngState(q.device());
+      resolvedRng = torch::empty({2}, q.options().dtype(torch::kInt64));
+      a.resolvedRng = resolvedRng.data_ptr<int64_t>();
+    }
     a.products = cuda::TileProducts(products);
     // The AtomicDq backward's bias gradients are centred on the rows' weights, which only the
     // forward can sum.
@@ -71,7 +78,8 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
     checkCudaStatus(cuda::linearBiasAttentionForward(a, c10::cuda::getCurrentCUDAStream().stream()),
                     "fused ALiBi attention forward");
 
-    ctx->save_for_backward({q, k, v, o, lse, slopePast, slopeFuture, firstTokenBias, rowWeights, tileBounds});
+    ctx->save_for_backward(
+        {q, k, v, o, lse, slopePast, slopeFuture, firstTokenBias, rowWeights, tileBounds, resolvedRng});
     ctx->saved_data["blockPast"] = blockPast;
     ctx->saved_data["blockFuture"] = blockFuture;
     ctx->saved_data["futureShift"] = futureShift;
@@ -79,7 +87,6 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
     ctx->saved_data["causal"] = causal;
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["dropout"] = dropout;
-    ctx->saved_data["seed"] = seed;
     ctx->saved_data["backwardScheme"] = backwardScheme;
     ctx->saved_data["products"] = products;
     return o;
@@ -89,7 +96,7 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
     auto saved = ctx->get_saved_variables();
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &o = saved[3], &lse = saved[4];
     const auto &slopePast = saved[5], &slopeFuture = saved[6], &firstTokenBias = saved[7], &rowWeights = saved[8];
-    const auto& tileBounds = saved[9];
+    const auto &tileBounds = saved[9], &resolvedRng = saved[10];
     c10::cuda::CUDAGuard guard(q.device());
     const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
     const bool hasFirstTokenBias = ctx->saved_data["hasFirstTokenBias"].toBool();
@@ -118,7 +125,7 @@ struct FusedLinearBiasAttention : torch::autograd::Function<FusedLinearBiasAtten
               ctx->saved_data["causal"].toBool()};
     a.scale = float(ctx->saved_data["scale"].toDouble());
     a.dropout = float(ctx->saved_data["dropout"].toDouble());
-    a.seed = uint64_t(ctx->saved_data["seed"].toInt());
+    if (a.dropout > 0) a.rng = savedRngState(resolvedRng);
     a.scheme = cuda::BackwardScheme(ctx->saved_data["backwardScheme"].toInt());
     a.products = cuda::TileProducts(ctx->saved_data["products"].toInt());
     a.rowWeights = rowWeights.defined() ? rowWeights.data_ptr<float>() : nullptr;

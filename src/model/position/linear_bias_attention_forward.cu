@@ -117,6 +117,7 @@ __global__ void __launch_bounds__(kThreads) tileWalksKernel(const ForwardArgs ar
 // (SASS sm_90a, D 64, warpgroup MMA: 318 against 360).
 template <int D, bool kDropout, bool kRowWeights, bool kWarpgroup = false>
 __global__ void __launch_bounds__(kThreads, D == 64 ? 4 : 0) forwardKernel(const ForwardArgs args, const Derived dv) {
+  const uint64_t seed = dropoutSeed<kDropout>(args.rng, args.resolvedRng);  // first: block 0 records it
   using S = ForwardSmem<D>;
   bf16 *qs = smemAt<bf16>(S::q), *ks = smemAt<bf16>(S::k), *vs = smemAt<bf16>(S::v);
   constexpr int Row = Ld<D>::rows;
@@ -186,7 +187,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 4 : 0) forwardKernel(const
       tile::BiasGrads<float> tileWeight;
 #pragma unroll
       for (int m = 0; m < kBc / 16; ++m) {  // fragments 2m, 2m + 1: one dropout group per lane
-        const uint32_t keep = groupKeep<kDropout>(args.seed, dv, blk, i[r], c0, m);
+        const uint32_t keep = groupKeep<kDropout>(seed, dv, blk, i[r], c0, m);
 #pragma unroll
         for (int word = 0; word < 4; ++word) {
           const int n = 2 * m + (word >> 1), c = word & 1;

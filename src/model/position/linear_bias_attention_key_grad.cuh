@@ -128,6 +128,7 @@ __device__ __forceinline__ void addQueryGradWarpgroup(float* dqAccum, const Deri
 template <int D, bool kDropout, bool kAtomicDq, bool kBiasGrads = false, bool kWarpgroup = false>
 __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
     keyGradKernel(const BackwardArgs args, const Derived dv, const float* rowDotAll, float* dqAccum, double* partials) {
+  const uint64_t seed = dropoutSeed<kDropout>(args.rng, nullptr);
   static_assert(kAtomicDq || !kBiasGrads, "TwoPass sums the bias gradients in queryGrad");
   using S = KeyGradSmem<D>;
   using A = KeyGradAtomicSmem<D>;  // kAtomicDq only
@@ -200,7 +201,7 @@ __global__ void __launch_bounds__(kThreads, D == 64 && !kDropout ? 3 : 0)
       for (int c = 0; c < 2; ++c) {  // query column fl.column(n, c) of both rows
         const int column = fl.column(n, c), i = r0 + column;
         const float lse2 = lseOf[column], rowDot = rowDotOf[column];
-        const uint32_t keep = keepGroup<kDropout>(args.seed, dv, blk.batchHead, i, group);
+        const uint32_t keep = keepGroup<kDropout>(seed, dv, blk.batchHead, i, group);
         tile::BiasGrads<float> rowWeight;  // query i's
         if constexpr (kBiasGrads)
           rowWeight.past = weightOf[column], rowWeight.future = weightOf[Ld<D>::stat + column],

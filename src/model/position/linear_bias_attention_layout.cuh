@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/rng_state.cuh"
+#include "model/counter_dropout.h"
 #include "model/position/linear_bias_attention.cuh"
 #include "model/position/linear_bias_tile.h"
 
@@ -96,6 +98,17 @@ struct Derived {
 template <bool kDropout>
 __device__ __forceinline__ float keepScale(const Derived& dv) {
   return kDropout ? dv.keepScale : 1.f;
+}
+// The Philox key of this call's dropout mask (tile::dropoutDraw's seed): dropoutKey
+// (counter_dropout.h) of the (seed, offset) `rng` stands for, read on the device, so that calls
+// and graph replays with different offsets draw unrelated masks. Where `resolved` is not nullptr
+// the pair is also recorded there for the backward (rng_state.cuh). 0 without dropout, nothing read.
+template <bool kDropout>
+__device__ __forceinline__ uint64_t dropoutSeed(const RngState& rng, int64_t* resolved) {
+  if (!kDropout) return 0;
+  uint64_t seed = 0, offset = 0;
+  resolveRng(rng, resolved, seed, offset);
+  return dropoutKey(seed, offset);
 }
 // tile::dropoutKeepGroup: bit w keeps word w of the group.
 template <bool kDropout>

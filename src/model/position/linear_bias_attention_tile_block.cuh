@@ -440,7 +440,6 @@ __device__ void storeStripe(const HeadsView& view, const float (&acc)[D / 8][4],
   }
 }
 
-
 // This lane's three bias-gradient sums, summed over the block (lanes, then warps, in a fixed order)
 // into out[3] by threads 0-2. warpPartials: (kWarps, 3) doubles of shared memory.
 __device__ void sumBlockGrads(tile::BiasGrads<double> grads, double* warpPartials, double* out, int warp, int lane) {
