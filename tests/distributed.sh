@@ -5,7 +5,8 @@
 #     0: each rank has its own dropout stream, so with dropout the runs differ by design. The
 #     embedding's AdamW moments are sharded over the 2 ranks (half each). With dropout, 2 ranks
 #     interrupted at step 3 and resumed equal the uninterrupted 2-rank run exactly (the checkpoint
-#     holds the moments gathered from both).
+#     holds the moments gathered from both). The step without host reads (--cuda-graph uncaptured)
+#     with 2 ranks equals the 2-rank host-read step, and resumes exactly.
 #  2. kill -9 of rank 1: the job exits non-zero within 60 s with a one-line error naming rank 1,
 #     and --resume (with 1 rank: the checkpoint does not depend on the world size) finishes it.
 #  3. xtrap eval with 2 ranks scores every token once: same token counts and perplexity as 1 rank.
@@ -70,6 +71,29 @@ DROP=(--dropout 0.2 --batch 8 --steps 6 --checkpoint-every 3 --max-bad-steps 1)
   > /dev/null 2>&1 && fail "the run with a NaN at step 4 did not stop"
 "$XTRAP" train --nproc 2 --resume "$WORK/drop_cut" --no-progress > /dev/null || fail "2-rank resume with dropout failed"
 "$COMPARE" "$WORK/drop_cut" "$WORK/drop" || fail "2 ranks resumed at step 3 differ from the uninterrupted run"
+
+# 1d. the step without host reads (--cuda-graph uncaptured, train/device_step.h) all-reduces one
+# buffer of gradients and loss after backward. With dropout, 2 ranks give the 2-rank host-read
+# run's parameters to float rounding (AdamW's scalars are float32 tensors there), holding whole
+# moments on every rank; stopped by a NaN at step 4 and resumed, they equal the uninterrupted run.
+DEVICE=("${SMALL[@]}" "${DROP[@]}" --adaptive-softmax none)  # the full softmax: static shapes
+"$XTRAP" train --nproc 2 --out "$WORK/dev_host" "${DEVICE[@]}" --cuda-graph off > /dev/null ||
+  fail "2-rank host-read run failed"
+"$XTRAP" train --nproc 2 --out "$WORK/dev" "${DEVICE[@]}" --cuda-graph uncaptured > /dev/null ||
+  fail "2-rank run without host reads failed"
+"$COMPARE" --rtol 1e-5 "${KEY_BIAS[@]}" "$WORK/dev" "$WORK/dev_host" ||
+  fail "2 ranks without host reads differ from the 2-rank host-read run"
+python3 - "$WORK/dev/run.json" <<'PY' || fail "the step without host reads: run.json"
+import json, sys
+extra = json.load(open(sys.argv[1]))["extra"]
+assert extra["train_step"] == "uncaptured" and extra["allreduce_buckets"] == 1, extra
+assert extra["optimizer_state_bytes"] == 2 * 4 * extra["parameters"], extra  # whole moments
+PY
+"$XTRAP" train --nproc 2 --out "$WORK/dev_cut" "${DEVICE[@]}" --cuda-graph uncaptured --inject-nan-at 4 \
+  > /dev/null 2>&1 && fail "the run without host reads with a NaN at step 4 did not stop"
+"$XTRAP" train --nproc 2 --resume "$WORK/dev_cut" --no-progress --cuda-graph uncaptured > /dev/null ||
+  fail "2-rank resume without host reads failed"
+"$COMPARE" "$WORK/dev_cut" "$WORK/dev" || fail "2 ranks without host reads resumed at step 3 differ"
 
 echo "equivalence: ${SECONDS}s"
 # 2. kill -9 of rank 1; the survivor and the launcher stop within 60 s, naming it.

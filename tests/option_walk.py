@@ -332,6 +332,9 @@ CASES = [
     case("train", "--cuda-graph", "same", do_train, T, {"--cuda-graph": "off"},
          f"auto captures on a GPU only; {AUTO_DEVICE} here"),
     case("train", "--cuda-graph", "rejected", do_train, TE, {"--cuda-graph": "uncaptured"}),
+    # Where a captured data-parallel step all-reduces (speed only, on GPUs: bench/gpu_check.sh); a job
+    # of one process has nothing to all-reduce, and the CPU captures nothing.
+    case("train", "--graph-allreduce", "rejected", do_train, T, {"--graph-allreduce": "inside"}),
     case("train", "--dtype", "changes", do_train, T, {"--dtype": "bfloat16"}),
     case("train", "--dtype", "rejected", do_train, {"--resume": DEC_RUN}, {"--dtype": "bfloat16"}),
     case("train", "--batch-order", "changes", do_train, T, {"--batch-order": "contiguous"}),

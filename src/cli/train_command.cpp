@@ -38,6 +38,7 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   auto injectNan = std::make_shared<std::vector<int64_t>>();
   auto nproc = std::make_shared<int>(1);
   auto cudaGraph = std::make_shared<std::string>("auto");
+  auto graphAllreduce = std::make_shared<std::string>("outside");
   train->dataDir = defaultDataDir().string();
 
   cmd.add_option("--arch", model->arch,
@@ -133,10 +134,16 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   cmd.add_option("--cuda-graph", *cudaGraph,
                  joinNames(kCudaGraphModes) +
                      ": auto captures each training step as one CUDA graph where the GPU and the model allow it "
-                     "(decoder, full softmax, one process; else says why and reads loss and gradient norm on the "
-                     "host every step, as off does); uncaptured runs the step without host reads, uncaptured, on "
-                     "any device. Without host reads the loss is read every --log-every steps and a skipped "
-                     "non-finite step is reported in the next train.jsonl line")
+                     "(decoder, full softmax, dense gradients; else says why and reads loss and gradient norm on "
+                     "the host every step, as off does); uncaptured runs the step without host reads, uncaptured, "
+                     "on any device. Without host reads the loss is read every --log-every steps, a skipped "
+                     "non-finite step is reported in the next train.jsonl line, and data-parallel ranks all-reduce "
+                     "one gradient buffer after backward, hold whole AdamW moments and stop for a signal at a read")
+      ->capture_default_str();
+  cmd.add_option("--graph-allreduce", *graphAllreduce,
+                 joinNames(kGraphAllreduceModes) +
+                     ": where a captured data-parallel step all-reduces its gradients: outside its CUDA graphs "
+                     "(one of the forward and backward, one of the update) or inside its one graph")
       ->capture_default_str();
   cmd.add_flag("--no-progress", *noProgress, "no progress bar");
   cmd.add_flag("--unfused-elementwise", *unfusedElementwise,
@@ -156,7 +163,7 @@ CommandAction addTrainCommand(CLI::App& cmd) {
       for (const CLI::Option* o : cmd.get_options())
         if (o->count() > 0 && o->get_name() != "--resume" && o->get_name() != "--no-progress" &&
             o->get_name() != "--nproc" && o->get_name() != "--inject-nan-at" && o->get_name() != "--device" &&
-            o->get_name() != "--cuda-graph")
+            o->get_name() != "--cuda-graph" && o->get_name() != "--graph-allreduce")
           throw std::invalid_argument(o->get_name() + " does not apply with --resume (the run's run.json settings do)");
     }
     rejectUnless(cmd, {"--task-filler"}, parseTaskMix(train->taskMix).passkey > 0,
@@ -199,6 +206,10 @@ CommandAction addTrainCommand(CLI::App& cmd) {
     // A bad name, or cuda without CUDA, fails before any rank starts.
     const ExecutionContext exec = makeExecutionContext(train->device, train->dtype);
     checkName(kCudaGraphModes, *cudaGraph, "--cuda-graph");
+    checkName(kGraphAllreduceModes, *graphAllreduce, "--graph-allreduce");
+    rejectUnless(cmd, {"--graph-allreduce"},
+                 exec.device.is_cuda() && *cudaGraph == "auto" && (*nproc != 1 || insideDistributedJob()),
+                 "applies to a data-parallel job (--nproc N or torchrun) on CUDA with --cuda-graph auto");
     rejectUnless(cmd, {"--unfused-elementwise"}, kFusedKernels && exec.device.is_cuda(),
                  "applies on CUDA in a build with the CUDA kernels (elsewhere nothing is fused)");
     if (*nproc != 1 && !insideDistributedJob()) return launchLocalRanks(*nproc);
@@ -208,6 +219,7 @@ CommandAction addTrainCommand(CLI::App& cmd) {
     TrainRequest req;
     req.progress = !*noProgress;
     req.cudaGraph = *cudaGraph;
+    req.graphAllreduce = *graphAllreduce;
     req.fusedElementwise = !*unfusedElementwise;
     req.injectNanAtSteps.insert(injectNan->begin(), injectNan->end());
     if (!resume->empty()) {

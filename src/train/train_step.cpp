@@ -31,13 +31,14 @@ void setLearningRate(torch::optim::AdamW& opt, double lr) {
 
 }  // namespace
 
-TrainStep::TrainStep(Transformer& model, const TrainConfig& t, DistGroup& group)
+TrainStep::TrainStep(Transformer& model, const TrainConfig& t, DistGroup& group, bool forDeviceStep)
     : model_(model),
       t_(t),
       group_(group),
       optimizer_(makeOptimizer(model, t)),
-      sync_(group, model->parameters(), model->sparseGradientParameters()) {
-  optimizer_->shardOver(group);
+      sync_(group, forDeviceStep ? std::vector<torch::Tensor>{} : model->parameters(),
+            model->sparseGradientParameters()) {
+  if (!forDeviceStep) optimizer_->shardOver(group);
   optimizer_->allocateState();
 }
 

@@ -22,7 +22,9 @@ namespace xtrap {
 class TrainStep {
  public:
   // Its optimizer: AdamW with weight decay on matrices only, its moments sharded over the group.
-  TrainStep(Transformer& model, const TrainConfig& t, DistGroup& group);
+  // forDeviceStep: the steps will be a DeviceStep's (train/device_step.h), which all-reduces its
+  // gradients itself and updates whole moments: no gradient hooks, no sharding, and run() unused.
+  TrainStep(Transformer& model, const TrainConfig& t, DistGroup& group, bool forDeviceStep = false);
 
   struct Outcome {
     double loss = 0, gradNorm = 0;

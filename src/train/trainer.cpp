@@ -69,22 +69,21 @@ void completeModelConfig(RunInfo& run, const TrainRequest& req, const Corpus& co
   run.model.validate();
 }
 
-// The DeviceStep --cuda-graph asks for, where this run allows it (train/device_step.h); nullptr
-// = TrainStep. auto on a GPU says once why it does not capture; uncaptured where the step cannot
-// apply is a one-line error. The model in training mode.
-std::unique_ptr<DeviceStep> chooseDeviceStep(const std::string& cudaGraph, Transformer& model, const TrainConfig& t,
-                                             TrainStep& trainStep, const DistGroup& group) {
-  if (cudaGraph != "auto" && cudaGraph != "uncaptured") return nullptr;
-  std::string why = DeviceStep::unsupported(model, group);
+// Whether the steps are a DeviceStep's (train/device_step.h) as --cuda-graph asks, where this run
+// allows it, and then whether captured; nullopt = TrainStep's. auto on a GPU says once why it does
+// not capture; uncaptured where the step cannot apply is a one-line error.
+std::optional<bool> deviceStepCapture(const std::string& cudaGraph, Transformer& model, const DistGroup& group) {
+  if (cudaGraph != "auto" && cudaGraph != "uncaptured") return std::nullopt;
+  std::string why = DeviceStep::unsupported(model);
   if (cudaGraph == "uncaptured") {
     if (!why.empty()) throw std::invalid_argument("--cuda-graph uncaptured: " + why);
-    return std::make_unique<DeviceStep>(model, t, trainStep.optimizer(), /*capture=*/false);
+    return false;
   }
   if (why.empty()) why = DeviceStep::uncapturable(model);
-  if (why.empty()) return std::make_unique<DeviceStep>(model, t, trainStep.optimizer(), /*capture=*/true);
+  if (why.empty()) return true;
   if (model->device().is_cuda() && group.isRoot())
     std::fprintf(stderr, "xtrap: --cuda-graph auto: the training step is not captured: %s\n", why.c_str());
-  return nullptr;
+  return std::nullopt;
 }
 
 // The run's parameter count, for run.json.
@@ -130,7 +129,14 @@ RunInfo trainRun(TrainRequest req) {
   model->place(exec);  // before the optimizer and the gradient hooks see the parameters
   model->setFusedElementwise(req.fusedElementwise);
   MlmTokens mlm = run.model.mlmTokens(corpus.vocab);
-  TrainStep trainStep(model, t, group);
+  // Before the run directory is touched: a --cuda-graph that cannot apply leaves nothing behind.
+  const std::optional<bool> capture = deviceStepCapture(req.cudaGraph, model, group);
+  TrainStep trainStep(model, t, group, /*forDeviceStep=*/capture.has_value());
+  std::unique_ptr<DeviceStep> deviceStep;
+  if (capture)
+    deviceStep =
+        std::make_unique<DeviceStep>(model, t, trainStep.optimizer(), group, *capture,
+                                     req.graphAllreduce == "inside" ? GraphAllreduce::Inside : GraphAllreduce::Outside);
   BlockSampler sampler(static_cast<int64_t>(corpus.train.size()), sequenceSpan(run.model), t.batchOrder == "contiguous",
                        t.seed);
   if (root) torch::manual_seed(t.seed);
@@ -146,8 +152,6 @@ RunInfo trainRun(TrainRequest req) {
     return rows;
   };
   model->train();
-  // Before the run directory is touched: a --cuda-graph that cannot apply leaves nothing behind.
-  std::unique_ptr<DeviceStep> deviceStep = chooseDeviceStep(req.cudaGraph, model, t, trainStep, group);
   RunRecorder recorder(run, root, exec.device);
   TrainingState state = recorder.begin(req.resume, model, trainStep.optimizer(), sampler);
   trainStep.optimizer().keepOwnRows();  // a checkpoint holds every rank's moments
@@ -196,6 +200,7 @@ RunInfo trainRun(TrainRequest req) {
         step.loss = r.loss;
         step.gradNorm = r.gradNorm;
         step.bad = skipped > 0;
+        step.stopSignal = r.stopSignal;
       }
     } else {
       step = withOutOfMemoryAdvice(outOfMemoryDoing, outOfMemoryRemedy, [&] {
@@ -258,9 +263,10 @@ RunInfo trainRun(TrainRequest req) {
                {"train_step", !deviceStep              ? "host"
                               : deviceStep->captured() ? "captured"
                                                        : "uncaptured"},
-               // Gradient buckets, and how many of them the last step all-reduced during backward.
-               {"allreduce_buckets", trainStep.gradientSync().buckets()},
-               {"allreduce_buckets_overlapped", trainStep.gradientSync().bucketsOverlapped()},
+               // Gradient buckets, and how many of them the last step all-reduced during backward (a
+               // DeviceStep all-reduces one buffer after it).
+               {"allreduce_buckets", deviceStep ? deviceStep->allreduces() : trainStep.gradientSync().buckets()},
+               {"allreduce_buckets_overlapped", deviceStep ? 0 : trainStep.gradientSync().bucketsOverlapped()},
                {"flop_per_s", tokPerSec / double(B * L) * stepFlops},
                // AdamW moments held by rank 0 (sharded over the ranks: about 1 / world each).
                {"optimizer_state_bytes", trainStep.optimizer().stateBytes()},

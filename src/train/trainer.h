@@ -27,6 +27,8 @@ namespace xtrap {
 
 // The values of TrainRequest::cudaGraph (--cuda-graph).
 inline const std::vector<std::string> kCudaGraphModes = {"auto", "off", "uncaptured"};
+// The values of TrainRequest::graphAllreduce (--graph-allreduce).
+inline const std::vector<std::string> kGraphAllreduceModes = {"outside", "inside"};
 
 struct TrainRequest {
   ModelConfig model;
@@ -46,6 +48,10 @@ struct TrainRequest {
   // (loss and gradient norm read on the host every step); uncaptured = DeviceStep op by op (an
   // error where it does not apply).
   std::string cudaGraph = "auto";
+  // Where a captured data-parallel step all-reduces its gradients (--graph-allreduce, a
+  // kGraphAllreduceModes name): inside its one graph, or outside, between the graph of its forward
+  // and backward and that of its update (GraphAllreduce).
+  std::string graphAllreduce = "outside";
   // Test hook: steps (1-based) whose loss is replaced by NaN, to exercise the non-finite guard.
   std::set<int64_t> injectNanAtSteps;
 };

@@ -4,7 +4,9 @@
 // same losses to bf16 tolerance (among them ALiBi at head dimension 64, whose attention, dropout
 // included, runs in the fused kernel where the build has it: a mask replayed unchanged would part
 // the captured losses from the others); a captured run stopped at step 26 and resumed (its first steps
-// after the resume eager, then captured anew) logs the uninterrupted run's losses; a NaN injected
+// after the resume eager, then captured anew) logs the uninterrupted run's losses; a one-rank
+// torchrun job on NCCL captures its step with the all-reduce inside the graph and outside it
+// (--graph-allreduce), both with the uncaptured data-parallel step's losses; a NaN injected
 // into a replay is skipped on the device; where the step cannot be captured (an encoder) the run
 // says so and trains with the host-read step. Prints each run's tokens per second (information,
 // not a check). Without CUDA it reports itself skipped (exit 77).
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "../error_of.h"
+#include "../one_rank_job.h"
 #include "../test_support.h"
 #include "check_report.h"
 
@@ -59,7 +62,8 @@ ModelConfig fusedAttentionConfig() {
 }
 
 RunInfo train(const std::string& name, const ModelConfig& c, const std::string& cudaGraph,
-              const test::TrainSetup& more = {}, std::set<int64_t> nanAt = {}) {
+              const test::TrainSetup& more = {}, std::set<int64_t> nanAt = {},
+              const std::string& graphAllreduce = "outside") {
   return test::trainTiny(
       "captured-" + name, c, kSteps, 1,
       [&](TrainConfig& t) {
@@ -69,6 +73,7 @@ RunInfo train(const std::string& name, const ModelConfig& c, const std::string& 
       [&](TrainRequest& r) {
         r.cudaGraph = cudaGraph;
         r.injectNanAtSteps = nanAt;
+        r.graphAllreduce = graphAllreduce;
       });
 }
 
@@ -129,6 +134,28 @@ void resumeIsExact() {
             (equal ? "identical losses" : "worst relative loss difference " + fmtDouble(worst) + " (tolerance 1e-4)"));
 }
 
+// A torchrun job of one rank on NCCL: the gradients and loss all-reduced as one buffer inside the
+// step's graph and between its two graphs, against the same job's uncaptured step.
+void dataParallelCaptured() {
+#ifndef XTRAP_WITH_NCCL
+  std::puts("skip  data-parallel capture: this LibTorch has no NCCL");
+#else
+  test::OneRankEnvironment job;
+  ModelConfig c = withDropout("alibi");
+  RunInfo uncaptured = train("dp-uncaptured", c, "uncaptured");
+  auto reference = test::loggedLosses(uncaptured);
+  for (std::string where : {"inside", "outside"}) {
+    RunInfo captured = train("dp-" + where, c, "auto", {}, {}, where);
+    const double worst = worstRelative(test::loggedLosses(captured), reference);
+    check(captured.extra["train_step"] == "captured" && captured.extra["allreduce_buckets"] == 1 && worst <= 1e-2,
+          "one-rank NCCL job, all-reduce " + where + " the graph: train_step " + captured.extra["train_step"].dump() +
+              ", worst relative loss difference to the uncaptured step " + fmtDouble(worst) + " (bf16 tolerance 1e-2)");
+    std::printf("info  data parallel, all-reduce %s: tok/s captured %.0f, uncaptured %.0f\n", where.c_str(),
+                captured.extra.value("tok_per_s", 0.0), uncaptured.extra.value("tok_per_s", 0.0));
+  }
+#endif
+}
+
 void encoderFallsBack() {
   RunInfo run = test::trainTiny("captured-encoder", test::tinyConfig("alibi", "encoder"), 3, 1, onCudaBf16,
                                 [](TrainRequest& r) { r.cudaGraph = "auto"; });
@@ -143,6 +170,7 @@ int main() {
     for (std::string pos : {"alibi", "rotary", "none"}) capturedMatchesUncaptured(pos, withDropout(pos));
     capturedMatchesUncaptured("alibi-d64", fusedAttentionConfig());
     resumeIsExact();
+    dataParallelCaptured();
     encoderFallsBack();
   } catch (const std::exception& e) {
     check(false, std::string("exception: ") + e.what());

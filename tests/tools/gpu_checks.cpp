@@ -436,19 +436,9 @@ void ncclOneRankTrainingStep() {
   RunInfo single = test::trainTiny("gpu-nccl-single", cfg, 3, 1, setup);
   RunInfo ranked;
   {
-    c10d::TCPStore store("127.0.0.1", test::launcherStoreOptions());
-    std::string port = std::to_string(store.getPort());
-    setenv("WORLD_SIZE", "1", 1);
-    setenv("RANK", "0", 1);
-    setenv("LOCAL_RANK", "0", 1);
-    setenv("MASTER_ADDR", "127.0.0.1", 1);
-    setenv("MASTER_PORT", port.c_str(), 1);
-    setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+    test::OneRankEnvironment job;
     check(distEnvFromEnvironment().launched, "one-rank torchrun environment set");
     ranked = test::trainTiny("gpu-nccl-ranked", cfg, 3, 1, setup);
-    for (const char* v :
-         {"WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE"})
-      unsetenv(v);
   }
   auto a = test::loggedLosses(single), b = test::loggedLosses(ranked);
   double worst = a.size() == b.size() && !a.empty() ? 0.0 : INFINITY;
