@@ -37,7 +37,10 @@ and why, and the rest of the table is measured as before.
 xtrap trains with its default --cuda-graph auto (on a GPU the step is captured as one CUDA graph
 where the model allows it: src/train/device_step.h; the "xtrap step" column says captured or
 host) and logs only at step --warmup and at the end, so the timed steps add no host reads.
---xtrap-host-step adds xtrap with --cuda-graph off (the host-read step) to the rotation.
+--xtrap-host-step adds xtrap with --cuda-graph off (the host-read step) to the rotation, and
+--xtrap-data-parallel xtrap as a data-parallel job of one rank (the torchrun environment, rank 0
+hosting the store) with its all-reduce outside and inside the step's CUDA graphs
+(--graph-allreduce): what the data-parallel step costs over the single-process one.
 """
 import argparse
 import csv
@@ -46,6 +49,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -120,6 +124,23 @@ def xtrap_train(a, m, pos, arch, workdir, steps, warmup, extra=(), prefix=(), en
     tokens = last["tokens"] - first["tokens"]
     flop_per_token = last["flop_per_s"] / last["tok_per_s"]
     return tokens / seconds, flop_per_token * tokens / seconds, run
+
+
+# The xtrap systems of the rotation beyond plain "xtrap": their flags, and whether they run as a
+# data-parallel job of one rank.
+XTRAP_VARIANTS = {
+    "xtrap:off": (["--cuda-graph", "off"], False),
+    "xtrap:dp-outside": (["--graph-allreduce", "outside"], True),
+    "xtrap:dp-inside": (["--graph-allreduce", "inside"], True),
+}
+
+
+def one_rank_job_env():
+    """The torchrun environment of a job of one rank; the rank hosts the store on a free port."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return dict(os.environ, WORLD_SIZE="1", RANK="0", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
 
 
 def xtrap_eval(a, run):
@@ -354,7 +375,8 @@ def methods_suite(a):
     modes, compile_note = compile_modes(a)
     if compile_note:
         notes.append(f"torch.compile: {compile_note}")
-    systems = ["xtrap", *(["xtrap:off"] if a.xtrap_host_step else []), "eager",
+    systems = ["xtrap", *(["xtrap:off"] if a.xtrap_host_step else []),
+               *(["xtrap:dp-outside", "xtrap:dp-inside"] if a.xtrap_data_parallel else []), "eager",
                *(f"compiled:{mode}" for mode in modes)]
     try:
         for name in a.models.split(","):
@@ -376,9 +398,11 @@ def methods_suite(a):
                                "system": system, "tok_per_s": None, "flop_per_token": None, "error": ""}
                         compiled = system.split(":", 1)[1] if system.startswith("compiled:") else None
                         try:
-                            if system.startswith("xtrap"):  # xtrap, or xtrap:off (--cuda-graph off)
-                                flags = xtrap_method_flags(a, head) + (["--cuda-graph", "off"] if ":" in system else [])
-                                tps, fps, run = xtrap_train(a, m, pos, arch, work, n, w, flags)
+                            if system.startswith("xtrap"):  # xtrap, or one of XTRAP_VARIANTS
+                                variant, data_parallel = XTRAP_VARIANTS.get(system, ([], False))
+                                tps, fps, run = xtrap_train(a, m, pos, arch, work, n, w,
+                                                            xtrap_method_flags(a, head) + variant,
+                                                            env=one_rank_job_env() if data_parallel else None)
                                 extra_info = json.load(open(os.path.join(run, "run.json")))["extra"]
                                 shutil.rmtree(run, ignore_errors=True)
                                 row.update(tok_per_s=tps, flop_per_token=fps / tps,
@@ -405,7 +429,10 @@ def methods_suite(a):
                 arch, pos, head = METHODS[label]
                 mine = [r for r in runs if r["model"] == name and r["method"] == label]
                 x = [r["tok_per_s"] for r in mine if r["system"] == "xtrap" and r["tok_per_s"]]
-                xoff = [r["tok_per_s"] for r in mine if r["system"] == "xtrap:off" and r["tok_per_s"]]
+                variants = {system: [r["tok_per_s"] for r in mine if r["system"] == system and r["tok_per_s"]]
+                            for system in XTRAP_VARIANTS}
+                dp_steps = sorted({r.get("train_step") or "?" for r in mine
+                                   if r["system"].startswith("xtrap:dp") and r["tok_per_s"]})
                 steps_used = sorted({r.get("train_step") or "?" for r in mine if r["system"] == "xtrap" and r["tok_per_s"]})
                 e = [r["tok_per_s"] for r in mine if r["system"] == "eager" and r["tok_per_s"]]
                 fx = [r["flop_per_token"] for r in mine if r["system"] == "xtrap" and r["flop_per_token"]]
@@ -415,7 +442,10 @@ def methods_suite(a):
                 cm, cmode, csec = fastest_compiled(mine)
                 s = {"model": name, "method": label, "arch": arch, "pos": pos, "head": head,
                      "xtrap_tok_per_s": xm, "eager_tok_per_s": em, "ratio": xm / em if xm and em else None,
-                     "xtrap_train_step": "/".join(steps_used), "xtrap_off_tok_per_s": med(xoff) if xoff else None,
+                     "xtrap_train_step": "/".join(steps_used),
+                     **{f"{system.replace(':', '_').replace('-', '_')}_tok_per_s": med(v) if v else None
+                        for system, v in variants.items()},
+                     "xtrap_dp_train_step": "/".join(dp_steps),
                      "compiled_tok_per_s": cm, "compiled_mode": cmode or compile_note or "every run failed",
                      "compile_s": csec, "ratio_compiled": xm / cm if xm and cm else None,
                      "compiled_mfu": cm * fpt / peak if cm and fpt and peak else None,
@@ -474,7 +504,8 @@ def methods_suite(a):
                                          "compile_s", "flop_per_token", "attention", "adamw", "host_sync", "torch",
                                          "max_memory_allocated_gib", "error"])
     write_csv(stem + ".csv", summaries, ["model", "method", "arch", "pos", "head", "xtrap_tok_per_s",
-                                         "xtrap_train_step", "xtrap_off_tok_per_s",
+                                         "xtrap_train_step", "xtrap_off_tok_per_s", "xtrap_dp_outside_tok_per_s",
+                                         "xtrap_dp_inside_tok_per_s", "xtrap_dp_train_step",
                                          "eager_tok_per_s", "ratio", "compiled_tok_per_s", "compiled_mode",
                                          "compile_s", "ratio_compiled", "compiled_mfu", "compiled_runs",
                                          "xtrap_mfu", "eager_mfu", "flop_per_token",
@@ -505,14 +536,17 @@ def methods_suite(a):
               f"measured in this command: {peak / 1e12:.1f} TFLOP/s "
               f"(runs {', '.join(f'{x / 1e12:.1f}' for x in peaks)})." if peak else "MFU: no matmul peak measured."),
              "",
-             "| model | method | xtrap tok/s | xtrap step | xtrap --cuda-graph off tok/s | eager tok/s | "
+             "| model | method | xtrap tok/s | xtrap step | xtrap --cuda-graph off tok/s | "
+             "xtrap 1-rank data parallel, all-reduce outside / inside the graph, tok/s (step) | eager tok/s | "
              "compiled tok/s | xtrap / eager | xtrap / compiled | "
              "compiled: fastest mode, compile s | xtrap MFU | eager MFU | compiled MFU | "
              "eager, host reads per step | xtrap runs | eager runs | compiled runs |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in summaries:
         lines.append(f"| {s['model']} | {s['method']} | {fmt(s['xtrap_tok_per_s'], ',.0f')} | "
                      f"{s['xtrap_train_step']} | {fmt(s['xtrap_off_tok_per_s'], ',.0f')} | "
+                     f"{fmt(s['xtrap_dp_outside_tok_per_s'], ',.0f')} / {fmt(s['xtrap_dp_inside_tok_per_s'], ',.0f')}"
+                     f"{' (' + s['xtrap_dp_train_step'] + ')' if s['xtrap_dp_train_step'] else ''} | "
                      f"{fmt(s['eager_tok_per_s'], ',.0f')} | {fmt(s['compiled_tok_per_s'], ',.0f')} | "
                      f"{fmt(s['ratio'], '.2f')} | {fmt(s['ratio_compiled'], '.2f')} | "
                      f"{s['compiled_mode']}{', ' + fmt(s['compile_s'], '.0f') + ' s' if s['compile_s'] else ''} | "
@@ -581,6 +615,9 @@ def main():
     p.add_argument("--matmul-iters", type=int, default=None, help="peak matmul repetitions (default: 50 cuda, 5 cpu)")
     p.add_argument("--xtrap-host-step", action="store_true",
                    help="--suite methods: also time xtrap with --cuda-graph off (the host-read step) in the rotation")
+    p.add_argument("--xtrap-data-parallel", action="store_true",
+                   help="--suite methods: also time xtrap as a data-parallel job of one rank, its all-reduce outside "
+                        "and inside the step's CUDA graphs (--graph-allreduce)")
     p.add_argument("--compile-modes", default=None,
                    help="torch.compile modes measured beside eager, comma-separated, or none (default: "
                         "default,max-autotune-no-cudagraphs,reduce-overhead on cuda, default on cpu)")
@@ -606,6 +643,8 @@ def main():
     a.matmul_iters = a.matmul_iters or (50 if cuda else 5)
     a.timeout = a.timeout or (300 if cuda else None)
     a.compile_modes = a.compile_modes or ("default,max-autotune-no-cudagraphs,reduce-overhead" if cuda else "default")
+    if a.xtrap_data_parallel and not cuda:
+        p.error("--xtrap-data-parallel times the captured data-parallel step: --device cuda")
     if methods:
         if not a.out_dir:
             p.error("--suite methods writes its tables into --out-dir")
