@@ -37,10 +37,11 @@ and why, and the rest of the table is measured as before.
 xtrap trains with its default --cuda-graph auto (on a GPU the step is captured as one CUDA graph
 where the model allows it: src/train/device_step.h; the "xtrap step" column says captured or
 host) and logs only at step --warmup and at the end, so the timed steps add no host reads.
---xtrap-host-step adds xtrap with --cuda-graph off (the host-read step) to the rotation, and
---xtrap-data-parallel xtrap as a data-parallel job of one rank (the torchrun environment, rank 0
-hosting the store) with its all-reduce outside and inside the step's CUDA graphs
-(--graph-allreduce): what the data-parallel step costs over the single-process one.
+--xtrap-variants adds variants of xtrap to the rotation (XTRAP_VARIANTS): off (--cuda-graph off,
+the host-read step), unfused (--unfused-elementwise: LibTorch's operators for the residual adds
+with their LayerNorms, the activation and the embedding's dropout, the fused kernels' "before"),
+dp-outside and dp-inside (a data-parallel job of one rank, the torchrun environment with rank 0
+hosting the store, its all-reduce outside or inside the step's CUDA graphs: --graph-allreduce).
 """
 import argparse
 import csv
@@ -126,12 +127,13 @@ def xtrap_train(a, m, pos, arch, workdir, steps, warmup, extra=(), prefix=(), en
     return tokens / seconds, flop_per_token * tokens / seconds, run
 
 
-# The xtrap systems of the rotation beyond plain "xtrap": their flags, and whether they run as a
-# data-parallel job of one rank.
+# The xtrap variants --xtrap-variants adds to the rotation (as systems "xtrap:NAME"): their flags,
+# and whether they run as a data-parallel job of one rank.
 XTRAP_VARIANTS = {
-    "xtrap:off": (["--cuda-graph", "off"], False),
-    "xtrap:dp-outside": (["--graph-allreduce", "outside"], True),
-    "xtrap:dp-inside": (["--graph-allreduce", "inside"], True),
+    "off": (["--cuda-graph", "off"], False),
+    "unfused": (["--unfused-elementwise"], False),
+    "dp-outside": (["--graph-allreduce", "outside"], True),
+    "dp-inside": (["--graph-allreduce", "inside"], True),
 }
 
 
@@ -375,8 +377,7 @@ def methods_suite(a):
     modes, compile_note = compile_modes(a)
     if compile_note:
         notes.append(f"torch.compile: {compile_note}")
-    systems = ["xtrap", *(["xtrap:off"] if a.xtrap_host_step else []),
-               *(["xtrap:dp-outside", "xtrap:dp-inside"] if a.xtrap_data_parallel else []), "eager",
+    systems = ["xtrap", *(f"xtrap:{name}" for name in a.xtrap_variants), "eager",
                *(f"compiled:{mode}" for mode in modes)]
     try:
         for name in a.models.split(","):
@@ -399,7 +400,7 @@ def methods_suite(a):
                         compiled = system.split(":", 1)[1] if system.startswith("compiled:") else None
                         try:
                             if system.startswith("xtrap"):  # xtrap, or one of XTRAP_VARIANTS
-                                variant, data_parallel = XTRAP_VARIANTS.get(system, ([], False))
+                                variant, data_parallel = XTRAP_VARIANTS.get(system.partition(":")[2], ([], False))
                                 tps, fps, run = xtrap_train(a, m, pos, arch, work, n, w,
                                                             xtrap_method_flags(a, head) + variant,
                                                             env=one_rank_job_env() if data_parallel else None)
@@ -429,10 +430,8 @@ def methods_suite(a):
                 arch, pos, head = METHODS[label]
                 mine = [r for r in runs if r["model"] == name and r["method"] == label]
                 x = [r["tok_per_s"] for r in mine if r["system"] == "xtrap" and r["tok_per_s"]]
-                variants = {system: [r["tok_per_s"] for r in mine if r["system"] == system and r["tok_per_s"]]
-                            for system in XTRAP_VARIANTS}
-                dp_steps = sorted({r.get("train_step") or "?" for r in mine
-                                   if r["system"].startswith("xtrap:dp") and r["tok_per_s"]})
+                variants = {name: [r for r in mine if r["system"] == f"xtrap:{name}" and r["tok_per_s"]]
+                            for name in a.xtrap_variants}
                 steps_used = sorted({r.get("train_step") or "?" for r in mine if r["system"] == "xtrap" and r["tok_per_s"]})
                 e = [r["tok_per_s"] for r in mine if r["system"] == "eager" and r["tok_per_s"]]
                 fx = [r["flop_per_token"] for r in mine if r["system"] == "xtrap" and r["flop_per_token"]]
@@ -443,9 +442,11 @@ def methods_suite(a):
                 s = {"model": name, "method": label, "arch": arch, "pos": pos, "head": head,
                      "xtrap_tok_per_s": xm, "eager_tok_per_s": em, "ratio": xm / em if xm and em else None,
                      "xtrap_train_step": "/".join(steps_used),
-                     **{f"{system.replace(':', '_').replace('-', '_')}_tok_per_s": med(v) if v else None
-                        for system, v in variants.items()},
-                     "xtrap_dp_train_step": "/".join(dp_steps),
+                     # Each variant's median tok/s and the steps it trained with, as "name=tok/s (step)".
+                     "xtrap_variants": ", ".join(
+                         f"{name}={fmt(med([r['tok_per_s'] for r in v]) if v else None, '.0f')}"
+                         f" ({'/'.join(sorted({r.get('train_step') or '?' for r in v})) or 'failed'})"
+                         for name, v in variants.items()),
                      "compiled_tok_per_s": cm, "compiled_mode": cmode or compile_note or "every run failed",
                      "compile_s": csec, "ratio_compiled": xm / cm if xm and cm else None,
                      "compiled_mfu": cm * fpt / peak if cm and fpt and peak else None,
@@ -504,8 +505,7 @@ def methods_suite(a):
                                          "compile_s", "flop_per_token", "attention", "adamw", "host_sync", "torch",
                                          "max_memory_allocated_gib", "error"])
     write_csv(stem + ".csv", summaries, ["model", "method", "arch", "pos", "head", "xtrap_tok_per_s",
-                                         "xtrap_train_step", "xtrap_off_tok_per_s", "xtrap_dp_outside_tok_per_s",
-                                         "xtrap_dp_inside_tok_per_s", "xtrap_dp_train_step",
+                                         "xtrap_train_step", "xtrap_variants",
                                          "eager_tok_per_s", "ratio", "compiled_tok_per_s", "compiled_mode",
                                          "compile_s", "ratio_compiled", "compiled_mfu", "compiled_runs",
                                          "xtrap_mfu", "eager_mfu", "flop_per_token",
@@ -536,17 +536,14 @@ def methods_suite(a):
               f"measured in this command: {peak / 1e12:.1f} TFLOP/s "
               f"(runs {', '.join(f'{x / 1e12:.1f}' for x in peaks)})." if peak else "MFU: no matmul peak measured."),
              "",
-             "| model | method | xtrap tok/s | xtrap step | xtrap --cuda-graph off tok/s | "
-             "xtrap 1-rank data parallel, all-reduce outside / inside the graph, tok/s (step) | eager tok/s | "
+             "| model | method | xtrap tok/s | xtrap step | xtrap variants: tok/s (step) | eager tok/s | "
              "compiled tok/s | xtrap / eager | xtrap / compiled | "
              "compiled: fastest mode, compile s | xtrap MFU | eager MFU | compiled MFU | "
              "eager, host reads per step | xtrap runs | eager runs | compiled runs |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in summaries:
         lines.append(f"| {s['model']} | {s['method']} | {fmt(s['xtrap_tok_per_s'], ',.0f')} | "
-                     f"{s['xtrap_train_step']} | {fmt(s['xtrap_off_tok_per_s'], ',.0f')} | "
-                     f"{fmt(s['xtrap_dp_outside_tok_per_s'], ',.0f')} / {fmt(s['xtrap_dp_inside_tok_per_s'], ',.0f')}"
-                     f"{' (' + s['xtrap_dp_train_step'] + ')' if s['xtrap_dp_train_step'] else ''} | "
+                     f"{s['xtrap_train_step']} | {s['xtrap_variants'] or '-'} | "
                      f"{fmt(s['eager_tok_per_s'], ',.0f')} | {fmt(s['compiled_tok_per_s'], ',.0f')} | "
                      f"{fmt(s['ratio'], '.2f')} | {fmt(s['ratio_compiled'], '.2f')} | "
                      f"{s['compiled_mode']}{', ' + fmt(s['compile_s'], '.0f') + ' s' if s['compile_s'] else ''} | "
@@ -613,11 +610,9 @@ def main():
     p.add_argument("--out-dir", default=None, help="--suite methods: where the tables go (required there)")
     p.add_argument("--matmul-n", type=int, default=None, help="peak matmul size (default: 8192 on cuda, 2048 on cpu)")
     p.add_argument("--matmul-iters", type=int, default=None, help="peak matmul repetitions (default: 50 cuda, 5 cpu)")
-    p.add_argument("--xtrap-host-step", action="store_true",
-                   help="--suite methods: also time xtrap with --cuda-graph off (the host-read step) in the rotation")
-    p.add_argument("--xtrap-data-parallel", action="store_true",
-                   help="--suite methods: also time xtrap as a data-parallel job of one rank, its all-reduce outside "
-                        "and inside the step's CUDA graphs (--graph-allreduce)")
+    p.add_argument("--xtrap-variants", default="",
+                   help="--suite methods: xtrap variants also timed in the rotation, comma-separated: "
+                        f"{', '.join(XTRAP_VARIANTS)} (see above)")
     p.add_argument("--compile-modes", default=None,
                    help="torch.compile modes measured beside eager, comma-separated, or none (default: "
                         "default,max-autotune-no-cudagraphs,reduce-overhead on cuda, default on cpu)")
@@ -643,8 +638,12 @@ def main():
     a.matmul_iters = a.matmul_iters or (50 if cuda else 5)
     a.timeout = a.timeout or (300 if cuda else None)
     a.compile_modes = a.compile_modes or ("default,max-autotune-no-cudagraphs,reduce-overhead" if cuda else "default")
-    if a.xtrap_data_parallel and not cuda:
-        p.error("--xtrap-data-parallel times the captured data-parallel step: --device cuda")
+    a.xtrap_variants = [name for name in a.xtrap_variants.split(",") if name]
+    for name in a.xtrap_variants:
+        if name not in XTRAP_VARIANTS:
+            p.error(f"unknown --xtrap-variants name {name!r} (valid: {', '.join(XTRAP_VARIANTS)})")
+        if name != "off" and not cuda:
+            p.error(f"--xtrap-variants {name}: a CUDA-only xtrap option (--device cuda)")
     if methods:
         if not a.out_dir:
             p.error("--suite methods writes its tables into --out-dir")

@@ -12,7 +12,8 @@
 #   compare  training throughput of xtrap against PyTorch eager side by side (bench/compare.py
 #            --device cuda: alibi, none, rotary and the alibi-offset + CLAP encoder, bf16, MFU
 #            against a bf16 matmul of the same command; COMPARE_ARGS adds flags to it, e.g.
-#            "--methods alibi,alibi-encoder,alibi-learned,bialibi")
+#            "--methods alibi,alibi-encoder,alibi-learned,bialibi" or
+#            "--xtrap-variants off,unfused,dp-outside,dp-inside")
 #   eval     a short L=512 training run of the 6 x 512 model on CUDA, then Lvalid 512..16384 in
 #            bfloat16 (the fused kernel) and float32, each row's time and peak GPU memory
 #   fused    the fused ALiBi-family kernel against SDPA / FlexAttention anchors

@@ -6,7 +6,8 @@
 #     embedding's AdamW moments are sharded over the 2 ranks (half each). With dropout, 2 ranks
 #     interrupted at step 3 and resumed equal the uninterrupted 2-rank run exactly (the checkpoint
 #     holds the moments gathered from both). The step without host reads (--cuda-graph uncaptured)
-#     with 2 ranks equals the 2-rank host-read step, and resumes exactly.
+#     with 2 ranks equals the 2-rank host-read step, and resumes exactly. --accumulate 2 (micro-
+#     batches) with 2 ranks equals 1 rank, with either step.
 #  2. kill -9 of rank 1: the job exits non-zero within 60 s with a one-line error naming rank 1,
 #     and --resume (with 1 rank: the checkpoint does not depend on the world size) finishes it.
 #  3. xtrap eval with 2 ranks scores every token once: same token counts and perplexity as 1 rank.
@@ -43,6 +44,12 @@ assert one["optimizer_state_bytes"] == 2 * 4 * one["parameters"], one
 assert one["optimizer_state_bytes"] - two["optimizer_state_bytes"] == 2 * 4 * 32 * (vocab - vocab // 2), (one, two)
 PY
 [[ $(ls "$WORK/dec2") == $(ls "$WORK/dec1") ]] || fail "the 2-rank run directory holds other files"
+# --accumulate 2: each rank's 4 sequences in 2 micro-batches, the buckets summing both backward
+# passes before their all-reduce.
+"$XTRAP" train --nproc 2 --out "$WORK/dec2acc" "${MODEL[@]}" --batch 8 --steps 6 --accumulate 2 > /dev/null ||
+  fail "2-rank decoder run with --accumulate 2 failed"
+"$COMPARE" --rtol 1e-5 "${KEY_BIAS[@]}" "$WORK/dec2acc" "$WORK/dec1" ||
+  fail "2 ranks x 2 micro-batches x 2 differ from 1 rank x 8 (decoder)"
 
 # 1b. equivalence: encoder (MLM: each rank scores a different number of masked tokens) under the
 # torchrun contract by hand, rank 0 hosting the TCPStore.
@@ -94,6 +101,13 @@ PY
 "$XTRAP" train --nproc 2 --resume "$WORK/dev_cut" --no-progress --cuda-graph uncaptured > /dev/null ||
   fail "2-rank resume without host reads failed"
 "$COMPARE" "$WORK/dev_cut" "$WORK/dev" || fail "2 ranks without host reads resumed at step 3 differ"
+# Without dropout, 2 ranks x 2 micro-batches x 2 sequences give 1 rank x 8.
+FULL=("${MODEL[@]}" --batch 8 --steps 6 --adaptive-softmax none)
+"$XTRAP" train --out "$WORK/full1" "${FULL[@]}" > /dev/null || fail "1-rank full-softmax run failed"
+"$XTRAP" train --nproc 2 --out "$WORK/dev_acc" "${FULL[@]}" --accumulate 2 --cuda-graph uncaptured > /dev/null ||
+  fail "2-rank run without host reads, --accumulate 2, failed"
+"$COMPARE" --rtol 1e-5 "${KEY_BIAS[@]}" "$WORK/dev_acc" "$WORK/full1" ||
+  fail "2 ranks x 2 micro-batches without host reads differ from 1 rank x 8"
 
 echo "equivalence: ${SECONDS}s"
 # 2. kill -9 of rank 1; the survivor and the launcher stop within 60 s, naming it.

@@ -315,6 +315,8 @@ CASES = [
     case("train", "--batch", "changes", do_train, T, {"--batch": "4"}),
     case("train", "--batch-tokens", "changes", do_train, T, {"--batch-tokens": "64", "--batch": "DEL"}),
     case("train", "--batch-tokens", "rejected", do_train, T, {"--batch-tokens": "64"}),
+    case("train", "--accumulate", "same", do_train, T, {"--accumulate": "2"},
+         "micro-batches: the same step to float rounding in less memory (test_train_eval.cpp: micro-batches)"),
     case("train", "--lr", "changes", do_train, T, {"--lr": "0.01"}),
     case("train", "--min-lr-ratio", "changes", do_train, T, {"--min-lr-ratio": "0.5"}),
     case("train", "--min-lr-ratio", "rejected", do_train, with_(T, **{"--schedule": "inverse-sqrt"}),

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "data/wikitext.h"
+#include "error_of.h"
 #include "eval/evaluate_run.h"
 #include "eval/perplexity.h"
 #include "run/checkpoint.h"
@@ -162,4 +163,36 @@ TEST_CASE("dynamic NTK takes a from each window's own length, the last partial w
   CHECK(dynamic == Approx(expected).epsilon(1e-9));
   // ... and not the a of the full windows everywhere
   CHECK(std::abs(dynamic - sumNll(Interp::Ntk, 4.0, 3000)) > 1e-6);
+}
+
+// Micro-batches, --accumulate N: the step's sequences in N micro-batches give the whole step to float rounding,
+// each micro-batch's loss weighted by its share of the step's scored tokens (an encoder's masked
+// counts differ from micro-batch to micro-batch: weights of 1 / N would log another loss from the
+// first step on). Dropout 0: micro-batches draw their masks in another order.
+TEST_CASE("micro-batches (--accumulate) train as the whole step does, with and without host reads") {
+  auto worstRelative = [](const std::vector<double>& a, const std::vector<double>& b) {
+    REQUIRE(a.size() == b.size());
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / std::abs(a[i]));
+    return worst;
+  };
+  auto accumulate = [](int64_t n) { return [n](TrainConfig& t) { t.accumulate = n; }; };
+  for (const std::string arch : {"decoder", "encoder"}) {
+    INFO(arch);
+    ModelConfig c = test::tinyConfig("alibi", arch);
+    RunInfo whole = test::trainTiny("acc-whole-" + arch, c, 8, 1, accumulate(1));
+    RunInfo parts = test::trainTiny("acc-parts-" + arch, c, 8, 1, accumulate(4));  // 4 micro-batches of 2
+    CHECK(worstRelative(test::loggedLosses(whole), test::loggedLosses(parts)) <= 1e-5);
+    CHECK(parts.train.accumulate == 4);  // recorded in run.json
+  }
+  // The step without host reads (a decoder's): the same.
+  auto uncaptured = [](TrainRequest& r) { r.cudaGraph = "uncaptured"; };
+  RunInfo whole = test::trainTiny("acc-dev-whole", test::tinyConfig("alibi"), 8, 1, accumulate(1), uncaptured);
+  RunInfo parts = test::trainTiny("acc-dev-parts", test::tinyConfig("alibi"), 8, 1, accumulate(2), uncaptured);
+  CHECK(parts.extra["train_step"] == "uncaptured");
+  CHECK(worstRelative(test::loggedLosses(whole), test::loggedLosses(parts)) <= 1e-5);
+  // A batch that does not split into the micro-batches is a one-line error.
+  CHECK(test::errorOf([&] {
+          test::trainTiny("acc-uneven", test::tinyConfig("alibi"), 1, 1, accumulate(3));
+        }) == "the batch of 8 sequences does not split evenly into 3 micro-batches (--accumulate)");
 }

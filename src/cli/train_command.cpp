@@ -95,6 +95,10 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   cmd.add_option("--batch", train->batchSequences, "sequences per step (0 = --batch-tokens / L)")
       ->capture_default_str();
   cmd.add_option("--batch-tokens", train->batchTokens, "tokens per step when --batch is 0")->capture_default_str();
+  cmd.add_option("--accumulate", train->accumulate,
+                 "micro-batches per step: each rank's sequences of a step through forward and backward in N equal "
+                 "parts, gradients summed (the same step in the activation memory of B / N sequences)")
+      ->capture_default_str();
   cmd.add_option("--lr", train->lr, "peak learning rate")->capture_default_str();
   cmd.add_option("--min-lr-ratio", train->minLrRatio, "cosine floor as a fraction of --lr")->capture_default_str();
   cmd.add_option("--warmup", train->warmupSteps, "linear warmup steps")->capture_default_str();

@@ -43,12 +43,12 @@ GradientSync::~GradientSync() {
   for (const auto& [param, handle] : hooks_) params_[param].remove_hook(handle);
 }
 
-void GradientSync::start() {
+void GradientSync::start(int64_t passes) {
   if (!group_.active()) return;
   std::lock_guard<std::mutex> lock(mutex_);
   for (Bucket& b : buckets_) {
     b.flat.zero_();
-    b.pending = b.params.size();
+    b.pending = b.params.size() * size_t(passes);
     b.work.reset();
   }
   std::fill(produced_.begin(), produced_.end(), 0);
@@ -63,11 +63,11 @@ void GradientSync::onGradient(size_t param, const torch::Tensor& grad) {
   produced_[param] = 1;
   if (sparse_[param]) {
     TORCH_CHECK(grad.is_sparse(), "GradientSync: a dense gradient for a parameter declared sparse");
-    sparseGrads_[param] = grad;
+    sparseGrads_[param] = sparseGrads_[param].defined() ? sparseGrads_[param] + grad : grad;
     return;
   }
   Bucket& b = buckets_[bucketOf_[param]];
-  b.flat.narrow(0, b.offsets[slotOf_[param]], grad.numel()).copy_(grad.reshape({-1}));
+  b.flat.narrow(0, b.offsets[slotOf_[param]], grad.numel()).add_(grad.reshape({-1}));
   --b.pending;
   launchReady(true);
 }

@@ -1,7 +1,7 @@
 #pragma once
 // Data-parallel gradient summation that overlaps the backward pass, as DistributedDataParallel
 // does: the parameters are cut into buckets of about DistGroup::kBucketBytes in reverse order
-// (the order backward produces their gradients), a hook on every parameter copies its gradient
+// (the order backward produces their gradients), a hook on every parameter adds its gradient
 // into its bucket the moment autograd computes it, and a bucket whose gradients are all in is
 // all-reduced at once, asynchronously, while backward goes on with earlier layers. Buckets are
 // launched in bucket order on every rank (collectives pair up by order). finish() launches the
@@ -40,8 +40,10 @@ class GradientSync {
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
 
-  void start();   // before backward: empty buckets
-  void finish();  // after backward: every gradient is the sum over ranks
+  // Before backward: empty buckets, for `passes` backward passes (micro-batches) whose gradients
+  // add up; a bucket is all-reduced once its parameters' gradients of every pass are in.
+  void start(int64_t passes = 1);
+  void finish();  // after backward: every gradient is the sum over passes and ranks
   // Buckets whose all-reduce started while backward was still running, in the last step.
   int64_t bucketsOverlapped() const { return overlapped_; }
   int64_t buckets() const { return static_cast<int64_t>(buckets_.size()); }

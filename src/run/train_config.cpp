@@ -32,6 +32,7 @@ void TrainConfig::validate() const {
   auto fail = [](const std::string& why) { throw std::invalid_argument(why); };
   if (steps < 1 && tokens < 1) fail("--steps or --tokens must be positive");
   if (batchSequences < 0 || (batchSequences == 0 && batchTokens < 1)) fail("batch size must be positive");
+  if (accumulate < 1) fail("--accumulate must be >= 1");
   if (!(lr > 0)) fail("--lr must be positive");
   checkName(scheduleNames(), schedule, "--schedule");
   checkName(batchOrderNames(), batchOrder, "--batch-order");
@@ -53,6 +54,7 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
                      {"tokens", c.tokens},
                      {"batch_sequences", c.batchSequences},
                      {"batch_tokens", c.batchTokens},
+                     {"accumulate", c.accumulate},
                      {"lr", c.lr},
                      {"min_lr_ratio", c.minLrRatio},
                      {"warmup_steps", c.warmupSteps},
@@ -82,6 +84,7 @@ void from_json(const nlohmann::json& j, TrainConfig& c) {
   j.at("tokens").get_to(c.tokens);
   j.at("batch_sequences").get_to(c.batchSequences);
   j.at("batch_tokens").get_to(c.batchTokens);
+  c.accumulate = j.value("accumulate", int64_t(1));  // runs made before it took each step whole
   j.at("lr").get_to(c.lr);
   j.at("min_lr_ratio").get_to(c.minLrRatio);
   j.at("warmup_steps").get_to(c.warmupSteps);

@@ -13,8 +13,12 @@ struct TrainConfig {
   int64_t tokens = 0;          // train on this many tokens instead of a step count
   int64_t batchSequences = 0;  // sequences per step; 0 = derived from batchTokens
   int64_t batchTokens = 4096;  // tokens per step when batchSequences = 0
-  double lr = 2e-3;            // peak learning rate
-  double minLrRatio = 0.1;     // cosine decays to lr * minLrRatio
+  // Micro-batches per step: each rank's sequences of a step go through forward and backward in
+  // this many equal parts, their gradients summed, so a step of B sequences needs the activation
+  // memory of B / accumulate. The same step to float rounding.
+  int64_t accumulate = 1;
+  double lr = 2e-3;         // peak learning rate
+  double minLrRatio = 0.1;  // cosine decays to lr * minLrRatio
   int64_t warmupSteps = 25;
   std::string schedule = "cosine";  // cosine | inverse-sqrt
   double weightDecay = 0.01;

@@ -27,6 +27,7 @@ nlohmann::json runIdentity(const ModelConfig& m, const TrainConfig& t) {
   if (t.device == "cpu") j["train"].erase("device");
   if (t.dtype == "float32") j["train"].erase("dtype");
   if (t.taskMix.empty()) j["train"].erase("task_mix"), j["train"].erase("task_filler");
+  if (t.accumulate == 1) j["train"].erase("accumulate");
   if (m.attentionDropoutRate() == m.dropout) j["model"].erase("attention_dropout");
   if (m.activationDropoutRate() == m.dropout) j["model"].erase("activation_dropout");
   if (m.activation == "gelu") j["model"].erase("activation");

@@ -62,6 +62,7 @@ const std::map<std::string, Setter>& configKeys() {
       {"seed", [](const TomlValue& v, ScenarioVariant& s) { s.train.seed = v.seed(); }},
       {"threads", [](const TomlValue& v, ScenarioVariant& s) { s.train.threads = v.integer(); }},
       {"batch_order", [](const TomlValue& v, ScenarioVariant& s) { s.train.batchOrder = v.string(); }},
+      {"accumulate", [](const TomlValue& v, ScenarioVariant& s) { s.train.accumulate = v.integer(); }},
       {"log_every", [](const TomlValue& v, ScenarioVariant& s) { s.train.logEvery = v.integer(); }},
       {"eval_every", [](const TomlValue& v, ScenarioVariant& s) { s.train.evalEvery = v.integer(); }},
       {"eval_tokens", [](const TomlValue& v, ScenarioVariant& s) { s.train.evalTokens = v.integer(); }},

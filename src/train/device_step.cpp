@@ -69,9 +69,11 @@ void DeviceStep::run(TokenSpan stream, const std::vector<int64_t>& starts, doubl
   // From pinned memory a GPU copies without making the host wait for the step before.
   batch_.copy_(batch_.is_cuda() ? batch.pin_memory() : batch, /*non_blocking=*/true);
   lr_.fill_(lr);
-  // Every rank's share of the step's tokens is 1 / world: the sum of the weighted losses is the
-  // step's mean, and the sum of their gradients its gradient.
-  lossFactor_.fill_(injectNan ? std::numeric_limits<double>::quiet_NaN() : 1.0 / group_.world());
+  // Every micro-batch of every rank scores the same number of tokens, 1 / (world accumulate) of
+  // the step's: the sum of the weighted losses is the step's mean, that of their gradients its
+  // gradient.
+  lossFactor_.fill_(injectNan ? std::numeric_limits<double>::quiet_NaN()
+                              : 1.0 / double(group_.world() * t_.accumulate));
   if (updateGraph_) {
     graph_->run();
     allreduce();
@@ -89,12 +91,17 @@ void DeviceStep::backward() {
   // As TrainStep: the last step's gradients are dropped, not zeroed (captured, the backward
   // then makes them in the graph's pool, at the addresses every replay writes).
   for (auto& p : model_->parameters()) p.mutable_grad() = torch::Tensor();
-  torch::Tensor loss = decoderLoss(model_, batch_).loss * lossFactor_;  // 0-dim float32
-  loss.backward();
+  // t.accumulate micro-batches of batch_'s rows, one forward and backward each, their gradients
+  // adding up in the parameters'.
+  const int64_t micro = batch_.size(0) / t_.accumulate;
+  for (int64_t part = 0; part < t_.accumulate; ++part) {
+    torch::Tensor loss = decoderLoss(model_, batch_.narrow(0, part * micro, micro)).loss * lossFactor_;  // 0-dim
+    loss.backward();
+    stepLoss_ = part == 0 ? loss.detach() : stepLoss_ + loss.detach();
+  }
   for (auto& p : params_)
     if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
   torch::NoGradGuard noGrad;
-  stepLoss_ = loss.detach();
   if (!sums_.defined()) return;
   std::vector<torch::Tensor> pieces;
   for (auto& p : params_) pieces.push_back(p.grad().reshape({-1}));

@@ -16,6 +16,9 @@
 // Only where shapes are static and no step needs the host: decoders (an encoder scores a
 // different number of masked tokens every step), the full softmax (adaptive softmax and input
 // have data-dependent cluster sizes), dense gradients.
+// With --accumulate N the batch's rows go through forward and backward in N micro-batches, each
+// loss weighted by 1 / N (a decoder's micro-batches score equal token counts), the gradients
+// adding up in the parameters'.
 // Data parallel (a torchrun job): every rank computes the loss of its B / world rows weighted by
 // 1 / world (a decoder's ranks score equal token counts), packs its gradients and that loss into
 // one flat float32 buffer, and one all-reduce sums it, after which the gradients are views of the

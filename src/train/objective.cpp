@@ -60,6 +60,12 @@ LossResult decoderLoss(Transformer& model, const torch::Tensor& batch) {
   return {nll.mean(), nll.size(0)};
 }
 
+int64_t scoredTokens(const ModelConfig& c, TokenSpan stream, const std::vector<int64_t>& starts, uint64_t maskSeed,
+                     double maskProb, const MlmTokens& mlm, int64_t firstSequence, const TaskRows& taskRows) {
+  if (c.causal()) return static_cast<int64_t>(starts.size()) * c.contextLength;
+  return encoderTrainingBatch(c, stream, starts, maskSeed, maskProb, mlm, firstSequence, taskRows).targets.size(0);
+}
+
 LossResult trainingLoss(Transformer& model, TokenSpan stream, const std::vector<int64_t>& starts, uint64_t maskSeed,
                         double maskProb, const MlmTokens& mlm, int64_t firstSequence, const TaskRows& taskRows) {
   const ModelConfig& c = model->config;

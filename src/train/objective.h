@@ -30,6 +30,11 @@ LossResult trainingLoss(Transformer& model, TokenSpan stream, const std::vector<
                         double maskProb, const MlmTokens& mlm, int64_t firstSequence = 0,
                         const TaskRows& taskRows = {});
 
+// The tokens trainingLoss scores with these arguments, without a forward pass: a decoder's B L, an
+// encoder's selected count (its masking alone).
+int64_t scoredTokens(const ModelConfig& c, TokenSpan stream, const std::vector<int64_t>& starts, uint64_t maskSeed,
+                     double maskProb, const MlmTokens& mlm, int64_t firstSequence, const TaskRows& taskRows);
+
 // An encoder's training batch as trainingLoss builds it: the windows (with taskRows placed), every
 // sequence's exact-count selection (plus a task's answer), corrupted.
 MaskedBatch encoderTrainingBatch(const ModelConfig& c, TokenSpan stream, const std::vector<int64_t>& starts,

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <csignal>
 #include <limits>
+#include <numeric>
 
 #include "train/gradient_clip.h"
 #include "util/execution_context.h"
@@ -45,31 +46,44 @@ TrainStep::TrainStep(Transformer& model, const TrainConfig& t, DistGroup& group,
 TrainStep::Outcome TrainStep::run(TokenSpan stream, const std::vector<int64_t>& starts, int64_t step, double lr,
                                   const MlmTokens& mlm, bool injectNan, const TaskRows& tasks) {
   setLearningRate(*optimizer_, lr);
-  const int64_t localB = static_cast<int64_t>(starts.size()) / group_.world();
-  std::vector<int64_t> mine(starts.begin() + group_.rank() * localB, starts.begin() + (group_.rank() + 1) * localB);
-  TaskRows myTasks;
-  if (!tasks.empty())
-    myTasks.assign(tasks.begin() + group_.rank() * localB, tasks.begin() + (group_.rank() + 1) * localB);
+  // This rank's slice of the step's sequences, in t.accumulate micro-batches of `micro` each.
+  const int64_t parts = t_.accumulate, localB = static_cast<int64_t>(starts.size()) / group_.world();
+  const int64_t micro = localB / parts;
+  const uint64_t maskSeed = stepMaskSeed(t_.seed, step);
+  auto first = [&](int64_t part) { return group_.rank() * localB + part * micro; };  // in the step's batch
+  auto rowsOf = [&](int64_t part) {
+    return std::vector<int64_t>(starts.begin() + first(part), starts.begin() + first(part) + micro);
+  };
+  auto tasksOf = [&](int64_t part) {
+    return tasks.empty() ? TaskRows{} : TaskRows(tasks.begin() + first(part), tasks.begin() + first(part) + micro);
+  };
+  // The step's loss is the mean over the scored tokens of all ranks and micro-batches (an
+  // encoder's masked counts differ): each micro-batch's mean weighs tokens_part / tokens_all, and
+  // the gradients are summed over micro-batches and ranks. The counts come first (an encoder's from
+  // its masking alone), so that every backward pass knows its weight.
+  std::vector<int64_t> tokens(static_cast<size_t>(parts));
+  for (int64_t part = 0; part < parts; ++part)
+    tokens[size_t(part)] =
+        scoredTokens(model_->config, stream, rowsOf(part), maskSeed, t_.maskProb, mlm, first(part), tasksOf(part));
+  auto total = torch::tensor({double(std::accumulate(tokens.begin(), tokens.end(), int64_t(0)))}, torch::kFloat64);
+  group_.allreduceSum(total);  // a no-op in one process
+  const double allTokens = total.item<double>();
   // No gradient is held through the forward pass: the last step's are dropped before it, not
   // zeroed after it (their memory, a vocabulary-sized embedding's included, is free for the
   // activations).
   for (auto& p : model_->parameters()) p.mutable_grad() = torch::Tensor();
-  LossResult r = trainingLoss(model_, stream, mine, stepMaskSeed(t_.seed, step), t_.maskProb, mlm,
-                              group_.rank() * localB, myTasks);
-  if (injectNan) r.loss = r.loss * std::numeric_limits<double>::quiet_NaN();
-  sync_.start();
-  // The step's loss is the mean over the scored tokens of all ranks (encoders score a different
-  // number of masked tokens on each): rank r's mean weighs tokens_r / tokens_all, and the
-  // gradients are summed over ranks. A rank with no scored token adds nothing.
-  double weight = 1.0;
-  if (group_.world() > 1) {
-    auto tokens = torch::tensor({double(r.tokens)}, torch::kFloat64);
-    group_.allreduceSum(tokens);
-    weight = double(r.tokens) / tokens.item<double>();
+  sync_.start(parts);
+  // A step that scores no token anywhere is non-finite (0 / 0), and skipped.
+  torch::Tensor rankLoss = torch::full({}, allTokens > 0 ? 0.0 : std::numeric_limits<double>::quiet_NaN(),
+                                       torch::kFloat64);  // 0-dim: this rank's share of the step's loss
+  for (int64_t part = 0; part < parts; ++part) {
+    if (tokens[size_t(part)] == 0) continue;  // adds nothing
+    LossResult r = trainingLoss(model_, stream, rowsOf(part), maskSeed, t_.maskProb, mlm, first(part), tasksOf(part));
+    if (injectNan) r.loss = r.loss * std::numeric_limits<double>::quiet_NaN();
+    torch::Tensor weighted = r.loss * (double(r.tokens) / allTokens);
+    weighted.backward();
+    rankLoss = rankLoss + weighted.detach().to(torch::kFloat64);
   }
-  bool contributes = r.tokens > 0 || group_.world() == 1;
-  torch::Tensor rankLoss = contributes ? r.loss * weight : torch::zeros({}, torch::kFloat64);
-  if (contributes) rankLoss.backward();
   sync_.finish();
   // A parameter this step did not reach (an adaptive-softmax cluster no target fell in) gets a
   // zero gradient, as zero_grad() gave it: AdamW still decays it and moves it by its moments.
@@ -80,7 +94,7 @@ TrainStep::Outcome TrainStep::run(TokenSpan stream, const std::vector<int64_t>& 
   }
   Outcome out;
   // The step's loss and gradient norm in one host read: on a GPU the step's one synchronisation.
-  auto loss = rankLoss.detach().to(torch::kFloat64).reshape({});
+  auto loss = rankLoss.reshape({});
   auto norm = t_.clipNorm > 0 ? clipGradientNorm(model_->parameters(), t_.clipNorm).to(loss.device(), torch::kFloat64)
                               : torch::zeros({}, loss.options());
   const std::vector<double> read = toHostDoubles(torch::stack({loss, norm}));

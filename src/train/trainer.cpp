@@ -117,9 +117,13 @@ RunInfo trainRun(TrainRequest req) {
   // stream (so its state is the same for any world size) and takes its own B / world of them.
   DistGroup group(env, exec.device);
   const bool root = group.isRoot();
-  if (B % group.world() != 0)
-    throw std::invalid_argument(
-        fmt::format("the batch of {} sequences does not split evenly over {} ranks", B, group.world()));
+  if (B % (group.world() * t.accumulate) != 0) {
+    std::string parts = group.world() > 1 ? fmt::format("over {} ranks", group.world()) : "";
+    if (t.accumulate > 1)
+      parts += fmt::format("{}into {} micro-batches{} (--accumulate)", parts.empty() ? "" : " ", t.accumulate,
+                           group.world() > 1 ? " each" : "");
+    throw std::invalid_argument(fmt::format("the batch of {} sequences does not split evenly {}", B, parts));
+  }
   // The cluster shares of the first 4M tokens: the whole split would page all of a large mapped
   // corpus into this process for an estimate (MFU) that a sample gives as well.
   TokenSpan sample = corpus.train.subspan(0, std::min<size_t>(corpus.train.size(), size_t(1) << 22));
