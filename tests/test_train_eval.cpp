@@ -192,7 +192,6 @@ TEST_CASE("micro-batches (--accumulate) train as the whole step does, with and w
   CHECK(parts.extra["train_step"] == "uncaptured");
   CHECK(worstRelative(test::loggedLosses(whole), test::loggedLosses(parts)) <= 1e-5);
   // A batch that does not split into the micro-batches is a one-line error.
-  CHECK(test::errorOf([&] {
-          test::trainTiny("acc-uneven", test::tinyConfig("alibi"), 1, 1, accumulate(3));
-        }) == "the batch of 8 sequences does not split evenly into 3 micro-batches (--accumulate)");
+  CHECK(test::errorOf([&] { test::trainTiny("acc-uneven", test::tinyConfig("alibi"), 1, 1, accumulate(3)); }) ==
+        "the batch of 8 sequences does not split evenly into 3 micro-batches (--accumulate)");
 }
