@@ -40,8 +40,12 @@ host) and logs only at step --warmup and at the end, so the timed steps add no h
 --xtrap-variants adds variants of xtrap to the rotation (XTRAP_VARIANTS): off (--cuda-graph off,
 the host-read step), unfused (--unfused-elementwise: LibTorch's operators for the residual adds
 with their LayerNorms, the activation and the embedding's dropout, the fused kernels' "before"),
+before (both: the step as it was before the captured step and the fused elementwise kernels),
 dp-outside and dp-inside (a data-parallel job of one rank, the torchrun environment with rank 0
 hosting the store, its all-reduce outside or inside the step's CUDA graphs: --graph-allreduce).
+--profile-variants NAMES profiles those variants of xtrap too, beside plain xtrap, wherever
+--profile profiles a method: "--profile all --profile-variants before" gives the profiles of one
+step before and after.
 """
 import argparse
 import csv
@@ -132,6 +136,7 @@ def xtrap_train(a, m, pos, arch, workdir, steps, warmup, extra=(), prefix=(), en
 XTRAP_VARIANTS = {
     "off": (["--cuda-graph", "off"], False),
     "unfused": (["--unfused-elementwise"], False),
+    "before": (["--cuda-graph", "off", "--unfused-elementwise"], False),
     "dp-outside": (["--graph-allreduce", "outside"], True),
     "dp-inside": (["--graph-allreduce", "inside"], True),
 }
@@ -252,18 +257,29 @@ def xtrap_method_flags(a, head):
     return ["--head", head, "--device", a.device, "--dtype", a.dtype, "--lr", str(a.lr), "--dropout", str(a.dropout)]
 
 
-def nsys_xtrap(a, m, label, arch, pos, head, work, warmup):
-    """xtrap under nsys for warmup + --profile-steps steps: kernel and CUDA API summaries (text)."""
+def profiled_xtrap(a, label, head, variant):
+    """What the profilers run for `variant` (an XTRAP_VARIANTS name or None, plain xtrap): the
+    profile's name, xtrap's flags, and its environment, with OMP_WAIT_POLICY set so that xtrap does
+    not re-execute itself to set it (util/omp_wait_policy.h)."""
+    flags, data_parallel = XTRAP_VARIANTS[variant] if variant else ([], False)
+    env = one_rank_job_env() if data_parallel else dict(os.environ)
+    env["OMP_WAIT_POLICY"] = os.environ.get("OMP_WAIT_POLICY", "passive")
+    return label + (f"-{variant}" if variant else ""), xtrap_method_flags(a, head) + flags, env
+
+
+def nsys_xtrap(a, m, label, arch, pos, head, work, warmup, variant=None):
+    """xtrap (or its `variant`) under nsys for warmup + --profile-steps steps: kernel and CUDA API
+    summaries (text)."""
     nsys = shutil.which("nsys")
     if not nsys:
         return None, "nsys not on PATH: no xtrap profile"
+    label, flags, env = profiled_xtrap(a, label, head, variant)
     rep = os.path.join(work, f"nsys_xtrap_{slug(label)}")
     try:
-        _, _, run = xtrap_train(a, m, pos, arch, work, a.profile_steps, warmup, xtrap_method_flags(a, head),
+        _, _, run = xtrap_train(a, m, pos, arch, work, a.profile_steps, warmup, flags,
                                 prefix=[nsys, "profile", "--trace", "cuda,nvtx", "--sample", "none", "--cpuctxsw",
                                         "none", "--force-overwrite", "true", "--output", rep],
-                                # set, so that xtrap does not re-execute itself to set it (util/omp_wait_policy.h)
-                                env={**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "passive")})
+                                env=env)
         shutil.rmtree(run, ignore_errors=True)
         text = None
         for reports in (["cuda_gpu_kern_sum", "cuda_api_sum", "cuda_gpu_mem_time_sum"], ["gpukernsum", "cudaapisum"]):
@@ -304,17 +320,18 @@ def ncu_kernel_times(path):
     return times
 
 
-def ncu_xtrap(a, m, label, arch, pos, head, work, warmup, step_ms=None):
+def ncu_xtrap(a, m, label, arch, pos, head, work, warmup, step_ms=None, variant=None):
     """Where nsys is missing (the GPU machine): Nsight Compute times every kernel launch of two xtrap
     train runs, warmup + --profile-steps steps and warmup steps (gpu__time_duration.sum; the GPU at its
     usual clocks, --clock-control none). Their difference is exactly the kernels of --profile-steps
     training steps, whatever start-up, the end-of-run validation and the checkpoint launch. Writes
     each kernel's launches and GPU time per step, largest first, and against step_ms (a plain run's
     wall time per step) the fraction of a step the GPU spends in kernels: well below 1, xtrap's host
-    side (launches, synchronisations) is what holds the GPU back."""
+    side (launches, synchronisations) is what holds the GPU back. `variant`: as nsys_xtrap's."""
     ncu = shutil.which("ncu")
     if not ncu:
         return None, "neither nsys nor ncu on PATH: no xtrap profile"
+    label, flags, env = profiled_xtrap(a, label, head, variant)
     k = a.profile_steps
     try:
         runs = []
@@ -322,9 +339,7 @@ def ncu_xtrap(a, m, label, arch, pos, head, work, warmup, step_ms=None):
             log = os.path.join(work, f"ncu_{slug(label)}_{steps}.csv")
             run = os.path.join(work, f"run-{time.monotonic_ns()}")
             sh([ncu, "--csv", "--log-file", log, "--metrics", "gpu__time_duration.sum", "--clock-control", "none",
-                *xtrap_train_cmd(a, m, pos, arch, run, steps, xtrap_method_flags(a, head))],
-               env={**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "passive")},
-               timeout=a.timeout)
+                *xtrap_train_cmd(a, m, pos, arch, run, steps, flags)], env=env, timeout=a.timeout)
             shutil.rmtree(run, ignore_errors=True)
             runs.append(ncu_kernel_times(log))
         longer, shorter = runs
@@ -442,6 +457,8 @@ def methods_suite(a):
                 s = {"model": name, "method": label, "arch": arch, "pos": pos, "head": head,
                      "xtrap_tok_per_s": xm, "eager_tok_per_s": em, "ratio": xm / em if xm and em else None,
                      "xtrap_train_step": "/".join(steps_used),
+                     "xtrap_variant_tok_per_s": {name: med([r["tok_per_s"] for r in v]) if v else None
+                                                 for name, v in variants.items()},
                      # Each variant's median tok/s and the steps it trained with, as "name=tok/s (step)".
                      "xtrap_variants": ", ".join(
                          f"{name}={fmt(med([r['tok_per_s'] for r in v]) if v else None, '.0f')}"
@@ -485,16 +502,18 @@ def methods_suite(a):
                     s["eager_host_sync_tok_per_s"] = r["tok_per_s"]
                 except Exception as e:  # noqa: BLE001
                     notes.append(f"eager --host-sync step of {label}: {failure(e)}")
-                if a.device == "cuda":
+                for variant in [None, *a.profile_variants] if a.device == "cuda" else []:
                     if shutil.which("nsys"):
-                        path, why = nsys_xtrap(a, m, label, arch, pos, head, work, w)
+                        path, why = nsys_xtrap(a, m, label, arch, pos, head, work, w, variant)
                     else:
-                        step_ms = 1e3 * a.batch * a.L / s["xtrap_tok_per_s"] if s["xtrap_tok_per_s"] else None
-                        path, why = ncu_xtrap(a, m, label, arch, pos, head, work, w, step_ms)
+                        tps = s["xtrap_variant_tok_per_s"].get(variant) if variant else s["xtrap_tok_per_s"]
+                        step_ms = 1e3 * a.batch * a.L / tps if tps else None
+                        path, why = ncu_xtrap(a, m, label, arch, pos, head, work, w, step_ms, variant)
                     if path:
                         files.append(os.path.basename(path))
                     if why:
-                        notes.append(f"xtrap profile of {label}: {why}")
+                        notes.append(f"xtrap{' --xtrap-variants ' + variant if variant else ''} profile of {label}: "
+                                     f"{why}")
                 s["profile"] = " ".join(files)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -619,6 +638,8 @@ def main():
     p.add_argument("--profile", default="none", choices=["none", "short", "all"],
                    help="--suite methods: profile the methods where xtrap is below eager (short) or all of them")
     p.add_argument("--profile-steps", type=int, default=5)
+    p.add_argument("--profile-variants", default="",
+                   help="xtrap variants (names as --xtrap-variants) profiled too wherever --profile profiles xtrap")
     p.add_argument("--keep-nsys", action="store_true", help="copy nsys's .nsys-rep files into --out-dir")
     p.add_argument("--timeout", type=float, default=None, help="seconds per subprocess (default: 300 on cuda, none)")
     a = p.parse_args()
@@ -638,12 +659,14 @@ def main():
     a.matmul_iters = a.matmul_iters or (50 if cuda else 5)
     a.timeout = a.timeout or (300 if cuda else None)
     a.compile_modes = a.compile_modes or ("default,max-autotune-no-cudagraphs,reduce-overhead" if cuda else "default")
-    a.xtrap_variants = [name for name in a.xtrap_variants.split(",") if name]
-    for name in a.xtrap_variants:
-        if name not in XTRAP_VARIANTS:
-            p.error(f"unknown --xtrap-variants name {name!r} (valid: {', '.join(XTRAP_VARIANTS)})")
-        if name != "off" and not cuda:
-            p.error(f"--xtrap-variants {name}: a CUDA-only xtrap option (--device cuda)")
+    for option in ("xtrap_variants", "profile_variants"):
+        setattr(a, option, [name for name in getattr(a, option).split(",") if name])
+        flag = "--" + option.replace("_", "-")
+        for name in getattr(a, option):
+            if name not in XTRAP_VARIANTS:
+                p.error(f"unknown {flag} name {name!r} (valid: {', '.join(XTRAP_VARIANTS)})")
+            if name != "off" and not cuda:
+                p.error(f"{flag} {name}: a CUDA-only xtrap option (--device cuda)")
     if methods:
         if not a.out_dir:
             p.error("--suite methods writes its tables into --out-dir")
