@@ -3,7 +3,8 @@
 // host-read step (--cuda-graph off): 50 steps of a tiny decoder in bf16 on CUDA, with dropout, the
 // same losses to bf16 tolerance (among them ALiBi at head dimension 64, whose attention, dropout
 // included, runs in the fused kernel where the build has it: a mask replayed unchanged would part
-// the captured losses from the others); a captured run stopped at step 26 and resumed (its first steps
+// the captured losses from the others; and ALiBi with 2 micro-batches a step, --accumulate 2); a
+// captured run stopped at step 26 and resumed (its first steps
 // after the resume eager, then captured anew) logs the uninterrupted run's losses; a one-rank
 // torchrun job on NCCL captures its step with the all-reduce inside the graph and outside it
 // (--graph-allreduce), both with the uncaptured data-parallel step's losses; a NaN injected
@@ -85,10 +86,10 @@ double worstRelative(const std::vector<double>& a, const std::vector<double>& b)
   return worst;
 }
 
-void capturedMatchesUncaptured(const std::string& pos, ModelConfig c) {
-  RunInfo captured = train(pos + "-auto", c, "auto");
-  RunInfo uncaptured = train(pos + "-uncaptured", c, "uncaptured");
-  RunInfo host = train(pos + "-off", c, "off");
+void capturedMatchesUncaptured(const std::string& pos, ModelConfig c, const test::TrainSetup& more = {}) {
+  RunInfo captured = train(pos + "-auto", c, "auto", more);
+  RunInfo uncaptured = train(pos + "-uncaptured", c, "uncaptured", more);
+  RunInfo host = train(pos + "-off", c, "off", more);
   check(captured.extra["train_step"] == "captured",
         pos + ": --cuda-graph auto captured the step (train_step " + captured.extra["train_step"].dump() + ")");
   auto a = test::loggedLosses(captured), b = test::loggedLosses(uncaptured), h = test::loggedLosses(host);
@@ -169,6 +170,7 @@ int main() {
   try {
     for (std::string pos : {"alibi", "rotary", "none"}) capturedMatchesUncaptured(pos, withDropout(pos));
     capturedMatchesUncaptured("alibi-d64", fusedAttentionConfig());
+    capturedMatchesUncaptured("alibi-accumulate2", withDropout("alibi"), [](TrainConfig& t) { t.accumulate = 2; });
     resumeIsExact();
     dataParallelCaptured();
     encoderFallsBack();
