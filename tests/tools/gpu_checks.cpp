@@ -426,19 +426,22 @@ void fusedRotaryAgrees() {
 }
 
 // A torchrun job of one rank (this process hosts the store, as the launcher does) trains on
-// NCCL exactly as a single process: an all-reduce over one rank is the identity.
+// NCCL exactly as a single process: an all-reduce over one rank is the identity. The host-read
+// step (--cuda-graph off), whose buckets all-reduce during backward; the captured step's single
+// all-reduce is captured_step_checks'.
 void ncclOneRankTrainingStep() {
 #ifndef XTRAP_WITH_NCCL
   std::puts("skip  one-rank NCCL training: this LibTorch has no NCCL");
 #else
   auto cfg = test::tinyConfig("alibi");
   auto setup = [](TrainConfig& t) { withDevice(t, "cuda"); };
-  RunInfo single = test::trainTiny("gpu-nccl-single", cfg, 3, 1, setup);
+  auto hostRead = [](TrainRequest& r) { r.cudaGraph = "off"; };
+  RunInfo single = test::trainTiny("gpu-nccl-single", cfg, 3, 1, setup, hostRead);
   RunInfo ranked;
   {
     test::OneRankEnvironment job;
     check(distEnvFromEnvironment().launched, "one-rank torchrun environment set");
-    ranked = test::trainTiny("gpu-nccl-ranked", cfg, 3, 1, setup);
+    ranked = test::trainTiny("gpu-nccl-ranked", cfg, 3, 1, setup, hostRead);
   }
   auto a = test::loggedLosses(single), b = test::loggedLosses(ranked);
   double worst = a.size() == b.size() && !a.empty() ? 0.0 : INFINITY;
