@@ -60,22 +60,35 @@ LossResult decoderLoss(Transformer& model, const torch::Tensor& batch) {
   return {nll.mean(), nll.size(0)};
 }
 
-int64_t scoredTokens(const ModelConfig& c, TokenSpan stream, const std::vector<int64_t>& starts, uint64_t maskSeed,
-                     double maskProb, const MlmTokens& mlm, int64_t firstSequence, const TaskRows& taskRows) {
-  if (c.causal()) return static_cast<int64_t>(starts.size()) * c.contextLength;
-  return encoderTrainingBatch(c, stream, starts, maskSeed, maskProb, mlm, firstSequence, taskRows).targets.size(0);
+TrainingBatch trainingBatch(const ModelConfig& c, TokenSpan stream, const std::vector<int64_t>& starts,
+                            uint64_t maskSeed, double maskProb, const MlmTokens& mlm, int64_t firstSequence,
+                            const TaskRows& taskRows) {
+  TrainingBatch batch;
+  if (c.causal()) {
+    batch.tokens = decoderTrainingBatch(c, stream, starts, taskRows);
+    batch.scored = static_cast<int64_t>(starts.size()) * c.contextLength;
+  } else {
+    batch.masked = encoderTrainingBatch(c, stream, starts, maskSeed, maskProb, mlm, firstSequence, taskRows);
+    batch.scored = batch.masked.targets.size(0);
+  }
+  return batch;
 }
 
-LossResult trainingLoss(Transformer& model, TokenSpan stream, const std::vector<int64_t>& starts, uint64_t maskSeed,
-                        double maskProb, const MlmTokens& mlm, int64_t firstSequence, const TaskRows& taskRows) {
+LossResult batchLoss(Transformer& model, const TrainingBatch& batch) {
   const ModelConfig& c = model->config;
-  if (c.causal()) return decoderLoss(model, decoderTrainingBatch(c, stream, starts, taskRows));
-  MaskedBatch masked = encoderTrainingBatch(c, stream, starts, maskSeed, maskProb, mlm, firstSequence, taskRows);
+  if (c.causal()) return decoderLoss(model, batch.tokens);
+  const MaskedBatch& masked = batch.masked;
   auto feats = model->features(masked.inputs);                    // (B, L, C)
   auto at = model->input(masked.positions);                       // built on the host: follows the features
   auto rows = feats.reshape({-1, c.dModel}).index_select(0, at);  // only selected rows
   auto nll = model->tokenNll(rows, masked.targets);
   return {nll.mean(), nll.size(0)};
+}
+
+LossResult trainingLoss(Transformer& model, TokenSpan stream, const std::vector<int64_t>& starts, uint64_t maskSeed,
+                        double maskProb, const MlmTokens& mlm, int64_t firstSequence, const TaskRows& taskRows) {
+  return batchLoss(model,
+                   trainingBatch(model->config, stream, starts, maskSeed, maskProb, mlm, firstSequence, taskRows));
 }
 
 }  // namespace xtrap

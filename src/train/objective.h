@@ -30,10 +30,18 @@ LossResult trainingLoss(Transformer& model, TokenSpan stream, const std::vector<
                         double maskProb, const MlmTokens& mlm, int64_t firstSequence = 0,
                         const TaskRows& taskRows = {});
 
-// The tokens trainingLoss scores with these arguments, without a forward pass: a decoder's B L, an
-// encoder's selected count (its masking alone).
-int64_t scoredTokens(const ModelConfig& c, TokenSpan stream, const std::vector<int64_t>& starts, uint64_t maskSeed,
-                     double maskProb, const MlmTokens& mlm, int64_t firstSequence, const TaskRows& taskRows);
+// trainingLoss in two halves: the batch, built on the host before any forward pass (so that the
+// tokens its loss will score are known first: a decoder's B L, an encoder's selected count), and
+// its loss.
+struct TrainingBatch {
+  torch::Tensor tokens;  // a decoder's: decoderTrainingBatch
+  MaskedBatch masked;    // an encoder's: encoderTrainingBatch
+  int64_t scored = 0;    // the tokens its loss scores
+};
+TrainingBatch trainingBatch(const ModelConfig& c, TokenSpan stream, const std::vector<int64_t>& starts,
+                            uint64_t maskSeed, double maskProb, const MlmTokens& mlm, int64_t firstSequence,
+                            const TaskRows& taskRows);
+LossResult batchLoss(Transformer& model, const TrainingBatch& batch);
 
 // An encoder's training batch as trainingLoss builds it: the windows (with taskRows placed), every
 // sequence's exact-count selection (plus a task's answer), corrupted.

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <csignal>
 #include <limits>
-#include <numeric>
 
 #include "train/gradient_clip.h"
 #include "util/execution_context.h"
@@ -59,13 +58,16 @@ TrainStep::Outcome TrainStep::run(TokenSpan stream, const std::vector<int64_t>& 
   };
   // The step's loss is the mean over the scored tokens of all ranks and micro-batches (an
   // encoder's masked counts differ): each micro-batch's mean weighs tokens_part / tokens_all, and
-  // the gradients are summed over micro-batches and ranks. The counts come first (an encoder's from
-  // its masking alone), so that every backward pass knows its weight.
-  std::vector<int64_t> tokens(static_cast<size_t>(parts));
-  for (int64_t part = 0; part < parts; ++part)
-    tokens[size_t(part)] =
-        scoredTokens(model_->config, stream, rowsOf(part), maskSeed, t_.maskProb, mlm, first(part), tasksOf(part));
-  auto total = torch::tensor({double(std::accumulate(tokens.begin(), tokens.end(), int64_t(0)))}, torch::kFloat64);
+  // the gradients are summed over micro-batches and ranks. The batches are built first (on the
+  // host), so that every backward pass knows its weight.
+  std::vector<TrainingBatch> batches;
+  int64_t rankTokens = 0;
+  for (int64_t part = 0; part < parts; ++part) {
+    batches.push_back(
+        trainingBatch(model_->config, stream, rowsOf(part), maskSeed, t_.maskProb, mlm, first(part), tasksOf(part)));
+    rankTokens += batches.back().scored;
+  }
+  auto total = torch::tensor({double(rankTokens)}, torch::kFloat64);
   group_.allreduceSum(total);  // a no-op in one process
   const double allTokens = total.item<double>();
   // No gradient is held through the forward pass: the last step's are dropped before it, not
@@ -76,9 +78,9 @@ TrainStep::Outcome TrainStep::run(TokenSpan stream, const std::vector<int64_t>& 
   // A step that scores no token anywhere is non-finite (0 / 0), and skipped.
   torch::Tensor rankLoss = torch::full({}, allTokens > 0 ? 0.0 : std::numeric_limits<double>::quiet_NaN(),
                                        torch::kFloat64);  // 0-dim: this rank's share of the step's loss
-  for (int64_t part = 0; part < parts; ++part) {
-    if (tokens[size_t(part)] == 0) continue;  // adds nothing
-    LossResult r = trainingLoss(model_, stream, rowsOf(part), maskSeed, t_.maskProb, mlm, first(part), tasksOf(part));
+  for (const TrainingBatch& batch : batches) {
+    if (batch.scored == 0) continue;  // adds nothing
+    LossResult r = batchLoss(model_, batch);
     if (injectNan) r.loss = r.loss * std::numeric_limits<double>::quiet_NaN();
     torch::Tensor weighted = r.loss * (double(r.tokens) / allTokens);
     weighted.backward();
