@@ -167,15 +167,12 @@ void encoderFallsBack() {
 
 int main() {
   if (const int status = checks::skipStatus(/*needsKernels=*/false)) return status;
-  try {
+  return checks::runChecks("captured_step_checks", [] {
     for (std::string pos : {"alibi", "rotary", "none"}) capturedMatchesUncaptured(pos, withDropout(pos));
     capturedMatchesUncaptured("alibi-d64", fusedAttentionConfig());
     capturedMatchesUncaptured("alibi-accumulate2", withDropout("alibi"), [](TrainConfig& t) { t.accumulate = 2; });
     resumeIsExact();
     dataParallelCaptured();
     encoderFallsBack();
-  } catch (const std::exception& e) {
-    check(false, std::string("exception: ") + e.what());
-  }
-  return checks::report("captured_step_checks");
+  });
 }

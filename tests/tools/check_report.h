@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <string>
 
 namespace checks {
@@ -25,9 +26,20 @@ inline void check(bool ok, const std::string& what) {
 }
 
 // The summary line; the program's exit status.
-inline int report(const char* program) {
-  std::printf("%s: %d passed, %d failed\n", program, tally().passes, tally().failures);
+inline int report(const std::string& program) {
+  std::printf("%s: %d passed, %d failed\n", program.c_str(), tally().passes, tally().failures);
   return tally().failures == 0 ? 0 : 1;
+}
+
+// Runs `checks` (calls of check()), an exception that escapes them counting as one failure; the
+// summary line and exit status of `program`.
+inline int runChecks(const std::string& program, const std::function<void()>& checks) {
+  try {
+    checks();
+  } catch (const std::exception& e) {
+    check(false, std::string("exception: ") + e.what());
+  }
+  return report(program);
 }
 
 // Exit status 77 (ctest: skipped), after a line saying why, where this build or machine cannot run

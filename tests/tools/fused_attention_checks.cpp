@@ -560,7 +560,9 @@ int main(int argc, char** argv) {
     }
   }
   const Sizes& sizes = sanitize ? kSanitizerSizes : kIssueSizes;
-  try {
+  const std::string name = std::string("fused_attention_checks") + (sanitize ? " --sanitize" : "") +
+                           (products == "warp" ? "" : " --products " + products);
+  return checks::runChecks(name, [&] {
     if (warpgroup) warpgroupProductsMatch();
     kernelMatchesReference(sizes, configs);
     if (!sanitize) slopeGradientsDeterministic(configs);
@@ -568,11 +570,6 @@ int main(int argc, char** argv) {
     emptySequence();
     dropoutMaskConsistent(configs);
     if (!sanitize && products != "warpgroup") modelUsesKernel();
-  } catch (const std::exception& e) {
-    check(false, std::string("exception: ") + e.what());
-  }
-  const std::string name = std::string("fused_attention_checks") + (sanitize ? " --sanitize" : "") +
-                           (products == "warp" ? "" : " --products " + products);
-  return checks::report(name.c_str());
+  });
 #endif
 }

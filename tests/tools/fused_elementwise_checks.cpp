@@ -263,16 +263,13 @@ void modelFusedMatchesUnfused() {
 int main() {
   if (const int status = checks::skipStatus(/*needsKernels=*/true)) return status;
 #ifdef XTRAP_WITH_CUDA_KERNELS
-  try {
+  return checks::runChecks("fused_elementwise_checks", [] {
     addNormMatchesOperators();
     activationMatchesOperators();
     embeddingMatchesOperators();
     dropoutMasksMatchCpu();
     capturedDropoutAdvances();
     modelFusedMatchesUnfused();
-  } catch (const std::exception& e) {
-    check(false, std::string("exception: ") + e.what());
-  }
-  return checks::report("fused_elementwise_checks");
+  });
 #endif
 }

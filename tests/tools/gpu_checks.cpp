@@ -460,7 +460,7 @@ void ncclOneRankTrainingStep() {
 int main() {
   if (const int status = checks::skipStatus(/*needsKernels=*/false)) return status;
   torch::manual_seed(0);
-  try {
+  return checks::runChecks("gpu_checks", [] {
     devicesAgreePerMethod();
     labelsDoNotLeak();
     runsMoveBetweenDevices();
@@ -470,8 +470,5 @@ int main() {
     fusedNllPassesAgree();
     fusedRotaryAgrees();
     ncclOneRankTrainingStep();
-  } catch (const std::exception& e) {
-    check(false, std::string("exception: ") + e.what());
-  }
-  return checks::report("gpu_checks");
+  });
 }
