@@ -60,11 +60,9 @@ DeviceStep::DeviceStep(Transformer& model, const TrainConfig& t, InPlaceAdamW& o
 void DeviceStep::run(TokenSpan stream, const std::vector<int64_t>& starts, double lr, bool injectNan,
                      const TaskRows& tasks) {
   // This rank's B / world rows, as TrainStep takes them.
-  const int64_t localB = static_cast<int64_t>(starts.size()) / group_.world(), first = group_.rank() * localB;
-  std::vector<int64_t> mine(starts.begin() + first, starts.begin() + first + localB);
-  TaskRows myTasks;
-  if (!tasks.empty()) myTasks.assign(tasks.begin() + first, tasks.begin() + first + localB);
-  auto batch = decoderTrainingBatch(model_->config, stream, mine, myTasks);  // (B / world, L + 1) on the host
+  const int64_t localB = static_cast<int64_t>(starts.size()) / group_.world();
+  BatchRows mine = batchRows(starts, tasks, group_.rank() * localB, localB);
+  auto batch = decoderTrainingBatch(model_->config, stream, mine.starts, mine.tasks);  // (B / world, L + 1) on the host
   if (!batch_.defined()) batch_ = torch::empty_like(batch, batch.options().device(model_->device()));
   // From pinned memory a GPU copies without making the host wait for the step before.
   batch_.copy_(batch_.is_cuda() ? batch.pin_memory() : batch, /*non_blocking=*/true);

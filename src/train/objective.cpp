@@ -42,6 +42,12 @@ MaskedBatch encoderTrainingBatch(const ModelConfig& c, TokenSpan stream, const s
   return masked;
 }
 
+BatchRows batchRows(const std::vector<int64_t>& starts, const TaskRows& tasks, int64_t first, int64_t count) {
+  BatchRows rows{std::vector<int64_t>(starts.begin() + first, starts.begin() + first + count), {}};
+  if (!tasks.empty()) rows.tasks.assign(tasks.begin() + first, tasks.begin() + first + count);
+  return rows;
+}
+
 int64_t sequenceSpan(const ModelConfig& c) { return c.causal() ? c.contextLength + 1 : c.windowWords(); }
 
 torch::Tensor decoderTrainingBatch(const ModelConfig& c, TokenSpan stream, const std::vector<int64_t>& starts,

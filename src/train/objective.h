@@ -26,6 +26,13 @@ struct LossResult {
 // its answer tokens always selected and replaced by <mask>, as retrieval evaluation presents them,
 // beside the usual selection among its other tokens.
 using TaskRows = std::vector<std::optional<RetrievalPrompt>>;
+// Rows [first, first + count) of a step's batch (a rank's slice, a micro-batch): their starts, and
+// their task rows where the step has any (else none).
+struct BatchRows {
+  std::vector<int64_t> starts;
+  TaskRows tasks;
+};
+BatchRows batchRows(const std::vector<int64_t>& starts, const TaskRows& tasks, int64_t first, int64_t count);
 LossResult trainingLoss(Transformer& model, TokenSpan stream, const std::vector<int64_t>& starts, uint64_t maskSeed,
                         double maskProb, const MlmTokens& mlm, int64_t firstSequence = 0,
                         const TaskRows& taskRows = {});

@@ -49,13 +49,6 @@ TrainStep::Outcome TrainStep::run(TokenSpan stream, const std::vector<int64_t>& 
   const int64_t parts = t_.accumulate, localB = static_cast<int64_t>(starts.size()) / group_.world();
   const int64_t micro = localB / parts;
   const uint64_t maskSeed = stepMaskSeed(t_.seed, step);
-  auto first = [&](int64_t part) { return group_.rank() * localB + part * micro; };  // in the step's batch
-  auto rowsOf = [&](int64_t part) {
-    return std::vector<int64_t>(starts.begin() + first(part), starts.begin() + first(part) + micro);
-  };
-  auto tasksOf = [&](int64_t part) {
-    return tasks.empty() ? TaskRows{} : TaskRows(tasks.begin() + first(part), tasks.begin() + first(part) + micro);
-  };
   // The step's loss is the mean over the scored tokens of all ranks and micro-batches (an
   // encoder's masked counts differ): each micro-batch's mean weighs tokens_part / tokens_all, and
   // the gradients are summed over micro-batches and ranks. The batches are built first (on the
@@ -63,8 +56,10 @@ TrainStep::Outcome TrainStep::run(TokenSpan stream, const std::vector<int64_t>& 
   std::vector<TrainingBatch> batches;
   int64_t rankTokens = 0;
   for (int64_t part = 0; part < parts; ++part) {
+    const int64_t first = group_.rank() * localB + part * micro;  // in the step's batch
+    BatchRows rows = batchRows(starts, tasks, first, micro);
     batches.push_back(
-        trainingBatch(model_->config, stream, rowsOf(part), maskSeed, t_.maskProb, mlm, first(part), tasksOf(part)));
+        trainingBatch(model_->config, stream, rows.starts, maskSeed, t_.maskProb, mlm, first, rows.tasks));
     rankTokens += batches.back().scored;
   }
   auto total = torch::tensor({double(rankTokens)}, torch::kFloat64);
