@@ -198,6 +198,14 @@ TEST_CASE("a SIGINT is only a flag until a poll point throws Interrupted", "[rel
   }
 }
 
+TEST_CASE("ranks agree on a stop: each stops for its own signal, or SIGTERM for another rank's",
+          "[reliability][signal]") {
+  CHECK(agreedStopSignal(0, false) == 0);
+  CHECK(agreedStopSignal(SIGINT, true) == SIGINT);
+  CHECK(agreedStopSignal(SIGTERM, true) == SIGTERM);
+  CHECK(agreedStopSignal(0, true) == SIGTERM);
+}
+
 TEST_CASE("geometric --Lvalid ranges with a factor just above 1 are rejected, not looped", "[reliability]") {
   // Found by review while writing fuzz_lvalid_range: this used to loop ~1e13 times.
   CHECK(errorOf([] { parseLvalidRange("8..16777216*1.000000000001"); }) ==

@@ -1,6 +1,5 @@
 #include "train/device_step.h"
 
-#include <csignal>
 #include <limits>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
@@ -139,7 +138,7 @@ DeviceStep::Reading DeviceStep::read() {
   const int local = interruptSignal();
   auto any = torch::tensor({double(local != 0)}, torch::kFloat64);
   group_.allreduceSum(any);  // a no-op in one process
-  if (any.item<double>() > 0) r.stopSignal = local != 0 ? local : SIGTERM;
+  r.stopSignal = agreedStopSignal(local, any.item<double>() > 0);
   return r;
 }
 

@@ -1,7 +1,6 @@
 #include "train/train_step.h"
 
 #include <cmath>
-#include <csignal>
 #include <limits>
 
 #include "train/gradient_clip.h"
@@ -104,7 +103,7 @@ TrainStep::Outcome TrainStep::run(TokenSpan stream, const std::vector<int64_t>& 
   auto agreed = torch::tensor({read[0], double(localSignal != 0)}, torch::kFloat64);
   group_.allreduceSum(agreed);
   out.loss = agreed[0].item<double>();
-  out.stopSignal = agreed[1].item<double>() > 0 ? (localSignal != 0 ? localSignal : SIGTERM) : 0;
+  out.stopSignal = agreedStopSignal(localSignal, agreed[1].item<double>() > 0);
   out.bad = !std::isfinite(out.loss) || !std::isfinite(out.gradNorm);
   if (!out.bad) {  // a bad step is skipped; the optimizer state stays clean
     optimizer_->step();

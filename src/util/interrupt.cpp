@@ -40,6 +40,11 @@ void installInterruptHandlers() {
 
 int interruptSignal() { return gSignal; }
 
+int agreedStopSignal(int localSignal, bool anyRankSignalled) {
+  if (!anyRankSignalled) return 0;
+  return localSignal != 0 ? localSignal : SIGTERM;
+}
+
 std::string signalName(int signal) {
   if (signal == SIGINT) return "SIGINT";
   if (signal == SIGTERM) return "SIGTERM";

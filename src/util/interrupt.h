@@ -19,6 +19,9 @@ class Interrupted : public std::runtime_error {
 
 void installInterruptHandlers();
 int interruptSignal();  // 0 while no SIGINT/SIGTERM has arrived
+// The signal a rank of a job stops for once the ranks have agreed whether any of them got one:
+// its own, SIGTERM where only another rank did, 0 where none did.
+int agreedStopSignal(int localSignal, bool anyRankSignalled);
 std::string signalName(int signal);
 // Throws Interrupted ("interrupted by SIGINT") once a signal has arrived, unless deferred.
 void throwIfInterrupted();
