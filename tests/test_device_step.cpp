@@ -35,13 +35,6 @@ std::vector<nlohmann::json> logLines(const RunInfo& run) {
   return lines;
 }
 
-double worstRelative(const std::vector<double>& a, const std::vector<double>& b) {
-  REQUIRE(a.size() == b.size());
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / std::abs(a[i]));
-  return worst;
-}
-
 }  // namespace
 
 TEST_CASE("the step without host reads trains as the host-read step does", "[device-step]") {
@@ -51,7 +44,7 @@ TEST_CASE("the step without host reads trains as the host-read step does", "[dev
   CHECK(device.extra["train_step"] == "uncaptured");
   auto a = test::loggedLosses(host), b = test::loggedLosses(device);
   REQUIRE(a.size() == 12);
-  CHECK(worstRelative(a, b) <= 1e-5);
+  CHECK(test::worstRelative(a, b) <= 1e-5);
   CHECK(b.front() != b.back());  // it trains
   double va = host.extra["final_val_loss"], vb = device.extra["final_val_loss"];
   CHECK(std::abs(va - vb) <= 1e-5 * va);

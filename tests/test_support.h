@@ -1,5 +1,7 @@
 #pragma once
 // Small models and runs shared by the tensor tests.
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -90,6 +92,15 @@ inline std::vector<double> loggedLosses(const RunInfo& run) {
     if (j.contains("loss")) losses.push_back(j["loss"].get<double>());
   }
   return losses;
+}
+
+// Largest |a_i - b_i| / |a_i| of two runs' logged losses (loggedLosses); infinite when they logged
+// different numbers of steps, or none.
+inline double worstRelative(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size() || a.empty()) return INFINITY;
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / std::abs(a[i]));
+  return worst;
 }
 
 // Every position method with every architecture it applies to.

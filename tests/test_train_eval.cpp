@@ -170,19 +170,13 @@ TEST_CASE("dynamic NTK takes a from each window's own length, the last partial w
 // counts differ from micro-batch to micro-batch: weights of 1 / N would log another loss from the
 // first step on). Dropout 0: micro-batches draw their masks in another order.
 TEST_CASE("micro-batches (--accumulate) train as the whole step does, with and without host reads") {
-  auto worstRelative = [](const std::vector<double>& a, const std::vector<double>& b) {
-    REQUIRE(a.size() == b.size());
-    double worst = 0;
-    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / std::abs(a[i]));
-    return worst;
-  };
   auto accumulate = [](int64_t n) { return [n](TrainConfig& t) { t.accumulate = n; }; };
   for (const std::string arch : {"decoder", "encoder"}) {
     INFO(arch);
     ModelConfig c = test::tinyConfig("alibi", arch);
     RunInfo whole = test::trainTiny("acc-whole-" + arch, c, 8, 1, accumulate(1));
     RunInfo parts = test::trainTiny("acc-parts-" + arch, c, 8, 1, accumulate(4));  // 4 micro-batches of 2
-    CHECK(worstRelative(test::loggedLosses(whole), test::loggedLosses(parts)) <= 1e-5);
+    CHECK(test::worstRelative(test::loggedLosses(whole), test::loggedLosses(parts)) <= 1e-5);
     CHECK(parts.train.accumulate == 4);  // recorded in run.json
   }
   // The step without host reads (a decoder's): the same.
@@ -190,7 +184,7 @@ TEST_CASE("micro-batches (--accumulate) train as the whole step does, with and w
   RunInfo whole = test::trainTiny("acc-dev-whole", test::tinyConfig("alibi"), 8, 1, accumulate(1), uncaptured);
   RunInfo parts = test::trainTiny("acc-dev-parts", test::tinyConfig("alibi"), 8, 1, accumulate(2), uncaptured);
   CHECK(parts.extra["train_step"] == "uncaptured");
-  CHECK(worstRelative(test::loggedLosses(whole), test::loggedLosses(parts)) <= 1e-5);
+  CHECK(test::worstRelative(test::loggedLosses(whole), test::loggedLosses(parts)) <= 1e-5);
   // A batch that does not split into the micro-batches is a one-line error.
   CHECK(test::errorOf([&] { test::trainTiny("acc-uneven", test::tinyConfig("alibi"), 1, 1, accumulate(3)); }) ==
         "the batch of 8 sequences does not split evenly into 3 micro-batches (--accumulate)");

@@ -78,14 +78,6 @@ RunInfo train(const std::string& name, const ModelConfig& c, const std::string& 
       });
 }
 
-// Largest |a - b| / |a| over the steps both logged; infinite when they logged different steps.
-double worstRelative(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() != b.size() || a.empty()) return INFINITY;
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / std::abs(a[i]));
-  return worst;
-}
-
 void capturedMatchesUncaptured(const std::string& pos, ModelConfig c, const test::TrainSetup& more = {}) {
   RunInfo captured = train(pos + "-auto", c, "auto", more);
   RunInfo uncaptured = train(pos + "-uncaptured", c, "uncaptured", more);
@@ -93,7 +85,7 @@ void capturedMatchesUncaptured(const std::string& pos, ModelConfig c, const test
   check(captured.extra["train_step"] == "captured",
         pos + ": --cuda-graph auto captured the step (train_step " + captured.extra["train_step"].dump() + ")");
   auto a = test::loggedLosses(captured), b = test::loggedLosses(uncaptured), h = test::loggedLosses(host);
-  double vsUncaptured = worstRelative(a, b), vsHost = worstRelative(a, h);
+  double vsUncaptured = test::worstRelative(a, b), vsHost = test::worstRelative(a, h);
   check(a.size() == size_t(kSteps) && vsUncaptured <= 1e-2,
         pos + ": captured vs uncaptured, " + std::to_string(a.size()) + " steps: worst relative loss difference " +
             fmtDouble(vsUncaptured) + " (bf16 tolerance 1e-2)");
@@ -127,7 +119,7 @@ void resumeIsExact() {
   RunInfo parted = trainRun(resume);
   auto a = test::loggedLosses(whole), b = test::loggedLosses(parted);
   bool equal = a == b;
-  double worst = worstRelative(a, b);
+  double worst = test::worstRelative(a, b);
   // Same GPU, kernels, data order and generator states; only CUDA's atomic adds (the embedding's
   // backward) may reorder a sum.
   check(parted.extra["train_step"] == "captured" && (equal || worst <= 1e-4),
@@ -147,7 +139,7 @@ void dataParallelCaptured() {
   auto reference = test::loggedLosses(uncaptured);
   for (std::string where : {"inside", "outside"}) {
     RunInfo captured = train("dp-" + where, c, "auto", {}, {}, where);
-    const double worst = worstRelative(test::loggedLosses(captured), reference);
+    const double worst = test::worstRelative(test::loggedLosses(captured), reference);
     check(captured.extra["train_step"] == "captured" && captured.extra["allreduce_buckets"] == 1 && worst <= 1e-2,
           "one-rank NCCL job, all-reduce " + where + " the graph: train_step " + captured.extra["train_step"].dump() +
               ", worst relative loss difference to the uncaptured step " + fmtDouble(worst) + " (bf16 tolerance 1e-2)");
