@@ -167,6 +167,12 @@ def baseline(a, m, pos, arch, mode, steps=0, warmup=1, extra=()):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def train_steps(rows):
+    """The steps xtrap's runs `rows` trained with (run.json's train_step: captured, host...), joined
+    by "/"; "" for no rows."""
+    return "/".join(sorted({r.get("train_step") or "?" for r in rows}))
+
+
 def compile_modes(a):
     """The --compile-modes to measure, and why none is (None where they are measured)."""
     if a.compile_modes == "none":
@@ -392,7 +398,7 @@ def methods_suite(a):
     modes, compile_note = compile_modes(a)
     if compile_note:
         notes.append(f"torch.compile: {compile_note}")
-    systems = ["xtrap", *(f"xtrap:{name}" for name in a.xtrap_variants), "eager",
+    systems = ["xtrap", *(f"xtrap:{v}" for v in a.xtrap_variants), "eager",
                *(f"compiled:{mode}" for mode in modes)]
     try:
         for name in a.models.split(","):
@@ -444,10 +450,12 @@ def methods_suite(a):
             for label in labels:
                 arch, pos, head = METHODS[label]
                 mine = [r for r in runs if r["model"] == name and r["method"] == label]
-                x = [r["tok_per_s"] for r in mine if r["system"] == "xtrap" and r["tok_per_s"]]
-                variants = {name: [r for r in mine if r["system"] == f"xtrap:{name}" and r["tok_per_s"]]
-                            for name in a.xtrap_variants}
-                steps_used = sorted({r.get("train_step") or "?" for r in mine if r["system"] == "xtrap" and r["tok_per_s"]})
+                xrows = [r for r in mine if r["system"] == "xtrap" and r["tok_per_s"]]
+                x = [r["tok_per_s"] for r in xrows]
+                variant_rows = {v: [r for r in mine if r["system"] == f"xtrap:{v}" and r["tok_per_s"]]
+                                for v in a.xtrap_variants}
+                variant_tps = {v: med([r["tok_per_s"] for r in rows]) if rows else None
+                               for v, rows in variant_rows.items()}
                 e = [r["tok_per_s"] for r in mine if r["system"] == "eager" and r["tok_per_s"]]
                 fx = [r["flop_per_token"] for r in mine if r["system"] == "xtrap" and r["flop_per_token"]]
                 fe = [r["flop_per_token"] for r in mine if r["system"] == "eager" and r["flop_per_token"]]
@@ -456,14 +464,11 @@ def methods_suite(a):
                 cm, cmode, csec = fastest_compiled(mine)
                 s = {"model": name, "method": label, "arch": arch, "pos": pos, "head": head,
                      "xtrap_tok_per_s": xm, "eager_tok_per_s": em, "ratio": xm / em if xm and em else None,
-                     "xtrap_train_step": "/".join(steps_used),
-                     "xtrap_variant_tok_per_s": {name: med([r["tok_per_s"] for r in v]) if v else None
-                                                 for name, v in variants.items()},
+                     "xtrap_train_step": train_steps(xrows),
+                     "xtrap_variant_tok_per_s": variant_tps,
                      # Each variant's median tok/s and the steps it trained with, as "name=tok/s (step)".
-                     "xtrap_variants": ", ".join(
-                         f"{name}={fmt(med([r['tok_per_s'] for r in v]) if v else None, '.0f')}"
-                         f" ({'/'.join(sorted({r.get('train_step') or '?' for r in v})) or 'failed'})"
-                         for name, v in variants.items()),
+                     "xtrap_variants": ", ".join(f"{v}={fmt(variant_tps[v], '.0f')} ({train_steps(rows) or 'failed'})"
+                                                 for v, rows in variant_rows.items()),
                      "compiled_tok_per_s": cm, "compiled_mode": cmode or compile_note or "every run failed",
                      "compile_s": csec, "ratio_compiled": xm / cm if xm and cm else None,
                      "compiled_mfu": cm * fpt / peak if cm and fpt and peak else None,
