@@ -444,8 +444,7 @@ void ncclOneRankTrainingStep() {
     ranked = test::trainTiny("gpu-nccl-ranked", cfg, 3, 1, setup, hostRead);
   }
   auto a = test::loggedLosses(single), b = test::loggedLosses(ranked);
-  double worst = a.size() == b.size() && !a.empty() ? 0.0 : INFINITY;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / a[i]);
+  const double worst = test::worstRelative(a, b);
   // Same GPU, same data order and seed: only CUDA's atomic adds (embedding backward) may differ.
   check(worst <= 1e-4, "one-rank NCCL job vs single process, 3 steps on CUDA: worst relative loss difference " +
                            fmtDouble(worst) + " (tolerance 1e-4)");
