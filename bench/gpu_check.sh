@@ -51,10 +51,10 @@
 #            run in one call), results in OUTDIR/results/<scenario>/ (table, CSV, plot; copy them
 #            into results/), runs in /tmp/xtrap-runs. Not in the default set: one scenario is most
 #            of a call. XTRAP_TARGETS=xtrap builds only what it needs.
-#            A study longer than one sitting on the machine is run over several: OUTDIR/runs/
+#            A study longer than one GPU job is run over several: OUTDIR/runs/
 #            keeps, every 30 s and at the end, the small files (run.json, train.jsonl,
 #            scenario-evals/) of each finished and evaluated run, without its checkpoint;
-#            RUNS_FROM=DIR (such a runs/ folder, kept from an earlier sitting) puts them back into
+#            RUNS_FROM=DIR (such a runs/ folder, kept from an earlier job) puts them back into
 #            /tmp/xtrap-runs first, so `xtrap run` reuses those runs and their cached rows instead
 #            of training them again. A run listed there whose evaluation settings changed since
 #            cannot be evaluated without its checkpoint: delete it from DIR to train it again.
