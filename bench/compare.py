@@ -386,8 +386,7 @@ def fmt(x, spec):
 
 def methods_suite(a):
     os.makedirs(a.out_dir, exist_ok=True)
-    steps = {k: int(v) for k, v in (kv.split("=") for kv in a.steps.split(","))}
-    warmups = {k: int(v) for k, v in (kv.split("=") for kv in a.warmup.split(","))}
+    steps, warmups = a.steps, a.warmup
     labels = a.methods.split(",")
     for label in labels:
         if label not in METHODS:
@@ -600,6 +599,21 @@ def methods_suite(a):
     return 1 if failed else 0
 
 
+def steps_per_model(p, flag, text, models):
+    """--steps / --warmup "model=N,...": {model: N}, with an entry for every model in `models`, or
+    a one-line usage error."""
+    counts = {}
+    for item in text.split(","):
+        name, _, n = item.partition("=")
+        if not n.isdigit():
+            p.error(f"{flag}: {item!r} is not MODEL=N (e.g. small=10)")
+        counts[name] = int(n)
+    missing = [m for m in dict.fromkeys(models) if m not in counts]
+    if missing:
+        p.error(f"{flag} {text!r} has no count for {', '.join(missing)}")
+    return counts
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where xtrap and the baseline run")
@@ -660,6 +674,12 @@ def main():
     a.threads = a.threads if a.threads is not None else (0 if cuda else 2)
     a.warmup = a.warmup or ("tiny=2,small=2,large=10" if cuda else "tiny=2,small=2,large=1")
     a.steps = a.steps or ("tiny=10,small=50,large=50" if cuda else "tiny=3,small=10,large=3")
+    for name in a.models.split(","):
+        if name not in MODELS:
+            p.error(f"unknown --models name {name!r} (valid: {', '.join(MODELS)})")
+    timed = a.models.split(",") + (["small"] if a.positions else [])  # --positions trains the small model
+    a.steps = steps_per_model(p, "--steps", a.steps, timed)
+    a.warmup = steps_per_model(p, "--warmup", a.warmup, timed)
     a.matmul_n = a.matmul_n or (8192 if cuda else 2048)
     a.matmul_iters = a.matmul_iters or (50 if cuda else 5)
     a.timeout = a.timeout or (300 if cuda else None)
@@ -678,8 +698,7 @@ def main():
         sys.exit(methods_suite(a))
     if cuda or a.dtype != "float32":
         p.error("the models suite is the CPU float32 comparison; use --suite methods for cuda or bfloat16")
-    steps = {k: int(v) for k, v in (kv.split("=") for kv in a.steps.split(","))}
-    warmups = {k: int(v) for k, v in (kv.split("=") for kv in a.warmup.split(","))}
+    steps, warmups = a.steps, a.warmup
     work = tempfile.mkdtemp(prefix="xtrap-bench-")
     results = {"args": vars(a), "models": {}, "positions": {}}
     peaks = []
