@@ -150,6 +150,13 @@ def one_rank_job_env():
     return dict(os.environ, WORLD_SIZE="1", RANK="0", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
 
 
+def xtrap_variant(variant):
+    """xtrap's extra flags for `variant` (an XTRAP_VARIANTS name; "" or None: plain xtrap) and its
+    environment: a one-rank job's where the variant is data parallel, else None (this process's)."""
+    flags, data_parallel = XTRAP_VARIANTS[variant] if variant else ([], False)
+    return flags, one_rank_job_env() if data_parallel else None
+
+
 def xtrap_eval(a, run):
     out = os.path.join(run, "bench-eval.json")
     sh([a.xtrap, "eval", run, "--Lvalid", str(a.L), "--max-tokens", str(a.eval_tokens), "--batch", str(a.batch),
@@ -267,8 +274,8 @@ def profiled_xtrap(a, label, head, variant):
     """What the profilers run for `variant` (an XTRAP_VARIANTS name or None, plain xtrap): the
     profile's name, xtrap's flags, and its environment, with OMP_WAIT_POLICY set so that xtrap does
     not re-execute itself to set it (util/omp_wait_policy.h)."""
-    flags, data_parallel = XTRAP_VARIANTS[variant] if variant else ([], False)
-    env = one_rank_job_env() if data_parallel else dict(os.environ)
+    flags, env = xtrap_variant(variant)
+    env = dict(env or os.environ)
     env["OMP_WAIT_POLICY"] = os.environ.get("OMP_WAIT_POLICY", "passive")
     return label + (f"-{variant}" if variant else ""), xtrap_method_flags(a, head) + flags, env
 
@@ -420,10 +427,9 @@ def methods_suite(a):
                         compiled = system.split(":", 1)[1] if system.startswith("compiled:") else None
                         try:
                             if system.startswith("xtrap"):  # xtrap, or one of XTRAP_VARIANTS
-                                variant, data_parallel = XTRAP_VARIANTS.get(system.partition(":")[2], ([], False))
+                                variant, env = xtrap_variant(system.partition(":")[2])
                                 tps, fps, run = xtrap_train(a, m, pos, arch, work, n, w,
-                                                            xtrap_method_flags(a, head) + variant,
-                                                            env=one_rank_job_env() if data_parallel else None)
+                                                            xtrap_method_flags(a, head) + variant, env=env)
                                 extra_info = json.load(open(os.path.join(run, "run.json")))["extra"]
                                 shutil.rmtree(run, ignore_errors=True)
                                 row.update(tok_per_s=tps, flop_per_token=fps / tps,
