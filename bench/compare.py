@@ -427,9 +427,9 @@ def methods_suite(a):
                         compiled = system.split(":", 1)[1] if system.startswith("compiled:") else None
                         try:
                             if system.startswith("xtrap"):  # xtrap, or one of XTRAP_VARIANTS
-                                variant, env = xtrap_variant(system.partition(":")[2])
+                                variant_flags, env = xtrap_variant(system.partition(":")[2])
                                 tps, fps, run = xtrap_train(a, m, pos, arch, work, n, w,
-                                                            xtrap_method_flags(a, head) + variant, env=env)
+                                                            xtrap_method_flags(a, head) + variant_flags, env=env)
                                 extra_info = json.load(open(os.path.join(run, "run.json")))["extra"]
                                 shutil.rmtree(run, ignore_errors=True)
                                 row.update(tok_per_s=tps, flop_per_token=fps / tps,
