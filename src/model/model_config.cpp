@@ -1,5 +1,6 @@
 #include "model/model_config.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "model/linear_bias_spec.h"
@@ -16,12 +17,33 @@ const std::vector<std::string>& ModelConfig::headNames() {
   return names;
 }
 const std::vector<std::string>& ModelConfig::activationNames() {
-  static const std::vector<std::string> names{"gelu", "gelu-tanh", "relu"};
+  static const std::vector<std::string> names{"gelu", "gelu-tanh", "relu", "silu"};
   return names;
 }
 const std::vector<std::string>& ModelConfig::alibiInitNames() {
   static const std::vector<std::string> names{"random", "standard"};
   return names;
+}
+
+const std::vector<std::string>& ModelConfig::normNames() {
+  static const std::vector<std::string> names{"layer", "rms", "rms-one-plus"};
+  return names;
+}
+const std::vector<std::string>& ModelConfig::blockNormsNames() {
+  static const std::vector<std::string> names{"pre", "sandwich"};
+  return names;
+}
+
+int64_t ModelConfig::layerWindow(int64_t layer) const {
+  if (attentionWindow <= 0) return 0;
+  if (windowedLayers.empty()) return attentionWindow;
+  return std::find(windowedLayers.begin(), windowedLayers.end(), layer) != windowedLayers.end() ? attentionWindow : 0;
+}
+
+int64_t ModelConfig::rotaryDim() const {
+  // transformers: int(head_dim * partial_rotary_factor), and the pairs of an even count.
+  auto d = static_cast<int64_t>(double(resolvedHeadDim()) * rotaryFraction);
+  return d - d % 2;
 }
 
 OutputHeadKind ModelConfig::headKind() const {
@@ -37,8 +59,23 @@ void ModelConfig::validate() const {
   headKind();  // throws on an unknown head
   if (layers < 1 || layers > 256) fail("--layers must be in 1..256, got " + std::to_string(layers));
   if (dModel < 2 || dModel > 65536) fail("--d-model must be in 2..65536, got " + std::to_string(dModel));
-  if (heads < 1 || dModel % heads != 0)
+  if (heads < 1 || (headDim == 0 && dModel % heads != 0))
     fail("--heads (" + std::to_string(heads) + ") must divide --d-model (" + std::to_string(dModel) + ")");
+  if (headDim < 0 || headDim > 65536) fail("the head dimension must be in 1..65536, got " + std::to_string(headDim));
+  if (kvHeads < 0 || (kvHeads > 0 && heads % kvHeads != 0))
+    fail("the key/value heads (" + std::to_string(kvHeads) + ") must divide the heads (" + std::to_string(heads) + ")");
+  checkName(normNames(), norm, "norm");
+  checkName(blockNormsNames(), blockNorms, "block norms");
+  if (attentionWindow < 0) fail("the attention window must be >= 0");
+  for (int64_t l : windowedLayers)
+    if (l < 0 || l >= layers) fail("windowed layer " + std::to_string(l) + " is not a layer");
+  if (!windowedLayers.empty() && attentionWindow == 0) fail("windowed layers need an attention window");
+  if (attentionSoftcap < 0 || finalSoftcap < 0) fail("soft-caps must be >= 0");
+  if (queryScale && !(*queryScale > 0)) fail("the query scale must be positive");
+  if (!(rotaryFraction > 0 && rotaryFraction <= 1)) fail("the rotary fraction must be in (0, 1]");
+  if (rotaryLocalBase < 0) fail("the local rotary base must be >= 0");
+  if (!tiedHead && head != "lm") fail("an untied head is an lm head");
+  if (!ropeScaling.isDefault() && position() != PositionMethod::Rotary) fail("rope scaling needs pos rotary");
   if (ffn < 1) fail("--ffn must be positive");
   auto rate = [&](double p, const char* flag) {
     if (!(p >= 0.0 && p < 1.0)) fail(std::string(flag) + " must be in [0, 1)");
@@ -51,7 +88,7 @@ void ModelConfig::validate() const {
   if (contextLength < 1 || contextLength > (1 << 20))
     fail("--L must be in 1..1048576, got " + std::to_string(contextLength));
   PositionMethod m = position();
-  if (m == PositionMethod::Rotary && (dModel / heads) % 2 != 0) fail("rotary needs an even head dimension");
+  if (m == PositionMethod::Rotary && rotaryDim() < 2) fail("rotary needs at least two rotated channels per head");
   if (isLinearBias(m)) makeLinearBiasSpec(m, heads, causal());  // throws its own reason
   if (!alibiInit.empty()) checkName(alibiInitNames(), alibiInit, "--alibi-init");
   if (usesBos() && contextLength < 2) fail("--L must be >= 2 with a <bos> token");
@@ -125,6 +162,23 @@ void to_json(nlohmann::json& j, const ModelConfig& c) {
                      {"alibi_slopes", c.alibiSlopes},
                      {"alibi_bias_max", c.alibiBiasMax}};
   if (c.clipQkv) j["clip_qkv"] = *c.clipQkv;
+  j["norm"] = c.norm;
+  j["block_norms"] = c.blockNorms;
+  j["gated_mlp"] = c.gatedMlp;
+  j["kv_heads"] = c.kvHeads;
+  j["head_dim"] = c.headDim;
+  if (c.qkvBias) j["qkv_bias"] = *c.qkvBias;
+  j["qk_norm"] = c.qkNorm;
+  j["attention_window"] = c.attentionWindow;
+  j["windowed_layers"] = c.windowedLayers;
+  j["attention_softcap"] = c.attentionSoftcap;
+  j["final_softcap"] = c.finalSoftcap;
+  if (c.queryScale) j["query_scale"] = *c.queryScale;
+  j["tied_head"] = c.tiedHead;
+  j["embedding_scale_rounded"] = c.embeddingScaleRounded;
+  j["rotary_fraction"] = c.rotaryFraction;
+  j["rotary_local_base"] = c.rotaryLocalBase;
+  j["rope_scaling"] = c.ropeScaling;
 }
 
 void from_json(const nlohmann::json& j, ModelConfig& c) {
@@ -161,6 +215,24 @@ void from_json(const nlohmann::json& j, ModelConfig& c) {
   if (j.contains("clip_qkv")) c.clipQkv = j.at("clip_qkv").get<double>();
   c.alibiSlopes = j.value("alibi_slopes", std::string("press"));
   c.alibiBiasMax = j.value("alibi_bias_max", 8.0);
+  // Runs from before the block parts: xtrap's own blocks.
+  c.norm = j.value("norm", std::string("layer"));
+  c.blockNorms = j.value("block_norms", std::string("pre"));
+  c.gatedMlp = j.value("gated_mlp", false);
+  c.kvHeads = j.value("kv_heads", int64_t(0));
+  c.headDim = j.value("head_dim", int64_t(0));
+  if (j.contains("qkv_bias")) c.qkvBias = j.at("qkv_bias").get<bool>();
+  c.qkNorm = j.value("qk_norm", false);
+  c.attentionWindow = j.value("attention_window", int64_t(0));
+  c.windowedLayers = j.value("windowed_layers", std::vector<int64_t>{});
+  c.attentionSoftcap = j.value("attention_softcap", 0.0);
+  c.finalSoftcap = j.value("final_softcap", 0.0);
+  if (j.contains("query_scale")) c.queryScale = j.at("query_scale").get<double>();
+  c.tiedHead = j.value("tied_head", true);
+  c.embeddingScaleRounded = j.value("embedding_scale_rounded", false);
+  c.rotaryFraction = j.value("rotary_fraction", 1.0);
+  c.rotaryLocalBase = j.value("rotary_local_base", 0.0);
+  if (j.contains("rope_scaling")) j.at("rope_scaling").get_to(c.ropeScaling);
 }
 
 }  // namespace xtrap

@@ -8,6 +8,7 @@
 
 #include "data/mlm_masking.h"
 #include "data/vocabulary.h"
+#include "model/position/rope_scaling.h"
 #include "model/position_method.h"
 
 namespace xtrap {
@@ -24,7 +25,8 @@ struct ModelConfig {
   double dropout = 0.1;                     // embedding and residual dropout; the others' default
   std::optional<double> attentionDropout;   // on attention probabilities; unset = dropout
   std::optional<double> activationDropout;  // on the FFN's hidden activations; unset = dropout
-  // FFN activation: gelu (exact, erf form) | gelu-tanh (the tanh approximation, BLOOM's) | relu
+  // FFN activation: gelu (exact, erf form) | gelu-tanh (the tanh approximation, BLOOM's) | relu |
+  // silu (SwiGLU's gate)
   std::string activation = "gelu";
   bool finalNorm = true;                        // LayerNorm after the last block, before the head
   std::string pos = "alibi";                    // see positionMethodNames()
@@ -59,6 +61,29 @@ struct ModelConfig {
   // next power of two, MPT's interleaving for other head counts; linear_bias_spec.h).
   std::string alibiSlopes = "press";
   double alibiBiasMax = 8.0;  // mpt slopes only
+  // The parts a block is built from (STYLE.md item 9); the defaults are xtrap's own blocks, and
+  // the pretrained loader (run/pretrained_config.h) maps each family's config onto them.
+  std::string norm = "layer";  // layer | rms (RMSNorm, statistics in float32) | rms-one-plus (x_hat * (1 + w))
+  // pre: a norm before each branch (ln1, ln2) | sandwich: also one on each branch's output,
+  // before its residual add (Gemma 2/3's four norms per block)
+  std::string blockNorms = "pre";
+  bool gatedMlp = false;     // down(act(gate x) * up x) (SwiGLU with silu, GeGLU with gelu-tanh); else fc2(act(fc1 x))
+  int64_t kvHeads = 0;       // key/value heads (grouped-query attention, never repeated in memory); 0 = heads
+  int64_t headDim = 0;       // each head's width; 0 = dModel / heads
+  std::optional<bool> qkvBias;  // biases on the q, k, v projections (Qwen2); unset = linearBiases
+  bool qkNorm = false;          // a per-head norm (the model's kind) on q and k before the rotation
+  // Sliding-window attention: query i sees keys i - W < j <= i in the windowed layers (all layers
+  // when the list is empty); 0 = no window.
+  int64_t attentionWindow = 0;
+  std::vector<int64_t> windowedLayers;
+  double attentionSoftcap = 0.0;      // logits -> cap * tanh(logits / cap) before the mask; 0 = none
+  double finalSoftcap = 0.0;          // the same on the output head's logits; 0 = none
+  std::optional<double> queryScale;   // the factor of q.k; unset = 1 / sqrt(head dim)
+  bool tiedHead = true;               // lm head: the token embedding (else its own (V, C) weight)
+  bool embeddingScaleRounded = false;  // sqrt(dModel) rounded to the compute precision first (Gemma)
+  double rotaryFraction = 1.0;        // the share of each head's channels rotated (partial rotary)
+  double rotaryLocalBase = 0.0;       // windowed layers' rotary base, without rope scaling (Gemma 3); 0 = rotaryBase
+  RopeScaling ropeScaling;            // rotary: the checkpoint's own frequency scaling
 
   // The names --arch, --head, --activation and --alibi-init accept (validate() checks them; --help
   // lists them).
@@ -66,6 +91,8 @@ struct ModelConfig {
   static const std::vector<std::string>& headNames();
   static const std::vector<std::string>& activationNames();
   static const std::vector<std::string>& alibiInitNames();
+  static const std::vector<std::string>& normNames();
+  static const std::vector<std::string>& blockNormsNames();
 
   bool causal() const { return arch == "decoder"; }
   double attentionDropoutRate() const { return attentionDropout.value_or(dropout); }
@@ -85,6 +112,13 @@ struct ModelConfig {
   // evaluation masking (mlm_masking.h).
   int64_t windowWords() const { return contextLength - (usesBos() ? 1 : 0); }
   int64_t positionTableSize() const { return maxPositions > 0 ? maxPositions : contextLength; }
+  int64_t resolvedKvHeads() const { return kvHeads > 0 ? kvHeads : heads; }
+  int64_t resolvedHeadDim() const { return headDim > 0 ? headDim : dModel / heads; }
+  bool resolvedQkvBias() const { return qkvBias.value_or(linearBiases); }
+  // The window of layer `layer`: attentionWindow where it is windowed, else 0.
+  int64_t layerWindow(int64_t layer) const;
+  // The channels of a head the rotation turns (even).
+  int64_t rotaryDim() const;
   // Throws std::invalid_argument with a one-line reason for any inconsistent setting.
   void validate() const;
 };
