@@ -71,8 +71,11 @@ nlohmann::json architectureDetails(Transformer& model) {
   // gelu: torch::gelu, the exact form 0.5 x (1 + erf(x / sqrt(2))); gelu-tanh: its tanh
   // approximation; relu: max(x, 0).
   j["activation"] = c.activation;
-  j["layer_norm_eps"] = block.ln1->options.eps();
-  j["layer_norm_affine"] = block.ln1->options.elementwise_affine();
+  if (c.hasPretrainedParts())
+    throw std::invalid_argument("export: the model uses block parts (" + c.pretrainedPartsSummary() +
+                                ") the export format does not describe");
+  j["layer_norm_eps"] = block.ln1->eps;
+  j["layer_norm_affine"] = true;
   j["final_norm"] = static_cast<bool>(model->lnFinal);                                // ln_final before the head
   j["linear_biases"] = block.attn->qkv->options.bias() && block.fc1->options.bias();  // qkv, out, fc1, fc2
   j["qkv_packing"] = "q,k,v";  // attn.qkv.weight rows: q, then k, then v; each heads x head_dim, head-major

@@ -10,12 +10,14 @@ namespace xtrap {
 
 torch::Tensor activationDropout(const torch::Tensor& h, Activation activation, double p, bool training, bool fused) {
 #ifdef XTRAP_WITH_CUDA_KERNELS
-  if (fused && fusedActivationDropoutTakes(h)) return fusedActivationDropout(h, activation, training ? p : 0.0);
+  if (fused && activation != Activation::Silu && fusedActivationDropoutTakes(h))
+    return fusedActivationDropout(h, activation, training ? p : 0.0);
 #else
   (void)fused;
 #endif
   auto a = activation == Activation::Relu       ? torch::relu(h)
            : activation == Activation::GeluTanh ? torch::gelu(h, "tanh")
+           : activation == Activation::Silu     ? torch::silu(h)
                                                 : torch::gelu(h);
   return fastDropout(a, p, training);
 }

@@ -1,6 +1,6 @@
 #pragma once
 // The feed-forward block's activation and the dropout after it, as one operation:
-//   dropout(act(h)),  act = GELU (erf), GELU (tanh approximation) or ReLU
+//   dropout(act(h)),  act = GELU (erf), GELU (tanh approximation), ReLU or SiLU
 // on fc1's output h (its bias already added by the matmul). On the CPU (and wherever the fused
 // kernel does not apply) it is LibTorch's activation and fastDropout, the same values and random
 // draws as writing them out. On a GPU with the CUDA kernels it is activation_dropout.cu's one
@@ -10,7 +10,7 @@
 
 namespace xtrap {
 
-enum class Activation { Gelu, GeluTanh, Relu };
+enum class Activation { Gelu, GeluTanh, Relu, Silu };  // Silu: SwiGLU's gate, LibTorch's operators only
 
 // h (..., F) -> (..., F) in h's dtype; dropout p where training. `fused`: take the CUDA kernel
 // where it applies (TransformerImpl::setFusedElementwise).

@@ -9,16 +9,15 @@
 
 namespace xtrap {
 
-AddNormed addNorm(const torch::Tensor& x, const torch::Tensor& y, const torch::nn::LayerNorm& norm, double p,
-                  bool training, bool fused, bool matmulInput) {
+AddNormed addNorm(const torch::Tensor& x, const torch::Tensor& y, const Norm& norm, double p, bool training, bool fused,
+                  bool matmulInput) {
 #ifdef XTRAP_WITH_CUDA_KERNELS
-  if (fused && norm && fusedAddNormTakes(x, y)) {
+  if (fused && norm && norm->kind == NormKind::Layer && fusedAddNormTakes(x, y)) {
     const auto type = x.device().type();
     // What the next matmul takes: autocast's dtype, else the LayerNorm's own float32.
     const auto normedDtype =
         matmulInput && compat::autocastEnabled(type) ? compat::autocastDtype(type) : torch::kFloat32;
-    const auto& o = norm->options;
-    return fusedAddNorm(x, y, norm->weight, norm->bias, o.eps(), training ? p : 0.0, normedDtype);
+    return fusedAddNorm(x, y, norm->weight, norm->bias, norm->eps, training ? p : 0.0, normedDtype);
   }
 #else
   (void)fused, (void)matmulInput;

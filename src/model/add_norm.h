@@ -11,6 +11,8 @@
 // B = batch, T = sequence length, C = features.
 #include <torch/torch.h>
 
+#include "model/norm.h"
+
 namespace xtrap {
 
 struct AddNormed {
@@ -19,10 +21,10 @@ struct AddNormed {
 };
 
 // x (B, T, C) float32 residual, y (B, T, C) branch; dropout p where training; norm may be empty
-// (no LayerNorm after the last block: out alone). `fused`: take the CUDA kernel where it applies
-// (TransformerImpl::setFusedElementwise); matmulInput: a matmul takes normed, so the kernel writes
-// it in autocast's dtype (else float32, as LayerNorm's).
-AddNormed addNorm(const torch::Tensor& x, const torch::Tensor& y, const torch::nn::LayerNorm& norm, double p,
-                  bool training, bool fused, bool matmulInput);
+// (no norm after the last block: out alone). `fused`: take the CUDA kernel where it applies (a
+// LayerNorm; TransformerImpl::setFusedElementwise); matmulInput: a matmul takes normed, so the
+// kernel writes it in autocast's dtype (else float32, as LayerNorm's).
+AddNormed addNorm(const torch::Tensor& x, const torch::Tensor& y, const Norm& norm, double p, bool training, bool fused,
+                  bool matmulInput);
 
 }  // namespace xtrap

@@ -16,15 +16,20 @@
 namespace xtrap {
 
 torch::Tensor attentionBiasBlock(AttentionBias* bias, bool causal, int64_t q0, int64_t q1, int64_t k0, int64_t k1,
-                                 const torch::TensorOptions& options) {
+                                 const torch::TensorOptions& options, int64_t window) {
   torch::Tensor b;
   if (bias) b = bias->block(q0, q1, k0, k1);
-  // Some key lies after some query, and the provider does not already give it -inf.
-  if (causal && k1 - 1 > q0 && !(bias && bias->blocksFuture())) {
+  // Some key lies after some query, and the provider does not already give it -inf; or some key
+  // lies a window or more before some query.
+  bool future = causal && k1 - 1 > q0 && !(bias && bias->blocksFuture());
+  bool outside = window > 0 && k0 <= q1 - 1 - window;
+  if (future || outside) {
     auto floats = options.dtype(torch::kFloat32);
     auto i = torch::arange(q0, q1, floats).unsqueeze(1);
     auto j = torch::arange(k0, k1, floats).unsqueeze(0);
-    auto mask = torch::zeros({q1 - q0, k1 - k0}, floats).masked_fill(j > i, -std::numeric_limits<float>::infinity());
+    auto masked = future ? j > i : torch::zeros({q1 - q0, k1 - k0}, floats.dtype(torch::kBool));
+    if (outside) masked = masked | (j <= i - double(window));
+    auto mask = torch::zeros({q1 - q0, k1 - k0}, floats).masked_fill(masked, -std::numeric_limits<float>::infinity());
     b = b.defined() ? b + mask : mask.unsqueeze(0);
   }
   return b;
@@ -32,24 +37,31 @@ torch::Tensor attentionBiasBlock(AttentionBias* bias, bool causal, int64_t q0, i
 
 namespace {
 
-// Queries qBlock (B, H, Tq, D) starting at row q0 against keys [0, keys): float32 logits plus the
-// bias (H|1, Tq, keys), float32 softmax, dropout, then the values in the compute precision.
+// Queries qBlock (B, H, Tq, D) starting at row q0 against keys [k0, k1) of k, v (B, KV, T, D):
+// float32 logits, soft-capped, plus the bias (H|1, Tq, k1 - k0), float32 softmax, dropout, then
+// the values in the compute precision. A group's G = H / KV query heads are the rows of one
+// product with their key/value head: (B, KV, G Tq, D) x (B, KV, D, Tk).
 torch::Tensor attendKeys(const torch::Tensor& qBlock, int64_t q0, const torch::Tensor& k, const torch::Tensor& v,
-                         int64_t keys, const torch::Tensor& bias, double dropout, AttentionObserver* observer,
-                         int64_t layer) {
-  auto kBlock = k.narrow(2, 0, keys), vBlock = v.narrow(2, 0, keys);
-  auto scores = qBlock.matmul(kBlock.transpose(-2, -1)).to(torch::kFloat32);  // (B, H, Tq, Tk)
+                         int64_t k0, int64_t k1, const torch::Tensor& bias, double softcap, double dropout,
+                         AttentionObserver* observer, int64_t layer) {
+  int64_t B = qBlock.size(0), H = qBlock.size(1), Tq = qBlock.size(2), D = qBlock.size(3);
+  int64_t KV = k.size(1), G = H / KV, Tk = k1 - k0;
+  auto kBlock = k.narrow(2, k0, Tk), vBlock = v.narrow(2, k0, Tk);
+  auto q = G == 1 ? qBlock : qBlock.reshape({B, KV, G * Tq, D});
+  auto scores = q.matmul(kBlock.transpose(-2, -1)).to(torch::kFloat32).view({B, H, Tq, Tk});
+  if (softcap > 0) scores = torch::tanh(scores / softcap) * softcap;  // Gemma 2's, before the mask
   if (bias.defined()) scores.add_(bias);  // in place: matmul backward does not need its output
   auto probs = torch::softmax(scores, -1);
   if (observer) observer->onProbabilities(layer, q0, probs);
-  return dropoutMatmul(probs, vBlock, dropout, dropout > 0);  // (B, H, Tq, D)
+  if (G == 1) return dropoutMatmul(probs, vBlock, dropout, dropout > 0);  // (B, H, Tq, D)
+  return dropoutMatmul(probs.view({B, KV, G * Tq, Tk}), vBlock, dropout, dropout > 0).view({B, H, Tq, D});
 }
 
 }  // namespace
 
 torch::Tensor referenceAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                  const AttentionContext& ctx, double dropout, int64_t layer) {
-  return attendKeys(q, 0, k, v, k.size(2), ctx.fullBias, dropout, ctx.observer, layer);
+  return attendKeys(q, 0, k, v, 0, k.size(2), ctx.fullBias, ctx.softcap, dropout, ctx.observer, layer);
 }
 
 torch::Tensor causalSkipAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -65,7 +77,8 @@ torch::Tensor causalSkipAttention(const torch::Tensor& q, const torch::Tensor& k
     // Contiguous: a broadcast add_ from a strided (H, Tq, Tk) slice was ~3x slower than the add itself.
     auto bias =
         ctx.fullBias.defined() ? ctx.fullBias.narrow(-2, q0, q1 - q0).narrow(-1, 0, q1).contiguous() : ctx.fullBias;
-    blocks.push_back(attendKeys(q.narrow(2, q0, q1 - q0), q0, k, v, q1, bias, dropout, ctx.observer, layer));
+    blocks.push_back(
+        attendKeys(q.narrow(2, q0, q1 - q0), q0, k, v, 0, q1, bias, ctx.softcap, dropout, ctx.observer, layer));
   }
   return torch::cat(blocks, 2);
 }
@@ -77,8 +90,12 @@ torch::Tensor blockAttention(const torch::Tensor& q, const torch::Tensor& k, con
   for (int64_t q0 = 0; q0 < T; q0 += rows) {
     int64_t q1 = std::min(T, q0 + rows);
     int64_t keys = ctx.causal ? q1 : T;  // causal queries never see later keys
-    auto bias = attentionBiasBlock(ctx.bias, ctx.causal, q0, q1, 0, keys, q.options());
-    blocks.push_back(attendKeys(q.narrow(2, q0, q1 - q0), q0, k, v, keys, bias, dropout, ctx.observer, layer));
+    // Keys a window or more before the block's first query are masked for all its rows: skipped
+    // (but for probes, which receive every key's probability).
+    int64_t first = ctx.window > 0 && !ctx.observer ? std::max<int64_t>(0, q0 - ctx.window + 1) : 0;
+    auto bias = attentionBiasBlock(ctx.bias, ctx.causal, q0, q1, first, keys, q.options(), ctx.window);
+    blocks.push_back(
+        attendKeys(q.narrow(2, q0, q1 - q0), q0, k, v, first, keys, bias, ctx.softcap, dropout, ctx.observer, layer));
   }
   return torch::cat(blocks, 2);
 }
@@ -113,30 +130,61 @@ torch::Tensor fusedLinearBiasPath(const torch::Tensor& q, const torch::Tensor& k
 #endif
 }
 
-AttentionImpl::AttentionImpl(int64_t dModel, int64_t heads, double dropout, int64_t layerIndex, bool bias,
-                             std::optional<double> clip)
-    : heads(heads), layerIndex(layerIndex), dropout(dropout), clip(clip) {
-  qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(dModel, 3 * dModel).bias(bias)));
-  out = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(dModel, dModel).bias(bias)));
+AttentionImpl::AttentionImpl(const ModelConfig& c, int64_t layerIndex)
+    : heads(c.heads),
+      kvHeads(c.resolvedKvHeads()),
+      headDim(c.resolvedHeadDim()),
+      layerIndex(layerIndex),
+      window(c.layerWindow(layerIndex)),
+      dropout(c.attentionDropoutRate()),
+      scale(c.queryScale.value_or(1.0 / std::sqrt(double(c.resolvedHeadDim())))),
+      clip(c.clipQkv) {
+  int64_t C = c.dModel, H = heads, KV = kvHeads, D = headDim;
+  qkv = register_module("qkv",
+                        torch::nn::Linear(torch::nn::LinearOptions(C, (H + 2 * KV) * D).bias(c.resolvedQkvBias())));
+  out = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(H * D, C).bias(c.linearBiases)));
+  if (c.qkNorm) {
+    qNorm = register_module("q_norm", Norm(parseNormKind(c.norm), D, c.normEps));
+    kNorm = register_module("k_norm", Norm(parseNormKind(c.norm), D, c.normEps));
+  }
 }
 
-torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionContext& ctx) {
-  int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = heads, D = C / H;
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionContext& shared) {
+  int64_t B = x.size(0), T = x.size(1), H = heads, KV = kvHeads, D = headDim;
+  AttentionContext ctx = shared;  // this layer's window, its full bias and rotation
+  if (window > 0) {
+    ctx.window = window;
+    ctx.fullBias = shared.windowedFullBias;
+    if (shared.windowedRotary) ctx.rotary = shared.windowedRotary;
+  }
   // torch::linear (at::linear), not Linear::forward, whose C++ version adds a 3-D input's bias in a
   // separate pass over the output; at::linear folds it into the GEMM (cuBLASLt's bias epilogue on
-  // CUDA), as PyTorch's nn.Linear does. unbind, not three selects: its backward is one stack, where
-  // each select's is a zero-filled (3, B, H, T, D) gradient and two sums of them.
-  auto packed = torch::linear(x, qkv->weight, qkv->bias);  // (B, T, 3C)
+  // CUDA), as PyTorch's nn.Linear does.
+  auto packed = torch::linear(x, qkv->weight, qkv->bias);  // (B, T, (H + 2 KV) D)
   if (clip) packed = packed.clamp(-*clip, *clip);
-  auto qkvHeads = packed.view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4}).unbind(0);
-  auto q = qkvHeads[0], k = qkvHeads[1], v = qkvHeads[2];  // (B, H, T, D)
+  torch::Tensor q, k, v;
+  if (KV == H) {
+    // unbind, not three selects: its backward is one stack, where each select's is a zero-filled
+    // (3, B, H, T, D) gradient and two sums of them.
+    auto qkvHeads = packed.view({B, T, 3, H, D}).permute({2, 0, 3, 1, 4}).unbind(0);
+    q = qkvHeads[0], k = qkvHeads[1], v = qkvHeads[2];  // (B, H, T, D)
+  } else {
+    auto parts = packed.split({H * D, KV * D, KV * D}, 2);
+    q = parts[0].view({B, T, H, D}).transpose(1, 2);   // (B, H, T, D)
+    k = parts[1].view({B, T, KV, D}).transpose(1, 2);  // (B, KV, T, D)
+    v = parts[2].view({B, T, KV, D}).transpose(1, 2);
+  }
+  if (qNorm) {
+    q = qNorm(q);
+    k = kNorm(k);
+  }
   if (ctx.rotary) {
     q = ctx.rotary->apply(q);
     k = ctx.rotary->apply(k);
   }
   // Scale queries, not logits: the position bias is added unscaled (Press et al.). SDPA and the
   // fused kernel scale their float32 logits themselves, before the bias.
-  double scale = 1.0 / std::sqrt(static_cast<double>(D)), p = is_training() ? dropout : 0.0;
+  double p = is_training() ? dropout : 0.0;
   if (ctx.path != AttentionPath::FusedLinearBias && ctx.path != AttentionPath::Sdpa) q = q * scale;
   torch::Tensor y;  // (B, H, T, D)
   switch (ctx.path) {
@@ -161,7 +209,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionCont
       y = fusedLinearBiasPath(q, k, v, ctx, scale, p);
       break;
   }
-  y = y.transpose(1, 2).reshape({B, T, C});
+  y = y.transpose(1, 2).reshape({B, T, H * D});
   return torch::linear(y, out->weight, out->bias);
 }
 

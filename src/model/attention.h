@@ -19,12 +19,18 @@
 // mask in the query's precision, gets a bias only in float32 (attention_plan.h; a forced SDPA
 // path with bf16 q runs in float32). Softmax is float32; probabilities times values runs in the
 // compute precision.
-// B = batch, T = sequence length, C = d_model, H = heads, D = C / H.
+// Grouped-query attention: KV key/value heads, each serving G = H / KV consecutive query heads
+// (transformers' repeat_kv order); a group's G query heads are stacked along the query rows,
+// (B, KV, G * T, D), so every product reads each key and value head once and no repeated copy of
+// k or v exists. Sliding-window layers mask keys j <= i - W; the block path skips them.
+// B = batch, T = sequence length, C = d_model, H = heads, KV = key/value heads, D = head dimension.
 #include <torch/torch.h>
 
 #include <optional>
 
 #include "model/attention_plan.h"
+#include "model/model_config.h"
+#include "model/norm.h"
 #include "model/position/attention_bias.h"
 #include "model/position/rotary.h"
 
@@ -45,16 +51,23 @@ struct AttentionContext {
   torch::Tensor fullBias;                 // paths reading it: (H|1, T, T) float32, undefined = no bias
   int64_t queryBlock = 0;                 // block path: at most this many query rows per block
   AttentionObserver* observer = nullptr;  // or nothing
+  // Sliding-window layers: their window, the full bias with it, and their rotation where it
+  // differs (Gemma 3's local base); AttentionImpl::forward puts them in place for its layer.
+  int64_t window = 0;                      // 0 = every earlier key
+  torch::Tensor windowedFullBias;          // as fullBias, keys j <= i - window masked too
+  const Rotary* windowedRotary = nullptr;  // or the global one
+  double softcap = 0.0;                    // logits -> cap * tanh(logits / cap) before the bias; 0 = none
 };
 
-// Bias of the provider plus the causal mask for queries [q0, q1), keys [k0, k1):
-// (H|1, q1-q0, k1-k0) float32 on `options`' device, or undefined when there is nothing to add.
-// The causal mask is added only where the provider does not already block every future key.
+// Bias of the provider plus the causal mask (and the sliding window's, `window` > 0) for queries
+// [q0, q1), keys [k0, k1): (H|1, q1-q0, k1-k0) float32 on `options`' device, or undefined when
+// there is nothing to add. The causal mask is added only where the provider does not already
+// block every future key.
 torch::Tensor attentionBiasBlock(AttentionBias* bias, bool causal, int64_t q0, int64_t q1, int64_t k0, int64_t k1,
-                                 const torch::TensorOptions& options);
+                                 const torch::TensorOptions& options, int64_t window = 0);
 
-// The paths. q, k, v: (B, H, T, D), q already scaled by 1/sqrt(D) but for the last two; each
-// returns (B, H, T, D).
+// The paths. q: (B, H, T, D), already scaled but for the last two; k, v: (B, KV, T, D); each
+// returns (B, H, T, D). Grouped keys and values (KV < H) and a soft-cap: the first three only.
 // `dropout` is the attention-probability dropout in force (0 in eval mode).
 torch::Tensor referenceAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                  const AttentionContext& ctx, double dropout, int64_t layer);
@@ -70,15 +83,16 @@ torch::Tensor fusedLinearBiasPath(const torch::Tensor& q, const torch::Tensor& k
                                   const AttentionContext& ctx, double scale, double dropout);
 
 struct AttentionImpl : torch::nn::Module {
-  // `bias`: biases on both projections; `clip`: clamp q, k, v to [-clip, clip] (MPT's clip_qkv).
-  AttentionImpl(int64_t dModel, int64_t heads, double dropout, int64_t layerIndex, bool bias = true,
-                std::optional<double> clip = std::nullopt);
+  // Layer `layerIndex` of a model of config `c`: its heads, key/value heads, head dimension,
+  // projection biases, q/k norms, window and clip (MPT's clip_qkv: q, k, v clamped to [-clip, clip]).
+  AttentionImpl(const ModelConfig& c, int64_t layerIndex);
   torch::Tensor forward(const torch::Tensor& x, const AttentionContext& ctx);  // (B,T,C) -> (B,T,C)
 
-  int64_t heads, layerIndex;
-  double dropout;
+  int64_t heads, kvHeads, headDim, layerIndex, window;
+  double dropout, scale;  // scale: of q.k (1/sqrt(D) unless the config sets it)
   std::optional<double> clip;
-  torch::nn::Linear qkv{nullptr}, out{nullptr};
+  torch::nn::Linear qkv{nullptr}, out{nullptr};  // qkv: ((H + 2 KV) D, C) rows q | k | v; out: (C, H D)
+  Norm qNorm{nullptr}, kNorm{nullptr};           // per head, over D (ModelConfig::qkNorm)
 };
 TORCH_MODULE(Attention);
 

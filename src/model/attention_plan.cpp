@@ -8,6 +8,10 @@ AttentionPath chooseAttentionPath(const AttentionPlanInput& in) {
   bool blocked = in.queryBlock > 0 && in.queryBlock < in.length;
   // Probes need the probabilities, which only xtrap's own paths expose.
   if (in.probing) return blocked ? AttentionPath::Block : AttentionPath::Reference;
+  if (in.groupedKv || in.softcap) {
+    if (blocked) return AttentionPath::Block;
+    return in.causal && causalSkipBlock(in.length) > 0 ? AttentionPath::CausalSkip : AttentionPath::Reference;
+  }
   // The ALiBi family on the GPU: the fused kernel, for training and evaluation alike. It holds
   // no T x T tensor, so it keeps any requested memory bound.
   if (in.cuda && in.bias == BiasKind::Linear && in.fusedLinearBias) return AttentionPath::FusedLinearBias;

@@ -42,6 +42,10 @@ struct AttentionPlanInput {
   // This build has the fused CUDA kernel of the ALiBi family and it takes this forward's shape
   // and precision (bf16, head dimension 64 or 128: linear_bias_attention.cuh).
   bool fusedLinearBias = false;
+  // Grouped key/value heads (fewer than the query heads) or a soft-cap on the logits: only
+  // xtrap's own query-block paths (reference, causal-skip, block) compute them.
+  bool groupedKv = false;
+  bool softcap = false;
 };
 
 AttentionPath chooseAttentionPath(const AttentionPlanInput& in);

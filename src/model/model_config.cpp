@@ -46,6 +46,28 @@ int64_t ModelConfig::rotaryDim() const {
   return d - d % 2;
 }
 
+std::string ModelConfig::pretrainedPartsSummary() const {
+  std::vector<std::string> parts;
+  if (norm != "layer") parts.push_back("norm " + norm);
+  if (blockNorms != "pre") parts.push_back("block norms " + blockNorms);
+  if (gatedMlp) parts.push_back("gated MLP");
+  if (resolvedKvHeads() != heads) parts.push_back("grouped key/value heads");
+  if (headDim > 0 && headDim * heads != dModel) parts.push_back("head dimension");
+  if (resolvedQkvBias() != linearBiases) parts.push_back("q/k/v biases");
+  if (qkNorm) parts.push_back("q/k norms");
+  if (attentionWindow > 0) parts.push_back("sliding window");
+  if (attentionSoftcap > 0 || finalSoftcap > 0) parts.push_back("soft-caps");
+  if (queryScale) parts.push_back("query scale");
+  if (!tiedHead) parts.push_back("untied head");
+  if (embeddingScaleRounded) parts.push_back("rounded embedding scale");
+  if (rotaryFraction != 1.0) parts.push_back("partial rotary");
+  if (rotaryLocalBase > 0) parts.push_back("local rotary base");
+  if (!ropeScaling.isDefault()) parts.push_back("rope scaling " + ropeScaling.type);
+  std::string joined;
+  for (const auto& p : parts) joined += (joined.empty() ? "" : ", ") + p;
+  return joined;
+}
+
 OutputHeadKind ModelConfig::headKind() const {
   checkName(headNames(), head, "--head");
   if (head == "roberta") return OutputHeadKind::Roberta;
@@ -67,6 +89,7 @@ void ModelConfig::validate() const {
   checkName(normNames(), norm, "norm");
   checkName(blockNormsNames(), blockNorms, "block norms");
   if (attentionWindow < 0) fail("the attention window must be >= 0");
+  if (attentionWindow > 0 && !causal()) fail("a sliding attention window is for decoders");
   for (int64_t l : windowedLayers)
     if (l < 0 || l >= layers) fail("windowed layer " + std::to_string(l) + " is not a layer");
   if (!windowedLayers.empty() && attentionWindow == 0) fail("windowed layers need an attention window");

@@ -67,23 +67,23 @@ struct ModelConfig {
   // pre: a norm before each branch (ln1, ln2) | sandwich: also one on each branch's output,
   // before its residual add (Gemma 2/3's four norms per block)
   std::string blockNorms = "pre";
-  bool gatedMlp = false;     // down(act(gate x) * up x) (SwiGLU with silu, GeGLU with gelu-tanh); else fc2(act(fc1 x))
-  int64_t kvHeads = 0;       // key/value heads (grouped-query attention, never repeated in memory); 0 = heads
-  int64_t headDim = 0;       // each head's width; 0 = dModel / heads
+  bool gatedMlp = false;  // down(act(gate x) * up x) (SwiGLU with silu, GeGLU with gelu-tanh); else fc2(act(fc1 x))
+  int64_t kvHeads = 0;    // key/value heads (grouped-query attention, never repeated in memory); 0 = heads
+  int64_t headDim = 0;    // each head's width; 0 = dModel / heads
   std::optional<bool> qkvBias;  // biases on the q, k, v projections (Qwen2); unset = linearBiases
   bool qkNorm = false;          // a per-head norm (the model's kind) on q and k before the rotation
   // Sliding-window attention: query i sees keys i - W < j <= i in the windowed layers (all layers
   // when the list is empty); 0 = no window.
   int64_t attentionWindow = 0;
   std::vector<int64_t> windowedLayers;
-  double attentionSoftcap = 0.0;      // logits -> cap * tanh(logits / cap) before the mask; 0 = none
-  double finalSoftcap = 0.0;          // the same on the output head's logits; 0 = none
-  std::optional<double> queryScale;   // the factor of q.k; unset = 1 / sqrt(head dim)
-  bool tiedHead = true;               // lm head: the token embedding (else its own (V, C) weight)
+  double attentionSoftcap = 0.0;       // logits -> cap * tanh(logits / cap) before the mask; 0 = none
+  double finalSoftcap = 0.0;           // the same on the output head's logits; 0 = none
+  std::optional<double> queryScale;    // the factor of q.k; unset = 1 / sqrt(head dim)
+  bool tiedHead = true;                // lm head: the token embedding (else its own (V, C) weight)
   bool embeddingScaleRounded = false;  // sqrt(dModel) rounded to the compute precision first (Gemma)
-  double rotaryFraction = 1.0;        // the share of each head's channels rotated (partial rotary)
-  double rotaryLocalBase = 0.0;       // windowed layers' rotary base, without rope scaling (Gemma 3); 0 = rotaryBase
-  RopeScaling ropeScaling;            // rotary: the checkpoint's own frequency scaling
+  double rotaryFraction = 1.0;         // the share of each head's channels rotated (partial rotary)
+  double rotaryLocalBase = 0.0;        // windowed layers' rotary base, without rope scaling (Gemma 3); 0 = rotaryBase
+  RopeScaling ropeScaling;             // rotary: the checkpoint's own frequency scaling
 
   // The names --arch, --head, --activation and --alibi-init accept (validate() checks them; --help
   // lists them).
@@ -119,6 +119,10 @@ struct ModelConfig {
   int64_t layerWindow(int64_t layer) const;
   // The channels of a head the rotation turns (even).
   int64_t rotaryDim() const;
+  // Whether any block part differs from xtrap's own blocks (LayerNorm, plain MLP, H kv heads,
+  // ...), and which, comma-separated: what the export format cannot describe yet.
+  bool hasPretrainedParts() const { return !pretrainedPartsSummary().empty(); }
+  std::string pretrainedPartsSummary() const;
   // Throws std::invalid_argument with a one-line reason for any inconsistent setting.
   void validate() const;
 };

@@ -1,5 +1,8 @@
 #include "model/output_head.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "model/fast_dropout.h"
 #include "model/linear_nll.h"
 
@@ -7,8 +10,15 @@ namespace xtrap {
 namespace F = torch::nn::functional;
 
 OutputHeadImpl::OutputHeadImpl(const ModelConfig& config, torch::Tensor tokenEmbedding)
-    : kind(config.headKind()), embedding(std::move(tokenEmbedding)), dropout(config.adaptiveSoftmaxDropout) {
+    : kind(config.headKind()),
+      embedding(std::move(tokenEmbedding)),
+      softcap(config.finalSoftcap),
+      dropout(config.adaptiveSoftmaxDropout) {
   int64_t C = config.dModel, V = config.vocabSize;
+  if (!config.tiedHead) {
+    embedding = register_parameter("weight", torch::empty({V, C}));
+    torch::nn::init::normal_(embedding, 0.0, 1.0 / std::sqrt(double(C)));
+  }
   if (kind == OutputHeadKind::Roberta) {
     dense = register_module("dense", torch::nn::Linear(C, C));
     norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
@@ -33,8 +43,26 @@ torch::Tensor OutputHeadImpl::logits(const torch::Tensor& x) {
   if (kind == OutputHeadKind::Roberta)
     return norm(torch::gelu(dense(x)).to(torch::kFloat32)).matmul(embedding.t()) + bias;
   if (kind == OutputHeadKind::Clap) return beta * x.matmul(projection().t());
-  return x.matmul(embedding.t());
+  auto z = x.matmul(embedding.t());  // (N, V)
+  return softcap > 0 ? torch::tanh(z.to(torch::kFloat32) / softcap) * softcap : z;
 }
+
+namespace {
+// -log softmax(cap * tanh(x W^T / cap))[target] in row blocks of at most kMaxBlockLogits logits:
+// the soft-cap between the product and the softmax rules out linearNll's running log-sum-exp over
+// blocks of classes, so each block of rows takes its whole (rows, V) logits at once.
+torch::Tensor softcappedNll(const torch::Tensor& x, const torch::Tensor& weight, double cap,
+                            const torch::Tensor& targets) {
+  int64_t N = x.size(0), V = weight.size(0), rows = std::max<int64_t>(1, kMaxBlockLogits / std::max<int64_t>(V, 1));
+  std::vector<torch::Tensor> nll;
+  for (int64_t r0 = 0; r0 < N; r0 += rows) {
+    int64_t n = std::min(rows, N - r0);
+    auto z = torch::tanh(x.narrow(0, r0, n).matmul(weight.t()).to(torch::kFloat32) / cap) * cap;  // (n, V)
+    nll.push_back(-torch::log_softmax(z, -1).gather(1, targets.narrow(0, r0, n).unsqueeze(1)).squeeze(1));
+  }
+  return nll.empty() ? torch::zeros({0}, x.options().dtype(torch::kFloat32)) : torch::cat(nll);
+}
+}  // namespace
 
 torch::Tensor OutputHeadImpl::adaptiveNll(const torch::Tensor& x, const torch::Tensor& targets) {
   // LibTorch's adaptive softmax with its own parameters, each softmax in blocks of classes
@@ -75,6 +103,7 @@ torch::Tensor OutputHeadImpl::nll(const torch::Tensor& x, const torch::Tensor& t
   if (kind == OutputHeadKind::Roberta)
     return linearNll(norm(torch::gelu(dense(x)).to(torch::kFloat32)), embedding, bias, targets);
   if (kind == OutputHeadKind::Clap) return linearNll(beta * x, projection(), {}, targets);
+  if (softcap > 0) return softcappedNll(x, embedding, softcap, targets);
   return linearNll(x, embedding, {}, targets);
 }
 

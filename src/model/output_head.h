@@ -1,11 +1,14 @@
 #pragma once
 // From final features to vocabulary scores. All heads are tied to the token embedding E (V, C):
 //  - lm:      logits = x E^T                      (or LibTorch's adaptive softmax, untied from E;
-//                                                  with adaptive input the input is tied to it)
+//                                                  with adaptive input the input is tied to it;
+//                                                  or, untied (ModelConfig::tiedHead false), x W^T
+//                                                  with its own W (V, C))
 //  - roberta: logits = LayerNorm(GELU(x W + b)) E^T + bias
 //  - clap:    logits = beta * x normalize(E)^T    (rows of E L2-normalised, beta learned)
 // Scores are computed in the compute precision of the autocast scope the caller opened (the
-// model's); log-softmax and the NLL always in float32.
+// model's); log-softmax and the NLL always in float32. A final soft-cap (Gemma 2) maps the logits
+// to cap * tanh(logits / cap), in float32.
 // N = rows scored, C = d_model, V = vocabulary.
 #include <torch/torch.h>
 
@@ -22,7 +25,8 @@ struct OutputHeadImpl : torch::nn::Module {
   torch::Tensor adaptiveNll(const torch::Tensor& x, const torch::Tensor& targets);  // (N,C) -> (N)
 
   OutputHeadKind kind;
-  torch::Tensor embedding;  // shared with the model's token embedding
+  torch::Tensor embedding;  // shared with the model's token embedding, or the untied head's own (V, C)
+  double softcap;           // ModelConfig::finalSoftcap; 0 = none
   torch::nn::Linear dense{nullptr};
   torch::nn::LayerNorm norm{nullptr};
   torch::Tensor bias, beta;

@@ -16,29 +16,58 @@
 
 namespace xtrap {
 
+namespace {
+Activation parseActivation(const std::string& name) {
+  return name == "relu"        ? Activation::Relu
+         : name == "gelu-tanh" ? Activation::GeluTanh
+         : name == "silu"      ? Activation::Silu
+                               : Activation::Gelu;
+}
+}  // namespace
+
 TransformerBlockImpl::TransformerBlockImpl(const ModelConfig& c, int64_t index)
     : dropout(c.dropout),
       activationDropoutRate(c.activationDropoutRate()),
-      activation(c.activation == "relu"        ? Activation::Relu
-                 : c.activation == "gelu-tanh" ? Activation::GeluTanh
-                                               : Activation::Gelu) {
-  auto norm = torch::nn::LayerNormOptions({c.dModel}).eps(c.normEps);
-  ln1 = register_module("ln1", torch::nn::LayerNorm(norm));
-  attn =
-      register_module("attn", Attention(c.dModel, c.heads, c.attentionDropoutRate(), index, c.linearBiases, c.clipQkv));
-  ln2 = register_module("ln2", torch::nn::LayerNorm(norm));
-  fc1 = register_module("fc1", torch::nn::Linear(torch::nn::LinearOptions(c.dModel, c.ffn).bias(c.linearBiases)));
-  fc2 = register_module("fc2", torch::nn::Linear(torch::nn::LinearOptions(c.ffn, c.dModel).bias(c.linearBiases)));
+      activation(parseActivation(c.activation)),
+      gated(c.gatedMlp) {
+  NormKind norm = parseNormKind(c.norm);
+  ln1 = register_module("ln1", Norm(norm, c.dModel, c.normEps));
+  attn = register_module("attn", Attention(c, index));
+  ln2 = register_module("ln2", Norm(norm, c.dModel, c.normEps));
+  if (c.blockNorms == "sandwich") {
+    attnOutNorm = register_module("attn_out_norm", Norm(norm, c.dModel, c.normEps));
+    mlpOutNorm = register_module("mlp_out_norm", Norm(norm, c.dModel, c.normEps));
+  }
+  int64_t F = c.ffn;
+  fc1 = register_module("fc1",
+                        torch::nn::Linear(torch::nn::LinearOptions(c.dModel, gated ? 2 * F : F).bias(c.linearBiases)));
+  fc2 = register_module("fc2", torch::nn::Linear(torch::nn::LinearOptions(F, c.dModel).bias(c.linearBiases)));
 }
 
-AddNormed TransformerBlockImpl::forward(const AddNormed& in, const AttentionContext& ctx,
-                                        const torch::nn::LayerNorm& next, bool nextIsFinal, bool fused) {
+torch::Tensor TransformerBlockImpl::mlp(const torch::Tensor& x, bool fused) {
   bool train = is_training();
-  auto mid = addNorm(in.out, attn(in.normed, ctx), ln2, dropout, train, fused, true);
   // torch::linear folds the bias into the GEMM (see Attention::forward).
-  auto hidden = activationDropout(torch::linear(mid.normed, fc1->weight, fc1->bias), activation, activationDropoutRate,
-                                  train, fused);  // (B, T, ffn)
-  return addNorm(mid.out, torch::linear(hidden, fc2->weight, fc2->bias), next, dropout, train, fused, !nextIsFinal);
+  auto h = torch::linear(x, fc1->weight, fc1->bias);  // (B, T, F), gated (B, T, 2F)
+  torch::Tensor hidden;                               // (B, T, F)
+  if (gated) {
+    // dropout(act(gate)) * up is dropout(act(gate) * up): the same mask scales the same product.
+    auto parts = h.chunk(2, -1);
+    hidden = activationDropout(parts[0], activation, activationDropoutRate, train, fused) * parts[1];
+  } else {
+    hidden = activationDropout(h, activation, activationDropoutRate, train, fused);
+  }
+  return torch::linear(hidden, fc2->weight, fc2->bias);
+}
+
+AddNormed TransformerBlockImpl::forward(const AddNormed& in, const AttentionContext& ctx, const Norm& next,
+                                        bool nextIsFinal, bool fused) {
+  bool train = is_training();
+  auto a = attn(in.normed, ctx);
+  if (attnOutNorm) a = attnOutNorm(a);
+  auto mid = addNorm(in.out, a, ln2, dropout, train, fused, true);
+  auto m = mlp(mid.normed, fused);
+  if (mlpOutNorm) m = mlpOutNorm(m);
+  return addNorm(mid.out, m, next, dropout, train, fused, !nextIsFinal);
 }
 
 TransformerImpl::TransformerImpl(ModelConfig c)
@@ -79,13 +108,13 @@ TransformerImpl::TransformerImpl(ModelConfig c)
     bias_ = std::make_shared<FireBias>(config.heads, static_cast<double>(config.contextLength));
     register_module("fire_bias", bias_);
   } else if (pos == PositionMethod::Rotary) {
-    rotary_ = Rotary{C / config.heads, config.rotaryBase, 1.0};
+    rotary_ = Rotary{config.rotaryDim(), config.rotaryBase, 1.0};
+    if (config.rotaryLocalBase > 0) windowedRotary_ = Rotary{config.rotaryDim(), config.rotaryLocalBase, 1.0};
   }
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (int64_t l = 0; l < config.layers; ++l) blocks->push_back(TransformerBlock(config, l));
   firstNormWeight_ = blocks[0]->as<TransformerBlock>()->ln1->weight;
-  if (config.finalNorm)
-    lnFinal = register_module("ln_final", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C}).eps(config.normEps)));
+  if (config.finalNorm) lnFinal = register_module("ln_final", Norm(parseNormKind(config.norm), C, config.normEps));
   head = register_module("head", OutputHead(config, tokenEmbedding ? tokenEmbedding->weight : torch::Tensor()));
   if (config.adaptiveInput) {
     adaptiveInput = register_module("adaptive_input", AdaptiveInput(C, head->adaptive));
@@ -114,12 +143,12 @@ void TransformerImpl::place(const ExecutionContext& ctx) {
   clearBiasCache();
 }
 
-torch::Tensor TransformerImpl::fullBias(int64_t T, const torch::TensorOptions& options) {
+torch::Tensor TransformerImpl::fullBias(int64_t T, const torch::TensorOptions& options, int64_t window) {
   bool cacheable = !bias_ || !bias_->trainable();
-  if (cacheable && cachedBias_.defined() && cachedBias_.size(-1) == T && cachedBias_.device() == options.device())
-    return cachedBias_;
-  auto b = attentionBiasBlock(bias_.get(), causal_, 0, T, 0, T, options);
-  if (cacheable) cachedBias_ = b;
+  torch::Tensor& cached = window > 0 ? cachedWindowedBias_ : cachedBias_;
+  if (cacheable && cached.defined() && cached.size(-1) == T && cached.device() == options.device()) return cached;
+  auto b = attentionBiasBlock(bias_.get(), causal_, 0, T, 0, T, options, window);
+  if (cacheable) cached = b;
   return b;
 }
 
@@ -133,10 +162,13 @@ AttentionPath TransformerImpl::attentionPath(int64_t T, const ForwardOptions& op
   plan.backward = is_training() && torch::GradMode::is_enabled();
   plan.probing = opt.observer != nullptr;
   plan.causal = causal_;
-  plan.bias = biasKind();
+  // A sliding window shorter than the window is a mask computed per block, as a table bias is.
+  plan.bias = biasKind() == BiasKind::None && windowed(T) ? BiasKind::Table : biasKind();
   plan.hasSdpa = compat::kHasSdpa;
   plan.hasFusedCpuSdpa = compat::kHasFusedCpuSdpa;
   plan.reducedPrecision = computeDtype_ != torch::kFloat32;
+  plan.groupedKv = config.resolvedKvHeads() != config.heads;
+  plan.softcap = config.attentionSoftcap > 0;
 #ifdef XTRAP_WITH_CUDA_KERNELS
   // The kernel takes bf16 q, k, v: the compute precision autocast gives the projections.
   plan.fusedLinearBias =
@@ -169,7 +201,9 @@ torch::Tensor TransformerImpl::features(const torch::Tensor& tokensIn, const For
                                                 : tokenEmbedding(tokens))
                .to(torch::kFloat32);
   // Scaled before the embedding norm where there is one, else in the fused pass with the positions.
-  const double scale = config.scaleEmbedding ? std::sqrt(double(C)) : 1.0;
+  // Gemma multiplies by sqrt(C) held in the model's precision (55.4256 is 55.5 in bfloat16).
+  double scale = config.scaleEmbedding ? std::sqrt(double(C)) : 1.0;
+  if (config.embeddingScaleRounded) scale = torch::tensor(scale, torch::kFloat64).to(computeDtype_).item<double>();
   if (embeddingNorm) x = embeddingNorm(scale != 1.0 ? x * scale : x);
   torch::Tensor positions;  // (T, C), or none
   if (pos_ == PositionMethod::Learned) {
@@ -193,9 +227,15 @@ torch::Tensor TransformerImpl::features(const torch::Tensor& tokensIn, const For
   ctx.rotary = rotary_ ? &*rotary_ : nullptr;
   ctx.queryBlock = opt.queryBlock;
   ctx.observer = opt.observer;
-  if (pathUsesFullBias(ctx.path, biasKind())) ctx.fullBias = fullBias(T, x.options());
-  // The residual stream with the LayerNorm of what comes next: each block's residual adds end in
-  // the LayerNorm after them (ln2, the next block's ln1, ln_final), one fused pass each on a GPU.
+  ctx.softcap = config.attentionSoftcap;
+  ctx.windowedRotary = windowedRotary_ ? &*windowedRotary_ : nullptr;
+  BiasKind planned = biasKind() == BiasKind::None && windowed(T) ? BiasKind::Table : biasKind();
+  if (pathUsesFullBias(ctx.path, planned)) {
+    ctx.fullBias = fullBias(T, x.options());
+    if (windowed(T)) ctx.windowedFullBias = fullBias(T, x.options(), config.attentionWindow);
+  }
+  // The residual stream with the norm of what comes next: each block's residual adds end in the
+  // norm after them (ln2, the next block's ln1, ln_final), one fused pass each on a GPU.
   const size_t L = blocks->size();
   AddNormed stream{x, blocks[0]->as<TransformerBlock>()->ln1(x)};
   for (size_t l = 0; l < L; ++l) {

@@ -17,6 +17,7 @@
 #include "model/attention.h"
 #include "model/attention_plan.h"
 #include "model/model_config.h"
+#include "model/norm.h"
 #include "model/output_head.h"
 #include "model/position/linear_bias.h"
 #include "util/execution_context.h"
@@ -26,18 +27,22 @@ namespace xtrap {
 struct TransformerBlockImpl : torch::nn::Module {
   TransformerBlockImpl(const ModelConfig& c, int64_t index);
   // The residual stream x (B,T,C) float32 with ln1(x), -> the new residual with next(it): each
-  // residual add is one addNorm with the LayerNorm after it (the block's ln2, then `next`: the next
+  // residual add is one addNorm with the norm after it (the block's ln2, then `next`: the next
   // block's ln1, or ln_final where nextIsFinal, whose output stays float32 for the heads; empty for
   // none, the normed part then undefined). `fused`: the CUDA elementwise kernels where they apply
   // (TransformerImpl::setFusedElementwise).
-  AddNormed forward(const AddNormed& in, const AttentionContext& ctx, const torch::nn::LayerNorm& next,
-                    bool nextIsFinal, bool fused);
+  AddNormed forward(const AddNormed& in, const AttentionContext& ctx, const Norm& next, bool nextIsFinal, bool fused);
+  // The feed-forward branch on its normed input (B,T,C) -> (B,T,C): fc2(act(fc1 x)), or gated:
+  // fc2(act(gate) * up) with fc1's rows [gate | up].
+  torch::Tensor mlp(const torch::Tensor& x, bool fused);
 
-  torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
+  Norm ln1{nullptr}, ln2{nullptr};
+  Norm attnOutNorm{nullptr}, mlpOutNorm{nullptr};  // sandwich blocks: on each branch's output
   Attention attn{nullptr};
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};  // fc1: (F, C), gated (2F, C); fc2: (C, F)
   double dropout, activationDropoutRate;
   Activation activation;  // ModelConfig::activation, parsed once
+  bool gated;
 };
 TORCH_MODULE(TransformerBlock);
 
@@ -72,8 +77,10 @@ struct TransformerImpl : torch::nn::Module {
   BiasKind biasKind() const;
   AttentionBias* attentionBias() const { return bias_.get(); }
   Rotary* rotary() { return rotary_ ? &*rotary_ : nullptr; }
+  // Sliding-window layers' own rotation (ModelConfig::rotaryLocalBase), else nullptr.
+  Rotary* windowedRotary() { return windowedRotary_ ? &*windowedRotary_ : nullptr; }
   // Call after changing slopes or rotary settings (interpolation): drops the cached full bias.
-  void clearBiasCache() { cachedBias_ = torch::Tensor(); }
+  void clearBiasCache() { cachedBias_ = cachedWindowedBias_ = torch::Tensor(); }
   // Whether the residual adds with their LayerNorms, the FFN activation with its dropout, and the
   // embedding's scale, positions and dropout run as the fused CUDA kernels where they apply (on a
   // GPU of a build with the kernels; default on), or as LibTorch's operators (the before/after of a
@@ -86,11 +93,14 @@ struct TransformerImpl : torch::nn::Module {
   AdaptiveInput adaptiveInput{nullptr};             // config.adaptiveInput: tied to head->adaptive
   torch::nn::Embedding positionEmbedding{nullptr};  // learned: (maxPositions, C)
   torch::nn::ModuleList blocks{nullptr};
-  torch::nn::LayerNorm lnFinal{nullptr};  // none when !config.finalNorm
+  Norm lnFinal{nullptr};  // none when !config.finalNorm
   OutputHead head{nullptr};
 
  private:
-  torch::Tensor fullBias(int64_t T, const torch::TensorOptions& options);
+  // The (H|1, T, T) bias with the causal mask, and with the sliding window's when window > 0.
+  torch::Tensor fullBias(int64_t T, const torch::TensorOptions& options, int64_t window = 0);
+  // Whether some layer's sliding window masks keys of a window of T tokens.
+  bool windowed(int64_t T) const { return config.attentionWindow > 0 && config.attentionWindow < T; }
 
   // Settings parsed once from the config (not compared as strings on every forward).
   PositionMethod pos_;
@@ -99,8 +109,9 @@ struct TransformerImpl : torch::nn::Module {
   torch::ScalarType computeDtype_ = torch::kFloat32;
   bool fusedElementwise_ = true;
   std::shared_ptr<AttentionBias> bias_;
-  std::optional<Rotary> rotary_;
-  torch::Tensor cachedBias_;       // full bias for the last T and device when it has no trainable parameters
+  std::optional<Rotary> rotary_, windowedRotary_;
+  torch::Tensor cachedBias_;          // full bias for the last T and device when it has no trainable parameters
+  torch::Tensor cachedWindowedBias_;  // the same with the sliding window
   torch::Tensor firstNormWeight_;  // a parameter every model has (moved and loaded in place): its device is the model's
   torch::Tensor sinusoidal_;       // (T_max, C) table on the parameters' device, grown on demand
 };
