@@ -135,7 +135,7 @@ TEST_CASE("decode repairs bytes that are not UTF-8 as Rust's from_utf8_lossy doe
   CHECK(utf8Lossy("\xE2\x82\xAC") == "\xE2\x82\xAC");
 }
 
-TEST_CASE("Oniguruma patterns run on PCRE2: nested classes, White_Space, empty matches") {
+TEST_CASE("Oniguruma patterns run on PCRE2: nested classes, White_Space, property classes, empty matches") {
   using Matches = std::vector<std::pair<size_t, size_t>>;
   const UnicodeRegex bloom(
       " ?[^(\\s|[.,!?])]+");  // BLOOM's shape: the nested class joins the outer one; "(" and " (" match nothing
@@ -166,6 +166,16 @@ TEST_CASE("Oniguruma patterns run on PCRE2: nested classes, White_Space, empty m
                                          0x2009, 0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000});
   CHECK(UnicodeRegex("x*").findAll("axxb") == Matches{{0, 0}, {1, 3}, {4, 4}});
   CHECK(UnicodeRegex(UnicodeRegex::escape("a.b")).findAll("a.b axb") == Matches{{0, 3}});
+  // Property classes are ICU's Unicode 15.0: Kawi digits (15.0) are \p{N}, not \p{L}; every spelling
+  // of a negation agrees.
+  const std::string kawiDigit = "\xF0\x91\xBD\x90";  // U+11F50
+  CHECK(UnicodeRegex("\\p{N}").findAll("a" + kawiDigit) == Matches{{1, 5}});
+  CHECK(UnicodeRegex("[x\\p{Nd}]+").findAll("x" + kawiDigit + "y") == Matches{{0, 5}});
+  CHECK(UnicodeRegex("\\pL+").findAll("ab" + kawiDigit) == Matches{{0, 2}});
+  for (const char* notLetter : {"\\P{L}+", "\\p{^L}+", "[^\\p{L}]+", "[\\P{L}]+"})
+    CHECK(UnicodeRegex(notLetter).findAll("ab" + kawiDigit + " c") == Matches{{2, 7}});
+  CHECK(test::errorOf([] { UnicodeRegex("\\p{NoSuchProperty}"); }) == "unknown Unicode property \\p{NoSuchProperty}");
+  CHECK(test::errorOf([] { UnicodeRegex("a\\p{L"); }) == "\\p without a property name");
   CHECK(test::errorOf([] { UnicodeRegex("[a[^b]]"); }) == "a negated character class nested in another");
   CHECK(test::errorOf([] { UnicodeRegex("[a&&b]"); }) == "character class intersection (&&) is not supported");
   CHECK(!test::errorOf([] { UnicodeRegex("(unclosed"); }).empty());
