@@ -10,9 +10,11 @@
 
 #include "data/bpe_tokenizer.h"
 #include "data/byte_level.h"
+#include "data/text_tokens.h"
 #include "data/unicode_regex.h"
 #include "data/wikitext_detokenizer.h"
 #include "error_of.h"
+#include "util/fnv1a64.h"
 
 using namespace xtrap;
 using nlohmann::json;
@@ -111,6 +113,30 @@ TEST_CASE("tokenizer API on GPT-NeoX-20B: sizes, token ids, digest") {
   CHECK(BpeTokenizer::fromJson(bytes + "\n", "copy").digest() != t.digest());
   CHECK(test::errorOf([&] { t.encode("bad \xFF byte"); }) == "text is not valid UTF-8 at byte 4");
   CHECK(test::errorOf([&] { t.decode({50277}); }) == "no token has id 50277");
+}
+
+TEST_CASE("a text file's token cache names the tokenizer code's version; a directory is no text") {
+  const fs::path dir = fs::temp_directory_path() / "xtrap-test-text-tokens";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path file = dir / "book.txt";
+  std::ofstream(file, std::ios::binary) << "Hello world";
+  const BpeTokenizer t = neox();
+  const std::string hex = t.digest().substr(t.digest().find(':') + 1);
+  // A cache of the layout text_tokens.h describes, well formed and matching the text, but under
+  // the name an xtrap before tokenizer code version 2 gave it, holding other ids: not served.
+  std::string stale = "XTRAPBPE";
+  for (uint64_t v : {uint64_t(1), uint64_t(11), fnv1a64("Hello world"), uint64_t(2)})
+    for (int i = 0; i < 8; ++i) stale.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  const int32_t staleIds[2] = {7, 7};
+  stale.append(reinterpret_cast<const char*>(staleIds), sizeof staleIds);
+  std::ofstream(dir / ("book.txt.xtrap-bpe-" + hex + ".bin"), std::ios::binary) << stale;
+  const std::vector<int32_t> helloWorld{12092, 1533};  // Hugging Face's ids (goldens.json)
+  CHECK(tokenizeTextFile({file, false}, t).ids == helloWorld);
+  CHECK(fs::exists(dir / ("book.txt.xtrap-bpe-code2-" + hex + ".bin")));
+  CHECK(tokenizeTextFile({file, false}, t).ids == helloWorld);  // now from that cache
+  CHECK(test::errorOf([&] { tokenizeTextFile({dir, false}, t); }) == dir.string() + " is a directory, not a text file");
+  fs::remove_all(dir);
 }
 
 TEST_CASE("byte-level alphabet: GPT-2's byte-to-character table") {

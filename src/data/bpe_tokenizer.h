@@ -25,6 +25,11 @@ namespace xtrap {
 
 class BpeTokenizer {
  public:
+  // The version of what this code makes of a tokenizer.json: raised with every change that alters
+  // the ids of some file, so that ids an older xtrap cached (text_tokens.h) are not served. 2: the
+  // Unicode versions of Hugging Face's regex classes and NFC (unicode_regex.h, unicode_nfc.h).
+  static constexpr int kCodeVersion = 2;
+
   // Reads a tokenizer.json. Throws std::runtime_error, one line naming the file, for a file that
   // cannot be read, is malformed, or uses something not supported (named).
   static BpeTokenizer fromFile(const std::filesystem::path& path);
