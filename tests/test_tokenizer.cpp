@@ -215,15 +215,24 @@ TEST_CASE("unsupported or damaged tokenizer.json: one line naming the file and t
        },
        "normalizer \"NFD\" is not supported"},
       {[](json& f) {
-         f["pre_tokenizer"] = {{"type", "Metaspace"}};
+         f["pre_tokenizer"] = {{"type", "Whitespace"}};
        },
-       "pre_tokenizer \"Metaspace\" is not supported"},
+       "pre_tokenizer \"Whitespace\" is not supported"},
+      {[](json& f) {
+         f["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "_"}, {"prepend_scheme", "sometimes"}};
+       },
+       "Metaspace prepend_scheme \"sometimes\" is not supported"},
+      {[](json& f) {
+         f["decoder"] = {{"type", "Strip"}, {"content", "ab"}, {"start", 1}, {"stop", 0}};
+       },
+       "Strip decoder's \"content\" is not one character"},
       {[](json& f) {
          f["post_processor"] = {{"type", "BertProcessing"}};
        },
        "post_processor \"BertProcessing\""},
       {[](json& f) { f["decoder"] = nullptr; }, "decoder \"null\" is not supported"},
-      {[](json& f) { f["model"]["byte_fallback"] = true; }, "BPE byte_fallback true is not supported"},
+      {[](json& f) { f["model"]["byte_fallback"] = true; },
+       "byte_fallback is true but the vocabulary lacks 256 of the 256 byte tokens <0x00> to <0xFF> (first <0x00>)"},
       {[](json& f) { f["model"]["dropout"] = 0.1; }, "BPE dropout (random merges) is not supported"},
       {[](json& f) {
          f["truncation"] = {{"max_length", 8}};
