@@ -14,7 +14,7 @@ PACKAGES=(
   libcli11-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev
   libhdf5-dev             # attention / bias dumps
   libpcre2-dev            # tokenizer.json regular expressions (Unicode, JIT)
-  libutf8proc-dev         # tokenizer.json NFC normalizer
+  libicu-dev              # tokenizer.json NFC normalizer and regex property classes (Unicode 15)
   pkg-config              # finds the two above
   catch2 libbenchmark-dev # tests, micro-benchmarks
   gnuplot-nox             # plots

@@ -2,11 +2,15 @@
 // tables behind --help.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 
+#include "error_of.h"
 #include "eval/interpolation.h"
 #include "model/model_config.h"
 #include "model/named_configs.h"
+#include "run/run_directory.h"
 #include "run/train_config.h"
 #include "train/lr_schedule.h"
 #include "util/choices.h"
@@ -169,4 +173,19 @@ TEST_CASE("every choice table is exactly what its parser accepts", "[cli]") {
                  train([](TrainConfig& c, const std::string& n) { c.schedule = n; }));
   acceptsExactly(TrainConfig::batchOrderNames(), {"random", "contiguous"},
                  train([](TrainConfig& c, const std::string& n) { c.batchOrder = n; }));
+}
+
+TEST_CASE("a directory that is neither an xtrap run nor a Hugging Face model says so") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "xtrap-test-not-a-run";
+  fs::remove_all(dir);
+  CHECK(test::errorOf([&] { readRunInfo(dir); }) == "not a run directory: " + dir.string() + " does not exist");
+  fs::create_directories(dir);
+  CHECK(test::errorOf([&] { readRunInfo(dir); }) ==
+        "not a run directory: " + dir.string() +
+            " has neither run.json (an xtrap run) nor config.json (a Hugging Face model)");
+  std::ofstream(dir / "file.txt") << "x";
+  CHECK(test::errorOf([&] { readRunInfo(dir / "file.txt"); }) ==
+        "not a run directory: " + (dir / "file.txt").string() + " is a file");
+  fs::remove_all(dir);
 }

@@ -10,9 +10,11 @@
 
 #include "data/bpe_tokenizer.h"
 #include "data/byte_level.h"
+#include "data/text_tokens.h"
 #include "data/unicode_regex.h"
 #include "data/wikitext_detokenizer.h"
 #include "error_of.h"
+#include "util/fnv1a64.h"
 
 using namespace xtrap;
 using nlohmann::json;
@@ -113,6 +115,30 @@ TEST_CASE("tokenizer API on GPT-NeoX-20B: sizes, token ids, digest") {
   CHECK(test::errorOf([&] { t.decode({50277}); }) == "no token has id 50277");
 }
 
+TEST_CASE("a text file's token cache names the tokenizer code's version; a directory is no text") {
+  const fs::path dir = fs::temp_directory_path() / "xtrap-test-text-tokens";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path file = dir / "book.txt";
+  std::ofstream(file, std::ios::binary) << "Hello world";
+  const BpeTokenizer t = neox();
+  const std::string hex = t.digest().substr(t.digest().find(':') + 1);
+  // A cache of the layout text_tokens.h describes, well formed and matching the text, but under
+  // the name an xtrap before tokenizer code version 2 gave it, holding other ids: not served.
+  std::string stale = "XTRAPBPE";
+  for (uint64_t v : {uint64_t(1), uint64_t(11), fnv1a64("Hello world"), uint64_t(2)})
+    for (int i = 0; i < 8; ++i) stale.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  const int32_t staleIds[2] = {7, 7};
+  stale.append(reinterpret_cast<const char*>(staleIds), sizeof staleIds);
+  std::ofstream(dir / ("book.txt.xtrap-bpe-" + hex + ".bin"), std::ios::binary) << stale;
+  const std::vector<int32_t> helloWorld{12092, 1533};  // Hugging Face's ids (goldens.json)
+  CHECK(tokenizeTextFile({file, false}, t).ids == helloWorld);
+  CHECK(fs::exists(dir / ("book.txt.xtrap-bpe-code2-" + hex + ".bin")));
+  CHECK(tokenizeTextFile({file, false}, t).ids == helloWorld);  // now from that cache
+  CHECK(test::errorOf([&] { tokenizeTextFile({dir, false}, t); }) == dir.string() + " is a directory, not a text file");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("byte-level alphabet: GPT-2's byte-to-character table") {
   std::string mapped;
   appendByteLevel(std::string("a \n\x7F\xAD\xFF", 6), mapped);
@@ -135,7 +161,7 @@ TEST_CASE("decode repairs bytes that are not UTF-8 as Rust's from_utf8_lossy doe
   CHECK(utf8Lossy("\xE2\x82\xAC") == "\xE2\x82\xAC");
 }
 
-TEST_CASE("Oniguruma patterns run on PCRE2: nested classes, White_Space, empty matches") {
+TEST_CASE("Oniguruma patterns run on PCRE2: nested classes, White_Space, property classes, empty matches") {
   using Matches = std::vector<std::pair<size_t, size_t>>;
   const UnicodeRegex bloom(
       " ?[^(\\s|[.,!?])]+");  // BLOOM's shape: the nested class joins the outer one; "(" and " (" match nothing
@@ -166,6 +192,16 @@ TEST_CASE("Oniguruma patterns run on PCRE2: nested classes, White_Space, empty m
                                          0x2009, 0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000});
   CHECK(UnicodeRegex("x*").findAll("axxb") == Matches{{0, 0}, {1, 3}, {4, 4}});
   CHECK(UnicodeRegex(UnicodeRegex::escape("a.b")).findAll("a.b axb") == Matches{{0, 3}});
+  // Property classes are ICU's Unicode 15.0: Kawi digits (15.0) are \p{N}, not \p{L}; every spelling
+  // of a negation agrees.
+  const std::string kawiDigit = "\xF0\x91\xBD\x90";  // U+11F50
+  CHECK(UnicodeRegex("\\p{N}").findAll("a" + kawiDigit) == Matches{{1, 5}});
+  CHECK(UnicodeRegex("[x\\p{Nd}]+").findAll("x" + kawiDigit + "y") == Matches{{0, 5}});
+  CHECK(UnicodeRegex("\\pL+").findAll("ab" + kawiDigit) == Matches{{0, 2}});
+  for (const char* notLetter : {"\\P{L}+", "\\p{^L}+", "[^\\p{L}]+", "[\\P{L}]+"})
+    CHECK(UnicodeRegex(notLetter).findAll("ab" + kawiDigit + " c") == Matches{{2, 7}});
+  CHECK(test::errorOf([] { UnicodeRegex("\\p{NoSuchProperty}"); }) == "unknown Unicode property \\p{NoSuchProperty}");
+  CHECK(test::errorOf([] { UnicodeRegex("a\\p{L"); }) == "\\p without a property name");
   CHECK(test::errorOf([] { UnicodeRegex("[a[^b]]"); }) == "a negated character class nested in another");
   CHECK(test::errorOf([] { UnicodeRegex("[a&&b]"); }) == "character class intersection (&&) is not supported");
   CHECK(!test::errorOf([] { UnicodeRegex("(unclosed"); }).empty());
@@ -179,15 +215,24 @@ TEST_CASE("unsupported or damaged tokenizer.json: one line naming the file and t
        },
        "normalizer \"NFD\" is not supported"},
       {[](json& f) {
-         f["pre_tokenizer"] = {{"type", "Metaspace"}};
+         f["pre_tokenizer"] = {{"type", "Whitespace"}};
        },
-       "pre_tokenizer \"Metaspace\" is not supported"},
+       "pre_tokenizer \"Whitespace\" is not supported"},
+      {[](json& f) {
+         f["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "_"}, {"prepend_scheme", "sometimes"}};
+       },
+       "Metaspace prepend_scheme \"sometimes\" is not supported"},
+      {[](json& f) {
+         f["decoder"] = {{"type", "Strip"}, {"content", "ab"}, {"start", 1}, {"stop", 0}};
+       },
+       "Strip decoder's \"content\" is not one character"},
       {[](json& f) {
          f["post_processor"] = {{"type", "BertProcessing"}};
        },
        "post_processor \"BertProcessing\""},
       {[](json& f) { f["decoder"] = nullptr; }, "decoder \"null\" is not supported"},
-      {[](json& f) { f["model"]["byte_fallback"] = true; }, "BPE byte_fallback true is not supported"},
+      {[](json& f) { f["model"]["byte_fallback"] = true; },
+       "byte_fallback is true but the vocabulary lacks 256 of the 256 byte tokens <0x00> to <0xFF> (first <0x00>)"},
       {[](json& f) { f["model"]["dropout"] = 0.1; }, "BPE dropout (random merges) is not supported"},
       {[](json& f) {
          f["truncation"] = {{"max_length", 8}};

@@ -1,5 +1,7 @@
 #include "data/bpe_model.h"
 
+#include <fmt/format.h>
+
 #include <queue>
 #include <stdexcept>
 
@@ -15,6 +17,19 @@ BpeModel::BpeModel(std::unordered_map<std::string, int32_t> vocab,
     return it->second;
   };
   if (settings_.unkToken) unkId_ = idOf(*settings_.unkToken, "unk_token");
+  if (settings_.byteFallback) {
+    std::vector<std::string> missing;
+    for (int byte = 0; byte < 256; ++byte) {
+      auto it = vocab_.find(fmt::format("<0x{:02X}>", byte));
+      if (it == vocab_.end()) missing.push_back(fmt::format("<0x{:02X}>", byte));
+      byteIds_.push_back(it == vocab_.end() ? -1 : it->second);
+    }
+    if (!missing.empty())
+      throw std::invalid_argument(
+          fmt::format("byte_fallback is true but the vocabulary lacks {} of the 256 byte "
+                      "tokens <0x00> to <0xFF> (first {})",
+                      missing.size(), missing.front()));
+  }
   const size_t prefixLength = settings_.continuingSubwordPrefix.size();
   merges_.reserve(merges.size());
   for (size_t rank = 0; rank < merges.size(); ++rank) {
@@ -64,6 +79,10 @@ std::vector<int32_t> BpeModel::mergeWord(std::string_view word) const {
       if (pendingUnk >= 0) add(pendingUnk);
       pendingUnk = -1;
       add(it->second);
+    } else if (settings_.byteFallback) {
+      // Bytes of the piece with its prefix and suffix, and without adding a pending unk_token
+      // first, as tokenizers' merge_word does (every byte has a token: checked at load).
+      for (char byte : piece) add(byteIds_[static_cast<unsigned char>(byte)]);
     } else if (unkId_) {
       if (pendingUnk >= 0 && !settings_.fuseUnk) add(pendingUnk);
       pendingUnk = *unkId_;

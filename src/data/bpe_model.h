@@ -3,7 +3,9 @@
 // the byte-level alphabet) is split into characters, and the pair of adjacent symbols with the
 // lowest merge rank (the leftmost among equals) is merged until no ranked pair is left, exactly
 // as tokenizers' Word::merge_all does. Pairs are looked up by id in a hash map; words' ids are
-// cached (up to 10 000 words shorter than 256 bytes, as tokenizers caches them).
+// cached (up to 10 000 words shorter than 256 bytes, as tokenizers caches them). With byte
+// fallback (SentencePiece's BPE: Llama 2, Mistral, Gemma), a character outside the vocabulary
+// becomes the <0xHH> tokens of its UTF-8 bytes.
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -21,12 +23,14 @@ struct BpeSettings {
   bool ignoreMerges = false;            // a word that is itself in the vocabulary is that token
   std::string continuingSubwordPrefix;  // prepended to every character but a word's first
   std::string endOfWordSuffix;          // appended to a word's last character
+  bool byteFallback = false;            // a character outside the vocabulary becomes its bytes' <0xHH> tokens
 };
 
 class BpeModel {
  public:
   // `merges` in rank order. Throws std::invalid_argument naming a merge whose parts or result
-  // are not in the vocabulary, or an unk_token that is not.
+  // are not in the vocabulary, an unk_token that is not, or byte fallback without the 256 byte
+  // tokens <0x00> to <0xFF> (Hugging Face would fall back to unk_token for a byte without one).
   BpeModel(std::unordered_map<std::string, int32_t> vocab,
            const std::vector<std::pair<std::string, std::string>>& merges, BpeSettings settings);
 
@@ -48,6 +52,7 @@ class BpeModel {
   std::unordered_map<uint64_t, Merge> merges_;
   BpeSettings settings_;
   std::optional<int32_t> unkId_;
+  std::vector<int32_t> byteIds_;  // byte fallback's <0xHH> token of each byte value
 
   static constexpr size_t kCacheCapacity = 10000;
   static constexpr size_t kCacheMaxWordBytes = 256;

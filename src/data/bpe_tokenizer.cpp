@@ -2,9 +2,7 @@
 
 #include <stdexcept>
 
-#include "data/byte_level.h"
 #include "data/text_checks.h"
-#include "data/unicode_nfc.h"
 
 namespace xtrap {
 
@@ -19,14 +17,15 @@ void BpeTokenizer::appendIds(std::string_view text, std::vector<int32_t>& ids) c
       continue;
     }
     const std::string_view stretch = text.substr(raw.begin, raw.end - raw.begin);
-    const std::string normalized = nfc_ ? unicodeNfc(stretch) : std::string(stretch);
+    const std::string normalized = normalizer_->apply(stretch);
     for (const TextSegment& segment : normalizedAddedTokens_->split(normalized)) {
       if (segment.id >= 0) {
         ids.push_back(segment.id);
         continue;
       }
       pieces.clear();
-      preTokenizer_->apply(std::string_view(normalized).substr(segment.begin, segment.end - segment.begin), pieces);
+      preTokenizer_->apply(std::string_view(normalized).substr(segment.begin, segment.end - segment.begin),
+                           raw.begin == 0 && segment.begin == 0, pieces);
       for (const std::string& piece : pieces) model_->tokenize(piece, ids);
     }
   }
@@ -53,13 +52,14 @@ std::vector<int32_t> BpeTokenizer::encodeWithSpecialTokens(std::string_view text
 }
 
 std::string BpeTokenizer::decode(const std::vector<int32_t>& ids) const {
-  std::string bytes;
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
   for (int32_t id : ids) {
     auto it = tokenOfId_.find(id);
     if (it == tokenOfId_.end()) throw std::out_of_range("no token has id " + std::to_string(id));
-    bytes += byteLevelToBytes(it->second);
+    tokens.push_back(it->second);
   }
-  return utf8Lossy(bytes);
+  return decoder_->decode(std::move(tokens));
 }
 
 std::optional<int32_t> BpeTokenizer::tokenId(const std::string& token) const {

@@ -1,13 +1,17 @@
 #pragma once
-// A Hugging Face `tokenizer.json` of the byte-level BPE family (BLOOM's, GPT-NeoX-20B's and so
-// MPT's), tokenizing as the Hugging Face tokenizers library does:
-//   added tokens found in the raw text (those not `normalized`) -> NFC where the file asks ->
-//   added tokens found in the normalized text -> pre-tokenizers -> BPE on each piece.
-// Supported: normalizer null, NFC or a Sequence of them; pre-tokenizers ByteLevel, Split (String
-// or Regex pattern, every behaviour, invert) and Sequence; model BPE (merges spelled "a b" or
-// ["a", "b"], unk_token, fuse_unk, ignore_merges, subword prefix and suffix; dropout null or 0;
-// byte_fallback false); post-processor null, ByteLevel, TemplateProcessing or a Sequence of them;
-// decoder ByteLevel. Anything else in a file is refused by name when it is read.
+// A Hugging Face `tokenizer.json` with a BPE model, byte-level (BLOOM's, GPT-NeoX-20B's and so
+// MPT's, Llama 3's, DeepSeek-V3's) or SentencePiece-style (Llama 2's, TinyLlama's, Mistral's,
+// Gemma's: "▁" for spaces, byte fallback), tokenizing as the Hugging Face tokenizers library does:
+//   added tokens found in the raw text (those not `normalized`) -> normalizer -> added tokens
+//   found in the normalized text -> pre-tokenizers -> BPE on each piece.
+// Supported: normalizer null, NFC, Prepend, Replace (String or Regex pattern) or a Sequence of
+// them; pre-tokenizer null, ByteLevel, Split (String or Regex pattern, every behaviour, invert),
+// Metaspace (prepend_scheme always, first or never, or the older add_prefix_space; split) and
+// Sequence; model BPE (merges spelled "a b" or ["a", "b"], unk_token, fuse_unk, ignore_merges,
+// subword prefix and suffix, byte_fallback with all 256 <0xHH> tokens; dropout null or 0);
+// post-processor null, ByteLevel, TemplateProcessing or a Sequence of them; decoder ByteLevel,
+// Metaspace, Replace, ByteFallback, Fuse, Strip or a Sequence of them. Anything else in a file is
+// refused by name when it is read. Unicode versions: unicode_regex.h, unicode_nfc.h.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -19,12 +23,19 @@
 
 #include "data/added_tokens.h"
 #include "data/bpe_model.h"
+#include "data/normalizer.h"
 #include "data/pre_tokenizer.h"
+#include "data/token_decoder.h"
 
 namespace xtrap {
 
 class BpeTokenizer {
  public:
+  // The version of what this code makes of a tokenizer.json: raised with every change that alters
+  // the ids of some file, so that ids an older xtrap cached (text_tokens.h) are not served. 2: the
+  // Unicode versions of Hugging Face's regex classes and NFC (unicode_regex.h, unicode_nfc.h).
+  static constexpr int kCodeVersion = 2;
+
   // Reads a tokenizer.json. Throws std::runtime_error, one line naming the file, for a file that
   // cannot be read, is malformed, or uses something not supported (named).
   static BpeTokenizer fromFile(const std::filesystem::path& path);
@@ -41,7 +52,7 @@ class BpeTokenizer {
   // (Hugging Face's default, add_special_tokens=True).
   std::vector<int32_t> encodeWithSpecialTokens(std::string_view text) const;
 
-  // UTF-8 text of `ids` through the ByteLevel decoder, special tokens included; bytes that do not
+  // UTF-8 text of `ids` through the file's decoder, special tokens included; bytes that do not
   // form UTF-8 become U+FFFD as in Hugging Face's decode. Throws std::out_of_range for an id no
   // token has (Hugging Face skips it silently).
   std::string decode(const std::vector<int32_t>& ids) const;
@@ -50,7 +61,7 @@ class BpeTokenizer {
   // rows an embedding needs.
   int32_t vocabSize() const { return vocabSize_; }
   // The id of a token string (an added token's content or a vocabulary entry, in the byte-level
-  // alphabet: " the" is "Ġthe"), as Hugging Face's token_to_id.
+  // alphabet: " the" is "Ġthe"; in SentencePiece's, "▁the"), as Hugging Face's token_to_id.
   std::optional<int32_t> tokenId(const std::string& token) const;
   // "fnv1a64:<16 hex digits>" of the file's bytes: a cache of token ids made with this file is
   // valid while this is unchanged.
@@ -66,10 +77,11 @@ class BpeTokenizer {
   void appendIds(std::string_view text, std::vector<int32_t>& ids) const;
   friend struct TokenizerJsonReader;
 
-  bool nfc_ = false;
+  std::shared_ptr<const Normalizer> normalizer_;
   std::shared_ptr<const AddedTokenMatcher> rawAddedTokens_, normalizedAddedTokens_;
   std::shared_ptr<const PreTokenizer> preTokenizer_;
   std::shared_ptr<const BpeModel> model_;
+  std::shared_ptr<const TokenDecoder> decoder_;
   std::vector<std::vector<TemplatePiece>> templates_;   // the post-processors' single templates, in order
   std::unordered_map<std::string, int32_t> addedIds_;   // content -> id
   std::unordered_map<int32_t, std::string> tokenOfId_;  // what decode maps each id to

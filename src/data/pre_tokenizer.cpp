@@ -31,7 +31,8 @@ std::vector<Span> matchesAndGaps(const UnicodeRegex& regex, std::string_view tex
 }
 
 // NormalizedString::split: the pieces to keep under `behavior`, Removed dropping the matches.
-void split(std::string_view text, const UnicodeRegex& regex, SplitBehavior behavior, bool invert,
+// Returns whether the first piece appended starts where `text` does.
+bool split(std::string_view text, const UnicodeRegex& regex, SplitBehavior behavior, bool invert,
            std::vector<std::string>& out) {
   std::vector<Span> spans = matchesAndGaps(regex, text);
   if (invert)
@@ -75,14 +76,40 @@ void split(std::string_view text, const UnicodeRegex& regex, SplitBehavior behav
       std::reverse(kept.begin(), kept.end());
       break;
   }
-  for (const auto& [begin, end] : kept)
-    if (end > begin) out.emplace_back(text.substr(begin, end - begin));
+  bool firstAtStart = false, first = true;
+  for (const auto& [begin, end] : kept) {
+    if (end == begin) continue;
+    if (first) firstAtStart = begin == 0;
+    first = false;
+    out.emplace_back(text.substr(begin, end - begin));
+  }
+  return firstAtStart;
+}
+
+// Metaspace on one piece: spaces replaced, the replacement prepended where `prepend`, split
+// before each replacement (MergedWithNext) where `splitPieces`.
+void metaspace(std::string piece, bool prepend, const std::string& replacement, bool splitPieces,
+               std::vector<std::string>& out) {
+  std::string replaced;
+  for (char c : piece) c == ' ' ? replaced += replacement : replaced += c;
+  if (prepend && replaced.compare(0, replacement.size(), replacement) != 0) replaced.insert(0, replacement);
+  if (!splitPieces) {
+    if (!replaced.empty()) out.push_back(std::move(replaced));
+    return;
+  }
+  size_t begin = 0;
+  for (size_t at = replaced.find(replacement, 1); at != std::string::npos; at = replaced.find(replacement, at + 1)) {
+    out.push_back(replaced.substr(begin, at - begin));
+    begin = at;
+  }
+  if (begin < replaced.size()) out.push_back(replaced.substr(begin));
 }
 
 }  // namespace
 
 void PreTokenizer::addSplit(std::shared_ptr<const UnicodeRegex> regex, SplitBehavior behavior, bool invert) {
   Step step;
+  step.kind = Step::Split;
   step.regex = std::move(regex);
   step.behavior = behavior;
   step.invert = invert;
@@ -92,20 +119,39 @@ void PreTokenizer::addSplit(std::shared_ptr<const UnicodeRegex> regex, SplitBeha
 void PreTokenizer::addByteLevel(bool addPrefixSpace, bool useRegex) {
   static const auto gpt2 = std::make_shared<const UnicodeRegex>(kGpt2Pattern);
   Step step;
-  step.byteLevel = true;
+  step.kind = Step::ByteLevel;
   step.addPrefixSpace = addPrefixSpace;
   if (useRegex) step.regex = gpt2;
   steps_.push_back(std::move(step));
 }
 
-void PreTokenizer::apply(std::string_view text, std::vector<std::string>& pieces) const {
+void PreTokenizer::addMetaspace(std::string replacement, PrependScheme prepend, bool split) {
+  Step step;
+  step.kind = Step::Metaspace;
+  step.replacement = std::move(replacement);
+  step.prepend = prepend;
+  step.metaspaceSplit = split;
+  steps_.push_back(std::move(step));
+}
+
+void PreTokenizer::apply(std::string_view text, bool atInputStart, std::vector<std::string>& pieces) const {
   if (text.empty()) return;
   std::vector<std::string> current{std::string(text)}, next;
+  bool firstAtInputStart = atInputStart;  // current[0] begins the input
   for (const Step& step : steps_) {
     next.clear();
-    for (std::string& piece : current) {
-      if (!step.byteLevel) {
-        split(piece, *step.regex, step.behavior, step.invert, next);
+    for (size_t i = 0; i < current.size(); ++i) {
+      std::string& piece = current[i];
+      const bool pieceAtInputStart = i == 0 && firstAtInputStart;
+      if (step.kind == Step::Split) {
+        const bool firstAtPieceStart = split(piece, *step.regex, step.behavior, step.invert, next);
+        if (i == 0) firstAtInputStart = pieceAtInputStart && firstAtPieceStart;
+        continue;
+      }
+      if (step.kind == Step::Metaspace) {
+        const bool prepend =
+            step.prepend == PrependScheme::Always || (step.prepend == PrependScheme::First && pieceAtInputStart);
+        metaspace(std::move(piece), prepend, step.replacement, step.metaspaceSplit, next);
         continue;
       }
       if (step.addPrefixSpace && piece.front() != ' ') piece.insert(piece.begin(), ' ');

@@ -30,6 +30,8 @@ uint64_t getU64(std::string_view in, size_t at) {
 }
 
 std::string readFile(const fs::path& file) {
+  // A directory opens as a stream of nothing, which would read as an empty text.
+  if (fs::is_directory(file)) throw std::runtime_error(file.string() + " is a directory, not a text file");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + file.string());
   std::ostringstream s;
@@ -101,8 +103,8 @@ TokenizedText tokenizeTextFile(const TextSource& source, const BpeTokenizer& tok
   uint64_t hash = fnv1a64(text);
   std::string digest = tokenizer.digest();
   fs::path cache = file;
-  cache +=
-      std::string(".xtrap-bpe-") + (source.detokenize ? "detok-" : "") + digest.substr(digest.find(':') + 1) + ".bin";
+  cache += fmt::format(".xtrap-bpe-{}code{}-{}.bin", source.detokenize ? "detok-" : "", BpeTokenizer::kCodeVersion,
+                       digest.substr(digest.find(':') + 1));
   if (readCache(cache, text, hash, tokenizer.vocabSize(), out.ids)) return out;
   out.ids = tokenizer.encode(text);
   writeCache(cache, text, hash, out.ids);

@@ -11,7 +11,6 @@
 #include <stdexcept>
 
 #include "data/bpe_tokenizer.h"
-#include "data/unicode_nfc.h"
 #include "util/fnv1a64.h"
 
 namespace xtrap {
@@ -73,21 +72,84 @@ const json& array(const json& object, const char* key, const std::string& where)
   return value;
 }
 
+// A pattern {"String": ...} or {"Regex": ...} (Split's, Replace's), compiled.
+std::shared_ptr<const UnicodeRegex> pattern(const json& object, const std::string& where) {
+  const json& p = member(object, "pattern", where);
+  std::string regex;
+  if (p.is_object() && p.size() == 1 && p.contains("String")) {
+    regex = UnicodeRegex::escape(text(p["String"], where + "'s String pattern"));
+  } else if (p.is_object() && p.size() == 1 && p.contains("Regex")) {
+    regex = text(p["Regex"], where + "'s Regex pattern");
+  } else {
+    fail(where + "'s pattern is neither {\"String\": ...} nor {\"Regex\": ...}");
+  }
+  try {
+    return std::make_shared<const UnicodeRegex>(regex);
+  } catch (const std::invalid_argument& e) {
+    fail(fmt::format("{}'s pattern: {}", where, e.what()));
+  }
+}
+
+// One character (Metaspace's replacement, Strip's content), as Hugging Face's `char` fields.
+char32_t character(const json& object, const char* key, const std::string& where) {
+  const std::string& s = text(member(object, key, where), fmt::format("{}'s \"{}\"", where, key));
+  const auto lead = s.empty() ? 0 : static_cast<unsigned char>(s[0]);
+  const size_t length = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : 4;
+  if (s.empty() || s.size() != length) fail(fmt::format("{}'s \"{}\" is not one character", where, key));
+  char32_t c = length == 1 ? lead : lead & (0x7F >> length);
+  for (size_t k = 1; k < length; ++k) c = (c << 6) | (static_cast<unsigned char>(s[k]) & 0x3F);
+  return c;
+}
+
+size_t count(const json& object, const char* key, const std::string& where) {
+  const json& value = member(object, key, where);
+  if (!value.is_number_unsigned()) fail(fmt::format("{}'s \"{}\" is not a count", where, key));
+  return value.get<size_t>();
+}
+
+// Metaspace's prepend scheme: "prepend_scheme" (default "always"), or an older file's
+// add_prefix_space false meaning "never", as tokenizers reads them.
+PrependScheme prependScheme(const json& m, const std::string& where) {
+  PrependScheme scheme = PrependScheme::Always;
+  if (auto it = m.find("prepend_scheme"); it != m.end()) {
+    const std::string& name = text(*it, where + "'s prepend_scheme");
+    if (name == "always") {
+      scheme = PrependScheme::Always;
+    } else if (name == "first") {
+      scheme = PrependScheme::First;
+    } else if (name == "never") {
+      scheme = PrependScheme::Never;
+    } else {
+      unsupported(fmt::format("Metaspace prepend_scheme \"{}\"", name), "always, first, never");
+    }
+  }
+  if (!flag(m, "add_prefix_space", where, true)) {
+    if (scheme != PrependScheme::Never) fail(where + "'s add_prefix_space false does not match its prepend_scheme");
+    scheme = PrependScheme::Never;
+  }
+  return scheme;
+}
+
 }  // namespace
 
 struct TokenizerJsonReader {
   const json& root;
   BpeTokenizer& tokenizer;
 
-  void normalizer(const json& n) {
+  void normalizer(const json& n, Normalizer& steps) {
     const std::string type = typeOf(n, "normalizer");
     if (type.empty()) return;
     if (type == "NFC") {
-      tokenizer.nfc_ = true;
+      steps.addNfc();
+    } else if (type == "Prepend") {
+      steps.addPrepend(text(member(n, "prepend", "Prepend normalizer"), "Prepend's prepend"));
+    } else if (type == "Replace") {
+      steps.addReplace(pattern(n, "Replace normalizer"),
+                       text(member(n, "content", "Replace normalizer"), "Replace's content"));
     } else if (type == "Sequence") {
-      for (const json& inner : array(n, "normalizers", "normalizer Sequence")) normalizer(inner);
+      for (const json& inner : array(n, "normalizers", "normalizer Sequence")) normalizer(inner, steps);
     } else {
-      unsupported(fmt::format("normalizer \"{}\"", type), "null, NFC, Sequence");
+      unsupported(fmt::format("normalizer \"{}\"", type), "null, NFC, Prepend, Replace, Sequence");
     }
   }
 
@@ -98,15 +160,6 @@ struct TokenizerJsonReader {
       steps.addByteLevel(flag(p, "add_prefix_space", "ByteLevel pre_tokenizer", std::nullopt),
                          flag(p, "use_regex", "ByteLevel pre_tokenizer", true));
     } else if (type == "Split") {
-      const json& pattern = member(p, "pattern", "Split pre_tokenizer");
-      std::string regex;
-      if (pattern.is_object() && pattern.size() == 1 && pattern.contains("String")) {
-        regex = UnicodeRegex::escape(text(pattern["String"], "Split's String pattern"));
-      } else if (pattern.is_object() && pattern.size() == 1 && pattern.contains("Regex")) {
-        regex = text(pattern["Regex"], "Split's Regex pattern");
-      } else {
-        fail("Split's pattern is neither {\"String\": ...} nor {\"Regex\": ...}");
-      }
       const std::string& behavior = text(member(p, "behavior", "Split pre_tokenizer"), "Split's behavior");
       static const std::pair<const char*, SplitBehavior> kBehaviors[] = {
           {"Removed", SplitBehavior::Removed},
@@ -120,17 +173,15 @@ struct TokenizerJsonReader {
       if (!found)
         unsupported(fmt::format("Split behavior \"{}\"", behavior),
                     "Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous");
-      std::shared_ptr<const UnicodeRegex> compiled;
-      try {
-        compiled = std::make_shared<const UnicodeRegex>(regex);
-      } catch (const std::invalid_argument& e) {
-        fail(fmt::format("Split's pattern: {}", e.what()));
-      }
-      steps.addSplit(std::move(compiled), found->second, flag(p, "invert", "Split pre_tokenizer", std::nullopt));
+      steps.addSplit(pattern(p, "Split"), found->second, flag(p, "invert", "Split pre_tokenizer", std::nullopt));
+    } else if (type == "Metaspace") {
+      const std::string where = "Metaspace pre_tokenizer";
+      steps.addMetaspace(text(member(p, "replacement", where), where + "'s replacement"), prependScheme(p, where),
+                         flag(p, "split", where, true));
     } else if (type == "Sequence") {
       for (const json& inner : array(p, "pretokenizers", "pre_tokenizer Sequence")) preTokenizer(inner, steps);
     } else {
-      unsupported(fmt::format("pre_tokenizer \"{}\"", type), "null, ByteLevel, Split, Sequence");
+      unsupported(fmt::format("pre_tokenizer \"{}\"", type), "null, ByteLevel, Split, Metaspace, Sequence");
     }
   }
 
@@ -143,13 +194,13 @@ struct TokenizerJsonReader {
       if (!dropout->is_number()) fail("BPE dropout is not a number");
       if (dropout->get<double>() != 0.0) unsupported("BPE dropout (random merges)", "null or 0");
     }
-    if (flag(m, "byte_fallback", where, false)) unsupported("BPE byte_fallback true", "false");
     BpeSettings settings;
     settings.unkToken = optionalText(m, "unk_token", where);
     settings.fuseUnk = flag(m, "fuse_unk", where, false);
     settings.ignoreMerges = flag(m, "ignore_merges", where, false);
     settings.continuingSubwordPrefix = optionalText(m, "continuing_subword_prefix", where).value_or("");
     settings.endOfWordSuffix = optionalText(m, "end_of_word_suffix", where).value_or("");
+    settings.byteFallback = flag(m, "byte_fallback", where, false);
 
     const json& vocabJson = member(m, "vocab", where);
     if (!vocabJson.is_object()) fail("BPE vocab is not a JSON object");
@@ -223,7 +274,7 @@ struct TokenizerJsonReader {
     std::vector<AddedTokenMatcher::Pattern> raw, normalized;
     for (const auto& [id, token] : byId) {
       // What the token matches in the normalized text, and what decode gives for it.
-      const std::string form = token.normalized && tokenizer.nfc_ ? unicodeNfc(token.content) : token.content;
+      const std::string form = token.normalized ? tokenizer.normalizer_->apply(token.content) : token.content;
       tokenizer.tokenOfId_[id] = form;
       (token.normalized ? normalized : raw).push_back({form, token});
     }
@@ -268,9 +319,29 @@ struct TokenizerJsonReader {
     tokenizer.templates_.push_back(std::move(pieces));
   }
 
-  void decoder(const json& d) {
+  void decoder(const json& d, TokenDecoder& steps) {
     const std::string type = typeOf(d, "decoder");
-    if (type != "ByteLevel") unsupported(fmt::format("decoder \"{}\"", type.empty() ? "null" : type), "ByteLevel");
+    if (type == "ByteLevel") {
+      steps.addByteLevel();
+    } else if (type == "Metaspace") {
+      const std::string where = "Metaspace decoder";
+      steps.addMetaspace(character(d, "replacement", where), prependScheme(d, where) != PrependScheme::Never);
+    } else if (type == "Replace") {
+      steps.addReplace(pattern(d, "Replace decoder"),
+                       text(member(d, "content", "Replace decoder"), "Replace's content"));
+    } else if (type == "ByteFallback") {
+      steps.addByteFallback();
+    } else if (type == "Fuse") {
+      steps.addFuse();
+    } else if (type == "Strip") {
+      steps.addStrip(character(d, "content", "Strip decoder"), count(d, "start", "Strip decoder"),
+                     count(d, "stop", "Strip decoder"));
+    } else if (type == "Sequence") {
+      for (const json& inner : array(d, "decoders", "decoder Sequence")) decoder(inner, steps);
+    } else {
+      unsupported(fmt::format("decoder \"{}\"", type.empty() ? "null" : type),
+                  "ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip, Sequence");
+    }
   }
 
   void read() {
@@ -282,14 +353,18 @@ struct TokenizerJsonReader {
       auto it = root.find(key);
       if (it != root.end() && !it->is_null()) unsupported(fmt::format("{} (it changes encode's ids)", key), "null");
     }
-    normalizer(root.value("normalizer", json()));
+    auto normalizerSteps = std::make_shared<Normalizer>();
+    normalizer(root.value("normalizer", json()), *normalizerSteps);
+    tokenizer.normalizer_ = std::move(normalizerSteps);
     auto steps = std::make_shared<PreTokenizer>();
     preTokenizer(root.value("pre_tokenizer", json()), *steps);
     tokenizer.preTokenizer_ = std::move(steps);
     model(member(root, "model", "the file"));
     addedTokens();
     postProcessor(root.value("post_processor", json()));
-    decoder(root.value("decoder", json()));
+    auto decoderSteps = std::make_shared<TokenDecoder>();
+    decoder(root.value("decoder", json()), *decoderSteps);
+    tokenizer.decoder_ = std::move(decoderSteps);
     int64_t largest = -1;
     for (const auto& [id, token] : tokenizer.tokenOfId_) largest = std::max<int64_t>(largest, id);
     if (largest + 1 > std::numeric_limits<int32_t>::max()) fail("an id is too large");

@@ -2,8 +2,11 @@
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <unicode/uniset.h>
+#include <unicode/unistr.h>
 
 #include <cctype>
+#include <cstdio>
 #include <optional>
 #include <stdexcept>
 
@@ -21,6 +24,29 @@ size_t utf8Length(unsigned char lead) {
 // Unicode 6.3), which splits " \u180E" differently from Hugging Face.
 const char kWhiteSpace[] =
     "\\t-\\r\\x20\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
+
+// The characters of Unicode property `name` (Oniguruma's \p{name}; a leading ^ negates it) as
+// PCRE2 class ranges, from ICU's tables: PCRE2 10.42's own are Unicode 14 (see the header).
+std::string propertyRanges(std::string_view name, bool negated) {
+  if (!name.empty() && name.front() == '^') {
+    negated = !negated;
+    name.remove_prefix(1);
+  }
+  UErrorCode status = U_ZERO_ERROR;
+  icu::UnicodeSet set(icu::UnicodeString::fromUTF8("[\\p{" + std::string(name) + "}]"), status);
+  if (U_FAILURE(status)) throw std::invalid_argument("unknown Unicode property \\p{" + std::string(name) + "}");
+  if (negated) set.complement();
+  set.remove(0xD800, 0xDFFF);  // surrogates are not characters of UTF-8 text, and PCRE2 refuses them
+  if (set.isEmpty()) throw std::invalid_argument("\\p{" + std::string(name) + "} matches no character");
+  std::string out;
+  char buffer[32];
+  for (int32_t i = 0; i < set.getRangeCount(); ++i) {
+    const UChar32 first = set.getRangeStart(i), last = set.getRangeEnd(i);
+    std::snprintf(buffer, sizeof buffer, first == last ? "\\x{%X}" : "\\x{%X}-\\x{%X}", first, last);
+    out += buffer;
+  }
+  return out;
+}
 
 // Oniguruma's syntax, as far as this family's patterns go, in PCRE2's (see the header).
 std::string toPcre2(std::string_view p) {
@@ -47,6 +73,16 @@ std::string toPcre2(std::string_view p) {
       } else if (e == 'S') {
         if (depth) throw std::invalid_argument("\\S inside a character class is not supported");
         out += std::string("[^") + kWhiteSpace + "]";
+      } else if (e == 'p' || e == 'P') {
+        const bool braced = i + 2 < p.size() && p[i + 2] == '{';  // \p{Name}, or \pL with one letter
+        const size_t nameBegin = i + (braced ? 3 : 2);
+        const size_t nameEnd = braced ? p.find('}', nameBegin) : nameBegin + 1;
+        if (nameEnd == std::string_view::npos || nameEnd > p.size())
+          throw std::invalid_argument("\\p without a property name");
+        const std::string ranges = propertyRanges(p.substr(nameBegin, nameEnd - nameBegin), e == 'P');
+        out += depth ? ranges : "[" + ranges + "]";
+        i = nameEnd + (braced ? 1 : 0);
+        continue;
       } else if (e == 'h' || e == 'H') {
         throw std::invalid_argument("Oniguruma's \\h (hexadecimal digit) is not supported");
       } else {

@@ -3,6 +3,11 @@
 // available). Hugging Face tokenizers runs these patterns with Oniguruma; the few places where
 // Oniguruma's syntax or classes differ from PCRE2's in the patterns this family uses are rewritten
 // (see the constructor), and any other Oniguruma-only construct met is refused, never guessed.
+// Unicode version: the npm tokenizers 0.23 bundles Oniguruma with Unicode 16.0 tables; Debian 12
+// has none that new (PCRE2 10.42: Unicode 14; ICU 72 and Oniguruma 6.9.8: Unicode 15.0). Property
+// classes are therefore taken from ICU, Unicode 15.0, which agrees with Hugging Face on every
+// character but the ~5,800 assigned in 15.1 and 16.0 (CJK Extension I, Garay, Todhri, ...): those
+// are unassigned here, so a pattern's \p{L} or \p{N} does not match them where Hugging Face's does.
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -20,6 +25,8 @@ class UnicodeRegex {
   //    intersection (&&) are refused, and so is Oniguruma's \h (a hexadecimal digit, unlike PCRE2's).
   //  - \s and \S are spelled out as Unicode's White_Space (Oniguruma's), which PCRE2's \s is
   //    but for U+180E; \S inside a class is refused.
+  //  - \p{Name}, \p{^Name}, \P{Name} and \pL are spelled out as ranges of ICU's Unicode 15.0
+  //    (names as ICU reads them: general categories, scripts, binary properties).
   // Throws std::invalid_argument with the reason when the pattern cannot be compiled.
   explicit UnicodeRegex(std::string_view pattern);
   ~UnicodeRegex();

@@ -38,7 +38,12 @@ RunInfo readRunInfo(const fs::path& dir) {
     run.train.seed = 0;
     return run;
   }
-  if (!fs::exists(file)) throw std::runtime_error("not a run directory (no run.json): " + dir.string());
+  if (!fs::exists(file)) {
+    if (!fs::exists(dir)) throw std::runtime_error("not a run directory: " + dir.string() + " does not exist");
+    if (!fs::is_directory(dir)) throw std::runtime_error("not a run directory: " + dir.string() + " is a file");
+    throw std::runtime_error("not a run directory: " + dir.string() +
+                             " has neither run.json (an xtrap run) nor config.json (a Hugging Face model)");
+  }
   RunInfo run;
   run.dir = dir;
   try {

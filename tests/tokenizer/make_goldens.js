@@ -20,6 +20,12 @@ const byteLevel = (prefix, regex) => ({type: 'ByteLevel', add_prefix_space: pref
 const split = (pattern, behavior, invert) => ({type: 'Split', pattern, behavior, invert});
 const special = (id, content, extra = {}) => ({
   id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true, ...extra});
+// Llama-3's pre-tokenizer pattern and DeepSeek-V3's three (the third has literal CR and LF
+// characters where Llama-3's has \r and \n escapes), as their tokenizer.json files have them.
+const llama3Pattern = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const deepseekV3Patterns = ['\\p{N}{1,3}', '[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+',
+  '[!"#$%&\'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+'];
+const metaspace = (scheme, split, extra = {}) => ({type: 'Metaspace', replacement: '\u2581', prepend_scheme: scheme, split, ...extra});
 const neoxAdded = JSON.parse(fs.readFileSync(path.join(here, 'gpt-neox-20b_tokenizer.json'))).added_tokens;
 
 const cases = [
@@ -51,6 +57,57 @@ const cases = [
         special_tokens: {'<|endoftext|>': {id: '<|endoftext|>', ids: [0], tokens: ['<|endoftext|>']}},
       }]},
     },
+  },
+  {
+    // Llama-3's settings (meta-llama/Meta-Llama-3-8B) on GPT-NeoX's vocabulary.
+    name: 'llama-3-pretokenizer',
+    override: {
+      normalizer: null,
+      pre_tokenizer: {type: 'Sequence', pretokenizers: [split({Regex: llama3Pattern}, 'Isolated', false), byteLevel(false, false)]},
+    },
+    random: true,
+  },
+  {
+    // DeepSeek-V3's settings (deepseek-ai/DeepSeek-V3) on GPT-NeoX's vocabulary.
+    name: 'deepseek-v3-pretokenizer',
+    override: {
+      normalizer: {type: 'Sequence', normalizers: []},
+      pre_tokenizer: {type: 'Sequence', pretokenizers: deepseekV3Patterns.map((p) => split({Regex: p}, 'Isolated', false)).concat([byteLevel(false, false)])},
+    },
+    random: true,
+  },
+  // SentencePiece-style BPE (make_sentencepiece_vocab.js): Llama 2's file as it is, then the
+  // settings of other families on its vocabulary.
+  {name: 'llama-2-format', base: 'sentencepiece-bpe_tokenizer.json', override: {}, random: true, sentencepiece: true},
+  {
+    // Llama 2 converted with legacy=false, Mistral: Metaspace "first", no split.
+    name: 'metaspace-first',
+    base: 'sentencepiece-bpe_tokenizer.json',
+    override: {normalizer: null, pre_tokenizer: metaspace('first', false), decoder: metaspace('first', false)},
+    sentencepiece: true,
+  },
+  {
+    name: 'metaspace-always-split',
+    base: 'sentencepiece-bpe_tokenizer.json',
+    override: {normalizer: null, pre_tokenizer: metaspace('always', true), decoder: metaspace('always', true), model: {ignore_merges: true}},
+    sentencepiece: true,
+  },
+  {
+    // An older file's add_prefix_space false (prepend_scheme "never").
+    name: 'metaspace-never',
+    base: 'sentencepiece-bpe_tokenizer.json',
+    override: {normalizer: null, pre_tokenizer: metaspace('never', true, {add_prefix_space: false}), decoder: metaspace('never', true)},
+    sentencepiece: true,
+  },
+  {
+    // Gemma's: spaces replaced, nothing prepended, no Strip.
+    name: 'gemma-format',
+    base: 'sentencepiece-bpe_tokenizer.json',
+    override: {
+      normalizer: {type: 'Replace', pattern: {String: ' '}, content: '\u2581'},
+      decoder: {type: 'Sequence', decoders: [{type: 'Replace', pattern: {String: '\u2581'}, content: ' '}, {type: 'ByteFallback'}, {type: 'Fuse'}]},
+    },
+    sentencepiece: true,
   },
   {name: 'split-digits-removed', override: {pre_tokenizer: {type: 'Sequence', pretokenizers: [split({Regex: '\\p{N}'}, 'Removed', false), byteLevel(false, false)]}}},
   {name: 'split-space-string-merged-with-previous', override: {pre_tokenizer: {type: 'Sequence', pretokenizers: [split({String: ' '}, 'MergedWithPrevious', false), byteLevel(false, false)]}}},
@@ -95,7 +152,28 @@ const handwritten = [
   "BLOOM's separators: a.b,c!d?e…f。g，h、i।j۔k،l", '(parens) [brackets] {braces} |pipes|', 'e\u0301', '\u0301 leading mark',
   'the end. endless end, weekend end', '[MASK] x', 'a   [MASK] b', '<sep>   after <sep>', 'cafe\u0301 café cafés',
   'world worlds underworld', 'x \u0085y', 'x\u0085 y', '\u0085\u0085 z \u0085\u0085', 'xxx axxb x', 'a\u180e b a \u180eb x\u2028\u180e\u180e y', 'end\u0301 ²end end² end_x x_end endé \u0663end end\u200d', 'é', '€', '𝄞 music', 'ab.cd..ef.', '  \n  \n', 'Ω≈ç√∫˜µ≤≥÷',
+  // Unicode versions. Hugging Face's regular expressions have Unicode 16.0's classes and xtrap's
+  // 15.0's (src/data/unicode_regex.h): characters of 15.0 (Kawi, U+1FAE8) must split alike; those
+  // of 15.1 and 16.0 would not, and are not here. Its NFC is Unicode 9.0's (src/data/unicode_nfc.h):
+  // U+11938 (Unicode 13) is not composed, U+0898 (Unicode 14, class 230) not reordered.
+  ' \u{11F50}', 'a \u{11F50}\u{11F51}\u{11F52}\u{11F53}', 'x\u{11F04}\u{11F05} y', 'a \u{1FAE8}', 'a\u{1FAE8}b \u{1FAE8}\u{1FAE8}',
+  '\u{11935}\u{11930}', '\u{11938}', 'a\u0898\u0316', 'a\u0316\u0898', '\u{10570}\u{10571} Vithkuqi',
+  "WE'LL it'S x'Re",
 ];
+
+// For the SentencePiece cases: paragraphs of WikiText-2's validation text, and an adversarial text
+// (many scripts, emoji, runs of spaces at either end and inside, tabs, newlines, characters the
+// vocabulary lacks, which fall back to bytes, the special tokens).
+const wikiText = fs.readFileSync(path.join(here, '../../data/wikitext-2/wiki.valid.tokens'), 'utf8').slice(0, 6000);
+const sentencepieceTexts = wikiText.split('\n').filter((line) => line.length > 0).concat([
+  wikiText,
+  '  two leading spaces and two trailing  ', '   ', ' a', 'a ', 'a  b   c    d', '\tTab\tseparated\t', '\n\nnew\nlines\n\n',
+  ' \n \t mixed \r\n whitespace \t ', '\u2581already\u2581meta\u2581space\u2581', '\u2581 \u2581\u2581 x',
+  'Zürich, Kraków, Åland, Ærø, İstanbul', '東京は日本の首都です。', '서울 特別市', 'Привет, мир! Γειά σου κόσμε',
+  'مرحبا بالعالم', 'नमस्ते दुनिया', '😀 👍🏽 👨‍👩‍👧‍👦 🇫🇷 ❤️ 🫨', '𝄞𝕏 \u{10FFFD} \u{E000}', 'a\u0000b\u0007c', '<s> text </s> <unk>',
+  'before<s>after', ' <s>  spaced  </s> ', 'zero\u200bwidth\u00a0nbsp\u3000ideographic', '~!@#$%^&*()_+`-={}|[]\\:";\'<>?,./',
+  'The lobster\u2019s claws — 60 cm (24 in) — and €13.50', '\u00e9 e\u0301 \ufb01', '$1 $$ ${1} \\1',
+]);
 
 // Deterministic mixed-script strings (a fixed linear congruential generator).
 let seed = 12345;
@@ -162,10 +240,10 @@ async function main() {
   for (const c of chosen) {
     const base = JSON.parse(fs.readFileSync(path.resolve(here, c.base)));
     const tokenizer = Tokenizer.fromString(tokenizerJson(base, c));
-    const texts = c.random ? handwritten.concat(randomStrings) : handwritten;
+    const texts = handwritten.concat(c.sentencepiece ? sentencepieceTexts : [], c.random ? randomStrings : []);
     const strings = [];
     for (const text of texts) strings.push(await golden(tokenizer, text));
-    const {random, ...description} = c;
+    const {random, sentencepiece, ...description} = c;
     result.cases.push({...description, strings});
   }
   fs.writeFileSync(out, JSON.stringify(result) + '\n');
