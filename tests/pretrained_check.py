@@ -20,6 +20,8 @@ import json, math, os, re, shutil, struct, subprocess, sys, tempfile
 import torch
 import torch.nn.functional as F
 
+from hf_checkpoint import NAMES, rand, write_model, write_safetensors
+
 XTRAP, EXPORT_LOGITS = sys.argv[1], sys.argv[2]
 HERE = os.path.dirname(os.path.abspath(__file__))
 NEOX_TOKENIZER = os.path.join(HERE, "tokenizer", "gpt-neox-20b_tokenizer.json")
@@ -30,52 +32,6 @@ def check(ok, what):
     print(("ok   " if ok else "FAIL ") + what)
     if not ok:
         failures.append(what)
-
-
-# ---- writing checkpoints (the safetensors format by hand) ----
-NAMES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
-
-
-def tensor_bytes(t):
-    t = t.contiguous()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().tobytes()
-    return t.numpy().tobytes()
-
-
-def write_safetensors(path, tensors):
-    header, blobs, offset = {}, [], 0
-    for name, t in tensors.items():
-        b = tensor_bytes(t)
-        header[name] = {"dtype": NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(b)]}
-        blobs.append(b)
-        offset += len(b)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
-
-
-def write_model(d, config, tensors, shards=1):
-    os.makedirs(d, exist_ok=True)
-    json.dump(config, open(os.path.join(d, "config.json"), "w"))
-    names = list(tensors)
-    if shards == 1:
-        write_safetensors(os.path.join(d, "model.safetensors"), tensors)
-    else:
-        weight_map = {}
-        for s in range(shards):
-            part = names[s::shards]
-            file = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
-            write_safetensors(os.path.join(d, file), {n: tensors[n] for n in part})
-            weight_map.update({n: file for n in part})
-        json.dump({"metadata": {}, "weight_map": weight_map}, open(os.path.join(d, "model.safetensors.index.json"), "w"))
-    with open(NEOX_TOKENIZER, "rb") as src, open(os.path.join(d, "tokenizer.json"), "wb") as dst:
-        dst.write(src.read())
-
-
-def rand(g, *shape, scale=0.2, shift=0.0):
-    return torch.randn(*shape, generator=g) * scale + shift
 
 
 def bloom_checkpoint(seed, C, H, layers, V, seq_length):
@@ -240,7 +196,7 @@ for kind, H, cfg, tensors in models:
     for dtype, shards in ((torch.float32, 1), (torch.float32, 3), (torch.bfloat16, 1), (torch.float16, 2)):
         stored = {n: v.to(dtype) for n, v in tensors.items()}
         d = os.path.join(work, f"{kind}-h{H}-{NAMES[dtype]}-{shards}")
-        write_model(d, cfg, stored, shards)
+        write_model(d, cfg, stored, shards, NEOX_TOKENIZER)
         forward = bloom_forward if kind == "bloom" else mpt_forward
         for interp, a in (("none", 1.0), ("linear", 2.5), ("ntk", 2.5), ("dynamic-ntk", T / L)):
             if dtype != torch.float32 and interp not in ("none", "ntk"):
@@ -272,7 +228,7 @@ for kind, H, cfg, tensors in models[:2]:
     for dtype in (torch.bfloat16, torch.float16, torch.float32):
         stored = {n: v.to(dtype) for n, v in tensors.items()}
         d = os.path.join(work, f"{kind}-h{H}-{NAMES[dtype]}-bf16eval")
-        write_model(d, cfg, stored)
+        write_model(d, cfg, stored, tokenizer=NEOX_TOKENIZER)
         out = os.path.join(work, "logits.f32")
         r = run([EXPORT_LOGITS, d, tokens, out, "ntk", "2.5", "all", "bfloat16"])
         what = f"{kind} H={H} {NAMES[dtype]} checkpoint evaluated in bfloat16"
@@ -293,7 +249,7 @@ for kind, H, cfg, tensors in models[:2]:
 # ---- eval end to end: a text through the tokenizer, bits per byte and word perplexity ----
 cfg, tensors = bloom_checkpoint(7, 16, 4, 2, 50304, 64)
 d = os.path.join(work, "bloom-e2e")
-write_model(d, cfg, tensors)
+write_model(d, cfg, tensors, tokenizer=NEOX_TOKENIZER)
 text = "The quick brown fox jumps over the lazy dog.\nÉtait-ce 42 fois ?  Ünïcode — ok\n\nlast line without end"
 text_file = os.path.join(work, "text.txt")
 open(text_file, "w", encoding="utf-8").write(text)
@@ -486,7 +442,7 @@ check(r.returncode != 0 and len(err.splitlines()) == 1 and "--split" in err, f"p
 def hostile(name, damage, names_file):
     d = os.path.join(work, "hostile-" + name)
     cfg, tensors = mpt_checkpoint(3, 8, 2, 1, 50304, 16, 8, None)
-    write_model(d, cfg, tensors, shards=2 if "shard" in name else 1)
+    write_model(d, cfg, tensors, shards=2 if "shard" in name else 1, tokenizer=NEOX_TOKENIZER)
     damage(d)
     r = run([XTRAP, "eval", d, "--text", text_file, "--Lvalid", "16", "--no-progress", "--out",
              os.path.join(work, "h.csv")])
