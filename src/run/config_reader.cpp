@@ -18,7 +18,8 @@ nlohmann::json readJsonFile(const std::string& file) {
 ConfigReader::ConfigReader(const nlohmann::json& j, std::string file, std::set<std::string> computed,
                            std::string prefix)
     : j_(j), file_(std::move(file)), computed_(std::move(computed)), prefix_(std::move(prefix)) {
-  if (!j_.is_object()) fail(prefix_.empty() ? "not a JSON object" : prefix_.substr(0, prefix_.size() - 1) + " must be an object");
+  if (!j_.is_object())
+    fail(prefix_.empty() ? "not a JSON object" : prefix_.substr(0, prefix_.size() - 1) + " must be an object");
 }
 
 void ConfigReader::fail(const std::string& why) const { throw std::runtime_error(file_ + ": " + why); }

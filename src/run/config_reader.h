@@ -17,8 +17,7 @@ class ConfigReader {
  public:
   // `computed`: the keys this reader may read (empty: any). `prefix` names nested objects in
   // messages ("attn_config.").
-  ConfigReader(const nlohmann::json& j, std::string file, std::set<std::string> computed = {},
-               std::string prefix = "");
+  ConfigReader(const nlohmann::json& j, std::string file, std::set<std::string> computed = {}, std::string prefix = "");
 
   [[noreturn]] void fail(const std::string& why) const;
   // The value of the first of `names` present and not null; nullptr when none is.

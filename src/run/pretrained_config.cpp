@@ -64,7 +64,8 @@ void checkKeys(const PretrainedFamily& family, const std::string& type, const nl
       fail(fmt::format("{} is not read for model_type {}, and changes the numbers of other families", key, type));
     // A nested object whose keys the table lists: every key listed.
     if (!value.is_object() || !known.count(key)) continue;
-    bool listsInner = std::any_of(known.begin(), known.end(), [&](const std::string& k) { return k.rfind(key + ".", 0) == 0; });
+    bool listsInner =
+        std::any_of(known.begin(), known.end(), [&](const std::string& k) { return k.rfind(key + ".", 0) == 0; });
     for (const auto& [inner, innerValue] : value.items())
       if (listsInner && !innerValue.is_null() && !known.count(key + "." + inner))
         fail(fmt::format("{}.{} is not known to xtrap for model_type {}", key, inner, type));
@@ -84,8 +85,11 @@ PretrainedConfig parsePretrainedConfig(const nlohmann::json& j, const std::strin
   if (!family) {
     std::vector<std::string> names;
     for (const auto* f : pretrainedFamilies()) names.insert(names.end(), f->modelTypes.begin(), f->modelTypes.end());
-    throw std::runtime_error(
-        fmt::format("{}: model_type '{}' is not supported (supported: {})", file, type, fmt::join(names, ", ")));
+    // Multimodal checkpoints (gemma3's text_config beside a vision tower) name their language
+    // model's type inside; its tensors sit under other prefixes beside the vision tower's.
+    bool multimodal = j.contains("text_config") && j["text_config"].is_object();
+    throw std::runtime_error(fmt::format("{}: model_type '{}'{} is not supported (supported: {})", file, type,
+                                         multimodal ? " (multimodal, with text_config)" : "", fmt::join(names, ", ")));
   }
   checkKeys(*family, type, j, file);
   PretrainedConfig p = family->read(familyReader(*family, j, file));

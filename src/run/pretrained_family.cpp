@@ -10,10 +10,9 @@
 namespace xtrap {
 
 const std::vector<const PretrainedFamily*>& pretrainedFamilies() {
-  static const std::vector<const PretrainedFamily*> all{&bloomFamily(),  &mptFamily(),   &llamaFamily(),
-                                                        &mistralFamily(), &qwen2Family(), &qwen3Family(),
-                                                        &phi3Family(),   &gemmaFamily(), &gemma2Family(),
-                                                        &gemma3Family()};
+  static const std::vector<const PretrainedFamily*> all{
+      &bloomFamily(), &mptFamily(),  &llamaFamily(), &mistralFamily(), &qwen2Family(),
+      &qwen3Family(), &phi3Family(), &gemmaFamily(), &gemma2Family(),  &gemma3Family()};
   return all;
 }
 
@@ -25,12 +24,14 @@ const PretrainedFamily* findPretrainedFamily(const std::string& modelType) {
 }
 
 const std::vector<std::string>& commonInertKeys() {
-  static const std::vector<std::string> keys{
-      "model_type",  "architectures",     "_name_or_path",   "transformers_version", "torch_dtype",
-      "dtype",       "use_cache",         "initializer_range", "pad_token_id",       "attention_dropout",
-      "tokenizer_class", "auto_map",      "output_attentions", "output_hidden_states", "return_dict",
-      "is_decoder",  "is_encoder_decoder", "id2label",       "label2id",             "task_specific_params",
-      "problem_type", "base_model_tp_plan", "base_model_pp_plan", "keys_to_ignore_at_inference"};
+  static const std::vector<std::string> keys{"model_type", "architectures", "_name_or_path", "transformers_version",
+                                             "torch_dtype", "dtype", "use_cache", "initializer_range", "pad_token_id",
+                                             "attention_dropout", "tokenizer_class", "auto_map", "output_attentions",
+                                             "output_hidden_states", "return_dict", "is_decoder", "is_encoder_decoder",
+                                             "id2label", "label2id", "task_specific_params", "problem_type",
+                                             // Token ids never change the logits; the families that take their context
+                                             // token from them also list them as computed.
+                                             "bos_token_id", "eos_token_id"};
   return keys;
 }
 
@@ -51,8 +52,7 @@ std::string pretrainedKeysMarkdown() {
   };
   auto refusedList = [](const std::vector<RefusedKey>& keys) {
     std::string out;
-    for (const auto& k : keys)
-      out += fmt::format("- `{}` unless {} ({})\n", k.key, k.accepted.dump(), k.why);
+    for (const auto& k : keys) out += fmt::format("- `{}` unless {} ({})\n", k.key, k.accepted.dump(), k.why);
     return out.empty() ? std::string("- none\n") : out;
   };
   std::string md = "Every family also ignores " + codeList(commonInertKeys()) + ", and refuses:\n\n" +

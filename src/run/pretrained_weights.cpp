@@ -107,8 +107,9 @@ bool checkSources(const fs::path& dir, const TensorMap& map, const std::map<std:
   }
   for (const auto& [name, where] : tensors)
     if (!used.count(name))
-      throw std::runtime_error(fmt::format("{} does not match {}: it holds {}, which the model {} describes does not have",
-                                           config, where.file->path().string(), name, config));
+      throw std::runtime_error(
+          fmt::format("{} does not match {}: it holds {}, which the model {} describes does not have", config,
+                      where.file->path().string(), name, config));
   return twoByte;
 }
 

@@ -20,7 +20,7 @@ PretrainedConfig readCommon(const ConfigReader& r, const std::string& type, doub
   PretrainedConfig p = readRotaryDecoder(r, type, true, "hidden_activation", "gelu_pytorch_tanh");
   ModelConfig& m = p.model;
   if (!r.has("head_dim")) m.headDim = 256;
-  if (!r.has("rope_theta")) m.rotaryBase = ropeTheta;
+  if (!ropeSettings(r, "full_attention").theta) m.rotaryBase = ropeTheta;
   m.norm = "rms-one-plus";
   m.scaleEmbedding = true;
   m.embeddingScaleRounded = true;
@@ -65,7 +65,7 @@ PretrainedConfig readGemma3(const ConfigReader& r) {
   m.qkNorm = true;
   m.attentionSoftcap = softcap(r, "attn_logit_softcapping", 0.0);
   m.finalSoftcap = softcap(r, "final_logit_softcapping", 0.0);
-  m.rotaryLocalBase = r.number({"rope_local_base_freq"}, 10000.0);
+  m.rotaryLocalBase = ropeSettings(r, "sliding_attention").theta.value_or(r.number({"rope_local_base_freq"}, 10000.0));
   if (!(m.rotaryLocalBase > 1)) r.fail("rope_local_base_freq must be greater than 1");
   std::vector<std::string> types = r.texts("layer_types");
   int64_t pattern = r.integer("sliding_window_pattern", 6);
@@ -92,12 +92,9 @@ const RefusedKey kGemmaBias{"attention_bias", false, "biases on q, k, v and o bu
 }  // namespace
 
 const PretrainedFamily& gemmaFamily() {
-  static const PretrainedFamily f{{"gemma"},
-                                  rotaryDecoderComputed({"hidden_activation"}),
-                                  {"hidden_act"},
-                                  {kGemmaBias},
-                                  {"model."},
-                                  readGemma,
+  static const PretrainedFamily f{{"gemma"},           rotaryDecoderComputed({"hidden_activation"}),
+                                  {"hidden_act"},      {kGemmaBias},
+                                  {"model."},          readGemma,
                                   rotaryDecoderTensors};
   return f;
 }
@@ -105,8 +102,8 @@ const PretrainedFamily& gemmaFamily() {
 const PretrainedFamily& gemma2Family() {
   static const PretrainedFamily f{
       {"gemma2"},
-      rotaryDecoderComputed({"hidden_activation", "query_pre_attn_scalar", "sliding_window",
-                             "attn_logit_softcapping", "final_logit_softcapping", "layer_types"}),
+      rotaryDecoderComputed({"hidden_activation", "query_pre_attn_scalar", "sliding_window", "attn_logit_softcapping",
+                             "final_logit_softcapping", "layer_types"}),
       {"hidden_act", "cache_implementation"},
       {kGemmaBias},
       {"model."},
@@ -118,9 +115,9 @@ const PretrainedFamily& gemma2Family() {
 const PretrainedFamily& gemma3Family() {
   static const PretrainedFamily f{
       {"gemma3_text"},
-      rotaryDecoderComputed({"hidden_activation", "query_pre_attn_scalar", "sliding_window",
-                             "attn_logit_softcapping", "final_logit_softcapping", "layer_types",
-                             "rope_local_base_freq", "sliding_window_pattern"}),
+      rotaryDecoderComputed({"hidden_activation", "query_pre_attn_scalar", "sliding_window", "attn_logit_softcapping",
+                             "final_logit_softcapping", "layer_types", "rope_local_base_freq",
+                             "sliding_window_pattern"}),
       {"hidden_act", "cache_implementation"},
       {kGemmaBias},
       {"model."},

@@ -15,9 +15,10 @@ PretrainedConfig readLlama(const ConfigReader& r) {
   // and one for every other Linear, so the two must agree.
   bool attention = r.flag("attention_bias", false), mlp = r.flag("mlp_bias", false);
   if (attention != mlp)
-    r.fail(fmt::format("attention_bias {} with mlp_bias {} is not supported (xtrap's output projection and MLP "
-                       "share one bias setting)",
-                       attention, mlp));
+    r.fail(
+        fmt::format("attention_bias {} with mlp_bias {} is not supported (xtrap's output projection and MLP "
+                    "share one bias setting)",
+                    attention, mlp));
   p.model.qkvBias = attention;
   p.model.linearBiases = mlp;
   return p;
@@ -32,24 +33,22 @@ PretrainedConfig readMistral(const ConfigReader& r) {
 }  // namespace
 
 const PretrainedFamily& llamaFamily() {
-  static const PretrainedFamily f{
-      {"llama"},
-      rotaryDecoderComputed({"hidden_act", "attention_bias", "mlp_bias"}),
-      // pretraining_tp > 1 only splits the products into slices summed in another order (Meta's
-      // tensor-parallel training); transformers' current Llama ignores it.
-      {"pretraining_tp"},
-      {},
-      {"model."},
-      readLlama,
-      rotaryDecoderTensors};
+  static const PretrainedFamily f{{"llama"},
+                                  rotaryDecoderComputed({"hidden_act", "attention_bias", "mlp_bias"}),
+                                  // pretraining_tp > 1 only splits the products into slices summed in another order
+                                  // (Meta's tensor-parallel training); transformers' current Llama ignores it.
+                                  {"pretraining_tp"},
+                                  {},
+                                  {"model."},
+                                  readLlama,
+                                  rotaryDecoderTensors};
   return f;
 }
 
 const PretrainedFamily& mistralFamily() {
-  static const PretrainedFamily f{{"mistral"}, rotaryDecoderComputed({"hidden_act", "sliding_window"}),
-                                  {},          {},
-                                  {"model."},  readMistral,
-                                  rotaryDecoderTensors};
+  static const PretrainedFamily f{
+      {"mistral"},         rotaryDecoderComputed({"hidden_act", "sliding_window"}), {}, {}, {"model."}, readMistral,
+      rotaryDecoderTensors};
   return f;
 }
 

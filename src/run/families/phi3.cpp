@@ -32,7 +32,8 @@ TensorMap phi3Tensors(const ModelConfig& c) {
 const PretrainedFamily& phi3Family() {
   static const PretrainedFamily f{{"phi3"},
                                   rotaryDecoderComputed({"hidden_act", "partial_rotary_factor", "sliding_window"}),
-                                  {"resid_pdrop", "embd_pdrop"},
+                                  // attention_bias: saved by Phi-3 configs, read by no Phi-3 code.
+                                  {"resid_pdrop", "embd_pdrop", "attention_bias"},
                                   {},
                                   {"model."},
                                   readPhi3,

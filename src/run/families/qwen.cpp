@@ -50,16 +50,16 @@ const PretrainedFamily& qwen2Family() {
 }
 
 const PretrainedFamily& qwen3Family() {
-  static const PretrainedFamily f{{"qwen3"},
-                                  rotaryDecoderComputed({"hidden_act", "use_sliding_window", "sliding_window",
-                                                         "max_window_layers", "layer_types"}),
-                                  {},
-                                  // q, k, v and o biases without MLP ones: xtrap's output projection
-                                  // shares the MLP's bias setting.
-                                  {{"attention_bias", false, "biases on q, k, v and o but not the MLP"}},
-                                  {"model."},
-                                  readQwen3,
-                                  rotaryDecoderTensors};
+  static const PretrainedFamily f{
+      {"qwen3"},
+      rotaryDecoderComputed({"hidden_act", "use_sliding_window", "sliding_window", "max_window_layers", "layer_types"}),
+      {},
+      // q, k, v and o biases without MLP ones: xtrap's output projection
+      // shares the MLP's bias setting.
+      {{"attention_bias", false, "biases on q, k, v and o but not the MLP"}},
+      {"model."},
+      readQwen3,
+      rotaryDecoderTensors};
   return f;
 }
 

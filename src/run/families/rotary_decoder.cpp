@@ -5,10 +5,20 @@
 namespace xtrap {
 
 std::vector<std::string> rotaryDecoderComputed(std::initializer_list<const char*> extra) {
-  std::vector<std::string> keys{"vocab_size",          "hidden_size",  "intermediate_size", "num_hidden_layers",
-                                "num_attention_heads", "num_key_value_heads", "head_dim", "rms_norm_eps",
-                                "rope_theta",          "rope_scaling", "max_position_embeddings",
-                                "original_max_position_embeddings", "tie_word_embeddings", "bos_token_id",
+  std::vector<std::string> keys{"vocab_size",
+                                "hidden_size",
+                                "intermediate_size",
+                                "num_hidden_layers",
+                                "num_attention_heads",
+                                "num_key_value_heads",
+                                "head_dim",
+                                "rms_norm_eps",
+                                "rope_theta",
+                                "rope_scaling",
+                                "max_position_embeddings",
+                                "original_max_position_embeddings",
+                                "tie_word_embeddings",
+                                "bos_token_id",
                                 "eos_token_id"};
   keys.insert(keys.end(), extra.begin(), extra.end());
   return keys;
@@ -25,6 +35,27 @@ std::string activation(const ConfigReader& r, const char* key, const std::string
 }
 
 }  // namespace
+
+RopeSettings ropeSettings(const ConfigReader& r, const std::string& layerType) {
+  RopeSettings out;
+  const nlohmann::json* params = r.find({"rope_parameters"});
+  if (params && params->is_object() && params->contains(layerType)) params = &(*params)[layerType];
+  const nlohmann::json* scaling = params ? params : r.find({"rope_scaling"});
+  if (scaling && !scaling->is_object()) r.fail("rope_scaling and rope_parameters must be objects");
+  if (params && params->contains("rope_theta")) {
+    if (!(*params)["rope_theta"].is_number()) r.fail("rope_parameters.rope_theta must be a number");
+    out.theta = (*params)["rope_theta"].get<double>();
+  } else if (r.has("rope_theta")) {
+    out.theta = r.number({"rope_theta"}, 0.0);
+  }
+  for (const char* key : {"rope_type", "type"})
+    if (scaling && scaling->contains(key)) {
+      if (!(*scaling)[key].is_string()) r.fail(std::string("rope_scaling.") + key + " must be a string");
+      out.type = (*scaling)[key].get<std::string>();
+      break;
+    }
+  return out;
+}
 
 PretrainedConfig readRotaryDecoder(const ConfigReader& r, const std::string& modelType, bool tiedDefault,
                                    const char* actKey, const std::string& actDefault) {
@@ -57,14 +88,12 @@ PretrainedConfig readRotaryDecoder(const ConfigReader& r, const std::string& mod
   m.activation = activation(r, actKey, actDefault);
   m.normEps = r.number({"rms_norm_eps"}, 1e-6);
   if (!(m.normEps > 0)) r.fail("rms_norm_eps must be positive");
-  m.rotaryBase = r.number({"rope_theta"}, 10000.0);
+  RopeSettings rope = ropeSettings(r, "full_attention");
+  m.rotaryBase = rope.theta.value_or(10000.0);
   if (!(m.rotaryBase > 1)) r.fail("rope_theta must be greater than 1");
   // ISSUE 77 CALL SITE (rope-scaling engineer): m.ropeScaling = readRopeScaling(r.json(), r.file());
   // until run/rope_config.h lands, only the default (no scaling) is accepted.
-  if (const auto* s = r.find({"rope_scaling"})) {
-    std::string type = s->is_object() ? s->value("rope_type", s->value("type", "default")) : "?";
-    if (type != "default") r.fail("rope_scaling of type '" + type + "' is not supported yet");
-  }
+  if (rope.type != "default") r.fail("rope scaling of type '" + rope.type + "' is not supported yet");
   // The training length: the one rope scaling extends from where the config names one.
   m.contextLength = r.integer("original_max_position_embeddings", r.integer({"max_position_embeddings"}));
   m.tiedHead = r.flag("tie_word_embeddings", tiedDefault);
@@ -100,8 +129,11 @@ TensorMap rotaryDecoderTensors(const ModelConfig& c) {
     t[b + "ln1.weight"] = {{h + "input_layernorm.weight"}};
     t[b + "ln2.weight"] = {{h + "post_attention_layernorm.weight"}};
     std::string a = h + "self_attn.";
-    t[b + "attn.qkv.weight"] = {{a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"}, TensorLayout::AsStored, {q, kv, kv}};
-    if (c.resolvedQkvBias()) t[b + "attn.qkv.bias"] = {{a + "q_proj.bias", a + "k_proj.bias", a + "v_proj.bias"}, TensorLayout::AsStored, {q, kv, kv}};
+    t[b + "attn.qkv.weight"] = {
+        {a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"}, TensorLayout::AsStored, {q, kv, kv}};
+    if (c.resolvedQkvBias())
+      t[b + "attn.qkv.bias"] = {
+          {a + "q_proj.bias", a + "k_proj.bias", a + "v_proj.bias"}, TensorLayout::AsStored, {q, kv, kv}};
     t[b + "attn.out.weight"] = {{a + "o_proj.weight"}};
     if (c.qkNorm) {
       t[b + "attn.q_norm.weight"] = {{a + "q_norm.weight"}};
