@@ -15,6 +15,7 @@ std::vector<std::string> rotaryDecoderComputed(std::initializer_list<const char*
                                 "rms_norm_eps",
                                 "rope_theta",
                                 "rope_scaling",
+                                "rope_parameters",
                                 "max_position_embeddings",
                                 "original_max_position_embeddings",
                                 "tie_word_embeddings",
