@@ -2,13 +2,16 @@
 // transformers' formulas (modeling_rope_utils.py, main) independently of rope_scaling.cpp: by hand
 // where short, else by a few lines of Python written from the formulas in float64 (math.log,
 // math.floor, ** ; the numbers pasted below with repr's 17 digits). And the config reader
-// (run/rope_config.h) on the config.json shapes of the families, and its one-line refusals.
+// (run/rope_config.h) on the config.json shapes of the families, and its one-line refusals; which
+// --interp composes with which rope_scaling.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "error_of.h"
+#include "eval/interpolation.h"
 #include "model/position/rope_scaling.h"
 #include "run/rope_config.h"
 
@@ -262,4 +265,24 @@ TEST_CASE("readRopeSettings refuses a hostile rope config in one line naming the
   CHECK(errorFor(R"({"rope_parameters": {"full_attention": {"rope_type": "default"}, "sliding_attention":
       {"rope_type": "yarn", "factor": 2}}})") ==
         "config.json: rope_parameters.sliding_attention.rope_type 'yarn' is not supported (unscaled only)");
+}
+
+TEST_CASE("--interp on a checkpoint's rope scaling: the pairs with a meaning, one-line refusals of the rest") {
+  // Rows: none linear ntk dynamic-ntk yarn dynamic-yarn; 1 = composes (docs/pretrained.md's table).
+  const std::map<std::string, std::vector<int>> composes{
+      {"default", {1, 1, 1, 1, 1, 1}}, {"linear", {1, 1, 1, 1, 1, 1}},  {"yarn", {1, 1, 0, 0, 0, 0}},
+      {"llama3", {1, 1, 0, 0, 0, 0}},  {"dynamic", {1, 0, 0, 0, 0, 0}}, {"longrope", {1, 0, 0, 0, 0, 0}}};
+  for (const auto& [type, row] : composes)
+    for (size_t i = 0; i < interpNames().size(); ++i) {
+      Interp interp = parseInterp(interpNames()[i]);
+      std::string error = errorOf([&] { checkInterpolationComposes(interp, scaling(type, 2.0, 1024)); });
+      INFO(type << " with --interp " << interpNames()[i] << ": " << error);
+      CHECK(error.empty() == bool(row[i]));
+    }
+  CHECK(errorOf([] { checkInterpolationComposes(Interp::Yarn, scaling("llama3", 32.0, 8192)); }) ==
+        "--interp yarn has no defined meaning on a checkpoint with llama3 rope scaling (its frequencies are already "
+        "rescaled pair by pair from the base); use linear or none");
+  CHECK(errorOf([] { checkInterpolationComposes(Interp::Linear, scaling("longrope", 32.0, 4096)); }) ==
+        "--interp linear has no defined meaning on a checkpoint with longrope rope scaling (its frequencies follow "
+        "the window's length, and positions / a would change which); use none");
 }

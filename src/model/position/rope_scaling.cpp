@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <tuple>
 
 #include "util/choices.h"
 
@@ -106,6 +107,14 @@ double ropeAttentionFactor(const RopeScaling& s) {
     return s.factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(s.factor) / std::log(double(s.originalMaxPositions)));
   }
   return 1.0;
+}
+
+bool operator==(const RopeScaling& a, const RopeScaling& b) {
+  auto fields = [](const RopeScaling& s) {
+    return std::tie(s.type, s.factor, s.originalMaxPositions, s.betaFast, s.betaSlow, s.mscale, s.mscaleAllDim,
+                    s.attentionFactor, s.truncate, s.shortFactor, s.longFactor, s.lowFreqFactor, s.highFreqFactor);
+  };
+  return fields(a) == fields(b);
 }
 
 void to_json(nlohmann::json& j, const RopeScaling& s) {

@@ -67,6 +67,8 @@ std::vector<double> ropeInverseFrequencies(const RopeScaling& s, double base, in
 // The factor cos and sin are multiplied by (1 but for yarn and longrope).
 double ropeAttentionFactor(const RopeScaling& s);
 
+bool operator==(const RopeScaling& a, const RopeScaling& b);
+
 void to_json(nlohmann::json& j, const RopeScaling& s);
 void from_json(const nlohmann::json& j, RopeScaling& s);
 
