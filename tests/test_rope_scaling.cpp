@@ -35,8 +35,8 @@ RopeScaling scaling(const std::string& type, double factor, int64_t original) {
   return s;
 }
 
-RopeSettings read(const std::string& text, int64_t headDim = 64, const RopeConfigOptions& options = {}) {
-  return readRopeSettings(json::parse(text), "config.json", headDim, options);
+RopeConfig read(const std::string& text, int64_t headDim = 64, const RopeConfigOptions& options = {}) {
+  return readRopeConfig(json::parse(text), "config.json", headDim, options);
 }
 
 }  // namespace
@@ -175,9 +175,9 @@ TEST_CASE("RopeScaling's JSON keeps every field") {
   CHECK(json(back) == json(s));
 }
 
-TEST_CASE("readRopeSettings: the families' config.json shapes") {
+TEST_CASE("readRopeConfig: the families' config.json shapes") {
   SECTION("Llama 3.2 (4.x rope_scaling, rope_type)") {
-    RopeSettings r = read(R"({"rope_theta": 500000.0, "max_position_embeddings": 131072, "rope_scaling":
+    RopeConfig r = read(R"({"rope_theta": 500000.0, "max_position_embeddings": 131072, "rope_scaling":
       {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
        "original_max_position_embeddings": 8192, "rope_type": "llama3"}})");
     CHECK(r.base == 5e5);
@@ -188,7 +188,7 @@ TEST_CASE("readRopeSettings: the families' config.json shapes") {
     CHECK(r.localBase == 0.0);
   }
   SECTION("Qwen2.5 yarn with the old `type` key") {
-    RopeSettings r = read(R"({"rope_theta": 1000000.0, "max_position_embeddings": 32768, "rope_scaling":
+    RopeConfig r = read(R"({"rope_theta": 1000000.0, "max_position_embeddings": 32768, "rope_scaling":
       {"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"}})");
     CHECK(r.scaling.type == "yarn");
     CHECK(r.scaling.factor == 4.0);
@@ -198,10 +198,10 @@ TEST_CASE("readRopeSettings: the families' config.json shapes") {
     CHECK(r.scaling.truncate);
   }
   SECTION("Phi-3 longrope: top-level original length, factor from the two lengths, partial rotary") {
-    RopeSettings r = read(R"({"max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+    RopeConfig r = read(R"({"max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
       "partial_rotary_factor": 0.5, "rope_scaling": {"type": "su", "short_factor": [1, 1, 1, 1, 1, 1, 1, 1],
       "long_factor": [2, 2, 2, 2, 2, 2, 2, 2], "original_max_position_embeddings": 2048}})",
-                          32);
+                        32);
     CHECK(r.scaling.type == "longrope");
     CHECK(r.scaling.originalMaxPositions == 4096);
     CHECK(r.scaling.factor == 32.0);
@@ -210,34 +210,34 @@ TEST_CASE("readRopeSettings: the families' config.json shapes") {
     CHECK(ropeAttentionFactor(r.scaling) == Approx(std::sqrt(17.0 / 12.0)).epsilon(1e-14));
   }
   SECTION("5.x rope_parameters with rope_theta inside; dynamic's length is max_position_embeddings") {
-    RopeSettings r = read(R"({"max_position_embeddings": 2048, "rope_theta": 7.0, "rope_parameters":
+    RopeConfig r = read(R"({"max_position_embeddings": 2048, "rope_theta": 7.0, "rope_parameters":
       {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0, "original_max_position_embeddings": 1024}})");
     CHECK(r.base == 10000.0);
     CHECK(r.scaling.type == "dynamic");
     CHECK(r.scaling.originalMaxPositions == 2048);
   }
   SECTION("Gemma 3: 4.x rope_local_base_freq; 5.x per-layer-type rope_parameters") {
-    RopeSettings old = read(R"({"rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
+    RopeConfig old = read(R"({"rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
       "rope_scaling": {"factor": 8.0, "rope_type": "linear"}})",
-                            256, {1e6});
+                          256, {1e6});
     CHECK(old.base == 1e6);
     CHECK(old.localBase == 1e4);
     CHECK(old.scaling.type == "linear");
-    RopeSettings v5 = read(R"({"rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0,
+    RopeConfig v5 = read(R"({"rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0,
       "rope_theta": 1000000.0}, "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}})",
-                           256);
+                         256);
     CHECK(v5.base == 1e6);
     CHECK(v5.localBase == 1e4);
     CHECK(v5.scaling.factor == 8.0);
   }
   SECTION("no rope settings: the family's default theta, no scaling") {
-    RopeSettings r = read(R"({"rope_scaling": null})", 64, {1e5});
+    RopeConfig r = read(R"({"rope_scaling": null})", 64, {1e5});
     CHECK(r.base == 1e5);
     CHECK(r.scaling.isDefault());
   }
 }
 
-TEST_CASE("readRopeSettings refuses a hostile rope config in one line naming the file and key") {
+TEST_CASE("readRopeConfig refuses a hostile rope config in one line naming the file and key") {
   auto errorFor = [](const std::string& text, int64_t headDim = 8) { return errorOf([&] { read(text, headDim); }); };
   CHECK(errorFor(R"({"rope_scaling": {"rope_type": "magic", "factor": 2}})") ==
         "config.json: unknown rope_scaling type 'magic' (valid: default, linear, dynamic, yarn, longrope, llama3)");

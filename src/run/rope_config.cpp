@@ -73,8 +73,8 @@ bool perLayer(const json& dict) {
 
 }  // namespace
 
-RopeSettings readRopeSettings(const json& config, const std::string& file, int64_t headDim,
-                              const RopeConfigOptions& options) {
+RopeConfig readRopeConfig(const json& config, const std::string& file, int64_t headDim,
+                          const RopeConfigOptions& options) {
   if (!config.is_object()) throw std::runtime_error(file + " is not a JSON object");
   const Keys top{config, file, ""};
   // rope_scaling when non-empty, else rope_parameters (transformers: `rope_scaling or rope_parameters`).
@@ -85,7 +85,7 @@ RopeSettings readRopeSettings(const json& config, const std::string& file, int64
   if (dict && !dict->is_object()) top.fail(dictName, "must be an object");
   if (!dict) dict = &empty;
 
-  RopeSettings r;
+  RopeConfig r;
   auto localBase = top.number("rope_local_base_freq");
   const json* global = dict;
   if (perLayer(*dict)) {

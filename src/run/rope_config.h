@@ -24,7 +24,7 @@
 
 namespace xtrap {
 
-struct RopeSettings {
+struct RopeConfig {
   double base = 10000.0;        // rope_theta
   double rotaryFraction = 1.0;  // partial_rotary_factor
   RopeScaling scaling;          // the (global) layers' scaling, validated for the rotated channels
@@ -39,7 +39,7 @@ struct RopeConfigOptions {
 // Reads `config` (the parsed config.json; `file` names it in errors) for heads of headDim channels.
 // Throws std::runtime_error, one line "FILE: KEY ...", for an unknown rope type (naming the valid
 // ones), an ill-typed or missing key, or a value RopeScaling::validate refuses.
-RopeSettings readRopeSettings(const nlohmann::json& config, const std::string& file, int64_t headDim,
-                              const RopeConfigOptions& options = {});
+RopeConfig readRopeConfig(const nlohmann::json& config, const std::string& file, int64_t headDim,
+                          const RopeConfigOptions& options = {});
 
 }  // namespace xtrap
