@@ -549,7 +549,7 @@ hostile("longrope-short-list", config("phi3", 32, 4, 4, 1, 64, original_max_posi
     "type": "longrope", "short_factor": [1.0] * 4, "long_factor": [2.0] * 3}), ("long_factor",))
 hostile("kv-heads-not-dividing", config(**dict(llama, KV=3)), ("num_key_value_heads",))
 qwen3 = config("qwen3", 32, 4, 2, 1, 16, head_dim=16)
-hostile("head-dim-vs-weights", dict(qwen3, head_dim=8), ("head_dim", "q_proj"), weights_of=qwen3)
+hostile("head-dim-vs-weights", dict(qwen3, head_dim=8), ("head_dim", "self_attn"), weights_of=qwen3)
 hostile("missing-q-norm", qwen3, ("q_norm",),
         drop="model.layers.0.self_attn.q_norm.weight")
 hostile("missing-lm-head", config(**llama), ("lm_head",), drop="lm_head.weight")
