@@ -41,17 +41,8 @@ std::string activation(const ConfigReader& r, const char* key, const std::string
 
 PretrainedConfig readRotaryDecoder(const ConfigReader& r, const std::string& modelType,
                                    const RotaryDecoderDefaults& defaults) {
-  PretrainedConfig p;
-  p.modelType = modelType;
+  PretrainedConfig p = pretrainedDecoder(modelType, "rotary");
   ModelConfig& m = p.model;
-  m.arch = "decoder";
-  m.pos = "rotary";
-  m.head = "lm";
-  m.dropout = 0.0;
-  m.attentionDropout = 0.0;
-  m.activationDropout = 0.0;
-  m.scaleEmbedding = false;
-  m.finalNorm = true;
   m.norm = "rms";
   m.gatedMlp = true;
   m.linearBiases = false;
