@@ -469,3 +469,19 @@ TEST_CASE("docs/pretrained.md lists the code's families and keys") {
   }
   CHECK(doc.substr(a + begin.size(), b - a - begin.size()) == want);
 }
+
+TEST_CASE("the context token: bos_token_id 0 (SmolLM2), else the first of an eos_token_id list (Llama 3)") {
+  auto context = [](const json& j) { return parsePretrainedConfig(j, "dir/config.json").contextToken; };
+  json l = minimal("llama");
+  l["bos_token_id"] = 0;
+  l["eos_token_id"] = 0;
+  CHECK(context(l) == 0);
+  l.erase("bos_token_id");
+  l["eos_token_id"] = {7, 9};
+  CHECK(context(l) == 7);
+  l["eos_token_id"] = -1;
+  CHECK(errorOf(l).find("eos_token_id must be a token id") != std::string::npos);
+  l["eos_token_id"] = 3;
+  l["bos_token_id"] = 1 << 20;  // beyond vocab_size
+  CHECK(errorOf(l).find("context token") != std::string::npos);
+}

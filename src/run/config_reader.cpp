@@ -50,6 +50,15 @@ int64_t ConfigReader::integer(const char* name, int64_t fallback) const {
   return find({name}) ? integer({name}) : fallback;
 }
 
+int32_t ConfigReader::tokenId(const char* name, int32_t fallback) const {
+  const auto* v = find({name});
+  if (!v) return fallback;
+  const auto& id = v->is_array() && !v->empty() ? v->front() : *v;
+  if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (int64_t(1) << 31))
+    fail(key(name) + " must be a token id (an integer from 0 below 2^31, or a list of them)");
+  return int32_t(id.get<int64_t>());
+}
+
 double ConfigReader::number(std::initializer_list<const char*> names, double fallback) const {
   const auto* v = find(names);
   if (!v) return fallback;

@@ -26,6 +26,9 @@ class ConfigReader {
   // A positive integer below 2^31, required (the first name is the one errors give).
   int64_t integer(std::initializer_list<const char*> names) const;
   int64_t integer(const char* name, int64_t fallback) const;
+  // A token id: an integer in [0, 2^31), or a list of them (Llama 3's and Gemma 3's several
+  // eos_token_id), whose first is taken; `fallback` when absent or null.
+  int32_t tokenId(const char* name, int32_t fallback) const;
   double number(std::initializer_list<const char*> names, double fallback) const;
   bool flag(const char* name, bool fallback) const;
   std::string text(const char* name, const std::string& fallback) const;

@@ -98,6 +98,10 @@ PretrainedConfig parsePretrainedConfig(const nlohmann::json& j, const std::strin
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(file + ": " + e.what());
   }
+  if (p.contextToken >= p.model.vocabSize)
+    throw std::runtime_error(
+        fmt::format("{}: the context token {} (bos_token_id, else eos_token_id) is not below vocab_size {}", file,
+                    p.contextToken, p.model.vocabSize));
   return p;
 }
 

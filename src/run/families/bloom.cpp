@@ -23,7 +23,7 @@ PretrainedConfig readBloom(const ConfigReader& r) {
   // BLOOM was trained at 2048 tokens (the paper; config.json has seq_length on some models).
   m.contextLength = r.integer("seq_length", 2048);
   m.tiedHead = r.flag("tie_word_embeddings", true);
-  p.contextToken = int32_t(r.integer("bos_token_id", 1));
+  p.contextToken = r.tokenId("bos_token_id", 1);
   return p;
 }
 

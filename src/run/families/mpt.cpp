@@ -95,7 +95,7 @@ PretrainedConfig readMpt(const ConfigReader& r) {
     if (t.number({"attn_scale"}, 0.0) != 0.0)
       r.fail("attn_config.attn_temperature_tuning with attn_scale other than 0 is not supported");
   }
-  p.contextToken = int32_t(r.has("bos_token_id") ? r.integer({"bos_token_id"}) : r.integer("eos_token_id", 0));
+  p.contextToken = r.tokenId("bos_token_id", r.tokenId("eos_token_id", 0));
   return p;
 }
 

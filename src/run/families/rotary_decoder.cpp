@@ -69,7 +69,7 @@ PretrainedConfig readRotaryDecoder(const ConfigReader& r, const std::string& mod
   // The training length: the one rope scaling extends from where the config names one.
   m.contextLength = r.integer("original_max_position_embeddings", r.integer({"max_position_embeddings"}));
   m.tiedHead = r.flag("tie_word_embeddings", defaults.tied);
-  p.contextToken = int32_t(r.has("bos_token_id") ? r.integer({"bos_token_id"}) : r.integer("eos_token_id", 0));
+  p.contextToken = r.tokenId("bos_token_id", r.tokenId("eos_token_id", 0));
   return p;
 }
 
