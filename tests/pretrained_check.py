@@ -147,17 +147,20 @@ def bloom_forward(t, cfg, ids, slopes):
 
 
 def mpt_forward(t, cfg, ids, slopes):
-    W = {k[len("transformer."):]: v.double() for k, v in t.items()}
+    W = {(k[len("transformer."):] if k.startswith("transformer.") else k): v.double() for k, v in t.items()}
     H, C = cfg["n_heads"], cfg["d_model"]
     D = C // H
     B, S = ids.shape
-    clip = cfg["attn_config"]["clip_qkv"]
+    attn = cfg["attn_config"]
+    clip = attn["clip_qkv"]
+    eps = cfg.get("norm_eps", 1e-5)
+    softcap, window = attn.get("attn_logit_softcapping"), attn.get("sliding_window_size", -1)
     x = F.embedding(ids, W["wte.weight"])
     attn_bias = torch.arange(1 - S, 1, dtype=torch.int32).view(1, 1, 1, S) * slopes.view(1, H, 1, 1)
     causal = torch.triu(torch.ones(S, S, dtype=torch.bool), 1)
     for l in range(cfg["n_layers"]):
         p = f"blocks.{l}."
-        a = layer_norm(x, W[p + "norm_1.weight"], None)
+        a = layer_norm(x, W[p + "norm_1.weight"], None, eps)
         qkv = F.linear(a, W[p + "attn.Wqkv.weight"])
         if clip:
             qkv = qkv.clamp(min=-clip, max=clip)
@@ -165,14 +168,22 @@ def mpt_forward(t, cfg, ids, slopes):
         q = q.view(B, S, H, D).permute(0, 2, 1, 3)
         k = k.view(B, S, H, D).permute(0, 2, 3, 1)
         v = v.view(B, S, H, D).permute(0, 2, 1, 3)
-        w = q.matmul(k) * (1 / math.sqrt(D)) + attn_bias
+        w = q.matmul(k) * (1 / math.sqrt(D))
+        if softcap is not None:  # attention.py: on q.k, before the ALiBi bias
+            w = softcap * torch.tanh(w / softcap)
+        w = w + attn_bias
         w = w.masked_fill(causal.view(1, 1, S, S), torch.finfo(w.dtype).min)
+        if window != -1:  # attention.py: tril(window) & triu(-window), the rest masked
+            keep = torch.triu(torch.tril(torch.ones(S, S, dtype=torch.bool), window), -window)
+            w = w.masked_fill(~keep.view(1, 1, S, S), torch.finfo(w.dtype).min)
         out = torch.softmax(w, dim=-1).matmul(v).permute(0, 2, 1, 3).reshape(B, S, C)
         x = x + F.linear(out, W[p + "attn.out_proj.weight"])
-        m = layer_norm(x, W[p + "norm_2.weight"], None)
+        m = layer_norm(x, W[p + "norm_2.weight"], None, eps)
         x = x + F.linear(F.gelu(F.linear(m, W[p + "ffn.up_proj.weight"])), W[p + "ffn.down_proj.weight"])
-    x = layer_norm(x, W["norm_f.weight"], None)
-    return F.linear(x, W["wte.weight"])
+    x = layer_norm(x, W["norm_f.weight"], None, eps)
+    logits = F.linear(x, W["wte.weight"] if cfg.get("tie_word_embeddings", True) else W["lm_head.weight"])
+    cap = cfg.get("final_logit_softcapping")
+    return logits if cap is None else cap * torch.tanh(logits / cap)
 
 
 def run(args):
@@ -211,6 +222,36 @@ for kind, H, cfg, tensors in models:
             diff = (ours - ref).abs().max().item()
             check(diff <= 1e-5, f"{kind} H={H} {NAMES[dtype]} shards={shards} T={T} > L={L} interp={interp} a={a:g}: "
                                 f"max |logit diff| {diff:.2e}")
+
+# ---- MPT keys that change the numbers (issue 77): untied head, norm_eps, sliding window, soft-caps ----
+for name, edit in (("untied", {"tie_word_embeddings": False}), ("norm_eps", {"norm_eps": 1e-2}),
+                   ("window", {"attn_config": {"sliding_window_size": 5}}),
+                   ("softcaps", {"final_logit_softcapping": 2.0, "attn_config": {"attn_logit_softcapping": 1.5}}),
+                   ("all", {"tie_word_embeddings": False, "norm_eps": 1e-3, "final_logit_softcapping": 3.0,
+                            "attn_config": {"sliding_window_size": 7, "attn_logit_softcapping": 2.0}})):
+    cfg, tensors = mpt_checkpoint(40, 24, 6, 2, 97, L, 8, None)
+    cfg = json.loads(json.dumps(cfg))
+    for key, value in edit.items():
+        if isinstance(value, dict):
+            cfg[key].update(value)
+        else:
+            cfg[key] = value
+    if not cfg.get("tie_word_embeddings", True):
+        tensors["lm_head.weight"] = rand(torch.Generator().manual_seed(41), 97, 24, scale=1.0)
+    ids = torch.randint(0, cfg["vocab_size"], (1, T))
+    tokens = os.path.join(work, "tokens.txt")
+    open(tokens, "w").write(" ".join(str(int(i)) for i in ids[0]))
+    d = os.path.join(work, f"mpt-{name}")
+    write_model(d, cfg, tensors)
+    out = os.path.join(work, "logits.f32")
+    r = run([EXPORT_LOGITS, d, tokens, out])
+    if r.returncode != 0:
+        check(False, f"mpt {name}: {r.stderr.strip()}")
+        continue
+    ours = torch.frombuffer(bytearray(open(out, "rb").read()), dtype=torch.float32).view(T, -1).double()
+    ref = mpt_forward(tensors, cfg, ids, mpt_slopes(6, 8))[0]
+    diff = (ours - ref).abs().max().item()
+    check(diff <= 1e-5, f"mpt {name} {edit}: max |logit diff| {diff:.2e}")
 
 # ---- evaluation in bfloat16: the weight matrices held in bf16 when the checkpoint is 2-byte ----
 # run/pretrained_weights.h: matrices (embedding, q/k/v, attention output, FFN) in bf16 for a float16
@@ -503,6 +544,29 @@ hostile("header-json", lambda d: open(os.path.join(d, "model.safetensors"), "r+b
 hostile("truncated-shard", truncate, "model-00002-of-00002.safetensors")
 hostile("config-layers", edit_config("n_layers", 2), "config.json")
 hostile("config-width", edit_config("d_model", 16), "config.json")
+hostile("config-untied-without-head", edit_config("tie_word_embeddings", False), "config.json")
+hostile("config-rope", edit_config("attn_config", {"alibi": True, "rope": True}), "config.json")
+hostile("config-block-overrides", edit_config("block_overrides", {"order": [], "overrides": {}}), "config.json")
+
+
+# A config of width 1536 over a checkpoint of width 8: the error comes from the safetensors headers,
+# before the model (1.9 GB in float32 at this width and vocabulary) is allocated.
+def peak_kib(args):
+    probe = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); print(r.returncode); "
+             "sys.stderr.write(r.stderr)")
+    r = run([sys.executable, "-c", probe, *args])
+    kib, rc = r.stdout.split()[:2]
+    return int(kib), int(rc), r.stderr.strip()
+
+
+d_wide = os.path.join(work, "hostile-wide")
+cfg, tensors = mpt_checkpoint(3, 8, 2, 1, 50304, 16, 8, None)
+write_model(d_wide, dict(cfg, d_model=1536, n_layers=12), tensors)
+kib, rc, err = peak_kib([XTRAP, "eval", d_wide, "--text", text_file, "--Lvalid", "16", "--no-progress", "--out",
+                         os.path.join(work, "h.csv")])
+check(rc != 0 and len(err.splitlines()) == 1 and "model.safetensors" in err and kib < 400 * 1024,
+      f"hostile config wider than its weights: rc={rc}, peak {kib / 1024:.0f} MiB, {err!r}")
 hostile("config-model-type", edit_config("model_type", "llama"), "config.json")
 hostile("config-qk-ln", edit_config("attn_config", {"alibi": True, "qk_ln": True}), "config.json")
 hostile("tokenizer-json", lambda d: open(os.path.join(d, "tokenizer.json"), "w").write('{"model": {"type": "BPE"'),

@@ -1,6 +1,9 @@
 #include "run/pretrained_config.h"
 
-#include <cmath>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -8,6 +11,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "run/config_reader.h"
+#include "run/pretrained_family.h"
 #include "util/fnv1a64.h"
 
 namespace xtrap {
@@ -15,134 +20,56 @@ namespace fs = std::filesystem;
 
 namespace {
 
-nlohmann::json readJson(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) throw std::runtime_error("cannot read " + file.string());
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception&) {
-    throw std::runtime_error(file.string() + " is not valid JSON");
+// The top-level name of a (possibly nested) table key.
+std::string topLevel(const std::string& key) { return key.substr(0, key.find('.')); }
+
+// The value of a nested key "a.b.c"; nullptr where absent or null.
+const nlohmann::json* lookup(const nlohmann::json& j, const std::string& key) {
+  const nlohmann::json* v = &j;
+  for (size_t start = 0;;) {
+    size_t dot = key.find('.', start);
+    std::string part = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!v->is_object() || !v->contains(part) || (*v)[part].is_null()) return nullptr;
+    v = &(*v)[part];
+    if (dot == std::string::npos) return v;
+    start = dot + 1;
   }
 }
 
-// Reads typed keys of one JSON object, every error one line naming the file.
-struct ConfigReader {
-  const nlohmann::json& j;
-  std::string file;
-
-  [[noreturn]] void fail(const std::string& why) const { throw std::runtime_error(file + ": " + why); }
-  const nlohmann::json* find(std::initializer_list<const char*> names) const {
-    for (const char* n : names)
-      if (j.contains(n) && !j[n].is_null()) return &j[n];
-    return nullptr;
+// The keys a family does not compute: refused ones must hold their accepted value; a key outside
+// the family's table is refused where another family computes or refuses it (a config of another
+// family under this model_type, or a setting this family's reference code would also ignore but
+// that changes the numbers elsewhere), ignored otherwise (transformers ignores it too). Keys of a
+// nested object the family reads (MPT's attn_config, ffn_config) must all be in its table.
+void checkKeys(const PretrainedFamily& family, const std::string& type, const nlohmann::json& j,
+               const std::string& file) {
+  auto fail = [&](const std::string& why) { throw std::runtime_error(file + ": " + why); };
+  std::vector<RefusedKey> refused = family.refused;
+  refused.insert(refused.end(), commonRefusedKeys().begin(), commonRefusedKeys().end());
+  for (const auto& k : refused)
+    if (const auto* v = lookup(j, k.key); v && *v != k.accepted)
+      fail(fmt::format("{} {} is not supported ({}; xtrap computes {} only)", k.key, v->dump(), k.why,
+                       k.accepted.dump()));
+  std::set<std::string> known(commonInertKeys().begin(), commonInertKeys().end());
+  for (const auto* list : {&family.computed, &family.inert}) known.insert(list->begin(), list->end());
+  for (const auto& k : refused) known.insert(k.key);
+  std::set<std::string> elsewhere;
+  for (const auto* f : pretrainedFamilies()) {
+    for (const auto& k : f->computed) elsewhere.insert(topLevel(k));
+    for (const auto& k : f->refused) elsewhere.insert(topLevel(k.key));
   }
-  int64_t integer(std::initializer_list<const char*> names) const {
-    const auto* v = find(names);
-    if (!v) fail(std::string("needs ") + *names.begin());
-    if (!v->is_number_integer() || v->get<int64_t>() < 1)
-      fail(std::string(*names.begin()) + " must be a positive integer");
-    return v->get<int64_t>();
+  for (const auto& [key, value] : j.items()) {
+    if (value.is_null()) continue;
+    if (!known.count(key) && elsewhere.count(key))
+      fail(fmt::format("{} is not read for model_type {}, and changes the numbers of other families", key, type));
+    // A nested object whose keys the table lists: every key listed.
+    if (!value.is_object() || !known.count(key)) continue;
+    bool listsInner =
+        std::any_of(known.begin(), known.end(), [&](const std::string& k) { return k.rfind(key + ".", 0) == 0; });
+    for (const auto& [inner, innerValue] : value.items())
+      if (listsInner && !innerValue.is_null() && !known.count(key + "." + inner))
+        fail(fmt::format("{}.{} is not known to xtrap for model_type {}", key, inner, type));
   }
-  double number(const char* name, double fallback) const {
-    const auto* v = find({name});
-    if (!v) return fallback;
-    if (!v->is_number()) fail(std::string(name) + " must be a number");
-    return v->get<double>();
-  }
-  bool flag(const char* name, bool fallback) const {
-    const auto* v = find({name});
-    if (!v) return fallback;
-    if (!v->is_boolean()) fail(std::string(name) + " must be true or false");
-    return v->get<bool>();
-  }
-  std::string text(const char* name, const std::string& fallback) const {
-    const auto* v = find({name});
-    if (!v) return fallback;
-    if (!v->is_string()) fail(std::string(name) + " must be a string");
-    return v->get<std::string>();
-  }
-};
-
-ModelConfig commonSettings() {
-  ModelConfig m;
-  m.arch = "decoder";
-  m.pos = "alibi";
-  m.head = "lm";
-  m.dropout = 0.0;
-  m.attentionDropout = 0.0;
-  m.activationDropout = 0.0;
-  m.scaleEmbedding = false;
-  m.finalNorm = true;
-  return m;
-}
-
-PretrainedConfig bloom(const ConfigReader& r) {
-  PretrainedConfig p;
-  p.modelType = "bloom";
-  ModelConfig& m = p.model = commonSettings();
-  m.vocabSize = r.integer({"vocab_size"});
-  m.dModel = r.integer({"hidden_size", "n_embed"});
-  m.layers = r.integer({"n_layer", "num_hidden_layers"});
-  m.heads = r.integer({"n_head", "num_attention_heads"});
-  m.ffn = 4 * m.dModel;
-  m.activation = "gelu-tanh";
-  m.embeddingNorm = true;
-  m.normEps = r.number("layer_norm_epsilon", 1e-5);
-  // BLOOM was trained at 2048 tokens (the paper; config.json has seq_length on some models).
-  m.contextLength = r.find({"seq_length"}) ? r.integer({"seq_length"}) : 2048;
-  if (r.flag("apply_residual_connection_post_layernorm", false))
-    r.fail("apply_residual_connection_post_layernorm true is not supported (xtrap's blocks add the block's input)");
-  if (!r.flag("tie_word_embeddings", true))
-    r.fail("tie_word_embeddings false is not supported (BLOOM ties its output)");
-  p.contextToken = int32_t(r.find({"bos_token_id"}) ? r.integer({"bos_token_id"}) : 1);
-  return p;
-}
-
-PretrainedConfig mpt(const ConfigReader& r) {
-  PretrainedConfig p;
-  p.modelType = "mpt";
-  ModelConfig& m = p.model = commonSettings();
-  m.vocabSize = r.integer({"vocab_size"});
-  m.dModel = r.integer({"d_model", "hidden_size"});
-  m.layers = r.integer({"n_layers", "num_hidden_layers"});
-  m.heads = r.integer({"n_heads", "num_attention_heads"});
-  m.ffn = int64_t(std::llround(r.number("expansion_ratio", 4.0) * double(m.dModel)));
-  m.activation = "gelu";
-  m.linearBiases = !r.flag("no_bias", true);
-  m.normEps = r.number("layer_norm_epsilon", 1e-5);
-  m.contextLength = r.integer({"max_seq_len"});  // the training length; not a limit (see the header)
-  m.alibiSlopes = "mpt";
-  if (r.find({"logit_scale"})) r.fail("logit_scale is not supported");
-  std::string norm = r.text("norm_type", "low_precision_layernorm");
-  if (norm != "layernorm" && norm != "low_precision_layernorm")
-    r.fail("norm_type '" + norm + "' is not supported (layernorm, low_precision_layernorm)");
-  if (const auto* ffn = r.find({"ffn_config"})) {
-    ConfigReader f{*ffn, r.file};
-    std::string type = ffn->is_object() ? f.text("ffn_type", "mptmlp") : "?";
-    if (type != "mptmlp") r.fail("ffn_config.ffn_type '" + type + "' is not supported (mptmlp)");
-    if (ffn->is_object() && f.find({"ffn_act_fn"})) r.fail("ffn_config.ffn_act_fn is not supported (exact GELU only)");
-  }
-  const auto* attn = r.find({"attn_config"});
-  if (!attn || !attn->is_object()) r.fail("needs attn_config");
-  ConfigReader a{*attn, r.file};
-  if (!a.flag("alibi", false)) r.fail("attn_config.alibi false is not supported (xtrap reads ALiBi models)");
-  if (a.flag("qk_ln", false)) r.fail("attn_config.qk_ln is not supported");
-  if (a.flag("prefix_lm", false)) r.fail("attn_config.prefix_lm is not supported");
-  std::string type = a.text("attn_type", "multihead_attention");
-  if (type != "multihead_attention") r.fail("attn_config.attn_type '" + type + "' is not supported");
-  if (const auto* s = a.find({"softmax_scale"})) {
-    if (!s->is_number() || std::abs(s->get<double>() * std::sqrt(double(m.dModel / m.heads)) - 1.0) > 1e-12)
-      r.fail("attn_config.softmax_scale other than 1/sqrt(head_dim) is not supported");
-  }
-  m.alibiBiasMax = a.number("alibi_bias_max", 8.0);
-  if (const auto* c = a.find({"clip_qkv"})) {
-    if (!c->is_number() || !(c->get<double>() > 0)) r.fail("attn_config.clip_qkv must be a positive number");
-    m.clipQkv = c->get<double>();
-  }
-  p.contextToken = int32_t(r.find({"bos_token_id"})   ? r.integer({"bos_token_id"})
-                           : r.find({"eos_token_id"}) ? r.integer({"eos_token_id"})
-                                                      : 0);
-  return p;
 }
 
 }  // namespace
@@ -151,25 +78,32 @@ bool isPretrainedDirectory(const fs::path& dir) {
   return fs::is_regular_file(dir / "config.json") && !fs::exists(dir / "run.json");
 }
 
-PretrainedConfig readPretrainedConfig(const fs::path& dir) {
-  fs::path file = dir / "config.json";
-  nlohmann::json j = readJson(file);
-  ConfigReader r{j, file.string()};
-  if (!j.is_object()) r.fail("not a JSON object");
-  std::string type = r.text("model_type", "");
-  PretrainedConfig p;
-  if (type == "bloom")
-    p = bloom(r);
-  else if (type == "mpt")
-    p = mpt(r);
-  else
-    r.fail("model_type '" + type + "' is not supported (supported: bloom, mpt)");
+PretrainedConfig parsePretrainedConfig(const nlohmann::json& j, const std::string& file) {
+  if (!j.is_object()) throw std::runtime_error(file + ": not a JSON object");
+  std::string type = j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
+  const PretrainedFamily* family = findPretrainedFamily(type);
+  if (!family) {
+    std::vector<std::string> names;
+    for (const auto* f : pretrainedFamilies()) names.insert(names.end(), f->modelTypes.begin(), f->modelTypes.end());
+    // Multimodal checkpoints (gemma3's text_config beside a vision tower) name their language
+    // model's type inside; its tensors sit under other prefixes beside the vision tower's.
+    bool multimodal = j.contains("text_config") && j["text_config"].is_object();
+    throw std::runtime_error(fmt::format("{}: model_type '{}'{} is not supported (supported: {})", file, type,
+                                         multimodal ? " (multimodal, with text_config)" : "", fmt::join(names, ", ")));
+  }
+  checkKeys(*family, type, j, file);
+  PretrainedConfig p = family->read(familyReader(*family, j, file));
   try {
     p.model.validate();
   } catch (const std::invalid_argument& e) {
-    r.fail(e.what());
+    throw std::runtime_error(file + ": " + e.what());
   }
   return p;
+}
+
+PretrainedConfig readPretrainedConfig(const fs::path& dir) {
+  fs::path file = dir / "config.json";
+  return parsePretrainedConfig(readJsonFile(file.string()), file.string());
 }
 
 std::string pretrainedWeightsDigest(const fs::path& dir) {
@@ -206,7 +140,7 @@ std::vector<fs::path> pretrainedWeightFiles(const fs::path& dir) {
   fs::path index = dir / "model.safetensors.index.json";
   if (!fs::exists(index))
     throw std::runtime_error(dir.string() + " has neither model.safetensors nor model.safetensors.index.json");
-  nlohmann::json j = readJson(index);
+  nlohmann::json j = readJsonFile(index.string());
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
     throw std::runtime_error(index.string() + ": needs a weight_map object");
   std::vector<fs::path> files;

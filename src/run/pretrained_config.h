@@ -1,15 +1,11 @@
 #pragma once
 // A Hugging Face model directory (config.json, model.safetensors or a sharded
-// model.safetensors.index.json, tokenizer.json) of an ALiBi family xtrap computes exactly:
-//  - bloom (transformers' modeling_bloom.py): LayerNorm on the word embeddings, pre-LN blocks,
-//    biases on every Linear and LayerNorm, tanh-approximated GELU, Press's slopes, final
-//    LayerNorm, output tied to the embedding, no embedding scale.
-//  - mpt (llm-foundry's modeling_mpt.py): no biases (LayerNorms without bias), exact GELU,
-//    clip_qkv, slopes 2^(-h * alibi_bias_max / n') with alibi_bias_max from the config (as
-//    llm-foundry does; the transformers port always uses 8), no length limit from max_seq_len.
-// Both become settings of xtrap's own transformer (ModelConfig); run/pretrained_weights.h maps
-// the tensors' names and layouts onto it. Torch-free.
+// model.safetensors.index.json, tokenizer.json) of a family xtrap computes exactly: its
+// config.json becomes settings of xtrap's own transformer (ModelConfig), by the family's mapping
+// file in run/families/ (run/pretrained_family.h), and run/pretrained_weights.h maps its tensors
+// onto that model. docs/pretrained.md lists the families and their keys. Torch-free.
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -18,7 +14,7 @@
 namespace xtrap {
 
 struct PretrainedConfig {
-  std::string modelType;  // bloom | mpt
+  std::string modelType;  // config.json's model_type (run/pretrained_family.h finds its family)
   ModelConfig model;
   int32_t contextToken = 0;  // the id the first scored token is predicted from (bos, else eos)
 };
@@ -27,9 +23,11 @@ struct PretrainedConfig {
 bool isPretrainedDirectory(const std::filesystem::path& dir);
 
 // Reads dir/config.json. Throws std::runtime_error, one line naming the file, for an unsupported
-// model_type (naming bloom and mpt), a missing or ill-typed key, or a setting xtrap does not
+// model_type (naming the supported ones), a missing or ill-typed key, or a setting xtrap does not
 // compute (named).
 PretrainedConfig readPretrainedConfig(const std::filesystem::path& dir);
+// The same for a config already parsed; `file` names it in errors.
+PretrainedConfig parsePretrainedConfig(const nlohmann::json& config, const std::string& file);
 
 // What identifies a directory's model for caches and --verify, without reading its weights:
 // "fnv1a64:<16 hex digits>" of config.json and, for each weight file in order, its name, size

@@ -1,9 +1,12 @@
 #pragma once
-// Loading a Hugging Face checkpoint (run/pretrained_config.h) into xtrap's transformer: each
-// parameter is read from the safetensors file that holds it (pread, straight into the parameter
-// where nothing changes on the way), its name and layout mapped once (BLOOM's q/k/v rows, packed
-// per head as [heads, 3, head_dim], permuted into xtrap's q-then-k-then-v rows), and converted
-// from float32, float16 or bfloat16 into the parameter.
+// Loading a Hugging Face checkpoint (run/pretrained_config.h) into xtrap's transformer: every
+// tensor's name, dtype and shape is checked against the parameters the config implies
+// (model/parameter_shapes.h) from the safetensors headers, before anything is allocated; then each
+// parameter is read from the file that holds it (pread, straight into the parameter, or into its
+// rows for a parameter concatenated from several tensors (q, k, v; gate, up), where nothing
+// changes on the way), its name and layout mapped by the family's file (run/pretrained_family.h;
+// BLOOM's q/k/v rows, packed per head, permuted into xtrap's q-then-k-then-v rows), and
+// converted from float32, float16 or bfloat16 into the parameter.
 //
 // Precision held: float32, except where the evaluation computes in bfloat16 (autocast) and every
 // weight matrix of the checkpoint is float16 or bfloat16: then the matrices (embedding, q/k/v,
@@ -25,7 +28,8 @@ namespace xtrap {
 // on ctx's device, and fills every parameter from the directory's weights (eval mode is the
 // caller's). Throws std::runtime_error, one line naming the file, for a missing tensor, a tensor
 // whose shape or dtype does not match the config, a tensor the model does not use (the config
-// does not match the checkpoint), a tensor in two shards, or a damaged file.
+// does not match the checkpoint; a tied head's stored lm_head.weight excepted), a tensor in two
+// shards, or a damaged file.
 Transformer loadPretrainedModel(const std::filesystem::path& dir, const std::string& modelType,
                                 const ModelConfig& config, const ExecutionContext& ctx);
 

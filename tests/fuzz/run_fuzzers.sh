@@ -9,7 +9,7 @@ seconds=${1:-30}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$root/build-fuzz
 CC=${CC:-clang} CXX=${CXX:-clang++} cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXTRAP_FUZZ=ON > /dev/null
-targets=(${FUZZ_TARGETS:-lvalid_range wikitext token_cache checkpoint_file scenario tokenizer_json safetensors})
+targets=(${FUZZ_TARGETS:-lvalid_range wikitext token_cache checkpoint_file scenario tokenizer_json safetensors pretrained_config})
 cmake --build "$build" -j2 --target "${targets[@]/#/fuzz_}"
 cd "$build"
 for t in "${targets[@]}"; do

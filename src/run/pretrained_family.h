@@ -1,0 +1,66 @@
+#pragma once
+// One pretrained family (a config.json `model_type`): which config keys it reads into xtrap's
+// ModelConfig, which it knows leave the numbers alone, which it refuses unless they hold the one
+// value xtrap computes; and where each xtrap parameter comes from among the checkpoint's tensors.
+// Each family is one short file in run/families/; family names appear nowhere below run/ (STYLE.md
+// item 9). Torch-free: the loader (run/pretrained_weights.h) applies the tensor map.
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "run/config_reader.h"
+#include "run/pretrained_config.h"
+
+namespace xtrap {
+
+// A layout change between the checkpoint's rows and xtrap's.
+enum class TensorLayout {
+  AsStored,
+  HeadsThenQkv,  // rows [H, 3, D] (BLOOM's query_key_value) -> xtrap's [3, H, D]
+};
+
+// One xtrap parameter's source: checkpoint tensors (names without the family's prefix)
+// concatenated along dim 0 in this order (q, k, v; gate, up); none: the parameter is zeros.
+struct TensorSource {
+  std::vector<std::string> names;
+  TensorLayout layout = TensorLayout::AsStored;
+  std::vector<int64_t> rows;  // several names: the rows each one must have (q: H * D, k and v: KV * D)
+};
+using TensorMap = std::map<std::string, TensorSource>;  // xtrap parameter name -> source
+
+// A key xtrap does not compute: accepted only absent, null or equal to `accepted`.
+struct RefusedKey {
+  std::string key;  // nested keys as "attn_config.qk_ln"
+  nlohmann::json accepted;
+  std::string why;  // what xtrap would have to compute, for the error and docs/pretrained.md
+};
+
+struct PretrainedFamily {
+  std::vector<std::string> modelTypes;  // the config.json model_type values it reads
+  std::vector<std::string> computed;    // read into the settings (the reader allows no others)
+  std::vector<std::string> inert;       // read by the reference code but not changing the logits
+  std::vector<RefusedKey> refused;
+  std::vector<std::string> tensorPrefixes;  // stripped from checkpoint names where present
+  PretrainedConfig (*read)(const ConfigReader& config);
+  TensorMap (*tensors)(const ModelConfig& model);
+};
+
+// Every family, in the order docs/pretrained.md lists them.
+const std::vector<const PretrainedFamily*>& pretrainedFamilies();
+// The family reading `modelType`; nullptr for none.
+const PretrainedFamily* findPretrainedFamily(const std::string& modelType);
+
+// Keys of Hugging Face's PretrainedConfig and of saved configs that no family's numbers depend on
+// (names, ids, dropout at inference, initialisation, caching, parallelism plans).
+const std::vector<std::string>& commonInertKeys();
+// Keys every family refuses (quantized or otherwise transformed weights).
+const std::vector<RefusedKey>& commonRefusedKeys();
+
+// The family's reader: the keys of `computed` only.
+ConfigReader familyReader(const PretrainedFamily& family, const nlohmann::json& config, const std::string& file);
+
+// docs/pretrained.md's generated part: every model_type with its computed, inert and refused keys.
+std::string pretrainedKeysMarkdown();
+
+}  // namespace xtrap

@@ -1,0 +1,471 @@
+// The pretrained families' config.json mapping (run/pretrained_family.h): every key the reference
+// implementations read is computed, known not to change the numbers, or refused with one line
+// naming it; computed keys land in the ModelConfig as the reference code uses them; and
+// docs/pretrained.md's key lists are the code's.
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "run/pretrained_config.h"
+#include "run/pretrained_family.h"
+
+using nlohmann::json;
+using namespace xtrap;
+
+namespace {
+
+// The keys each reference reads, copied from its source (not from xtrap):
+//  - mpt: llm-foundry 8c8dd48 (2025-07-21) MPTConfig.__init__ and config_defaults.py's
+//    attn_config/ffn_config defaults, modeling_mpt.py, layers/attention.py (kv_n_heads,
+//    attn_temperature_tuning), layers/ffn.py (ffn_act_fn, ffn_hidden_size); transformers'
+//    MptConfig / MptAttentionConfig (layer_norm_epsilon, verbose, prefix_lm, hidden_size aliases).
+//  - the others: transformers' configuration_<family>.py (main at 008e574 for llama and qwen2; the
+//    gemma3 class of 008f5c8; the rest as of transformers 4.5x) and BLOOM's hub config.json.
+const std::map<std::string, std::vector<std::string>>& referenceKeys() {
+  static const std::map<std::string, std::vector<std::string>> keys{
+      {"mpt",
+       {"d_model",
+        "n_heads",
+        "n_layers",
+        "head_dim",
+        "expansion_ratio",
+        "max_seq_len",
+        "vocab_size",
+        "resid_pdrop",
+        "emb_pdrop",
+        "learned_pos_emb",
+        "init_device",
+        "logit_scale",
+        "no_bias",
+        "attention_bias",
+        "embedding_fraction",
+        "norm_type",
+        "norm_eps",
+        "use_cache",
+        "init_config",
+        "fc_type",
+        "tie_word_embeddings",
+        "use_pad_tok_in_ffn",
+        "block_overrides",
+        "final_logit_softcapping",
+        "layer_norm_epsilon",
+        "verbose",
+        "initializer_range",
+        "ffn_config.ffn_type",
+        "ffn_config.ffn_act_fn",
+        "ffn_config.ffn_hidden_size",
+        "attn_config.attn_type",
+        "attn_config.attn_pdrop",
+        "attn_config.attn_impl",
+        "attn_config.qk_ln",
+        "attn_config.qk_gn",
+        "attn_config.fused_qkv",
+        "attn_config.clip_qkv",
+        "attn_config.softmax_scale",
+        "attn_config.attn_uses_sequence_id",
+        "attn_config.sliding_window_size",
+        "attn_config.attn_logit_softcapping",
+        "attn_config.alibi",
+        "attn_config.alibi_bias_max",
+        "attn_config.rope",
+        "attn_config.nope",
+        "attn_config.rope_theta",
+        "attn_config.rope_impl",
+        "attn_config.rope_dail_config",
+        "attn_config.rope_hf_config",
+        "attn_config.attn_temperature_tuning",
+        "attn_config.kv_dim",
+        "attn_config.kv_n_heads",
+        "attn_config.prefix_lm"}},
+      {"bloom",
+       {"vocab_size",
+        "hidden_size",
+        "n_layer",
+        "n_head",
+        "layer_norm_epsilon",
+        "initializer_range",
+        "use_cache",
+        "bos_token_id",
+        "eos_token_id",
+        "apply_residual_connection_post_layernorm",
+        "hidden_dropout",
+        "attention_dropout",
+        "pretraining_tp",
+        "slow_but_exact",
+        "n_embed",
+        "seq_length",
+        "masked_softmax_fusion",
+        "offset_alibi",
+        "skip_bias_add",
+        "skip_bias_add_qkv",
+        "attention_softmax_in_fp32",
+        "bias_dropout_fusion",
+        "n_inner",
+        "unk_token_id",
+        "pad_token_id",
+        "tie_word_embeddings"}},
+      {"llama",
+       {"vocab_size",
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "hidden_act",
+        "max_position_embeddings",
+        "initializer_range",
+        "rms_norm_eps",
+        "use_cache",
+        "pad_token_id",
+        "bos_token_id",
+        "eos_token_id",
+        "pretraining_tp",
+        "tie_word_embeddings",
+        "rope_theta",
+        "rope_scaling",
+        "attention_bias",
+        "attention_dropout",
+        "mlp_bias",
+        "head_dim"}},
+      {"mistral",
+       {"vocab_size",
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "hidden_act",
+        "max_position_embeddings",
+        "initializer_range",
+        "rms_norm_eps",
+        "use_cache",
+        "pad_token_id",
+        "bos_token_id",
+        "eos_token_id",
+        "tie_word_embeddings",
+        "rope_theta",
+        "rope_scaling",
+        "sliding_window",
+        "attention_dropout"}},
+      {"qwen2", {"vocab_size",          "hidden_size",         "intermediate_size",  "num_hidden_layers",
+                 "num_attention_heads", "num_key_value_heads", "hidden_act",         "max_position_embeddings",
+                 "initializer_range",   "rms_norm_eps",        "use_cache",          "tie_word_embeddings",
+                 "rope_theta",          "rope_scaling",        "use_sliding_window", "sliding_window",
+                 "max_window_layers",   "layer_types",         "attention_dropout",  "pad_token_id",
+                 "bos_token_id",        "eos_token_id"}},
+      {"qwen3",
+       {"vocab_size",
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "hidden_act",
+        "max_position_embeddings",
+        "initializer_range",
+        "rms_norm_eps",
+        "use_cache",
+        "tie_word_embeddings",
+        "rope_theta",
+        "rope_scaling",
+        "attention_bias",
+        "use_sliding_window",
+        "sliding_window",
+        "max_window_layers",
+        "layer_types",
+        "attention_dropout"}},
+      {"phi3",
+       {"vocab_size",
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "resid_pdrop",
+        "embd_pdrop",
+        "attention_dropout",
+        "hidden_act",
+        "max_position_embeddings",
+        "original_max_position_embeddings",
+        "initializer_range",
+        "rms_norm_eps",
+        "use_cache",
+        "tie_word_embeddings",
+        "rope_theta",
+        "rope_scaling",
+        "partial_rotary_factor",
+        "bos_token_id",
+        "eos_token_id",
+        "pad_token_id",
+        "sliding_window"}},
+      {"gemma",
+       {"vocab_size",
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "hidden_act",
+        "hidden_activation",
+        "max_position_embeddings",
+        "initializer_range",
+        "rms_norm_eps",
+        "use_cache",
+        "pad_token_id",
+        "eos_token_id",
+        "bos_token_id",
+        "tie_word_embeddings",
+        "rope_theta",
+        "attention_bias",
+        "attention_dropout"}},
+      {"gemma2",
+       {"vocab_size",
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "hidden_activation",
+        "max_position_embeddings",
+        "initializer_range",
+        "rms_norm_eps",
+        "use_cache",
+        "pad_token_id",
+        "eos_token_id",
+        "bos_token_id",
+        "tie_word_embeddings",
+        "rope_theta",
+        "attention_bias",
+        "attention_dropout",
+        "query_pre_attn_scalar",
+        "sliding_window",
+        "final_logit_softcapping",
+        "attn_logit_softcapping",
+        "cache_implementation",
+        "layer_types"}},
+      {"gemma3_text",
+       {"vocab_size",
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "hidden_activation",
+        "max_position_embeddings",
+        "initializer_range",
+        "rms_norm_eps",
+        "use_cache",
+        "pad_token_id",
+        "eos_token_id",
+        "bos_token_id",
+        "tie_word_embeddings",
+        "rope_theta",
+        "attention_bias",
+        "attention_dropout",
+        "query_pre_attn_scalar",
+        "sliding_window",
+        "final_logit_softcapping",
+        "attn_logit_softcapping",
+        "cache_implementation",
+        "rope_scaling",
+        "rope_local_base_freq",
+        "sliding_window_pattern",
+        "layer_types"}},
+  };
+  return keys;
+}
+
+// A small valid config of each model_type.
+json minimal(const std::string& type) {
+  if (type == "bloom")
+    return {{"model_type", "bloom"}, {"vocab_size", 64}, {"hidden_size", 16}, {"n_layer", 2}, {"n_head", 4}};
+  if (type == "mpt")
+    return {{"model_type", "mpt"},
+            {"vocab_size", 64},
+            {"d_model", 16},
+            {"n_layers", 2},
+            {"n_heads", 4},
+            {"max_seq_len", 32},
+            {"attn_config", {{"alibi", true}}}};
+  return {{"model_type", type},       {"vocab_size", 64},       {"hidden_size", 32},
+          {"intermediate_size", 48},  {"num_hidden_layers", 6}, {"num_attention_heads", 4},
+          {"num_key_value_heads", 2}, {"head_dim", 8},          {"max_position_embeddings", 128}};
+}
+
+ModelConfig parse(const json& j) { return parsePretrainedConfig(j, "dir/config.json").model; }
+
+std::string errorOf(const json& j) {
+  try {
+    parse(j);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void set(json& j, const std::string& key, const json& value) {
+  json* at = &j;
+  for (size_t start = 0, dot; (dot = key.find('.', start)) != std::string::npos; start = dot + 1)
+    at = &(*at)[key.substr(start, dot - start)];
+  (*at)[key.substr(key.rfind('.') == std::string::npos ? 0 : key.rfind('.') + 1)] = value;
+}
+
+// A value other than `accepted`, of its type where it has one.
+json other(const json& accepted) {
+  if (accepted.is_boolean()) return !accepted.get<bool>();
+  if (accepted.is_null()) return 2.5;
+  return "other";
+}
+
+}  // namespace
+
+TEST_CASE("every key the reference implementations read is computed, inert or refused") {
+  for (const auto& [type, keys] : referenceKeys()) {
+    const PretrainedFamily* f = findPretrainedFamily(type);
+    REQUIRE(f);
+    std::set<std::string> known(commonInertKeys().begin(), commonInertKeys().end());
+    known.insert(f->computed.begin(), f->computed.end());
+    known.insert(f->inert.begin(), f->inert.end());
+    for (const auto& k : f->refused) known.insert(k.key);
+    for (const auto& key : keys) {
+      INFO(type << ": " << key);
+      CHECK(known.count(key) == 1);
+    }
+  }
+}
+
+TEST_CASE("every refused key, set to another value, is one line naming it and the file") {
+  for (const auto* f : pretrainedFamilies()) {
+    std::vector<RefusedKey> refused = f->refused;
+    refused.insert(refused.end(), commonRefusedKeys().begin(), commonRefusedKeys().end());
+    REQUIRE(parse(minimal(f->modelTypes[0])).layers >= 1);
+    for (const auto& k : refused) {
+      json j = minimal(f->modelTypes[0]);
+      set(j, k.key, other(k.accepted));
+      std::string err = errorOf(j);
+      INFO(f->modelTypes[0] << ": " << k.key << " -> " << err);
+      CHECK(err.find(k.key) != std::string::npos);
+      CHECK(err.find("dir/config.json") == 0);
+      CHECK(err.find('\n') == std::string::npos);
+      set(j, k.key, k.accepted);
+      CHECK(errorOf(j).empty());
+    }
+  }
+}
+
+TEST_CASE("MPT keys that change the numbers are computed") {
+  json j = minimal("mpt");
+  j["tie_word_embeddings"] = false;
+  j["norm_eps"] = 1e-3;
+  j["final_logit_softcapping"] = 30.0;
+  j["attn_config"]["sliding_window_size"] = 5;
+  j["attn_config"]["attn_logit_softcapping"] = 50.0;
+  ModelConfig m = parse(j);
+  CHECK(!m.tiedHead);
+  CHECK(m.normEps == 1e-3);
+  CHECK(m.finalSoftcap == 30.0);
+  CHECK(m.attentionSoftcap == 50.0);
+  CHECK(m.attentionWindow == 6);  // keys i - 5 .. i (llm-foundry's triu(-5)): six keys
+  CHECK(m.windowedLayers.empty());
+  j["attn_config"]["attn_temperature_tuning"] = {{"floor_scale", 8192}, {"attn_scale", 0.0}};
+  CHECK(errorOf(j).empty());
+  j["attn_config"]["attn_temperature_tuning"]["attn_scale"] = 0.1;
+  CHECK(errorOf(j).find("attn_temperature_tuning") != std::string::npos);
+  // GQA: kv_n_heads must divide n_heads
+  json g = minimal("mpt");
+  g["attn_config"]["attn_type"] = "grouped_query_attention";
+  g["attn_config"]["kv_n_heads"] = 3;
+  CHECK(errorOf(g).find("kv_n_heads") != std::string::npos);
+  g["attn_config"]["kv_n_heads"] = 2;
+  CHECK(parse(g).kvHeads == 2);
+  // an attn_config key xtrap does not know
+  json u = minimal("mpt");
+  u["attn_config"]["reuse_kv_layer_idx"] = -1;
+  CHECK(errorOf(u).find("attn_config.reuse_kv_layer_idx") != std::string::npos);
+}
+
+TEST_CASE("rotary families: windows, scales, biases and norms as the reference modeling code uses them") {
+  json q = minimal("qwen2");
+  q["use_sliding_window"] = true;
+  q["sliding_window"] = 16;
+  q["max_window_layers"] = 4;
+  ModelConfig m = parse(q);
+  CHECK(m.attentionWindow == 16);
+  CHECK(m.windowedLayers == std::vector<int64_t>{4, 5});
+  CHECK(m.qkvBias == true);
+  CHECK(!m.linearBiases);
+  q["use_sliding_window"] = false;
+  CHECK(parse(q).attentionWindow == 0);
+  q["layer_types"] = {"full_attention", "sliding_attention"};
+  CHECK(errorOf(q).find("layer_types") != std::string::npos);
+
+  ModelConfig g2 = parse(minimal("gemma2"));
+  CHECK(g2.windowedLayers == std::vector<int64_t>{0, 2, 4});
+  CHECK(g2.attentionSoftcap == 50.0);
+  CHECK(g2.finalSoftcap == 30.0);
+  CHECK(g2.queryScale == Approx(1.0 / 16.0));
+  CHECK(g2.blockNorms == "sandwich");
+  CHECK(g2.norm == "rms-one-plus");
+  json g2null = minimal("gemma2");
+  g2null["final_logit_softcapping"] = nullptr;
+  CHECK(parse(g2null).finalSoftcap == 0.0);
+
+  json g3 = minimal("gemma3_text");
+  g3["sliding_window_pattern"] = 3;
+  g3["sliding_window"] = 8;
+  ModelConfig m3 = parse(g3);
+  CHECK(m3.windowedLayers == std::vector<int64_t>{0, 1, 3, 4});
+  CHECK(m3.qkNorm);
+  CHECK(m3.rotaryLocalBase == 10000.0);
+  CHECK(m3.rotaryBase == 1e6);
+  CHECK(m3.attentionSoftcap == 0.0);
+  CHECK(m3.tiedHead);
+
+  json l = minimal("llama");
+  l["attention_bias"] = true;
+  CHECK(errorOf(l).find("mlp_bias") != std::string::npos);
+  l["mlp_bias"] = true;
+  CHECK(parse(l).linearBiases);
+  l["num_key_value_heads"] = 3;
+  CHECK(errorOf(l).find("num_key_value_heads") != std::string::npos);
+  json act = minimal("llama");
+  act["hidden_act"] = "gelu_10";
+  CHECK(errorOf(act).find("hidden_act") != std::string::npos);
+  // A key this family does not read but another computes: refused; a key no family knows: ignored.
+  json other = minimal("llama");
+  other["sliding_window"] = 4096;
+  CHECK(errorOf(other).find("sliding_window") != std::string::npos);
+  other.erase("sliding_window");
+  other["rope_interleaved"] = false;
+  CHECK(errorOf(other).empty());
+  json phi = minimal("phi3");
+  phi["partial_rotary_factor"] = 0.5;
+  phi["original_max_position_embeddings"] = 64;
+  CHECK(parse(phi).rotaryFraction == 0.5);
+  CHECK(parse(phi).contextLength == 64);
+}
+
+TEST_CASE("docs/pretrained.md lists the code's families and keys") {
+  std::ifstream in("docs/pretrained.md");
+  REQUIRE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string doc = text.str(), begin = "<!-- keys:begin -->\n", end = "<!-- keys:end -->";
+  size_t a = doc.find(begin), b = doc.find(end);
+  REQUIRE(a != std::string::npos);
+  REQUIRE(b != std::string::npos);
+  std::string want = pretrainedKeysMarkdown();
+  if (std::getenv("XTRAP_WRITE_DOCS")) {  // regenerate: XTRAP_WRITE_DOCS=1 tests_base "docs/pretrained.md*"
+    std::ofstream("docs/pretrained.md") << doc.substr(0, a + begin.size()) << want << doc.substr(b);
+    return;
+  }
+  CHECK(doc.substr(a + begin.size(), b - a - begin.size()) == want);
+}
