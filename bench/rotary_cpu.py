@@ -447,26 +447,21 @@ def measure(a, model, dtype, L, work, text, env, runs):
                   + f"  ({time.time() - t0:.0f} s, {row['load']})", flush=True)
 
 
+R0_MB = 185  # LibTorch, the 2,000-token tokenizer, the text: SmolLM2's peak at T = 256 less its other terms
+
+
 def xtrap_rss_formula(cfg, L, dtype, query_block=256):
-    """docs/pretrained.md, Memory: peak RSS (MB) of `xtrap eval` at batch 1, length L."""
+    """docs/pretrained.md, Memory: peak RSS (MB) of `xtrap eval` at batch 1, length L, from its live
+    tensors: the weights as held, one block's activations at the gated MLP, one query block's scores."""
     C, layers, H, KV, D, Fi, V = dims(cfg)
-    N = sum(t.numel() for t in random_weights_shapes(cfg))
-    weights = (2 if dtype == "bfloat16" else 4) * N
-    Q = min(query_block, max(32, (1 << 20) // L))  # attention_plan.cpp attentionBlockRows
-    act = 4 * L * (4 * C + 2 * H * D + 2 * KV * D + 3 * Fi) + 4 * 3 * H * Q * L + 4 * (1 << 20)
-    return (R0_MB * 1e6 + weights + act) / 1e6
-
-
-R0_MB = 224  # LibTorch, the tokenizer, the text: docs/pretrained.md
-
-
-def random_weights_shapes(cfg):
-    C, layers, H, KV, D, Fi, V = dims(cfg)
-    per_layer = [(H * D, C), (KV * D, C), (KV * D, C), (C, H * D), (Fi, C), (Fi, C), (C, Fi), (C,), (C,)]
-    if cfg["model_type"] == "qwen2":
-        per_layer += [(H * D,), (KV * D,), (KV * D,)]
-    shapes = [(V, C), (C,)] + per_layer * layers + ([] if cfg["tie_word_embeddings"] else [(V, C)])
-    return [torch.empty(s, device="meta") for s in shapes]
+    vectors = layers * (2 * C + (H * D + 2 * KV * D if cfg["model_type"] == "qwen2" else 0)) + C
+    matrices = V * C * (1 if cfg["tie_word_embeddings"] else 2) + layers * (
+        2 * C * H * D + 2 * C * KV * D + 3 * C * Fi)
+    weights = 4 * (matrices + vectors) if dtype == "float32" else 2 * matrices + 4 * vectors
+    Q = min(query_block, L, max(32, (1 << 20) // L))  # attention_plan.cpp attentionBlockRows
+    per_token = 4 * (5 * C + 4 * Fi) if dtype == "float32" else 20 * C + 8 * Fi
+    scores = (8 if dtype == "float32" else 10) * H * Q * L
+    return R0_MB + (weights + per_token * L + scores) / 1e6
 
 
 def summarize(runs):
