@@ -506,7 +506,20 @@ def corpus_scale():
                  ["---", "---:", "---", "---:", "---:", "---:", "---:", "---:"])
 
 
+def rotary_reference():
+    """xtrap's per-token NLL against the float64 references of tests/rotary_check.py."""
+    rows = load("rotary_reference.csv")
+    out = ["| family | checkpoint | length | computed in | max abs dNLL |", "|---|---|---:|---|---:|"]
+    for r in rows:
+        out.append(f"| {r['family']} | {r['scaling']} | {r['length']} | {r['dtype']} | {float(r['max_abs_dnll']):.2e} |")
+    worst32 = max(float(r["max_abs_dnll"]) for r in rows if r["dtype"] == "float32")
+    out.append("")
+    out.append(f"Largest float32 difference: {worst32:.2e} (bound 1e-5).")
+    return "\n".join(out) + "\n"
+
+
 TABLES = {
+    "rotary-reference/nll": rotary_reference,
     "corpus_scale/memory": corpus_scale,
     "methods-mini/nonoverlap": lambda: methods("nonoverlap"),
     "methods-mini/sliding": lambda: methods("sliding"),

@@ -16,22 +16,16 @@ float16 and bfloat16, single-file and sharded, evaluate them beyond their config
 length with every ALiBi interpolation, and compare in float64 to 1e-5. The interpolated slopes
 come from interpolation.h's formulas, computed here.
 """
-import json, math, os, re, shutil, struct, subprocess, sys, tempfile
+import json, math, os, re, shutil, struct, sys, tempfile
 import torch
 import torch.nn.functional as F
 
-from hf_checkpoint import NAMES, rand, write_model, write_safetensors
+from hf_checkpoint import (NAMES, cached_ids, check, csv_rows, finish, rand, run, stream_nll, text_counts, write_model,
+                           write_safetensors)
 
 XTRAP, EXPORT_LOGITS = sys.argv[1], sys.argv[2]
 HERE = os.path.dirname(os.path.abspath(__file__))
 NEOX_TOKENIZER = os.path.join(HERE, "tokenizer", "gpt-neox-20b_tokenizer.json")
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
 
 
 def bloom_checkpoint(seed, C, H, layers, V, seq_length):
@@ -186,10 +180,6 @@ def mpt_forward(t, cfg, ids, slopes):
     return logits if cap is None else cap * torch.tanh(logits / cap)
 
 
-def run(args):
-    return subprocess.run(args, capture_output=True, text=True)
-
-
 work = tempfile.mkdtemp()
 torch.manual_seed(0)
 
@@ -298,16 +288,12 @@ csv = os.path.join(work, "eval.csv")
 r = run([XTRAP, "eval", d, "--text", text_file, "--Lvalid", "64", "--no-progress", "--threads", "1", "--out", csv])
 check(r.returncode == 0, "eval of a pretrained directory with --text" + ("" if r.returncode == 0 else ": " + r.stderr))
 if r.returncode == 0:
-    header, row = [line.split(",") for line in open(csv).read().splitlines()[:2]]
-    row = dict(zip(header, row))
-    cache = [f for f in os.listdir(work) if f.startswith("text.txt.xtrap-bpe-")]
-    blob = open(os.path.join(work, cache[0]), "rb").read()
-    count = struct.unpack("<Q", blob[32:40])[0]
-    ids = torch.tensor(struct.unpack(f"<{count}i", blob[40:40 + 4 * count]))
-    logits = bloom_forward(tensors, cfg, torch.cat([torch.tensor([1]), ids]).view(1, -1), bloom_slopes(4))[0, :-1]
-    total = F.cross_entropy(logits, ids, reduction="sum").item()
-    nbytes = len(text.encode("utf-8"))
-    words = len(text.split()) + text.count("\n") + (0 if text.endswith("\n") else 1)
+    row = csv_rows(csv)[0]
+    ids = cached_ids(text_file + ".xtrap-bpe-")
+    count = len(ids)
+    # one window of all of it, the first token predicted from bos_token_id 1
+    total = stream_nll(lambda w: bloom_forward(tensors, cfg, w.view(1, -1), bloom_slopes(4))[0], ids, 1, 64, 64)
+    nbytes, words = text_counts(text)
     check(int(row["tokens_scored"]) == count and int(row["text_bytes"]) == nbytes and int(row["text_words"]) == words,
           f"counts: tokens {row['tokens_scored']}/{count}, bytes {row['text_bytes']}/{nbytes}, words "
           f"{row['text_words']}/{words}")
@@ -351,15 +337,13 @@ for name, source in (("data", ["--data", wiki, "--split", "test"]), ("text", ["-
     r = run([XTRAP, "eval", d, *source, "--Lvalid", "64", "--no-progress", "--threads", "1", "--out", out])
     check(r.returncode == 0, f"eval of WikiText tokens via {name}" + ("" if r.returncode == 0 else ": " + r.stderr))
     if r.returncode == 0:
-        header, row = [line.split(",") for line in open(out).read().splitlines()[:2]]
-        rows[name] = dict(zip(header, row))
+        rows[name] = csv_rows(out)[0]
 if len(rows) == 2:
     a, b = rows["data"], rows["text"]
     check(a["tokens_scored"] == b["tokens_scored"] and a["nll"] == b["nll"],
           f"--data of tokenized WikiText = --text of its Megatron-LM detokenization: tokens {a['tokens_scored']}/"
           f"{b['tokens_scored']}, nll {a['nll']}/{b['nll']}")
-    nbytes = len(tokens_text.encode("utf-8"))
-    words = len(tokens_text.split()) + tokens_text.count("\n")
+    nbytes, words = text_counts(tokens_text)
     check(int(a["text_bytes"]) == nbytes and int(a["text_words"]) == words,
           f"detokenized WikiText counts the file as written: bytes {a['text_bytes']}/{nbytes}, words "
           f"{a['text_words']}/{words}")
@@ -404,8 +388,7 @@ r = run([XTRAP, "run", scenario, "--no-progress", "--results", results_root, "--
 check(r.returncode == 0, "xtrap run of a pretrained variant" + ("" if r.returncode == 0 else ": " + r.stderr[-800:]))
 out_dir = os.path.join(results_root, "pretrained-smoke")
 if r.returncode == 0:
-    lines = open(os.path.join(out_dir, "results.csv")).read().splitlines()
-    header, body = lines[0].split(","), [dict(zip(lines[0].split(","), l.split(","))) for l in lines[1:]]
+    body = csv_rows(os.path.join(out_dir, "results.csv"))
     ppl = [b for b in body if b["task"] in ("", "perplexity")]
     key = [b for b in body if b["task"] == "passkey"]
     check(len(ppl) == 4 and len(key) == 4 and all(b["run"] == "bloom-tiny" for b in body),
@@ -452,10 +435,7 @@ r = run([XTRAP, "probe", d, "--dump-attn", h5file, "--data", wiki, "--split", "t
 check(r.returncode == 0, "probe --dump-attn of a pretrained model" + ("" if r.returncode == 0 else ": " + r.stderr))
 if r.returncode == 0:
     import h5py
-    cache = [f for f in os.listdir(wiki) if f.startswith("wiki.test.tokens.xtrap-bpe-detok-")]
-    blob = open(os.path.join(wiki, cache[0]), "rb").read()
-    count = struct.unpack("<Q", blob[32:40])[0]
-    all_ids = torch.tensor(struct.unpack(f"<{count}i", blob[40:40 + 4 * count]))
+    all_ids = cached_ids(os.path.join(wiki, "wiki.test.tokens.xtrap-bpe-detok-"))
     with h5py.File(h5file, "r") as f:
         window = all_ids[5:29]
         check(list(f["tokens"][:]) == window.tolist() and len(f["words"]) == 24 and f.attrs["Lvalid"] == 24 and
@@ -562,7 +542,7 @@ def peak_kib(args):
 
 d_wide = os.path.join(work, "hostile-wide")
 cfg, tensors = mpt_checkpoint(3, 8, 2, 1, 50304, 16, 8, None)
-write_model(d_wide, dict(cfg, d_model=1536, n_layers=12), tensors)
+write_model(d_wide, dict(cfg, d_model=1536, n_layers=12), tensors, tokenizer=NEOX_TOKENIZER)
 kib, rc, err = peak_kib([XTRAP, "eval", d_wide, "--text", text_file, "--Lvalid", "16", "--no-progress", "--out",
                          os.path.join(work, "h.csv")])
 check(rc != 0 and len(err.splitlines()) == 1 and "model.safetensors" in err and kib < 400 * 1024,
@@ -573,5 +553,4 @@ hostile("tokenizer-json", lambda d: open(os.path.join(d, "tokenizer.json"), "w")
         "tokenizer.json")
 
 shutil.rmtree(work)
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+finish()

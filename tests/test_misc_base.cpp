@@ -153,7 +153,7 @@ TEST_CASE("every choice table is exactly what its parser accepts", "[cli]") {
                  }));
   acceptsExactly(ModelConfig::headNames(), {"lm", "roberta", "clap"},
                  model([](ModelConfig& c, const std::string& n) { c.head = n; }));
-  acceptsExactly(ModelConfig::activationNames(), {"gelu", "gelu-tanh", "relu"},
+  acceptsExactly(ModelConfig::activationNames(), {"gelu", "gelu-tanh", "relu", "silu"},
                  model([](ModelConfig& c, const std::string& n) { c.activation = n; }));
   acceptsExactly(ModelConfig::alibiInitNames(), {"random", "standard"},
                  model([](ModelConfig& c, const std::string& n) { c.alibiInit = n; }));

@@ -2,11 +2,13 @@
 // property, the ALiBi family's bias blocks against LinearBiasSpec's formula (any block offset),
 // T5's bias against its bucket table, KERPLE-log and FIRE against their papers' formulas (computed
 // here from the parameters, scalar by scalar), YaRN's rotation, and finite-difference gradients
-// of every learned bias parameter.
+// of every learned bias parameter; a pretrained rotary's partial rotation, dynamic and longrope
+// frequencies by window length and attention factor.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
 
+#include "error_of.h"
 #include "model/linear_bias_spec.h"
 #include "model/position/fire_bias.h"
 #include "model/position/kerple_bias.h"
@@ -17,6 +19,7 @@
 #include "model/t5_buckets.h"
 
 using namespace xtrap;
+using xtrap::test::errorOf;
 
 TEST_CASE("sinusoidal table values") {
   auto pe = sinusoidalTable(5, 8, torch::TensorOptions());  // d = 8: frequencies 1, 1/10, 1/100, 1/1000
@@ -294,4 +297,85 @@ TEST_CASE("yarn rotation: pair d turns by position * theta_d * factor_d, scaled 
       CHECK(y[0][0][t][d].item<double>() == Approx(1.2 * (a * std::cos(angle) - b * std::sin(angle))));
       CHECK(y[0][0][t][d + D / 2].item<double>() == Approx(1.2 * (b * std::cos(angle) + a * std::sin(angle))));
     }
+}
+
+namespace {
+// x rotated pair by pair in the first d channels (pairs (p, p + d/2)) by angle(t, p), times f;
+// the channels from d on unchanged: transformers' apply_rotary_pos_emb with partial rotary.
+torch::Tensor expectedRotation(const torch::Tensor& x, int64_t d, double f,
+                               const std::function<double(int64_t, int64_t)>& angle) {
+  auto y = x.clone();
+  for (int64_t t = 0; t < x.size(2); ++t)
+    for (int64_t p = 0; p < d / 2; ++p) {
+      double c = std::cos(angle(t, p)), s = std::sin(angle(t, p));
+      auto a = x.select(3, p).select(2, t), b = x.select(3, p + d / 2).select(2, t);
+      y.select(3, p).select(2, t).copy_(f * (a * c - b * s));
+      y.select(3, p + d / 2).select(2, t).copy_(f * (b * c + a * s));
+    }
+  return y;
+}
+
+double largestDifference(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
+}  // namespace
+
+TEST_CASE("pretrained rotary: partial rotary turns the first d channels and passes the rest through") {
+  torch::manual_seed(11);
+  const int64_t D = 12, d = 4;
+  Rotary part = Rotary::make(D, d, 10000.0, RopeScaling{});
+  auto x = torch::randn({2, 3, 5, D}, torch::kFloat64);
+  auto y = part.apply(x, 7);  // positions 7..11
+  CHECK(torch::equal(y.narrow(3, d, D - d), x.narrow(3, d, D - d)));
+  auto expected =
+      expectedRotation(x, d, 1.0, [&](int64_t t, int64_t p) { return double(7 + t) * std::pow(1e4, -2.0 * p / d); });
+  double worst = largestDifference(y, expected);
+  INFO("largest difference " << worst);
+  CHECK(worst < 1e-12);
+}
+
+TEST_CASE("pretrained rotary: dynamic frequencies follow the window's length and reset at the original length") {
+  torch::manual_seed(12);
+  RopeScaling s;
+  s.type = "dynamic", s.factor = 2.0, s.originalMaxPositions = 16;
+  Rotary rot = Rotary::make(8, 8, 1e4, s);
+  auto x = torch::randn({1, 2, 4, 8}, torch::kFloat64);
+  auto withBase = [&](double base, int64_t offset) {
+    return expectedRotation(x, 8, 1.0,
+                            [&](int64_t t, int64_t p) { return double(offset + t) * std::pow(base, -2.0 * p / 8); });
+  };
+  // offset 12 + T 4 = 16 = M: the original base; 13 + 4 = 17: 10^4 (2 * 17 / 16 - 1)^(8/6).
+  CHECK(largestDifference(rot.apply(x, 12), withBase(1e4, 12)) < 1e-12);
+  CHECK(largestDifference(rot.apply(x, 13), withBase(1e4 * std::pow(1.125, 4.0 / 3.0), 13)) < 1e-12);
+  CHECK(largestDifference(rot.apply(x, 13), withBase(1e4, 13)) > 1e-6);
+  CHECK(largestDifference(rot.apply(x, 12), withBase(1e4, 12)) < 1e-12);  // reset after the longer window
+}
+
+TEST_CASE("pretrained rotary: longrope switches the whole window past M; the attention factor scales cos and sin") {
+  torch::manual_seed(13);
+  // d = 4 of D = 6, M = 8, factor 4: attention factor sqrt(1 + ln 4 / ln 8) = sqrt(5/3).
+  RopeScaling s;
+  s.type = "longrope", s.factor = 4.0, s.originalMaxPositions = 8;
+  s.shortFactor = {1.0, 2.0}, s.longFactor = {4.0, 8.0};
+  Rotary rot = Rotary::make(6, 4, 1e4, s);
+  auto x = torch::randn({1, 2, 3, 6}, torch::kFloat64);
+  auto expected = [&](int64_t offset, const std::vector<double>& e) {
+    return expectedRotation(x, 4, std::sqrt(5.0 / 3.0), [&](int64_t t, int64_t p) {
+      return double(offset + t) * std::pow(1e4, -2.0 * p / 4) / e[size_t(p)];
+    });
+  };
+  CHECK(largestDifference(rot.apply(x, 5), expected(5, s.shortFactor)) < 1e-12);  // positions 5..7: L = 8
+  CHECK(largestDifference(rot.apply(x, 6), expected(6, s.longFactor)) < 1e-12);   // positions 6..8: L = 9
+}
+
+TEST_CASE("pretrained rotary: --interp linear divides positions on top of a checkpoint's linear factor") {
+  torch::manual_seed(14);
+  RopeScaling s;
+  s.type = "linear", s.factor = 2.0;
+  Rotary rot = Rotary::make(8, 8, 1e4, s);
+  rot.positionScale = 3.0;
+  auto x = torch::randn({1, 1, 5, 8}, torch::kFloat64);
+  auto expected = expectedRotation(
+      x, 8, 1.0, [&](int64_t t, int64_t p) { return double(4 + t) / 6.0 * std::pow(1e4, -2.0 * p / 8); });
+  CHECK(largestDifference(rot.apply(x, 4), expected) < 1e-12);
+  CHECK(errorOf([] { Rotary::make(8, 10, 1e4, RopeScaling{}); }) ==
+        "rotary: the rotated channels must be even, >= 2 and <= the head dim 8, got 10");
 }

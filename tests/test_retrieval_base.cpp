@@ -1,9 +1,11 @@
 // Retrieval prompts, their sweep grammar, the task mix and the interval: hand-counted lengths and
 // positions, the words read back from the ids, and textbook interval values.
 #include <catch2/catch.hpp>
+#include <cctype>
 #include <set>
 #include <sstream>
 
+#include "data/bpe_tokenizer.h"
 #include "data/retrieval_prompt.h"
 #include "data/task_mix.h"
 #include "eval/depth_list.h"
@@ -251,4 +253,27 @@ TEST_CASE("tables and plots name an interpolation with its factor when one a ser
   a.run = b.run = "alibi", a.interp = b.interp = "linear", a.scale = b.scale = 4, a.Lvalid = 64, b.Lvalid = 256;
   a.ppl = 10, b.ppl = 12;
   CHECK_THAT(formatMarkdownTable("t", {a, b}), Catch::Contains("| alibi (linear a=4) |"));
+}
+
+TEST_CASE("passkey prompts in a BPE vocabulary read back as the words: byte-level and SentencePiece-style") {
+  // GPT-NeoX writes a digit word as one token (" 4"), the SentencePiece-style file (Llama 2's
+  // settings) as its own pieces; either way the prompt decodes to the format's words.
+  for (const char* file :
+       {"tests/tokenizer/gpt-neox-20b_tokenizer.json", "tests/tokenizer/sentencepiece-bpe_tokenizer.json"}) {
+    INFO(file);
+    BpeTokenizer tokenizer = BpeTokenizer::fromFile(file);
+    RetrievalPromptBuilder builder(bpePhraseEncoder(tokenizer), {});
+    RetrievalPrompt p = builder.build({RetrievalTask::Passkey, Filler::Repeat, 5, 300, 0.5, 2});
+    REQUIRE(p.tokens.size() == 300);
+    std::string answer = tokenizer.decode({p.tokens.begin() + p.answerBegin, p.tokens.end()});
+    answer.erase(0, answer.find_first_not_of(' '));
+    REQUIRE(answer.size() == 9);  // "d d d d d"
+    for (size_t i = 0; i < answer.size(); ++i) CHECK((i % 2 ? answer[i] == ' ' : std::isdigit(answer[i]) != 0));
+    std::string text = tokenizer.decode(p.tokens);
+    CHECK(text.find("the pass key is " + answer + " . remember it . " + answer + " is the pass key .") !=
+          std::string::npos);
+    CHECK(text.substr(text.size() - 16 - answer.size()) == "the pass key is " + answer);
+    std::string needle = tokenizer.decode({p.tokens.begin() + p.needleBegin, p.tokens.begin() + p.needleBegin + 4});
+    CHECK(needle.find("the pass") != std::string::npos);
+  }
 }

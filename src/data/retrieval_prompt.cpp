@@ -76,7 +76,15 @@ PhraseEncoder wordPhraseEncoder(const Vocabulary& vocab) {
 }
 
 PhraseEncoder bpePhraseEncoder(const BpeTokenizer& tokenizer) {
-  return [&tokenizer](std::string_view phrase) { return tokenizer.encode(" " + std::string(phrase)); };
+  return [&tokenizer](std::string_view phrase) {
+    // After a word, then that word's tokens dropped: a byte-level tokenizer's leading space and a
+    // SentencePiece-style one's prepended "▁" both fall on the first word, not on the phrase.
+    auto anchor = tokenizer.encode("a");
+    auto ids = tokenizer.encode("a " + std::string(phrase));
+    if (ids.size() <= anchor.size() || !std::equal(anchor.begin(), anchor.end(), ids.begin()))
+      throw std::runtime_error(fmt::format("the tokenizer does not encode '{}' apart from the word before it", phrase));
+    return std::vector<int32_t>(ids.begin() + std::ptrdiff_t(anchor.size()), ids.end());
+  };
 }
 
 RetrievalPromptBuilder::RetrievalPromptBuilder(const PhraseEncoder& encode, TokenSpan naturalFiller)
@@ -87,10 +95,15 @@ RetrievalPromptBuilder::RetrievalPromptBuilder(const PhraseEncoder& encode, Toke
   needleMiddle_ = encode(". remember it .");
   needleTail_ = encode("is the pass key .");
   passkeyQuestion_ = encode("what is the pass key ? the pass key is");
+  // A digit word is one token in a word vocabulary and BLOOM's (" 4"), two in Llama's and Qwen's
+  // (the space, then "4"); every digit the same count, so prompts of one length line up.
   for (char d = '0'; d <= '9'; ++d) {
-    auto id = encode(std::string(1, d));
-    if (id.size() != 1) throw std::runtime_error(fmt::format("retrieval prompts need the digit '{}' as one token", d));
-    digits_.push_back(id[0]);
+    digits_.push_back(encode(std::string(1, d)));
+    if (digits_.back().size() != digits_.front().size())
+      throw std::runtime_error(
+          fmt::format("retrieval prompts need every digit word as the same number of tokens; "
+                      "'0' is {}, '{}' is {}",
+                      digits_.front().size(), d, digits_.back().size()));
   }
   lineWord_ = encode("line");
   colonValueIs_ = encode(": value is");
@@ -114,10 +127,9 @@ RetrievalPromptBuilder::RetrievalPromptBuilder(const PhraseEncoder& encode, Toke
 int64_t RetrievalPromptBuilder::minimumLength(RetrievalTask task) const {
   auto n = [](const std::vector<int32_t>& v) { return int64_t(v.size()); };
   if (task == RetrievalTask::Passkey)
-    return n(instruction_) + n(needleHead_) + n(needleMiddle_) + n(needleTail_) + n(passkeyQuestion_) +
-           3 * kPasskeyDigits;
-  int64_t line = n(lineWord_) + 2 + n(colonValueIs_) + kPasskeyDigits + n(lineEnd_);
-  return 2 * line + n(kvQuestionHead_) + 2 + n(kvQuestionTail_) + kPasskeyDigits;
+    return n(instruction_) + n(needleHead_) + n(needleMiddle_) + n(needleTail_) + n(passkeyQuestion_) + 3 * keyTokens();
+  int64_t line = n(lineWord_) + 2 + n(colonValueIs_) + keyTokens() + n(lineEnd_);
+  return 2 * line + n(kvQuestionHead_) + 2 + n(kvQuestionTail_) + keyTokens();
 }
 
 RetrievalPrompt RetrievalPromptBuilder::build(const PromptRequest& r) const {
@@ -139,7 +151,7 @@ void RetrievalPromptBuilder::appendFillerCycle(std::vector<int32_t>& out, int64_
 RetrievalPrompt RetrievalPromptBuilder::passkey(const PromptRequest& r) const {
   std::mt19937_64 rng = promptGenerator(r);
   std::vector<int32_t> key;
-  for (int64_t i = 0; i < kPasskeyDigits; ++i) key.push_back(digits_[size_t(uniformBelow(rng, 10))]);
+  for (int64_t i = 0; i < kPasskeyDigits; ++i) append(key, digits_[size_t(uniformBelow(rng, 10))]);
   int64_t fillerTokens = r.length - minimumLength(RetrievalTask::Passkey);
   auto before = static_cast<int64_t>(std::llround(r.depth * double(fillerTokens)));
   std::vector<int32_t> filler;  // all F filler tokens, cut at `before` around the needle
@@ -174,8 +186,8 @@ RetrievalPrompt RetrievalPromptBuilder::passkey(const PromptRequest& r) const {
 RetrievalPrompt RetrievalPromptBuilder::kvLines(const PromptRequest& r) const {
   std::mt19937_64 rng = promptGenerator(r);
   int64_t lineTokens =
-      int64_t(lineWord_.size()) + 2 + int64_t(colonValueIs_.size()) + kPasskeyDigits + int64_t(lineEnd_.size());
-  int64_t questionTokens = int64_t(kvQuestionHead_.size()) + 2 + int64_t(kvQuestionTail_.size()) + kPasskeyDigits;
+      int64_t(lineWord_.size()) + 2 + int64_t(colonValueIs_.size()) + keyTokens() + int64_t(lineEnd_.size());
+  int64_t questionTokens = int64_t(kvQuestionHead_.size()) + 2 + int64_t(kvQuestionTail_.size()) + keyTokens();
   int64_t lines = (r.length - questionTokens) / lineTokens;
   auto keySpace = int64_t(keyAdjectives_.size() * keyNouns_.size());
   if (lines > keySpace)
@@ -193,7 +205,7 @@ RetrievalPrompt RetrievalPromptBuilder::kvLines(const PromptRequest& r) const {
   };
   std::vector<std::vector<int32_t>> values(static_cast<size_t>(lines));
   for (auto& v : values)
-    for (int64_t i = 0; i < kPasskeyDigits; ++i) v.push_back(digits_[size_t(uniformBelow(rng, 10))]);
+    for (int64_t i = 0; i < kPasskeyDigits; ++i) append(v, digits_[size_t(uniformBelow(rng, 10))]);
   auto asked = static_cast<int64_t>(std::llround(r.depth * double(lines - 1)));
 
   RetrievalPrompt p;

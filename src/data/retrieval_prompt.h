@@ -8,11 +8,10 @@
 //    remember it . i will quiz you about the important information there .
 //    <filler before> the pass key is K . remember it . K is the pass key . <filler after>
 //    what is the pass key ? the pass key is K
-//  K: kPasskeyDigits digit words ("4 0 9 1 7"). The needle starts `depth` of the way through the
-//  filler: filler before = round(depth * F) of the F filler tokens. Filler::Repeat cycles "the
-//  grass is green . the sky is blue . the sun is yellow . here we go . there and back again ."
-//  (the cycle continues across the needle); Filler::Natural is F consecutive tokens of a text
-//  (an evaluation split) from an offset drawn per prompt.
+//  K: kPasskeyDigits digit words ("4 0 9 1 7", each one or two tokens). The needle starts `depth` of the way through
+//  the filler: filler before = round(depth * F) of the F filler tokens. Filler::Repeat cycles "the grass is green . the
+//  sky is blue . the sun is yellow . here we go . there and back again ." (the cycle continues across the needle);
+//  Filler::Natural is F consecutive tokens of a text (an evaluation split) from an offset drawn per prompt.
 //
 //  kv-lines (LongEval "lines", WikiText-tokenized):
 //    line ADJ NOUN : value is V .      (N lines, distinct keys, V kPasskeyDigits digit words)
@@ -69,10 +68,11 @@ using PhraseEncoder = std::function<std::vector<int32_t>(std::string_view phrase
 // Word-level vocabularies (WikiText): one id per word; a word the vocabulary lacks (or maps to
 // <unk>) is an error naming it.
 PhraseEncoder wordPhraseEncoder(const Vocabulary& vocab);
-// Byte-level BPE (pretrained models): the phrase as running text, " " + phrase (every word with
-// the space before it, as mid-sentence), one encode. The digits " 0" .. " 9" are single tokens in
-// BLOOM's and GPT-NeoX's vocabularies, so a key "4 0 9 1 7" is five tokens; a tokenizer where a
-// digit is not one token is refused by the builder, naming the digit.
+// BPE (pretrained models): the phrase as running text after a word (every word with the space
+// before it, as mid-sentence), the word's tokens dropped. The digits " 0" .. " 9" are single
+// tokens in BLOOM's and GPT-NeoX's vocabularies, so a key "4 0 9 1 7" is five tokens; Llama's,
+// Qwen's and Gemma's write each as the space and the digit, ten tokens, all of them the answer.
+// A tokenizer whose digit words differ in length is refused by the builder, naming the digit.
 PhraseEncoder bpePhraseEncoder(const BpeTokenizer& tokenizer);
 
 class RetrievalPromptBuilder {
@@ -91,7 +91,8 @@ class RetrievalPromptBuilder {
 
   TokenSpan natural_;
   std::vector<int32_t> instruction_, fillerCycle_, needleHead_, needleMiddle_, needleTail_, passkeyQuestion_;
-  std::vector<int32_t> digits_;  // the ids of "0" .. "9"
+  std::vector<std::vector<int32_t>> digits_;  // the ids of the digit words "0" .. "9", each as many
+  int64_t keyTokens() const { return kPasskeyDigits * int64_t(digits_.front().size()); }  // a key's or value's tokens
   std::vector<int32_t> lineWord_, colonValueIs_, lineEnd_, kvQuestionHead_, kvQuestionTail_;
   std::vector<int32_t> keyAdjectives_, keyNouns_;
 };

@@ -134,7 +134,7 @@ EvalRow passRow(const ScoringRun& run, const EvalRequest& req, const ExecutionCo
   r.pos = m.pos;
   r.Ltrain = m.contextLength;
   r.Lvalid = pass.Lvalid;
-  r.split = req.split;
+  r.split = req.textFile.empty() ? req.split : "text";  // --text scores a file, not a split
   r.mode = pass.mode;
   r.interp = interpLabel(pass.interp, req.ntkHeads, req.scalePerLength);
   r.scale = pass.scale;

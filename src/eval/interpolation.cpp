@@ -152,4 +152,16 @@ RotarySettings rotaryInterpolation(Interp interp, double a, double base, int64_t
   }
 }
 
+void checkInterpolationComposes(Interp interp, const RopeScaling& scaling) {
+  const std::string& type = scaling.type;
+  if (interp == Interp::None || type == "default" || type == "linear") return;
+  if (interp == Interp::Linear && (type == "yarn" || type == "llama3")) return;
+  std::string why = scaling.dependsOnLength()
+                        ? "its frequencies follow the window's length, and positions / a would change which"
+                        : "its frequencies are already rescaled pair by pair from the base";
+  throw std::invalid_argument("--interp " + interpName(interp) + " has no defined meaning on a checkpoint with " +
+                              type + " rope scaling (" + why + "); use " +
+                              (type == "yarn" || type == "llama3" ? "linear or none" : "none"));
+}
+
 }  // namespace xtrap

@@ -37,6 +37,8 @@
 #include <string>
 #include <vector>
 
+#include "model/position/rope_scaling.h"
+
 namespace xtrap {
 
 enum class Interp { None, Linear, Ntk, DynamicNtk, Yarn, DynamicYarn };
@@ -99,6 +101,17 @@ struct RotarySettings {
 // YaRN's ramp bounds in turns over L_train (the authors' beta_slow = 1 and beta_fast = 32).
 constexpr double kYarnAlpha = 1.0, kYarnBeta = 32.0;
 // Ltrain: the length the model was trained at (yarn's ramp counts turns over it).
+// headDim: the rotated channels d of a head.
 RotarySettings rotaryInterpolation(Interp interp, double a, double base, int64_t headDim, int64_t Ltrain);
+
+// Whether --interp has a defined meaning on top of a pretrained checkpoint's own rope_scaling
+// (docs/pretrained.md, "Rotary scaling", has the table). Every interpolation composes with default
+// and linear checkpoints (computed from the checkpoint's base, frequencies and L_train, then the
+// checkpoint's linear factor on top). linear (positions / a) also composes with yarn and llama3,
+// whose frequencies are fixed. ntk, dynamic-ntk, yarn and dynamic-yarn on yarn, llama3, longrope
+// or dynamic checkpoints, and linear on dynamic or longrope ones (whose frequencies follow the
+// window's length: the stretched one or the real one?), have none: throws std::invalid_argument,
+// one line naming both.
+void checkInterpolationComposes(Interp interp, const RopeScaling& scaling);
 
 }  // namespace xtrap

@@ -26,6 +26,7 @@ void checkInterpolationApplies(Transformer& model, Interp interp, NtkHeads ntkHe
   if (interp != Interp::None && !model->linearBias() && !model->rotary())
     throw std::invalid_argument("--interp " + interpName(interp) + " applies to ALiBi-family and rotary methods, not " +
                                 model->config.pos);
+  if (Rotary* rot = model->rotary()) checkInterpolationComposes(interp, rot->scaling);
   if (ntkHeads != NtkHeads::All && !model->linearBias())
     throw std::invalid_argument("--ntk-heads applies to ALiBi-family slopes, not " + model->config.pos);
 }
@@ -53,7 +54,7 @@ std::string applyInterpolation(Transformer& model, Interp interp, double a, NtkH
   }
   if (Rotary* rot = model->rotary()) {
     RotarySettings r =
-        rotaryInterpolation(interp, a, model->config.rotaryBase, rot->headDim, model->config.contextLength);
+        rotaryInterpolation(interp, a, model->config.rotaryBase, rot->rotated(), model->config.contextLength);
     rot->base = r.base;
     rot->positionScale = r.positionScale;
     rot->frequencyFactors = r.frequencyFactors;

@@ -185,23 +185,26 @@ void to_json(nlohmann::json& j, const ModelConfig& c) {
                      {"alibi_slopes", c.alibiSlopes},
                      {"alibi_bias_max", c.alibiBiasMax}};
   if (c.clipQkv) j["clip_qkv"] = *c.clipQkv;
-  j["norm"] = c.norm;
-  j["block_norms"] = c.blockNorms;
-  j["gated_mlp"] = c.gatedMlp;
-  j["kv_heads"] = c.kvHeads;
-  j["head_dim"] = c.headDim;
+  // The block parts only where they differ from xtrap's own blocks: a run's run.json, and the
+  // identity scenarios derive from it, stay what they were before the parts existed.
+  const ModelConfig d;
+  if (c.norm != d.norm) j["norm"] = c.norm;
+  if (c.blockNorms != d.blockNorms) j["block_norms"] = c.blockNorms;
+  if (c.gatedMlp) j["gated_mlp"] = true;
+  if (c.kvHeads > 0) j["kv_heads"] = c.kvHeads;
+  if (c.headDim > 0) j["head_dim"] = c.headDim;
   if (c.qkvBias) j["qkv_bias"] = *c.qkvBias;
-  j["qk_norm"] = c.qkNorm;
-  j["attention_window"] = c.attentionWindow;
-  j["windowed_layers"] = c.windowedLayers;
-  j["attention_softcap"] = c.attentionSoftcap;
-  j["final_softcap"] = c.finalSoftcap;
+  if (c.qkNorm) j["qk_norm"] = true;
+  if (c.attentionWindow > 0) j["attention_window"] = c.attentionWindow;
+  if (!c.windowedLayers.empty()) j["windowed_layers"] = c.windowedLayers;
+  if (c.attentionSoftcap > 0) j["attention_softcap"] = c.attentionSoftcap;
+  if (c.finalSoftcap > 0) j["final_softcap"] = c.finalSoftcap;
   if (c.queryScale) j["query_scale"] = *c.queryScale;
-  j["tied_head"] = c.tiedHead;
-  j["embedding_scale_rounded"] = c.embeddingScaleRounded;
-  j["rotary_fraction"] = c.rotaryFraction;
-  j["rotary_local_base"] = c.rotaryLocalBase;
-  j["rope_scaling"] = c.ropeScaling;
+  if (!c.tiedHead) j["tied_head"] = false;
+  if (c.embeddingScaleRounded) j["embedding_scale_rounded"] = true;
+  if (c.rotaryFraction != d.rotaryFraction) j["rotary_fraction"] = c.rotaryFraction;
+  if (c.rotaryLocalBase > 0) j["rotary_local_base"] = c.rotaryLocalBase;
+  if (!c.ropeScaling.isDefault()) j["rope_scaling"] = c.ropeScaling;
 }
 
 void from_json(const nlohmann::json& j, ModelConfig& c) {

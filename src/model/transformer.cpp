@@ -108,8 +108,10 @@ TransformerImpl::TransformerImpl(ModelConfig c)
     bias_ = std::make_shared<FireBias>(config.heads, static_cast<double>(config.contextLength));
     register_module("fire_bias", bias_);
   } else if (pos == PositionMethod::Rotary) {
-    rotary_ = Rotary{config.rotaryDim(), config.rotaryBase, 1.0};
-    if (config.rotaryLocalBase > 0) windowedRotary_ = Rotary{config.rotaryDim(), config.rotaryLocalBase, 1.0};
+    const int64_t D = config.resolvedHeadDim(), d = config.rotaryDim();
+    rotary_ = Rotary::make(D, d, config.rotaryBase, config.ropeScaling);
+    // Gemma 3's windowed layers: their own base, never scaled (nor interpolated: --interp sets rotary_).
+    if (config.rotaryLocalBase > 0) windowedRotary_ = Rotary::make(D, d, config.rotaryLocalBase, RopeScaling{});
   }
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (int64_t l = 0; l < config.layers; ++l) blocks->push_back(TransformerBlock(config, l));

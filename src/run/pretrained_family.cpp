@@ -16,6 +16,21 @@ const std::vector<const PretrainedFamily*>& pretrainedFamilies() {
   return all;
 }
 
+PretrainedConfig pretrainedDecoder(const std::string& modelType, const std::string& pos) {
+  PretrainedConfig p;
+  p.modelType = modelType;
+  ModelConfig& m = p.model;
+  m.arch = "decoder";
+  m.pos = pos;
+  m.head = "lm";
+  m.dropout = 0.0;
+  m.attentionDropout = 0.0;
+  m.activationDropout = 0.0;
+  m.scaleEmbedding = false;
+  m.finalNorm = true;
+  return p;
+}
+
 const PretrainedFamily* findPretrainedFamily(const std::string& modelType) {
   for (const auto* f : pretrainedFamilies())
     for (const auto& t : f->modelTypes)

@@ -48,6 +48,10 @@ struct PretrainedFamily {
 
 // Every family, in the order docs/pretrained.md lists them.
 const std::vector<const PretrainedFamily*>& pretrainedFamilies();
+
+// What every family's config starts from: a decoder (causal LM) with position method `pos`, an lm
+// head, no dropout, no embedding scale, a final norm; the family sets the rest.
+PretrainedConfig pretrainedDecoder(const std::string& modelType, const std::string& pos);
 // The family reading `modelType`; nullptr for none.
 const PretrainedFamily* findPretrainedFamily(const std::string& modelType);
 

@@ -27,6 +27,11 @@ std::string evalProblem(const ScenarioVariant& v, const ScenarioEval& e) {
       return "interps " + interpName(i) + " applies to rotary, not " + v.model.pos;
     if (!isLinearBias(p) && p != PositionMethod::Rotary)
       return "interps " + interpName(i) + " applies to ALiBi-family and rotary methods, not " + v.model.pos;
+    try {
+      checkInterpolationComposes(i, v.model.ropeScaling);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
   }
   if (e.ntkHeads != NtkHeads::All && !isLinearBias(p))
     return "ntk_heads applies to ALiBi-family slopes, not " + v.model.pos;

@@ -1,9 +1,9 @@
 // GPU test (ctest label gpu): xtrap on CUDA against xtrap on the CPU. Per position method,
 // decoder and encoder: CUDA features and every parameter gradient equal the CPU reference path's
 // (fp32) on each path CUDA takes, and bf16 on CUDA stays within a stated tolerance of fp32 on the
-// CPU; a run trained on one device evaluates on the other with the same NLL; attention probes
-// (an AttentionObserver, and the probe module's pooled pictures) agree; a torchrun job of one
-// rank on NCCL trains like a single process; InPlaceAdamW on CUDA (PyTorch's fused multi-tensor
+// CPU, and so do models of the pretrained rotary families' block parts; a run trained on one device evaluates on the
+// other with the same NLL; attention probes (an AttentionObserver, and the probe module's pooled pictures) agree; a
+// torchrun job of one rank on NCCL trains like a single process; InPlaceAdamW on CUDA (PyTorch's fused multi-tensor
 // kernel where LibTorch has it) takes LibTorch AdamW's steps on the CPU; linearNll's CUDA passes
 // equal their formulas; rotary's CUDA kernel equals its LibTorch operators; no label reaches an
 // encoder's logits at its masked positions on any path CUDA takes. Without CUDA it reports
@@ -54,72 +54,93 @@ const ExecutionContext kCpu{torch::kCPU, torch::kFloat32};
 const ExecutionContext kCuda{torch::Device(torch::kCUDA), torch::kFloat32};
 const ExecutionContext kCudaBf16{torch::Device(torch::kCUDA), torch::kBFloat16};
 
-// CUDA vs CPU per method: fp32 on every path CUDA takes, and bf16 CUDA against fp32 CPU.
-void devicesAgreePerMethod() {
+// CUDA vs CPU for one model: fp32 on every path CUDA takes, and bf16 CUDA against fp32 CPU.
+void devicesAgree(const std::string& name, const ModelConfig& cfg) {
   constexpr int64_t T = 300;  // long enough for the CPU's causal-skip path to split
+  Transformer cpu(cfg);
+  cpu->eval();
+  test::spreadFirstTokenBias(cpu);
+  torch::manual_seed(3);
+  auto tokens = torch::randint(0, cfg.vocabSize, {2, T}, torch::kLong);
+  auto targets = torch::randint(0, cfg.vocabSize, {2 * T}, torch::kLong);
+  ForwardOptions reference;
+  reference.path = AttentionPath::Reference;
+  Pass expected = runPass(cpu, tokens, targets, reference);
+
+  Transformer gpu = test::copyOnto(cpu, kCuda);
+  std::vector<std::pair<std::string, ForwardOptions>> paths{{"planned", ForwardOptions{}}, {"reference", reference}};
+  ForwardOptions block;
+  block.path = AttentionPath::Block;
+  block.queryBlock = 64;
+  paths.push_back({"block 64", block});
+  // A parameter whose gradient is zero in exact arithmetic holds rounding noise only (FIRE's
+  // mlp_out.bias adds one constant to every logit of a head, which softmax ignores: ~1e-10),
+  // which two computations cannot share. Gradients are judged against the model's gradient
+  // scale: differences relative to max(this parameter's largest, 1e-3 of all parameters'
+  // largest) in fp32; RMS relative to max(its RMS, 1e-2 of the largest parameter's RMS) in bf16.
+  double gradMax = 0, gradRms = 0;
+  for (const auto& [param, grad] : expected.grads) {
+    gradMax = std::max(gradMax, checks::maxAbs(grad));
+    gradRms = std::max(gradRms, checks::rms(grad));
+  }
+  for (const auto& [pathName, opt] : paths) {
+    Pass got = runPass(gpu, tokens, targets, opt);
+    double worstGrad = 0;
+    bool sameSet = got.grads.size() == expected.grads.size();
+    for (const auto& [param, grad] : expected.grads) {
+      if (!got.grads.count(param)) {
+        sameSet = false;
+        continue;
+      }
+      worstGrad = std::max(worstGrad, relativeMaxDiff(grad, got.grads.at(param), 1e-3 * gradMax));
+    }
+    double feat = relativeMaxDiff(expected.features, got.features);
+    // fp32 on both: different kernels and summation orders, ~1e-6 relative; 1e-3 is generous.
+    check(sameSet && feat <= 1e-3 && worstGrad <= 1e-3,
+          name + ": CUDA fp32 (" + pathName + ") vs CPU reference: features " + fmtDouble(feat) + ", worst gradient " +
+              fmtDouble(worstGrad) + " (relative to max, tolerance 1e-3)");
+  }
+
+  // bf16 keeps 8 significant bits: each rounding is 2^-9 relative, and two layers of matmuls
+  // (float32 softmax and LayerNorm) leave the features within ~1% RMS of fp32. Stated
+  // tolerances: features 5% RMS, NLL 1%, gradients 10% RMS of each parameter's gradient.
+  Transformer half = test::copyOnto(cpu, kCudaBf16);
+  Pass low = runPass(half, tokens, targets, ForwardOptions{});
+  double featRms = relativeRms(expected.features, low.features);
+  double nllRel = std::abs(low.nll.item<double>() - expected.nll.item<double>()) / expected.nll.item<double>();
+  double worstGradRms = 0;
+  for (const auto& [param, grad] : expected.grads)
+    if (low.grads.count(param))
+      worstGradRms = std::max(worstGradRms, relativeRms(grad, low.grads.at(param), 1e-2 * gradRms));
+  check(featRms <= 0.05 && nllRel <= 0.01 && worstGradRms <= 0.10,
+        name + ": CUDA bf16 vs CPU fp32: features RMS " + fmtDouble(featRms) + " (<= 0.05), NLL " + fmtDouble(nllRel) +
+            " (<= 0.01), worst gradient RMS " + fmtDouble(worstGradRms) + " (<= 0.10)");
+}
+
+void devicesAgreePerMethod() {
   for (const auto& m : test::everyMethod()) {
-    std::string name = m.arch + " " + m.pos;
     auto cfg = test::tinyConfig(m.pos, m.arch);
     cfg.maxPositions = 512;
-    Transformer cpu(cfg);
-    cpu->eval();
-    test::spreadFirstTokenBias(cpu);
-    torch::manual_seed(3);
-    auto tokens = torch::randint(0, cfg.vocabSize, {2, T}, torch::kLong);
-    auto targets = torch::randint(0, cfg.vocabSize, {2 * T}, torch::kLong);
-    ForwardOptions reference;
-    reference.path = AttentionPath::Reference;
-    Pass expected = runPass(cpu, tokens, targets, reference);
-
-    Transformer gpu = test::copyOnto(cpu, kCuda);
-    std::vector<std::pair<std::string, ForwardOptions>> paths{{"planned", ForwardOptions{}}, {"reference", reference}};
-    ForwardOptions block;
-    block.path = AttentionPath::Block;
-    block.queryBlock = 64;
-    paths.push_back({"block 64", block});
-    // A parameter whose gradient is zero in exact arithmetic holds rounding noise only (FIRE's
-    // mlp_out.bias adds one constant to every logit of a head, which softmax ignores: ~1e-10),
-    // which two computations cannot share. Gradients are judged against the model's gradient
-    // scale: differences relative to max(this parameter's largest, 1e-3 of all parameters'
-    // largest) in fp32; RMS relative to max(its RMS, 1e-2 of the largest parameter's RMS) in bf16.
-    double gradMax = 0, gradRms = 0;
-    for (const auto& [param, grad] : expected.grads) {
-      gradMax = std::max(gradMax, checks::maxAbs(grad));
-      gradRms = std::max(gradRms, checks::rms(grad));
-    }
-    for (const auto& [pathName, opt] : paths) {
-      Pass got = runPass(gpu, tokens, targets, opt);
-      double worstGrad = 0;
-      bool sameSet = got.grads.size() == expected.grads.size();
-      for (const auto& [param, grad] : expected.grads) {
-        if (!got.grads.count(param)) {
-          sameSet = false;
-          continue;
-        }
-        worstGrad = std::max(worstGrad, relativeMaxDiff(grad, got.grads.at(param), 1e-3 * gradMax));
-      }
-      double feat = relativeMaxDiff(expected.features, got.features);
-      // fp32 on both: different kernels and summation orders, ~1e-6 relative; 1e-3 is generous.
-      check(sameSet && feat <= 1e-3 && worstGrad <= 1e-3,
-            name + ": CUDA fp32 (" + pathName + ") vs CPU reference: features " + fmtDouble(feat) +
-                ", worst gradient " + fmtDouble(worstGrad) + " (relative to max, tolerance 1e-3)");
-    }
-
-    // bf16 keeps 8 significant bits: each rounding is 2^-9 relative, and two layers of matmuls
-    // (float32 softmax and LayerNorm) leave the features within ~1% RMS of fp32. Stated
-    // tolerances: features 5% RMS, NLL 1%, gradients 10% RMS of each parameter's gradient.
-    Transformer half = test::copyOnto(cpu, kCudaBf16);
-    Pass low = runPass(half, tokens, targets, ForwardOptions{});
-    double featRms = relativeRms(expected.features, low.features);
-    double nllRel = std::abs(low.nll.item<double>() - expected.nll.item<double>()) / expected.nll.item<double>();
-    double worstGradRms = 0;
-    for (const auto& [param, grad] : expected.grads)
-      if (low.grads.count(param))
-        worstGradRms = std::max(worstGradRms, relativeRms(grad, low.grads.at(param), 1e-2 * gradRms));
-    check(featRms <= 0.05 && nllRel <= 0.01 && worstGradRms <= 0.10,
-          name + ": CUDA bf16 vs CPU fp32: features RMS " + fmtDouble(featRms) + " (<= 0.05), NLL " +
-              fmtDouble(nllRel) + " (<= 0.01), worst gradient RMS " + fmtDouble(worstGradRms) + " (<= 0.10)");
+    devicesAgree(m.arch + " " + m.pos, cfg);
   }
+}
+
+// The block parts of the pretrained rotary families (run/families/): a Llama-style model (RMSNorm,
+// SwiGLU, 4 heads over 2 key/value heads, a checkpoint's linear rope scaling, half the channels
+// rotated, a 100-token window, untied head) and a Gemma-2-style one (x_hat (1 + w) norms, four a
+// block, GeGLU, one key/value head, soft-caps, query_pre_attn_scalar, windowed even layers).
+void devicesAgreeOnRotaryFamilyParts() {
+  auto llama = test::tinyConfig("rotary");
+  llama.norm = "rms", llama.gatedMlp = true, llama.activation = "silu", llama.kvHeads = 2;
+  llama.linearBiases = false, llama.tiedHead = false, llama.rotaryFraction = 0.5, llama.attentionWindow = 100;
+  llama.ropeScaling.type = "linear", llama.ropeScaling.factor = 2.0;
+  devicesAgree("llama-style parts", llama);
+  auto gemma = test::tinyConfig("rotary");
+  gemma.norm = "rms-one-plus", gemma.blockNorms = "sandwich", gemma.gatedMlp = true, gemma.activation = "gelu-tanh";
+  gemma.kvHeads = 1, gemma.linearBiases = false, gemma.attentionSoftcap = 5.0, gemma.finalSoftcap = 3.0;
+  gemma.queryScale = 0.3, gemma.attentionWindow = 50, gemma.windowedLayers = {0};
+  gemma.embeddingScaleRounded = true;
+  devicesAgree("gemma2-style parts", gemma);
 }
 
 // No label reaches an encoder's logits at its masked positions (test::labelLeak, issue 59), for
@@ -461,6 +482,7 @@ int main() {
   torch::manual_seed(0);
   return checks::runChecks("gpu_checks", [] {
     devicesAgreePerMethod();
+    devicesAgreeOnRotaryFamilyParts();
     labelsDoNotLeak();
     runsMoveBetweenDevices();
     evalRowsRecordPeakMemory();

@@ -1,44 +1,74 @@
 #include "model/position/rotary.h"
 
+#include <stdexcept>
+
 #ifdef XTRAP_WITH_CUDA_KERNELS
 #include "model/position/rotary_cuda.h"
 #endif
 
 namespace xtrap {
 
-const Rotary::Tables& Rotary::tables(int64_t T, int64_t D, int64_t offset, torch::Device device,
-                                     torch::ScalarType dtype) const {
+Rotary Rotary::make(int64_t headDim, int64_t rotaryDim, double base, RopeScaling scaling) {
+  if (rotaryDim < 2 || rotaryDim % 2 || rotaryDim > headDim)
+    throw std::invalid_argument("rotary: the rotated channels must be even, >= 2 and <= the head dim " +
+                                std::to_string(headDim) + ", got " + std::to_string(rotaryDim));
+  if (!(base > 1)) throw std::invalid_argument("rotary: the base must be > 1, got " + std::to_string(base));
+  scaling.validate(rotaryDim);
+  Rotary r{headDim, base};
+  r.rotaryDim = rotaryDim;
+  r.scaling = std::move(scaling);
+  return r;
+}
+
+const Rotary::Tables& Rotary::tables(int64_t T, int64_t offset, torch::Device device, torch::ScalarType dtype) const {
+  const int64_t d = rotated();
   const Tables* t = tableCache ? &*tableCache : nullptr;
-  if (t && t->T == T && t->D == D && t->offset == offset && t->base == base && t->positionScale == positionScale &&
-      t->frequencyFactors == frequencyFactors && t->device == device && t->dtype == dtype)
+  // T and offset stand for the window's length, which dynamic and longrope frequencies follow.
+  if (t && t->T == T && t->d == d && t->offset == offset && t->base == base && t->positionScale == positionScale &&
+      t->frequencyFactors == frequencyFactors && t->scaling == scaling && t->device == device && t->dtype == dtype)
     return *t;
   // Angles in float64, then cos and sin in `dtype`: a bfloat16 angle at position 900 would be off
-  // by up to 2 radians (8 significant bits).
+  // by up to 2 radians (8 significant bits). transformers rounds the frequencies and angles to
+  // float32 first; its CPU and GPU already differ by an ulp there (pow), as much as this does.
   auto doubles = torch::TensorOptions().dtype(torch::kFloat64).device(device);
-  auto inv = torch::pow(base, -torch::arange(0, D, 2, doubles) / double(D));  // (D/2)
+  // The default frequencies on the device: no host copy, which a captured CUDA graph cannot hold.
+  auto inv = scaling.isDefault()
+                 ? torch::pow(base, -torch::arange(0, d, 2, doubles) / double(d))
+                 : torch::tensor(ropeInverseFrequencies(scaling, base, d, offset + T), doubles.device(torch::kCPU))
+                       .to(device);  // (d/2)
   if (!frequencyFactors.empty()) inv = inv * torch::tensor(frequencyFactors, doubles);
   auto pos = (torch::arange(offset, offset + T, doubles) / positionScale).unsqueeze(1);
-  auto angles = (pos * inv).to(dtype);  // (T, D/2): pair p's angle at each position
-  tableCache = Tables{T, D, offset, base, positionScale, frequencyFactors, device, dtype, angles.cos(), angles.sin()};
+  auto angles = (pos * inv).to(dtype);  // (T, d/2): pair p's angle at each position
+  auto cos = angles.cos(), sin = angles.sin();
+  // transformers multiplies cos and sin (float32) by the factor.
+  if (double af = ropeAttentionFactor(scaling); af != 1.0) cos = cos * af, sin = sin * af;
+  tableCache = Tables{T, d, offset, base, positionScale, frequencyFactors, scaling, device, dtype, cos, sin};
   return *tableCache;
 }
 
-torch::Tensor Rotary::apply(const torch::Tensor& x, int64_t offset) const {
-  int64_t T = x.size(2), D = x.size(3);
+torch::Tensor Rotary::rotate(const torch::Tensor& x, int64_t offset) const {
+  const int64_t T = x.size(2), d = x.size(3);
   // The rotation in float32 (float64 for a float64 x), cast to x's precision only at the end.
   auto compute = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  const Tables& t = tables(T, D, offset, x.device(), compute);
+  const Tables& t = tables(T, offset, x.device(), compute);
 #ifdef XTRAP_WITH_CUDA_KERNELS
   // bf16 on a GPU: one pass of the kernel, the same rounding steps as below (rotary.cuh).
   if (fusedRotaryTakes(x)) return fusedRotary(x, t.cos, t.sin, attentionFactor);
 #endif
-  auto cos = torch::cat({t.cos, t.cos}, 1), sin = torch::cat({t.sin, t.sin}, 1);  // (T, D): both halves of a pair
+  auto cos = torch::cat({t.cos, t.cos}, 1), sin = torch::cat({t.sin, t.sin}, 1);  // (T, d): both halves of a pair
   auto xf = x.to(compute);
-  auto half1 = xf.narrow(3, 0, D / 2), half2 = xf.narrow(3, D / 2, D / 2);
+  auto half1 = xf.narrow(3, 0, d / 2), half2 = xf.narrow(3, d / 2, d / 2);
   auto rotated = torch::cat({-half2, half1}, 3);
   auto out = xf * cos + rotated * sin;
   if (attentionFactor != 1.0) out = out * attentionFactor;
   return out.to(x.scalar_type());
+}
+
+torch::Tensor Rotary::apply(const torch::Tensor& x, int64_t offset) const {
+  const int64_t D = x.size(3), d = rotated();
+  if (d == D) return rotate(x, offset);
+  // Partial rotary: the first d channels turn, the rest pass through unchanged.
+  return torch::cat({rotate(x.narrow(3, 0, d), offset), x.narrow(3, d, D - d)}, 3);  // (B, H, T, D)
 }
 
 }  // namespace xtrap

@@ -10,17 +10,8 @@ namespace xtrap {
 namespace {
 
 PretrainedConfig readBloom(const ConfigReader& r) {
-  PretrainedConfig p;
-  p.modelType = "bloom";
+  PretrainedConfig p = pretrainedDecoder("bloom", "alibi");
   ModelConfig& m = p.model;
-  m.arch = "decoder";
-  m.pos = "alibi";
-  m.head = "lm";
-  m.dropout = 0.0;
-  m.attentionDropout = 0.0;
-  m.activationDropout = 0.0;
-  m.scaleEmbedding = false;
-  m.finalNorm = true;
   m.vocabSize = r.integer({"vocab_size"});
   m.dModel = r.integer({"hidden_size", "n_embed"});
   m.layers = r.integer({"n_layer", "num_hidden_layers"});

@@ -17,10 +17,8 @@ namespace xtrap {
 namespace {
 
 PretrainedConfig readCommon(const ConfigReader& r, const std::string& type, double ropeTheta) {
-  PretrainedConfig p = readRotaryDecoder(r, type, true, "hidden_activation", "gelu_pytorch_tanh");
+  PretrainedConfig p = readRotaryDecoder(r, type, {true, "hidden_activation", "gelu_pytorch_tanh", ropeTheta, 256});
   ModelConfig& m = p.model;
-  if (!r.has("head_dim")) m.headDim = 256;
-  if (!ropeSettings(r, "full_attention").theta) m.rotaryBase = ropeTheta;
   m.norm = "rms-one-plus";
   m.scaleEmbedding = true;
   m.embeddingScaleRounded = true;
@@ -65,7 +63,7 @@ PretrainedConfig readGemma3(const ConfigReader& r) {
   m.qkNorm = true;
   m.attentionSoftcap = softcap(r, "attn_logit_softcapping", 0.0);
   m.finalSoftcap = softcap(r, "final_logit_softcapping", 0.0);
-  m.rotaryLocalBase = ropeSettings(r, "sliding_attention").theta.value_or(r.number({"rope_local_base_freq"}, 10000.0));
+  if (m.rotaryLocalBase == 0) m.rotaryLocalBase = 10000.0;  // Gemma3TextConfig's rope_local_base_freq
   if (!(m.rotaryLocalBase > 1)) r.fail("rope_local_base_freq must be greater than 1");
   std::vector<std::string> types = r.texts("layer_types");
   int64_t pattern = r.integer("sliding_window_pattern", 6);

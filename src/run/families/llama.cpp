@@ -10,7 +10,7 @@ namespace xtrap {
 namespace {
 
 PretrainedConfig readLlama(const ConfigReader& r) {
-  PretrainedConfig p = readRotaryDecoder(r, "llama", false, "hidden_act", "silu");
+  PretrainedConfig p = readRotaryDecoder(r, "llama", {});
   // attention_bias: q, k, v and o; mlp_bias: gate, up and down. xtrap has one switch for q/k/v
   // and one for every other Linear, so the two must agree.
   bool attention = r.flag("attention_bias", false), mlp = r.flag("mlp_bias", false);
@@ -25,7 +25,7 @@ PretrainedConfig readLlama(const ConfigReader& r) {
 }
 
 PretrainedConfig readMistral(const ConfigReader& r) {
-  PretrainedConfig p = readRotaryDecoder(r, "mistral", false, "hidden_act", "silu");
+  PretrainedConfig p = readRotaryDecoder(r, "mistral", {});
   p.model.attentionWindow = r.integer("sliding_window", 0);  // null: none (Mistral v0.2 on)
   return p;
 }

@@ -24,17 +24,8 @@ std::string ffnActivation(const ConfigReader& f) {
 }
 
 PretrainedConfig readMpt(const ConfigReader& r) {
-  PretrainedConfig p;
-  p.modelType = "mpt";
+  PretrainedConfig p = pretrainedDecoder("mpt", "alibi");
   ModelConfig& m = p.model;
-  m.arch = "decoder";
-  m.pos = "alibi";
-  m.head = "lm";
-  m.dropout = 0.0;
-  m.attentionDropout = 0.0;
-  m.activationDropout = 0.0;
-  m.scaleEmbedding = false;
-  m.finalNorm = true;
   m.alibiSlopes = "mpt";
   m.vocabSize = r.integer({"vocab_size"});
   m.dModel = r.integer({"d_model", "hidden_size"});

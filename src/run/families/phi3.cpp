@@ -9,10 +9,10 @@ namespace xtrap {
 namespace {
 
 PretrainedConfig readPhi3(const ConfigReader& r) {
-  PretrainedConfig p = readRotaryDecoder(r, "phi3", false, "hidden_act", "silu");
+  RotaryDecoderDefaults defaults;
+  defaults.yarnMeansLongrope = true;
+  PretrainedConfig p = readRotaryDecoder(r, "phi3", defaults);  // partial_rotary_factor: run/rope_config.h
   ModelConfig& m = p.model;
-  m.rotaryFraction = r.number({"partial_rotary_factor"}, 1.0);
-  if (!(m.rotaryFraction > 0 && m.rotaryFraction <= 1)) r.fail("partial_rotary_factor must be in (0, 1]");
   m.attentionWindow = r.integer("sliding_window", 0);
   return p;
 }

@@ -22,14 +22,14 @@ void readWindow(const ConfigReader& r, ModelConfig& m) {
 }
 
 PretrainedConfig readQwen2(const ConfigReader& r) {
-  PretrainedConfig p = readRotaryDecoder(r, "qwen2", false, "hidden_act", "silu");
+  PretrainedConfig p = readRotaryDecoder(r, "qwen2", {});
   p.model.qkvBias = true;
   readWindow(r, p.model);
   return p;
 }
 
 PretrainedConfig readQwen3(const ConfigReader& r) {
-  PretrainedConfig p = readRotaryDecoder(r, "qwen3", false, "hidden_act", "silu");
+  PretrainedConfig p = readRotaryDecoder(r, "qwen3", {});
   p.model.qkNorm = true;
   readWindow(r, p.model);
   return p;

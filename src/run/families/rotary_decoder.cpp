@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "run/rope_config.h"
+
 namespace xtrap {
 
 std::vector<std::string> rotaryDecoderComputed(std::initializer_list<const char*> extra) {
@@ -37,40 +39,10 @@ std::string activation(const ConfigReader& r, const char* key, const std::string
 
 }  // namespace
 
-RopeSettings ropeSettings(const ConfigReader& r, const std::string& layerType) {
-  RopeSettings out;
-  const nlohmann::json* params = r.find({"rope_parameters"});
-  if (params && params->is_object() && params->contains(layerType)) params = &(*params)[layerType];
-  const nlohmann::json* scaling = params ? params : r.find({"rope_scaling"});
-  if (scaling && !scaling->is_object()) r.fail("rope_scaling and rope_parameters must be objects");
-  if (params && params->contains("rope_theta")) {
-    if (!(*params)["rope_theta"].is_number()) r.fail("rope_parameters.rope_theta must be a number");
-    out.theta = (*params)["rope_theta"].get<double>();
-  } else if (r.has("rope_theta")) {
-    out.theta = r.number({"rope_theta"}, 0.0);
-  }
-  for (const char* key : {"rope_type", "type"})
-    if (scaling && scaling->contains(key)) {
-      if (!(*scaling)[key].is_string()) r.fail(std::string("rope_scaling.") + key + " must be a string");
-      out.type = (*scaling)[key].get<std::string>();
-      break;
-    }
-  return out;
-}
-
-PretrainedConfig readRotaryDecoder(const ConfigReader& r, const std::string& modelType, bool tiedDefault,
-                                   const char* actKey, const std::string& actDefault) {
-  PretrainedConfig p;
-  p.modelType = modelType;
+PretrainedConfig readRotaryDecoder(const ConfigReader& r, const std::string& modelType,
+                                   const RotaryDecoderDefaults& defaults) {
+  PretrainedConfig p = pretrainedDecoder(modelType, "rotary");
   ModelConfig& m = p.model;
-  m.arch = "decoder";
-  m.pos = "rotary";
-  m.head = "lm";
-  m.dropout = 0.0;
-  m.attentionDropout = 0.0;
-  m.activationDropout = 0.0;
-  m.scaleEmbedding = false;
-  m.finalNorm = true;
   m.norm = "rms";
   m.gatedMlp = true;
   m.linearBiases = false;
@@ -85,19 +57,18 @@ PretrainedConfig readRotaryDecoder(const ConfigReader& r, const std::string& mod
   // head_dim where given (Qwen3-0.6B: 16 heads of 128 in a width of 1024), else hidden / heads.
   if (!r.has("head_dim") && m.dModel % m.heads != 0)
     r.fail(fmt::format("num_attention_heads ({}) must divide hidden_size ({}) without head_dim", m.heads, m.dModel));
-  m.headDim = r.integer("head_dim", m.dModel / m.heads);
-  m.activation = activation(r, actKey, actDefault);
+  m.headDim = r.integer("head_dim", defaults.headDim > 0 ? defaults.headDim : m.dModel / m.heads);
+  m.activation = activation(r, defaults.activationKey, defaults.activation);
   m.normEps = r.number({"rms_norm_eps"}, 1e-6);
   if (!(m.normEps > 0)) r.fail("rms_norm_eps must be positive");
-  RopeSettings rope = ropeSettings(r, "full_attention");
-  m.rotaryBase = rope.theta.value_or(10000.0);
-  if (!(m.rotaryBase > 1)) r.fail("rope_theta must be greater than 1");
-  // ISSUE 77 CALL SITE (rope-scaling engineer): m.ropeScaling = readRopeScaling(r.json(), r.file());
-  // until run/rope_config.h lands, only the default (no scaling) is accepted.
-  if (rope.type != "default") r.fail("rope scaling of type '" + rope.type + "' is not supported yet");
+  RopeConfig rope = readRopeConfig(r.json(), r.file(), m.headDim, {defaults.ropeTheta, defaults.yarnMeansLongrope});
+  m.rotaryBase = rope.base;
+  m.rotaryFraction = rope.rotaryFraction;
+  m.ropeScaling = rope.scaling;
+  m.rotaryLocalBase = rope.localBase;
   // The training length: the one rope scaling extends from where the config names one.
   m.contextLength = r.integer("original_max_position_embeddings", r.integer({"max_position_embeddings"}));
-  m.tiedHead = r.flag("tie_word_embeddings", tiedDefault);
+  m.tiedHead = r.flag("tie_word_embeddings", defaults.tied);
   p.contextToken = int32_t(r.has("bos_token_id") ? r.integer({"bos_token_id"}) : r.integer("eos_token_id", 0));
   return p;
 }
