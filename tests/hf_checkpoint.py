@@ -20,16 +20,18 @@ def tensor_bytes(t):
 
 
 def write_safetensors(path, tensors):
-    header, blobs, offset = {}, [], 0
+    """One tensor's bytes in memory at a time (bench/rotary_cpu.py writes 4 GB files)."""
+    header, offset = {}, 0
     for name, t in tensors.items():
-        b = tensor_bytes(t)
-        header[name] = {"dtype": NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(b)]}
-        blobs.append(b)
-        offset += len(b)
+        size = t.numel() * t.element_size()
+        header[name] = {"dtype": NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + size]}
+        offset += size
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
     with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+        f.write(struct.pack("<Q", len(text)) + text)
+        for t in tensors.values():
+            f.write(tensor_bytes(t))
 
 
 def write_config(d, config):
