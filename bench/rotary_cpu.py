@@ -70,7 +70,7 @@ MODELS = {
                          intermediate_size=1536, vocab_size=49152, rope_theta=100000.0, rms_norm_eps=1e-5,
                          tie_word_embeddings=True, max_position_embeddings=8192, hidden_act="silu",
                          attention_bias=False, mlp_bias=False, head_dim=64, pretraining_tp=1, rope_scaling=None,
-                         bos_token_id=1, eos_token_id=1),  # the release has 0, which xtrap's loader refuses
+                         bos_token_id=0, eos_token_id=0),
     "qwen2.5-0.5b": dict(model_type="qwen2", architectures=["Qwen2ForCausalLM"], hidden_size=896,
                          num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
                          intermediate_size=4864, vocab_size=151936, rope_theta=1000000.0, rms_norm_eps=1e-6,
