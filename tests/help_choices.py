@@ -27,7 +27,7 @@ CASES = [
     ("train", "--pos", POSITIONS, TRAIN),
     ("train", "--arch", ["decoder", "encoder"], TRAIN),
     ("train", "--head", ["lm", "roberta", "clap"], TRAIN + ["--adaptive-softmax", "none"]),
-    ("train", "--activation", ["gelu", "gelu-tanh", "relu"], TRAIN),
+    ("train", "--activation", ["gelu", "gelu-tanh", "relu", "silu"], TRAIN),
     ("train", "--alibi-init", ["random", "standard"], TRAIN + ["--arch", "encoder", "--pos", "alibi-learned"]),
     ("train", "--config", ["baseline", "learned-clap", "alibi", "zero-clap", "paper-wt103"], TRAIN),
     ("train", "--schedule", ["cosine", "inverse-sqrt"], TRAIN),

@@ -169,7 +169,7 @@ with open(f"{HF_DIR}/model.safetensors", "wb") as _f:
     _f.write(len(_h).to_bytes(8, "little") + _h + b"".join(_blobs))
 with open(f"{HF_DIR}/config.json", "w") as _f:
     json.dump({"model_type": "mpt", "vocab_size": _V, "d_model": _C, "n_layers": 1, "n_heads": 2, "max_seq_len": 16,
-               "attn_config": {"alibi": True, "alibi_bias_max": 8}}, _f)
+               "no_bias": True, "attn_config": {"alibi": True, "alibi_bias_max": 8}}, _f)
 shutil.copy(f"{ROOT}/tests/tokenizer/gpt-neox-20b_tokenizer.json", f"{HF_DIR}/tokenizer.json")
 with open(TEXT1, "w") as _f:
     _f.write("The grass is green. The sky is blue, and the sun is yellow.\n" * 4)

@@ -349,7 +349,7 @@ TEST_CASE("pretrained rotary: dynamic frequencies follow the window's length and
   CHECK(largestDifference(rot.apply(x, 12), withBase(1e4, 12)) < 1e-12);  // reset after the longer window
 }
 
-TEST_CASE("pretrained rotary: longrope switches the whole window past M; the attention factor scales cos and sin") {
+TEST_CASE("pretrained rotary: longrope switches the whole window past M and the attention factor scales cos and sin") {
   torch::manual_seed(13);
   // d = 4 of D = 6, M = 8, factor 4: attention factor sqrt(1 + ln 4 / ln 8) = sqrt(5/3).
   RopeScaling s;

@@ -267,7 +267,7 @@ TEST_CASE("readRopeConfig refuses a hostile rope config in one line naming the f
         "config.json: rope_parameters.sliding_attention.rope_type 'yarn' is not supported (unscaled only)");
 }
 
-TEST_CASE("--interp on a checkpoint's rope scaling: the pairs with a meaning, one-line refusals of the rest") {
+TEST_CASE("interpolation on a checkpoint's rope scaling: the pairs with a meaning and one-line refusals of the rest") {
   // Rows: none linear ntk dynamic-ntk yarn dynamic-yarn; 1 = composes (docs/pretrained.md's table).
   const std::map<std::string, std::vector<int>> composes{
       {"default", {1, 1, 1, 1, 1, 1}}, {"linear", {1, 1, 1, 1, 1, 1}},  {"yarn", {1, 1, 0, 0, 0, 0}},

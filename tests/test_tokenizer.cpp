@@ -115,7 +115,7 @@ TEST_CASE("tokenizer API on GPT-NeoX-20B: sizes, token ids, digest") {
   CHECK(test::errorOf([&] { t.decode({50277}); }) == "no token has id 50277");
 }
 
-TEST_CASE("a text file's token cache names the tokenizer code's version; a directory is no text") {
+TEST_CASE("a text file's token cache names the tokenizer code's version and a directory is no text") {
   const fs::path dir = fs::temp_directory_path() / "xtrap-test-text-tokens";
   fs::remove_all(dir);
   fs::create_directories(dir);

@@ -33,7 +33,7 @@ PretrainedConfig readMpt(const ConfigReader& r) {
   m.heads = r.integer({"n_heads", "num_attention_heads"});
   if (m.dModel % m.heads != 0) r.fail(fmt::format("n_heads ({}) must divide d_model ({})", m.heads, m.dModel));
   m.headDim = r.integer("head_dim", m.dModel / m.heads);
-  m.linearBiases = !r.flag("no_bias", false);
+  m.linearBiases = !r.flag("no_bias", false);  // llm-foundry's default (the transformers port's is true)
   m.qkvBias = r.flag("attention_bias", m.linearBiases);
   // llm-foundry's name is norm_eps; the transformers port's layer_norm_epsilon.
   m.normEps = r.number({"norm_eps", "layer_norm_epsilon"}, 1e-5);
