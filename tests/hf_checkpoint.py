@@ -5,7 +5,7 @@ JSON header of name -> dtype, shape, data_offsets, the raw little-endian bytes),
 with model.safetensors.index.json. And what those tests read back from `xtrap eval`: its CSV rows,
 the token ids it cached beside a text, and what a row's NLL should be (the windows of
 src/eval/windows.h, the counts of src/data/text_tokens.h)."""
-import csv, json, os, struct, subprocess, sys
+import csv, json, os, shutil, struct, subprocess, sys
 import torch
 import torch.nn.functional as F
 
@@ -126,3 +126,17 @@ def stream_nll(logits_of, ids, context, Lvalid, stride):
         logits = logits_of(x[s:s + T]).double()
         total += F.cross_entropy(logits[first:], x[s + first + 1:s + T + 1], reduction="sum").item()
     return total
+
+
+def model_scenario(work, model_dir, stem, variant, description, wiki, blocks):
+    """WORK/scen/STEM.toml: a scenario whose one variant VARIANT is a copy of model_dir evaluated on
+    the WikiText directory wiki with the TOML `blocks` ([[eval]], [probe]); returns its path."""
+    scen_dir = os.path.join(work, "scen")
+    os.makedirs(scen_dir, exist_ok=True)
+    shutil.copytree(model_dir, os.path.join(scen_dir, variant))
+    path = os.path.join(scen_dir, stem + ".toml")
+    with open(path, "w") as f:
+        f.write(f'description = "{description}"\n\n[[variant]]\nname = "{variant}"\nmodel = "{variant}"\n'
+                f'data = "{wiki}"\nthreads = 1\n\n' + blocks)
+    return path
+

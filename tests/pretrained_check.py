@@ -20,8 +20,8 @@ import json, math, os, re, shutil, struct, sys, tempfile
 import torch
 import torch.nn.functional as F
 
-from hf_checkpoint import (NAMES, cached_ids, check, csv_rows, finish, rand, run, stream_nll, text_counts, write_model,
-                           write_safetensors)
+from hf_checkpoint import (NAMES, cached_ids, check, csv_rows, finish, model_scenario, rand, run, stream_nll, text_counts,
+                           write_model, write_safetensors)
 
 XTRAP, EXPORT_LOGITS = sys.argv[1], sys.argv[2]
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -349,19 +349,7 @@ if len(rows) == 2:
           f"{a['text_words']}/{words}")
 
 # ---- a scenario naming a pretrained model: xtrap run, its results, --verify ----
-scen_dir = os.path.join(work, "scen")
-os.makedirs(scen_dir)
-shutil.copytree(d, os.path.join(scen_dir, "bloom-tiny"))
-scenario = os.path.join(scen_dir, "pretrained-smoke.toml")
-open(scenario, "w").write(f"""description = "a tiny random BLOOM evaluated as it is"
-
-[[variant]]
-name = "bloom-tiny"
-model = "bloom-tiny"
-data = "{wiki}"
-threads = 1
-
-[[eval]]
+scenario = model_scenario(work, d, "pretrained-smoke", "bloom-tiny", "a tiny random BLOOM evaluated as it is", wiki, """[[eval]]
 lvalid = [32, 64]
 interps = ["none", "ntk"]
 split = "test"
@@ -379,6 +367,7 @@ split = "test"
 bias_len = 8
 attn_lvalid = 16
 """)
+scen_dir = os.path.dirname(scenario)
 runs_root, results_root = os.path.join(work, "runs"), os.path.join(work, "results")
 common = ["--runs", runs_root, "--results", results_root]
 r = run([XTRAP, "run", scenario, "--dry-run", *common])

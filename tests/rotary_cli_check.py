@@ -26,7 +26,7 @@ import json, math, os, shutil, sys, tempfile
 import h5py
 import torch
 
-from hf_checkpoint import check, csv_rows, cached_ids, finish, run, stream_nll, text_counts, write_model
+from hf_checkpoint import check, csv_rows, cached_ids, finish, model_scenario, run, stream_nll, text_counts, write_model
 from rotary_reference import (checkpoint, config, cos_sin, head_dim, hostile_models, layer_window, reference_logits,
                               rope_parameters)
 
@@ -229,18 +229,7 @@ probe_check("gemma2", config("gemma2", 32, 4, 2, 3, 16, V=2000, tied=True, head_
                              sliding_window=8, attn_logit_softcapping=5.0, final_logit_softcapping=3.0), 24, 3)
 
 # ---- a scenario naming the rotary model: its rows = xtrap eval's ----
-scen_dir = os.path.join(work, "scen")
-shutil.copytree(d, os.path.join(scen_dir, "llama-tiny"))
-scenario = os.path.join(scen_dir, "rotary-smoke.toml")
-open(scenario, "w").write(f"""description = "a tiny random Llama evaluated as it is"
-
-[[variant]]
-name = "llama-tiny"
-model = "llama-tiny"
-data = "{wiki}"
-threads = 1
-
-[[eval]]
+scenario = model_scenario(work, d, "rotary-smoke", "llama-tiny", "a tiny random Llama evaluated as it is", wiki, """[[eval]]
 lvalid = [24, 48]
 interps = ["none", "linear", "ntk", "yarn"]
 split = "test"

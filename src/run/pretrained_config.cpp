@@ -64,8 +64,9 @@ void checkKeys(const PretrainedFamily& family, const std::string& type, const nl
       fail(fmt::format("{} is not read for model_type {}, and changes the numbers of other families", key, type));
     // A nested object whose keys the table lists: every key listed.
     if (!value.is_object() || !known.count(key)) continue;
+    const std::string prefix = key + ".";  // a structured binding is not captured by a C++17 lambda
     bool listsInner =
-        std::any_of(known.begin(), known.end(), [&](const std::string& k) { return k.rfind(key + ".", 0) == 0; });
+        std::any_of(known.begin(), known.end(), [&](const std::string& k) { return k.rfind(prefix, 0) == 0; });
     for (const auto& [inner, innerValue] : value.items())
       if (listsInner && !innerValue.is_null() && !known.count(key + "." + inner))
         fail(fmt::format("{}.{} is not known to xtrap for model_type {}", key, inner, type));
