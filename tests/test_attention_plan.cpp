@@ -332,3 +332,23 @@ TEST_CASE("recomputeBlockRows: ~2^21 logits over batch x heads, at least 32 rows
   CHECK(recomputeBlockRows(1, 16) == 16);
   CHECK(recomputeBlockRows(1, 1) == 1);
 }
+
+TEST_CASE("chooseAttentionPath: grouped key/value heads or a soft-cap take xtrap's query-block paths only",
+          "[attention-plan]") {
+  // Only reference, causal-skip and block read k and v per group and soft-cap the logits
+  // (attention.h): never SDPA, recompute or the fused kernel, on any device or build.
+  for (bool grouped : {true, false})
+    for (bool cuda : {false, true})
+      for (bool training : {false, true}) {
+        AttentionPlanInput in;
+        in.cuda = cuda, in.length = 512, in.causal = true, in.backward = training;
+        in.hasSdpa = in.hasFusedCpuSdpa = in.fusedLinearBias = true;
+        in.bias = BiasKind::Linear;
+        in.groupedKv = grouped, in.softcap = !grouped;
+        CHECK(chooseAttentionPath(in) == AttentionPath::CausalSkip);
+        in.causal = false;
+        CHECK(chooseAttentionPath(in) == AttentionPath::Reference);
+        in.queryBlock = 64;
+        CHECK(chooseAttentionPath(in) == AttentionPath::Block);
+      }
+}

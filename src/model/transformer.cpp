@@ -17,6 +17,12 @@
 namespace xtrap {
 
 namespace {
+// A sliding window that masks keys of a window (ModelConfig::attentionWindow < T) is a mask the
+// attention computes per block, as it does a table bias: what the path plan and the full bias see.
+BiasKind plannedBiasKind(BiasKind bias, bool windowed) {
+  return bias == BiasKind::None && windowed ? BiasKind::Table : bias;
+}
+
 Activation parseActivation(const std::string& name) {
   return name == "relu"        ? Activation::Relu
          : name == "gelu-tanh" ? Activation::GeluTanh
@@ -164,8 +170,7 @@ AttentionPath TransformerImpl::attentionPath(int64_t T, const ForwardOptions& op
   plan.backward = is_training() && torch::GradMode::is_enabled();
   plan.probing = opt.observer != nullptr;
   plan.causal = causal_;
-  // A sliding window shorter than the window is a mask computed per block, as a table bias is.
-  plan.bias = biasKind() == BiasKind::None && windowed(T) ? BiasKind::Table : biasKind();
+  plan.bias = plannedBiasKind(biasKind(), windowed(T));
   plan.hasSdpa = compat::kHasSdpa;
   plan.hasFusedCpuSdpa = compat::kHasFusedCpuSdpa;
   plan.reducedPrecision = computeDtype_ != torch::kFloat32;
@@ -231,9 +236,9 @@ torch::Tensor TransformerImpl::features(const torch::Tensor& tokensIn, const For
   ctx.observer = opt.observer;
   ctx.softcap = config.attentionSoftcap;
   ctx.windowedRotary = windowedRotary_ ? &*windowedRotary_ : nullptr;
-  BiasKind planned = biasKind() == BiasKind::None && windowed(T) ? BiasKind::Table : biasKind();
-  if (pathUsesFullBias(ctx.path, planned)) {
-    ctx.fullBias = fullBias(T, x.options());
+  if (pathUsesFullBias(ctx.path, plannedBiasKind(biasKind(), windowed(T)))) {
+    // An empty windowed-layer list means every layer is windowed: no layer reads the plain bias.
+    if (!windowed(T) || !config.windowedLayers.empty()) ctx.fullBias = fullBias(T, x.options());
     if (windowed(T)) ctx.windowedFullBias = fullBias(T, x.options(), config.attentionWindow);
   }
   // The residual stream with the norm of what comes next: each block's residual adds end in the
