@@ -144,9 +144,10 @@ def do_eval(options, positional=(DEC_RUN,)):
     out = fresh("eval") + ".csv"
     opts = dict(options)
     opts.setdefault("--out", out)
-    per = opts.get("--per-position")
+    per, samples = opts.get("--per-position"), opts.get("--log-samples")
     rc, _, err = run(argv("eval", list(positional), opts))
-    return rc, err, (lambda: csv_fp(opts["--out"]) + (csv_fp(per) if per else []))
+    return rc, err, (lambda: csv_fp(opts["--out"]) + (csv_fp(per) if per else []) +
+                     ([("samples", open(samples).read().splitlines())] if samples else []))
 
 
 # A tiny pretrained MPT directory (config.json, model.safetensors, tokenizer.json) and two texts for --text.
@@ -419,6 +420,19 @@ CASES = [
          {"--buckets": "4"}),
     case("eval", "--buckets", "rejected", do_eval, EVAL, {"--buckets": "4"}),
     case("eval", "--out", "output", do_eval, EVAL, {"--out": f"{W}/named.json"}, path=f"{W}/named.json"),
+    case("eval", "--log-samples", "output", do_eval, RET, {"--log-samples": f"{W}/s.jsonl"}, path=f"{W}/s.jsonl"),
+    case("eval", "--log-samples", "output", do_eval, EVAL, {"--log-samples": f"{W}/d.jsonl"}, path=f"{W}/d.jsonl"),
+    case("eval", "--log-trials", "changes", do_eval, with_(RET, **{"--log-samples": f"{W}/s0.jsonl"}),
+         {"--log-trials": "1"}),
+    case("eval", "--log-trials", "rejected", do_eval, RET, {"--log-trials": "1"}),
+    case("eval", "--score", "changes", do_eval, RET, {"--score": "generate"}),
+    case("eval", "--score", "rejected", do_eval, EVAL, {"--score": "generate"}),
+    case("eval", "--max-new-tokens", "changes", do_eval, with_(RET, **{"--score": "generate"}),
+         {"--max-new-tokens": "8"}),
+    case("eval", "--max-new-tokens", "rejected", do_eval, RET, {"--max-new-tokens": "8"}),
+    case("eval", "--format", "changes", do_eval_pretrained, with_(RET, **{"--filler": "DEL", "--Lvalid": "160"}),
+         {"--format": "native"}),
+    case("eval", "--format", "rejected", do_eval, EVAL, {"--format": "native"}),
     case("eval", "--plot", "output", do_eval, EVAL, {"--plot": f"{W}/e.png"}, path=f"{W}/e.png"),
     case("eval", "--plot", "output", do_eval, RET, {"--plot": f"{W}/heat.png"}, path=f"{W}/heat.png"),
     case("eval", "--threads", "same", do_eval, EVAL, {"--threads": "2"}, "intra-op threads: speed only"),

@@ -198,6 +198,44 @@ for name, tokenizer, digit_tokens, cfg_k in (("sentencepiece", SENTENCEPIECE, 1,
             f"(2 trials x 5 digits x {digit_tokens})")
 
 
+# ---- --format native and --score generate: the KV-cache generation equals the reference's greedy decoding ----
+def reference_greedy(tensors, cfg, ids, n):
+    ids = list(ids)
+    for _ in range(n):
+        ids.append(int(reference_logits(tensors, cfg, torch.tensor(ids))[-1].argmax()))
+    return ids[-n:]
+
+
+for task, Lvalid, new_tokens in (("passkey", "160", 10), ("kv-lines", "400", 15)):
+    samples = os.path.join(work, f"native-{task}.jsonl")
+    rows, err = eval_rows(d, "--task", task, "--format", "native", "--Lvalid", Lvalid, "--depths", "0,100",
+                          "--trials", "2", "--log-samples", samples)
+    if rows is None:
+        check(False, f"--format native --task {task}: {err}")
+        continue
+    lines = [json.loads(l) for l in open(samples, encoding="utf-8")]
+    check(len(rows) == 2 and all(r["mode"] == "native" for r in rows) and len(lines) == 4,
+          f"--format native --task {task}: {len(rows)} rows of mode {[r['mode'] for r in rows]}, {len(lines)} samples")
+    for j in lines:
+        want = reference_greedy(tensors, cfg, j["prompt_ids"], new_tokens)
+        got = j["predicted_tokens"]
+        digits = [c for c in j["predicted"].replace("<", " ").replace(">", " ").split() if c.isdigit()]
+        check(got == want[:len(got)] and (len(got) == new_tokens or got[-1] == cfg["eos_token_id"]),
+              f"native {task} depth {j['depth']} trial {j['trial']}: xtrap generated {got}, reference {want}")
+        check(len(j["prompt_ids"]) == j["prompt_tokens"] <= int(Lvalid) and
+              j["correct"] == (j["parsed"] == j["gold"]) and j["parsed"].isdigit() == bool(j["parsed"]),
+              f"native {task}: prompt of {j['prompt_tokens']} <= {Lvalid} tokens, parsed {j['parsed']!r} "
+              f"against {j['gold']!r}, correct {j['correct']}")
+    check(sum(j["correct"] for j in lines if j["depth"] == 0) == int(rows[0]["correct"]),
+          f"native {task}: the samples recount the depth-0 row")
+rows, err = eval_rows(d, "--task", "passkey", "--score", "generate", "--Lvalid", "128", "--depths", "50",
+                      "--trials", "2", "--text", text_file)
+teacher, err2 = eval_rows(d, "--task", "passkey", "--Lvalid", "128", "--depths", "50", "--trials", "2",
+                          "--text", text_file)
+check(rows is not None and teacher is not None and rows[0]["mode"] == "generate" and
+      rows[0]["correct"] == teacher[0]["correct"],
+      f"--score generate against teacher forcing at the answer's length: {err or err2 or (rows[0], teacher[0])}")
+
 # ---- probe --dump-attn: a window shorter than the dump, GQA, soft-caps ----
 def probe_check(name, cfg, N, offset):
     d, tensors = model_dir("probe-" + name, cfg, seed=4)

@@ -3,9 +3,14 @@
 // sequences in the training batches.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "data/task_mix.h"
 #include "eval/evaluate_run.h"
+#include "eval/greedy_generation.h"
 #include "eval/retrieval_score.h"
 #include "scenario/run_identity.h"
 #include "test_support.h"
@@ -195,4 +200,195 @@ TEST_CASE("task mix: recorded in run.json and the run identity") {
   CHECK(runIdentity(back.model, back.train) != runIdentity(back.model, plain));
   CHECK(runIdentity(back.model, plain).dump().find("task_mix") == std::string::npos);  // old runs keep their hash
   std::filesystem::remove_all(run.dir);
+}
+
+TEST_CASE("eval --log-samples: one line per retrieval trial, and the lines recount each row") {
+  RunInfo run = trainTiny("log-samples", tinyConfig("alibi"), 2);
+  EvalRequest req;
+  req.runs = {run.dir};
+  req.lvalids = {120, 160};
+  req.depths = {0, 50, 100};
+  req.trials = 4;
+  req.device = "cpu";
+  req.progress = false;
+  req.threads = 1;
+  req.logSamples = true;
+  for (const char* task : {"passkey", "niah-multikey", "variable-tracking"}) {
+    INFO(task);
+    req.task = task;
+    std::vector<std::string> lines;
+    auto rows = evaluateRuns(req, nullptr, &lines);
+    REQUIRE(rows.size() == 2 * 3);
+    REQUIRE(lines.size() == 2 * 3 * 4);
+    for (const EvalRow& r : rows) {
+      int64_t trials = 0, correct = 0, tokens = 0;
+      double logProb = 0;
+      for (const auto& line : lines) {
+        auto j = nlohmann::json::parse(line);
+        if (j["Lvalid"] != r.Lvalid || j["depth"] != r.depth) continue;
+        CHECK(j["kind"] == "retrieval");
+        CHECK(j["task"] == task);
+        CHECK(j["prompt_tokens"] == r.Lvalid);
+        auto gold = j["gold_tokens"].get<std::vector<int64_t>>();
+        auto predicted = j["predicted_tokens"].get<std::vector<int64_t>>();
+        auto right = j["token_correct"].get<std::vector<bool>>();
+        REQUIRE(gold.size() == predicted.size());
+        REQUIRE(right.size() == gold.size());
+        bool all = true;
+        for (size_t i = 0; i < gold.size(); ++i) {
+          CHECK(right[i] == (gold[i] == predicted[i]));
+          all = all && right[i];
+        }
+        CHECK(j["correct"] == all);
+        CHECK(int64_t(j["answer_position"]) + int64_t(gold.size()) == r.Lvalid);
+        CHECK(int64_t(j["needle_position"]) < int64_t(j["answer_position"]));
+        if (std::string(task) == "passkey") {
+          std::string prompt = j["prompt"];
+          CHECK(prompt.substr(prompt.size() - 38) == "what is the pass key ? the pass key is");
+          CHECK(j["answer_items"] == 1);
+        }
+        if (std::string(task) == "variable-tracking") CHECK(j["answer_items"] == 5);
+        trials += 1;
+        correct += all ? 1 : 0;
+        tokens += int64_t(gold.size());
+        for (double lp : j["token_logprob"].get<std::vector<double>>()) logProb += lp;
+      }
+      CHECK(trials == r.trials);
+      CHECK(correct == r.correct);
+      CHECK(tokens == r.tokensScored);
+      CHECK(logProb / double(tokens) == Approx(r.answerLogProb).epsilon(1e-9));
+    }
+  }
+  req.logTrials = 2;  // the first two trials of each cell
+  std::vector<std::string> firstTwo;
+  evaluateRuns(req, nullptr, &firstTwo);
+  REQUIRE(firstTwo.size() == 2 * 3 * 2);
+  for (const auto& line : firstTwo) CHECK(nlohmann::json::parse(line)["trial"] < 2);
+  std::filesystem::remove_all(run.dir);
+}
+
+TEST_CASE("eval --log-samples: perplexity by WikiText article, as the file's headings delimit them") {
+  RunInfo run = trainTiny("log-documents", tinyConfig("alibi"), 2);
+  EvalRequest req;
+  req.runs = {run.dir};
+  req.lvalids = {64};
+  req.modes = {"nonoverlap", "sliding"};
+  req.maxTokens = 30000;
+  req.device = "cpu";
+  req.progress = false;
+  req.threads = 1;
+  req.logSamples = true;
+  // The articles of the valid file's first 30,000 tokens, counted from its lines: each line is
+  // its words and an <eos>; an article starts at a line " = Title = " (one "=" each side).
+  std::ifstream in(std::string(XTRAP_DEFAULT_DATA_DIR) + "/wiki.valid.tokens");
+  std::vector<std::pair<int64_t, std::string>> articles;
+  int64_t token = 0;
+  for (std::string line; std::getline(in, line) && token < req.maxTokens;) {
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string x; words >> x;) w.push_back(x);
+    if (w.size() >= 3 && w.front() == "=" && w.back() == "=" && w[1] != "=") {
+      std::string title;
+      for (size_t i = 1; i + 1 < w.size(); ++i) title += (i > 1 ? " " : "") + w[i];
+      articles.emplace_back(token, title);
+    }
+    token += int64_t(w.size()) + 1;
+  }
+  REQUIRE(articles.size() >= 3);
+  REQUIRE(articles.front().first > 0);  // the file opens with a blank line: a leading document
+  std::vector<std::string> lines;
+  auto rows = evaluateRuns(req, nullptr, &lines);
+  REQUIRE(rows.size() == 2);
+  REQUIRE(lines.size() == 2 * (articles.size() + 1));
+  for (const EvalRow& r : rows) {
+    INFO(r.mode);
+    int64_t tokens = 0;
+    double nll = 0;
+    size_t d = 0;
+    for (const auto& line : lines) {
+      auto j = nlohmann::json::parse(line);
+      if (j["mode"] != r.mode) continue;
+      CHECK(j["kind"] == "document");
+      CHECK(j["document"] == d);
+      int64_t first = d == 0 ? 0 : articles[d - 1].first;
+      int64_t end = d < articles.size() ? articles[d].first : req.maxTokens;
+      CHECK(j["first_token"] == first);
+      CHECK(j["title"] == (d == 0 ? std::string() : articles[d - 1].second));
+      CHECK(j["tokens"] == end - first);  // a decoder scores every token once
+      tokens += int64_t(j["tokens"]);
+      nll += double(j["nll"]);
+      ++d;
+    }
+    CHECK(tokens == r.tokensScored);
+    CHECK(nll / double(tokens) == Approx(r.nll).epsilon(1e-9));
+  }
+  std::filesystem::remove_all(run.dir);
+}
+
+TEST_CASE("incremental decoding: a KV cache gives the full forward's features, for every position family") {
+  struct Case {
+    const char* name;
+    std::function<void(ModelConfig&)> set;
+  };
+  std::vector<Case> cases = {
+      {"alibi", [](ModelConfig&) {}},
+      {"rotary", [](ModelConfig& c) { c.pos = "rotary"; }},
+      {"t5", [](ModelConfig& c) { c.pos = "t5"; }},
+      {"kerple-log", [](ModelConfig& c) { c.pos = "kerple-log"; }},
+      {"fire", [](ModelConfig& c) { c.pos = "fire"; }},
+      {"learned", [](ModelConfig& c) { c.pos = "learned"; }},
+      {"sinusoidal", [](ModelConfig& c) { c.pos = "sinusoidal"; }},
+      {"rotary, grouped kv, window 9 on layer 1, soft-cap",
+       [](ModelConfig& c) {
+         c.pos = "rotary";
+         c.kvHeads = 2;
+         c.attentionWindow = 9;
+         c.windowedLayers = {1};
+         c.attentionSoftcap = 5.0;
+       }},
+      {"alibi, window 7 on every layer", [](ModelConfig& c) { c.attentionWindow = 7; }},
+  };
+  for (const auto& k : cases) {
+    INFO(k.name);
+    ModelConfig c = tinyConfig("alibi");
+    k.set(c);
+    Transformer model(c);
+    model->place(ExecutionContext{});
+    model->eval();
+    torch::NoGradGuard g;
+    auto x = torch::randint(0, 50, {2, 40}, torch::kLong);
+    auto full = model->features(x, {0, nullptr});  // (2, 40, C)
+    KvCache cache;
+    std::vector<torch::Tensor> parts{model->features(x.narrow(1, 0, 17), {}, &cache),
+                                     model->features(x.narrow(1, 17, 13), {}, &cache)};
+    for (int64_t t = 30; t < 40; ++t) parts.push_back(model->features(x.narrow(1, t, 1), {}, &cache));
+    CHECK(cache.length == 40);
+    CHECK(maxAbsDiff(torch::cat(parts, 1), full) < 1e-5);
+  }
+  Transformer encoder(tinyConfig("alibi", "encoder"));
+  KvCache cache;
+  CHECK_THROWS_WITH(encoder->features(torch::zeros({1, 4}, torch::kLong), {}, &cache), Catch::Contains("decoders"));
+}
+
+TEST_CASE("greedy generation of the answer equals teacher forcing: right exactly when every answer token is") {
+  Transformer model = identityModel("decoder");
+  // The identity model continues 3 with 3 3 ...: right for the answer 3 3, wrong for 4 5 and 3 5.
+  std::vector<RetrievalPrompt> prompts = {prompt({1, 2, 3, 3, 3}, 3), prompt({1, 2, 3, 4, 5}, 3),
+                                          prompt({1, 2, 3, 3, 5}, 3), prompt({7, 7, 7, 7, 7}, 2)};
+  RetrievalScoreOptions opt;
+  opt.queryBlock = 0;
+  std::vector<RetrievalTrial> trials;
+  scoreRetrieval(model, prompts, opt, &trials);
+  for (size_t k = 0; k < prompts.size(); ++k) {
+    const RetrievalPrompt& p = prompts[k];
+    std::vector<int32_t> context(p.tokens.begin(), p.tokens.begin() + p.answerBegin);
+    std::vector<int32_t> gold(p.tokens.begin() + p.answerBegin, p.tokens.end());
+    Generation g = generateGreedy(model, context, p.answerLength(), 2);
+    bool teacherRight = true;
+    for (size_t j = 0; j < gold.size(); ++j) teacherRight = teacherRight && trials[k].predicted[j] == gold[j];
+    CHECK((g.tokens == gold) == teacherRight);
+    CHECK(g.tokens.front() == trials[k].predicted.front());  // the first step is the same prediction
+    CHECK(g.logProbs.front() == Approx(handLogProb(true)).epsilon(1e-5));
+  }
+  CHECK(generateGreedy(model, {1, 2, 3}, 5, 0, {3}).tokens == std::vector<int32_t>{3});  // stops at a stop token
 }

@@ -1,13 +1,18 @@
 // Retrieval prompts, their sweep grammar, the task mix and the interval: hand-counted lengths and
 // positions, the words read back from the ids, and textbook interval values.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cctype>
+#include <cmath>
+#include <functional>
 #include <set>
 #include <sstream>
 
 #include "data/bpe_tokenizer.h"
+#include "data/native_prompt.h"
 #include "data/retrieval_prompt.h"
 #include "data/task_mix.h"
+#include "data/text_documents.h"
 #include "eval/depth_list.h"
 #include "eval/eval_report.h"
 #include "eval/retrieval_plot.h"
@@ -28,7 +33,9 @@ Vocabulary promptVocabulary() {
       "strong main local royal northern southern eastern western free final golden silver ancient modern quiet wild "
       "open lost broken heavy light deep river city house army ship king road song film game church school island "
       "bridge tower station castle garden village forest lake mountain street market court temple hill valley field "
-      "horse queen star stone wall gate door tree alpha beta gamma";
+      "horse queen star stone wall gate door tree alpha beta gamma some special magic numbers number are within "
+      "following them one for all , and var = question variables that assigned answer they track chain variable "
+      "assignment";
   std::istringstream in(words);
   std::vector<std::string> list;
   std::set<std::string> seen;
@@ -143,8 +150,13 @@ TEST_CASE("retrieval prompts reject what they cannot build") {
   CHECK_THROWS_WITH(builder.build({RetrievalTask::KvLines, Filler::Repeat, 1, 100000, 0.5, 0}),
                     Catch::Contains("distinct keys"));
   Vocabulary small({"<eos>", "<unk>", "the"});
-  CHECK_THROWS_WITH(RetrievalPromptBuilder(wordPhraseEncoder(small), {}), Catch::Contains("the vocabulary lacks"));
-  CHECK_THROWS_WITH(parseRetrievalTask("needle"), Catch::Contains("passkey, kv-lines"));
+  RetrievalPromptBuilder lacking(wordPhraseEncoder(small), {});  // fails the task asked for, when asked
+  CHECK_THROWS_WITH(lacking.build({RetrievalTask::Passkey, Filler::Repeat, 1, 100, 0.5, 0}),
+                    Catch::Contains("the vocabulary lacks"));
+  CHECK_THROWS_WITH(lacking.minimumLength(RetrievalTask::VariableTracking), Catch::Contains("the vocabulary lacks"));
+  CHECK_THROWS_WITH(parseRetrievalTask("needle"),
+                    Catch::Contains("passkey, kv-lines, niah-multikey, niah-multivalue, niah-multiquery, "
+                                    "variable-tracking"));
   CHECK_THROWS_WITH(parseFiller("lorem"), Catch::Contains("repeat, natural"));
 }
 
@@ -171,8 +183,8 @@ TEST_CASE("Wilson interval: textbook values") {
 
 TEST_CASE("task mix (--task-mix): grammar, shares and determinism") {
   TaskMix mix = parseTaskMix("kv-lines:0.1,passkey:0.25");
-  CHECK(mix.passkey == 0.25);
-  CHECK(mix.kvLines == 0.1);
+  CHECK(mix[RetrievalTask::Passkey] == 0.25);
+  CHECK(mix[RetrievalTask::KvLines] == 0.1);
   CHECK(taskMixSpec(mix) == "passkey:0.25,kv-lines:0.1");
   CHECK(parseTaskMix("").empty());
   CHECK_THROWS_WITH(parseTaskMix("passkey"), Catch::Contains("TASK:SHARE"));
@@ -180,6 +192,9 @@ TEST_CASE("task mix (--task-mix): grammar, shares and determinism") {
   CHECK_THROWS_WITH(parseTaskMix("passkey:0.7,kv-lines:0.5"), Catch::Contains("more than 1"));
   CHECK_THROWS_WITH(parseTaskMix("passkey:0.1,passkey:0.2"), Catch::Contains("twice"));
   CHECK_THROWS_WITH(parseTaskMix("needle:0.1"), Catch::Contains("unknown retrieval task"));
+  TaskMix ruler = parseTaskMix("variable-tracking:0.2,niah-multikey:0.3,passkey:0.1");
+  CHECK(ruler[RetrievalTask::NiahMultikey] == 0.3);
+  CHECK(taskMixSpec(ruler) == "passkey:0.1,niah-multikey:0.3,variable-tracking:0.2");
 
   Vocabulary v = promptVocabulary();
   RetrievalPromptBuilder builder(wordPhraseEncoder(v), {});
@@ -276,4 +291,317 @@ TEST_CASE("passkey prompts in a BPE vocabulary read back as the words: byte-leve
     std::string needle = tokenizer.decode({p.tokens.begin() + p.needleBegin, p.tokens.begin() + p.needleBegin + 4});
     CHECK(needle.find("the pass") != std::string::npos);
   }
+}
+
+namespace {
+
+// A prompt cut into what its generator should have put there: the filler tokens outside the
+// pieces that start with `head` words (needles, assignments), each piece `pieceLength` words long.
+struct Pieces {
+  std::vector<int64_t> starts;  // token index of each piece
+  std::vector<int32_t> filler;  // every other token between the instruction and the question
+};
+
+Pieces cutPieces(const Vocabulary& v, const std::vector<int32_t>& t, int64_t from, int64_t to, const std::string& head,
+                 const std::function<int64_t(int64_t)>& pieceLength) {
+  auto headWords = int64_t(std::count(head.begin(), head.end(), ' ') + 1);
+  Pieces out;
+  for (int64_t i = from; i < to;) {
+    if (i + headWords <= to && wordsOf(v, t, i, headWords) == head) {
+      out.starts.push_back(i);
+      i += pieceLength(i);
+    } else {
+      out.filler.push_back(t[size_t(i)]);
+      ++i;
+    }
+  }
+  return out;
+}
+
+// The first n tokens of the repeat filler cycle.
+std::vector<int32_t> fillerCycle(const Vocabulary& v, int64_t n) {
+  std::istringstream in(
+      "the grass is green . the sky is blue . the sun is yellow . here we go . there and back again .");
+  std::vector<int32_t> cycle, out;
+  for (std::string w; in >> w;) cycle.push_back(v.id(w));
+  for (int64_t i = 0; i < n; ++i) out.push_back(cycle[size_t(i) % cycle.size()]);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "niah prompts (RULER multikey, multivalue, multiquery): counted lengths, distinct keys, the asked needle "
+    "where the depth says") {
+  Vocabulary v = promptVocabulary();
+  RetrievalPromptBuilder builder(wordPhraseEncoder(v), {});
+  // Counted by hand: the instruction 14 words; a needle "one of the special magic numbers for K K is : d d d d d ."
+  // 17; the singular question "what is the special magic number for K K ?" 10 and "the special magic number for
+  // K K is" 8; the plural "what are all the special magic numbers for Q ?" 9 + |Q| and "the special magic numbers
+  // for Q are" 6 + |Q|, with |Q| = 2 for one key and "K K , K K , K K , and K K" = 12 for four.
+  CHECK(builder.minimumLength(RetrievalTask::NiahMultikey) == 14 + 4 * 17 + 10 + 8 + 5);
+  CHECK(builder.minimumLength(RetrievalTask::NiahMultivalue) == 14 + 4 * 17 + 11 + 8 + 4 * 5);
+  CHECK(builder.minimumLength(RetrievalTask::NiahMultiquery) == 14 + 4 * 17 + 21 + 18 + 4 * 5);
+  const std::string needleHead = "one of the special magic numbers for";
+  for (RetrievalTask task : {RetrievalTask::NiahMultikey, RetrievalTask::NiahMultivalue, RetrievalTask::NiahMultiquery})
+    for (int64_t length : {141, 300})
+      for (double depth : {0.0, 0.3, 1.0})
+        for (int64_t trial = 0; trial < 4; ++trial) {
+          INFO(retrievalTaskName(task) << " length " << length << " depth " << depth << " trial " << trial);
+          RetrievalPrompt p = builder.build({task, Filler::Repeat, 11, length, depth, trial});
+          REQUIRE(int64_t(p.tokens.size()) == length);
+          CHECK(p.answerItemTokens == 5);
+          bool one = task == RetrievalTask::NiahMultikey;
+          CHECK(wordsOf(v, p.tokens, 0, 14) ==
+                (one ? "a special magic number is hidden within the following text . remember it ."
+                     : "some special magic numbers are hidden within the following text . remember them ."));
+          int64_t questionAt = -1;
+          for (int64_t i = 14; i + 2 < length; ++i)
+            if (v.word(p.tokens[size_t(i)]) == "what") questionAt = i;
+          REQUIRE(questionAt > 0);
+          Pieces pieces = cutPieces(v, p.tokens, 14, questionAt, needleHead, [](int64_t) { return 17; });
+          REQUIRE(pieces.starts.size() == 4);
+          int64_t F = length - builder.minimumLength(task);
+          CHECK(pieces.filler == fillerCycle(v, F));  // the cycle runs on across the needles
+          std::vector<std::string> keys, values;
+          for (int64_t at : pieces.starts) {
+            CHECK(wordsOf(v, p.tokens, at + 9, 2) == "is :");
+            CHECK(v.word(p.tokens[size_t(at + 16)]) == ".");
+            keys.push_back(wordsOf(v, p.tokens, at + 7, 2));
+            values.push_back(wordsOf(v, p.tokens, at + 11, 5));
+            for (int64_t i = 0; i < 5; ++i) CHECK(isDigitWord(v.word(p.tokens[size_t(at + 11 + i)])));
+          }
+          std::set<std::string> distinct(keys.begin(), keys.end());
+          CHECK(distinct.size() == (task == RetrievalTask::NiahMultivalue ? 1u : 4u));
+          // The anchor: a needle of an asked key, after round(depth * F) filler tokens.
+          auto anchor = std::find(pieces.starts.begin(), pieces.starts.end(), p.needleBegin);
+          REQUIRE(anchor != pieces.starts.end());
+          auto needlesBefore = anchor - pieces.starts.begin();
+          CHECK(p.needleBegin - 14 - 17 * needlesBefore == std::llround(depth * double(F)));
+          std::string answer = wordsOf(v, p.tokens, p.answerBegin, p.answerLength());
+          std::string tail = wordsOf(v, p.tokens, questionAt, p.answerBegin - questionAt);
+          if (task == RetrievalTask::NiahMultikey) {
+            std::string asked = keys[size_t(needlesBefore)];
+            CHECK(tail ==
+                  "what is the special magic number for " + asked + " ? the special magic number for " + asked + " is");
+            CHECK(answer == values[size_t(needlesBefore)]);
+          } else if (task == RetrievalTask::NiahMultivalue) {
+            CHECK(tail == "what are all the special magic numbers for " + keys[0] +
+                              " ? the special magic numbers for " + keys[0] + " are");
+            CHECK(answer == values[0] + " " + values[1] + " " + values[2] + " " + values[3]);  // as they appear
+          } else {
+            // "what are all ... for K1 , K2 , K3 , and K4 ?": every key, each value in the order asked.
+            std::string query = wordsOf(v, p.tokens, questionAt + 8, 12);
+            CHECK(tail == "what are all the special magic numbers for " + query + " ? the special magic numbers for " +
+                              query + " are");
+            std::string expected;
+            for (int64_t q = 0; q < 4; ++q) {
+              std::string key = wordsOf(v, p.tokens, questionAt + 8 + 3 * q + (q == 3 ? 1 : 0), 2);
+              auto at = std::find(keys.begin(), keys.end(), key);
+              REQUIRE(at != keys.end());
+              expected += (q ? " " : "") + values[size_t(at - keys.begin())];
+              if (q == 0) CHECK(at - keys.begin() == needlesBefore);  // the anchor is the first asked key's
+            }
+            CHECK(wordsOf(v, p.tokens, questionAt + 8 + 8, 2) == ", and");
+            CHECK(answer == expected);
+          }
+        }
+  CHECK_THROWS_WITH(builder.build({RetrievalTask::NiahMultiquery, Filler::Repeat, 1, 140, 0.5, 0}),
+                    Catch::Contains("at least 141 tokens"));
+}
+
+TEST_CASE("variable-tracking prompt (RULER vt): one chain of four hops, the names bound to the value asked") {
+  Vocabulary v = promptVocabulary();
+  RetrievalPromptBuilder builder(wordPhraseEncoder(v), {});
+  // "remember and track the chain of variable assignment hidden in the following text ." 14, "variable N = d d d d
+  // d ." 9, four "variable N = variable N ." 6 each, "question : find all variables that are assigned the value" 10 + 5
+  // digits,
+  // ". answer : they are" 5, five names.
+  CHECK(builder.minimumLength(RetrievalTask::VariableTracking) == 14 + 9 + 4 * 6 + 10 + 5 + 5 + 5);
+  for (int64_t length : {72, 128, 400})
+    for (double depth : {0.0, 0.5, 1.0})
+      for (int64_t trial = 0; trial < 4; ++trial) {
+        INFO("length " << length << " depth " << depth << " trial " << trial);
+        RetrievalPrompt p = builder.build({RetrievalTask::VariableTracking, Filler::Repeat, 3, length, depth, trial});
+        REQUIRE(int64_t(p.tokens.size()) == length);
+        CHECK(p.answerItemTokens == 1);
+        REQUIRE(p.answerLength() == 5);
+        int64_t questionAt = length - 5 - 5 - 5 - 10;
+        CHECK(wordsOf(v, p.tokens, questionAt, 10) == "question : find all variables that are assigned the value");
+        std::string value = wordsOf(v, p.tokens, questionAt + 10, 5);
+        CHECK(wordsOf(v, p.tokens, questionAt + 15, 5) == ". answer : they are");
+        Pieces pieces = cutPieces(v, p.tokens, 14, questionAt, "variable",
+                                  [&](int64_t at) { return isDigitWord(v.word(p.tokens[size_t(at + 3)])) ? 9 : 6; });
+        REQUIRE(pieces.starts.size() == 5);
+        int64_t F = length - 72;
+        CHECK(pieces.filler == fillerCycle(v, F));
+        // The chain in order: variable N0 = value . then variable Nh = variable N(h-1) .
+        CHECK(p.needleBegin == pieces.starts[0]);
+        CHECK(p.needleBegin - 14 == std::llround(depth * double(F)));
+        CHECK(wordsOf(v, p.tokens, pieces.starts[0] + 2, 7) == "= " + value + " .");
+        std::vector<std::string> names{v.word(p.tokens[size_t(pieces.starts[0] + 1)])};
+        for (size_t h = 1; h < 5; ++h) {
+          int64_t at = pieces.starts[h];
+          CHECK(wordsOf(v, p.tokens, at + 2, 2) == "= variable");
+          CHECK(v.word(p.tokens[size_t(at + 4)]) == names.back());
+          names.push_back(v.word(p.tokens[size_t(at + 1)]));
+        }
+        CHECK(std::set<std::string>(names.begin(), names.end()).size() == 5);
+        std::string expected;
+        for (const auto& n : names) expected += (expected.empty() ? "" : " ") + n;
+        CHECK(wordsOf(v, p.tokens, p.answerBegin, 5) == expected);
+      }
+}
+
+TEST_CASE("task mix: every task trains at the length it fits, and a length it does not fit is refused") {
+  Vocabulary v = promptVocabulary();
+  RetrievalPromptBuilder builder(wordPhraseEncoder(v), {});
+  TaskMix mix = parseTaskMix("niah-multikey:0.5,variable-tracking:0.5");
+  checkTaskMixFits(mix, builder, 128);
+  CHECK_THROWS_WITH(
+      checkTaskMixFits(mix, builder, 100),
+      Catch::Contains("--task-mix niah-multikey: its prompts need at least 105 tokens; sequences have 100"));
+  CHECK_THROWS_WITH(checkTaskMixFits(parseTaskMix("passkey:0.001"), builder, 32), Catch::Contains("at least 67"));
+  int counts[kRetrievalTasks] = {};
+  for (int row = 0; row < 400; ++row) {
+    auto p = taskSequence(mix, Filler::Repeat, builder, 4, row / 16, row % 16, 128);
+    REQUIRE(p.has_value());
+    CHECK(p->tokens.size() == 128);
+    counts[v.word(p->tokens[0]) == "a" ? 2 : 5] += 1;
+  }
+  CHECK(counts[2] + counts[5] == 400);
+  CHECK(std::abs(counts[2] - 200) < 4 * std::sqrt(400 * 0.25));
+}
+
+TEST_CASE("RULER-style prompts in BPE vocabularies read back as their words") {
+  for (const char* file :
+       {"tests/tokenizer/gpt-neox-20b_tokenizer.json", "tests/tokenizer/sentencepiece-bpe_tokenizer.json"}) {
+    INFO(file);
+    BpeTokenizer tokenizer = BpeTokenizer::fromFile(file);
+    RetrievalPromptBuilder builder(bpePhraseEncoder(tokenizer), {});
+    for (RetrievalTask task : {RetrievalTask::NiahMultikey, RetrievalTask::NiahMultivalue,
+                               RetrievalTask::NiahMultiquery, RetrievalTask::VariableTracking}) {
+      INFO(retrievalTaskName(task));
+      RetrievalPrompt p = builder.build({task, Filler::Repeat, 2, 600, 0.5, 1});
+      REQUIRE(p.tokens.size() == 600);
+      std::string text = tokenizer.decode(p.tokens);
+      std::string answer = tokenizer.decode({p.tokens.begin() + p.answerBegin, p.tokens.end()});
+      CHECK(text.find(task == RetrievalTask::VariableTracking ? "they are" : "special magic") != std::string::npos);
+      CHECK(text.substr(text.size() - answer.size()) == answer);
+      CHECK(p.answerLength() % p.answerItemTokens == 0);
+    }
+  }
+}
+
+TEST_CASE(
+    "native prompts: Landmark's passkey and LongEval's lines, as long as fits, the asked line where the "
+    "depth says") {
+  for (const char* file :
+       {"tests/tokenizer/gpt-neox-20b_tokenizer.json", "tests/tokenizer/sentencepiece-bpe_tokenizer.json"}) {
+    INFO(file);
+    BpeTokenizer tokenizer = BpeTokenizer::fromFile(file);
+    const std::string garbage =
+        "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
+    for (double depth : {0.0, 0.4, 1.0}) {
+      INFO("depth " << depth);
+      NativePrompt p = buildNativePrompt(tokenizer, {RetrievalTask::Passkey, Filler::Repeat, 3, 400, depth, 1});
+      REQUIRE(p.tokens.size() <= 400);
+      CHECK(p.tokens.size() >= 400 - 12);  // one more character of garbage would not fit
+      CHECK(!p.lastInteger);
+      int key = std::stoi(p.answer);
+      CHECK((key >= 1 && key <= 50000));
+      std::string text = tokenizer.decode(p.tokens);
+      std::string task =
+          "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. I will quiz "
+          "you about the important information there.\n";
+      size_t at = text.find(task);
+      REQUIRE(at != std::string::npos);
+      std::string information = "\nThe pass key is " + p.answer + ". Remember it. " + p.answer + " is the pass key.\n";
+      size_t info = text.find(information);
+      REQUIRE(info != std::string::npos);
+      std::string prefix = text.substr(at + task.size(), info - at - task.size());
+      std::string suffix = text.substr(info + information.size());
+      const std::string question = "\nWhat is the pass key? The pass key is";
+      REQUIRE(suffix.size() >= question.size());
+      CHECK(suffix.substr(suffix.size() - question.size()) == question);
+      suffix.erase(suffix.size() - question.size());
+      // Both cut from the start of the repeated garbage, the prefix round(depth x n) of n characters.
+      std::string repeated;
+      while (repeated.size() < 4000) repeated += (repeated.empty() ? "" : " ") + garbage;
+      CHECK(repeated.compare(0, prefix.size(), prefix) == 0);
+      CHECK(repeated.compare(0, suffix.size(), suffix) == 0);
+      auto n = double(prefix.size() + suffix.size());
+      CHECK(std::abs(double(prefix.size()) - depth * n) <= 0.5);
+      CHECK(p.needleBegin > 0);
+      CHECK(tokenizer.decode({p.tokens.begin() + p.needleBegin, p.tokens.end()}).find("The pass key is " + p.answer) !=
+            std::string::npos);
+    }
+    for (double depth : {0.0, 0.5, 1.0}) {
+      INFO("lines, depth " << depth);
+      NativePrompt p = buildNativePrompt(tokenizer, {RetrievalTask::KvLines, Filler::Repeat, 3, 700, depth, 2});
+      REQUIRE(p.tokens.size() <= 700);
+      CHECK(p.lastInteger);
+      std::string text = tokenizer.decode(p.tokens);
+      std::istringstream lines(text);
+      std::vector<std::pair<std::string, std::string>> record;  // (name, value)
+      std::set<std::string> names;
+      for (std::string line; std::getline(lines, line);) {
+        if (line.rfind("line ", 0) != 0) continue;
+        size_t colon = line.find(": REGISTER_CONTENT is <");
+        REQUIRE(colon != std::string::npos);
+        CHECK(line.back() == '>');
+        std::string name = line.substr(5, colon - 5);
+        CHECK(name.find('-') != std::string::npos);
+        names.insert(name);
+        record.emplace_back(name, line.substr(colon + 23, line.size() - colon - 24));
+      }
+      REQUIRE(record.size() >= 2);
+      CHECK(names.size() == record.size());
+      auto asked = size_t(std::llround(depth * double(record.size() - 1)));
+      std::string tail = "\nNow the record is over. Tell me what is the <REGISTER_CONTENT> in line " +
+                         record[asked].first + "? I need the number.Line <" + record[asked].first +
+                         ">: <REGISTER_CONTENT> is";
+      REQUIRE(text.size() > tail.size());
+      CHECK(text.substr(text.size() - tail.size()) == tail);
+      CHECK(p.answer == record[asked].second);
+      CHECK(text.rfind("Below is a record of lines I want you to remember.", 20) != std::string::npos);
+    }
+  }
+  BpeTokenizer tokenizer = BpeTokenizer::fromFile("tests/tokenizer/gpt-neox-20b_tokenizer.json");
+  CHECK_THROWS_WITH(buildNativePrompt(tokenizer, {RetrievalTask::NiahMultikey, Filler::Repeat, 1, 400, 0.5, 0}),
+                    Catch::Contains("--format words"));
+  CHECK_THROWS_WITH(buildNativePrompt(tokenizer, {RetrievalTask::Passkey, Filler::Repeat, 1, 20, 0.5, 0}),
+                    Catch::Contains("needs at least"));
+}
+
+TEST_CASE("answers read from generated text: Landmark's first integer, LongEval's last, RULER's items") {
+  CHECK(integerIn(" 4213. Remember it", false) == "4213");
+  CHECK(integerIn("line 7 is <4213>", true) == "4213");
+  CHECK(integerIn("line 7 is <4213>", false) == "7");
+  CHECK(integerIn("no number", false).empty());
+  CHECK(integerIn("is <00420>", false) == "420");
+  CHECK(integerIn("00", true) == "0");
+  CHECK(itemsFound("The Numbers are 4 0 9 1 7 and 1 2", {"4 0 9 1 7", "1 2 3"}) == 1);
+  CHECK(itemsFound("RIVER city", {"river", "City"}) == 2);
+}
+
+TEST_CASE("documents of a text: WikiText's top-level headings, in whatever pieces the tokens cut them") {
+  // Tokens as a tokenizer cuts text: a heading's "=" inside a token with the spaces before it, a
+  // section heading ("= = Sub = =") inside an article, a title spread over tokens.
+  std::vector<std::string> pieces{" \n",    " = ", "Al",    "pha",  " = \n", "text", "\n", " = = Sub = = \n",
+                                  "more\n", " =",  " Beta", " Two", " =",    "\n",   "x"};
+  auto docs = headingDocuments(pieces);
+  REQUIRE(docs.size() == 3);
+  CHECK(docs[0].firstToken == 0);
+  CHECK(docs[0].title.empty());
+  CHECK(docs[1].firstToken == 1);
+  CHECK(docs[1].title == "Alpha");
+  CHECK(docs[2].firstToken == 9);
+  CHECK(docs[2].title == "Beta Two");
+  std::vector<int64_t> starts{0, 1, 9};
+  CHECK(documentOf(starts, 0) == 0);
+  CHECK(documentOf(starts, 8) == 1);
+  CHECK(documentOf(starts, 14) == 2);
+  CHECK(headingDocuments({"no headings\n", "at all"}).size() == 1);
+  CHECK(headingDocuments({}).empty());
 }

@@ -41,6 +41,7 @@ CommandAction addEvalCommand(CLI::App& cmd) {
   auto out = std::make_shared<std::string>();
   auto plot = std::make_shared<std::string>();
   auto perPosition = std::make_shared<std::string>();
+  auto logSamples = std::make_shared<std::string>();
   auto noProgress = std::make_shared<bool>(false);
   auto nproc = std::make_shared<int>(1);
   req->positionBuckets = 64;
@@ -50,17 +51,36 @@ CommandAction addEvalCommand(CLI::App& cmd) {
   cmd.add_option("--Lvalid", *lvalid,
                  "lengths: N, A..B (doubling, B included), A..B:step, A..B*f, comma lists (default: L,2L,4L,8L)");
   cmd.add_option("--task", req->task,
-                 "perplexity | passkey | kv-lines (retrieval: prompts of Lvalid tokens, one row per length and depth)")
+                 "perplexity | " + retrievalTaskNames() +
+                     " (retrieval: prompts of Lvalid tokens, one row per length and depth; docs/retrieval.md)")
       ->capture_default_str();
-  cmd.add_option("--depths", *depths, "retrieval: answer depths in percent of the prompt (N, A..B:s, comma lists)")
+  cmd.add_option("--depths", *depths,
+                 "retrieval: where the needle starts, in percent of the filler before it (kv-lines: of the lines); "
+                 "N, A..B:s, comma lists")
       ->capture_default_str();
   cmd.add_option("--trials", req->trials, "retrieval: prompts per (Lvalid, depth) cell")->capture_default_str();
   cmd.add_option("--filler", req->filler,
-                 "passkey: repeat (the grass-is-green sentences) | natural (text of the evaluation split)")
+                 "retrieval tasks but kv-lines: repeat (the grass-is-green sentences) | natural (text of the "
+                 "evaluation split)")
       ->capture_default_str();
   cmd.add_option("--prompt-seed", req->promptSeed, "retrieval: prompts are a function of (seed, Lvalid, depth, trial)")
       ->capture_default_str();
-  cmd.add_option("--split", req->split, "valid | test")->capture_default_str();
+  cmd.add_option("--format", req->format,
+                 "retrieval: words (xtrap's prompts in words) | native (pretrained models: Landmark's passkey and "
+                 "LongEval's lines text, contiguous numbers, scored by generation)")
+      ->capture_default_str();
+  cmd.add_option("--score", req->score,
+                 "retrieval: teacher (teacher-forced answer tokens, all argmax-right) | generate (greedy generation "
+                 "with a KV cache, one prompt at a time; right when every answer item is in the text)")
+      ->capture_default_str();
+  cmd.add_option("--max-new-tokens", req->maxNewTokens,
+                 "generation: tokens generated per prompt (0 = the answer's length; native: 10 for passkey as "
+                 "Landmark, 15 for kv-lines as LongEval)")
+      ->capture_default_str();
+  cmd.add_option("--split", req->split,
+                 "train | valid | test: the split scored (retrieval: the natural filler's text; pretrained models "
+                 "read wiki.<split>.raw or .tokens of --data)")
+      ->capture_default_str();
   cmd.add_option("--data", req->dataDir,
                  "WikiText-format directory (default: the run's training data; pretrained models read its "
                  "wiki.<split>.raw, else .tokens)");
@@ -94,6 +114,13 @@ CommandAction addEvalCommand(CLI::App& cmd) {
   cmd.add_option("--query-block", req->queryBlock, "attention query block (0 = full matrix)")->capture_default_str();
   cmd.add_option("--per-position", *perPosition, "write mean NLL by position inside the window to this CSV");
   cmd.add_option("--buckets", req->positionBuckets, "position buckets for --per-position")->capture_default_str();
+  cmd.add_option("--log-samples", *logSamples,
+                 "write a JSON line per retrieval trial (prompt, needle position, gold and predicted answer, each "
+                 "answer token's correctness and log-probability) or per document of each perplexity row (NLL, "
+                 "tokens) to this .jsonl file (docs/retrieval.md, Samples)");
+  cmd.add_option("--log-trials", req->logTrials,
+                 "--log-samples of retrieval: only the first N trials of each cell (0 = all)")
+      ->capture_default_str();
   cmd.add_option("--out", *out, "results file, .csv or .json (default: <run>/eval.csv)");
   cmd.add_option("--plot", *plot,
                  "draw perplexity vs Lvalid into this PNG and ppl / ppl(L) into NAME-ratio.png; retrieval: the depth x "
@@ -122,17 +149,33 @@ CommandAction addEvalCommand(CLI::App& cmd) {
                  "applies to --interp dynamic-ntk and dynamic-yarn");
     rejectUnless(cmd, {"--ntk-heads"}, asked("ntk") || asked("dynamic-ntk"), "applies to --interp ntk and dynamic-ntk");
     rejectUnless(cmd, {"--buckets"}, !perPosition->empty(), "applies with --per-position");
+    rejectUnless(cmd, {"--log-trials"}, !logSamples->empty(), "applies with --log-samples");
     bool retrieval = req->task != "perplexity";
     if (retrieval) parseRetrievalTask(req->task);  // a bad name is named before anything else
-    rejectUnless(cmd, {"--depths", "--trials", "--prompt-seed"}, retrieval, "applies to --task passkey and kv-lines");
-    rejectUnless(cmd, {"--filler"}, req->task == "passkey", "applies to --task passkey");
+    rejectUnless(cmd, {"--depths", "--trials", "--prompt-seed", "--format", "--score"}, retrieval,
+                 "applies to the retrieval tasks");
+    if (req->format != "words" && req->format != "native")
+      throw std::invalid_argument("unknown --format '" + req->format + "' (valid: words, native)");
+    if (req->score != "teacher" && req->score != "generate")
+      throw std::invalid_argument("unknown --score '" + req->score + "' (valid: teacher, generate)");
+    if (req->format == "native" && cmd.count("--score") && req->score != "generate")
+      throw std::invalid_argument(
+          "--format native is scored by generation, as its authors score it (--score generate)");
+    if (req->format == "native" && req->task != "passkey" && req->task != "kv-lines")
+      throw std::invalid_argument("--format native builds passkey (Landmark's) and kv-lines (LongEval's) prompts");
+    rejectUnless(cmd, {"--max-new-tokens"}, req->generates(), "applies to --score generate and --format native");
+    if (req->maxNewTokens < 0) throw std::invalid_argument("--max-new-tokens must be >= 0");
+    rejectUnless(cmd, {"--filler"}, retrieval && usesFiller(parseRetrievalTask(req->task)) && req->format == "words",
+                 "applies to the retrieval tasks but kv-lines, in --format words");
     rejectUnless(cmd, {"--mode", "--stride", "--per-position"}, !retrieval,
                  "applies to --task perplexity (retrieval scores whole prompts)");
     rejectUnless(cmd, {"--text"}, cmd.count("--data") == 0, "and --data are alternatives: give one");
-    rejectUnless(cmd, {"--max-tokens"}, !retrieval || (req->task == "passkey" && req->filler == "natural"),
-                 "with retrieval, applies to --task passkey --filler natural (the text the filler is drawn from)");
+    rejectUnless(cmd, {"--max-tokens"}, !retrieval || req->filler == "natural",
+                 "with retrieval, applies to --filler natural (the text the filler is drawn from)");
     parseFiller(req->filler);
     if (req->trials < 1) throw std::invalid_argument("--trials must be >= 1");
+    if (req->logTrials < 0) throw std::invalid_argument("--log-trials must be >= 0");
+    rejectUnless(cmd, {"--log-trials"}, retrieval, "applies to the retrieval tasks");
     req->depths = parseDepthList(*depths);
     if (cmd.count("--scale") && !(req->scale >= 1)) throw std::invalid_argument("--scale must be >= 1");
     if (!(req->a0 > 0)) throw std::invalid_argument("--a0 must be > 0");
@@ -142,6 +185,7 @@ CommandAction addEvalCommand(CLI::App& cmd) {
     EvalRequest r = *req;
     r.ntkHeads = parseNtkHeads(*ntkHeads);
     r.progress = !*noProgress && root;
+    r.logSamples = !logSamples->empty();
     if (runs->empty()) runs->push_back(latestRunDir(kRunsRoot).string());
     for (const auto& run : *runs) r.runs.emplace_back(run);
     if (*mode == "both")
@@ -165,17 +209,24 @@ CommandAction addEvalCommand(CLI::App& cmd) {
       r.lvalids = parseLvalidRange(*lvalid);
     }
     std::filesystem::path outFile = out->empty() ? r.runs.front() / "eval.csv" : std::filesystem::path(*out);
-    for (const auto& file : {outFile.string(), *perPosition, *plot})
+    for (const auto& file : {outFile.string(), *perPosition, *plot, *logSamples})
       if (!file.empty()) requireWritableDirectoryFor(file);
     // A requested picture that cannot be drawn fails before the evaluation, not after it.
     if (!plot->empty() && !gnuplotAvailable()) throw std::runtime_error(plotterMissingMessage(*plot));
     std::vector<PositionLossRow> positions;
     if (perPosition->empty()) r.positionBuckets = 0;
-    auto rows = evaluateRuns(r, perPosition->empty() ? nullptr : &positions);
+    std::vector<std::string> samples;
+    auto rows = evaluateRuns(r, perPosition->empty() ? nullptr : &positions, r.logSamples ? &samples : nullptr);
     if (!root) return;
     std::fputs(formatEvalTable(rows).c_str(), stdout);
     writeEvalRows(outFile, rows);
     std::fprintf(stderr, "results: %s\n", outFile.c_str());
+    if (r.logSamples) {
+      std::string lines;
+      for (const auto& line : samples) lines += line + "\n";
+      writeTextAtomically(*logSamples, lines);
+      std::fprintf(stderr, "samples: %s (%zu lines)\n", logSamples->c_str(), samples.size());
+    }
     if (!perPosition->empty()) {
       writePositionRows(*perPosition, positions);
       std::fprintf(stderr, "per-position NLL: %s\n", perPosition->c_str());

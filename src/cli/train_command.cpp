@@ -127,10 +127,12 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   cmd.add_option("--mask-prob", train->maskProb, "encoders: fraction of tokens selected for MLM")
       ->capture_default_str();
   cmd.add_option("--task-mix", train->taskMix,
-                 "retrieval prompts in the training stream: TASK:SHARE,... (passkey, kv-lines; e.g. passkey:0.2), "
-                 "each at the training length with the answer at a random depth (default: none)");
+                 "retrieval prompts in the training stream: TASK:SHARE,... (" + retrievalTaskNames() +
+                     "; e.g. passkey:0.2,niah-multikey:0.2), each at the training length with the answer at a "
+                     "random depth (default: none)");
   cmd.add_option("--task-filler", train->taskFiller,
-                 "--task-mix passkey filler: repeat (grass-is-green sentences) | natural (train-split text)")
+                 "--task-mix filler of every task but kv-lines: repeat (grass-is-green sentences) | natural "
+                 "(train-split text)")
       ->capture_default_str();
   cmd.add_option("--max-bad-steps", train->maxBadSteps,
                  "stop after this many steps with a non-finite loss or gradient (0 = never)")
@@ -170,9 +172,13 @@ CommandAction addTrainCommand(CLI::App& cmd) {
             o->get_name() != "--cuda-graph" && o->get_name() != "--graph-allreduce")
           throw std::invalid_argument(o->get_name() + " does not apply with --resume (the run's run.json settings do)");
     }
-    rejectUnless(cmd, {"--task-filler"}, parseTaskMix(train->taskMix).passkey > 0,
-                 "applies with --task-mix passkey:SHARE");
-    train->taskMix = taskMixSpec(parseTaskMix(train->taskMix));  // run.json records the canonical spelling
+    const TaskMix mix = parseTaskMix(train->taskMix);
+    bool mixHasFiller = false;
+    for (int task = 0; task < kRetrievalTasks; ++task)
+      mixHasFiller |= mix.share[size_t(task)] > 0 && usesFiller(RetrievalTask(task));
+    rejectUnless(cmd, {"--task-filler"}, mixHasFiller,
+                 "applies with a --task-mix task that has filler (not kv-lines alone)");
+    train->taskMix = taskMixSpec(mix);  // run.json records the canonical spelling
     rejectUnless(cmd, {"--arch", "--pos", "--head"}, named->empty() || !namedConfigFixesPositionAndHead(*named),
                  "and this --config exclude each other (it is its arch, pos and head)");
     // The model the flags describe: a named config first, then every flag given beside it.

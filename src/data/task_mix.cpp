@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -10,12 +11,16 @@
 
 namespace xtrap {
 
+bool TaskMix::empty() const {
+  return std::all_of(share.begin(), share.end(), [](double s) { return s == 0; });
+}
+
 TaskMix parseTaskMix(const std::string& spec) {
   TaskMix mix;
   if (spec.empty()) return mix;
   std::stringstream items(spec);
   std::string item;
-  bool seen[2] = {false, false};
+  double total = 0;
   while (std::getline(items, item, ',')) {
     size_t colon = item.find(':');
     if (colon == std::string::npos)
@@ -31,21 +36,31 @@ TaskMix parseTaskMix(const std::string& spec) {
     }
     if (used == 0 || used != number.size() || !(share > 0 && share <= 1))
       throw std::invalid_argument("bad --task-mix share '" + number + "': expected a number in (0, 1]");
-    int t = task == RetrievalTask::Passkey ? 0 : 1;
-    if (seen[t]) throw std::invalid_argument("--task-mix names " + retrievalTaskName(task) + " twice");
-    seen[t] = true;
-    (task == RetrievalTask::Passkey ? mix.passkey : mix.kvLines) = share;
+    if (mix[task] > 0) throw std::invalid_argument("--task-mix names " + retrievalTaskName(task) + " twice");
+    mix.share[size_t(task)] = share;
+    total += share;
   }
-  if (mix.passkey + mix.kvLines > 1 + 1e-12)
-    throw std::invalid_argument(fmt::format("--task-mix shares sum to {:g}, more than 1", mix.passkey + mix.kvLines));
+  if (total > 1 + 1e-12) throw std::invalid_argument(fmt::format("--task-mix shares sum to {:g}, more than 1", total));
   return mix;
 }
 
 std::string taskMixSpec(const TaskMix& mix) {
   std::string spec;
-  if (mix.passkey > 0) spec += fmt::format("passkey:{:g}", mix.passkey);
-  if (mix.kvLines > 0) spec += fmt::format("{}kv-lines:{:g}", spec.empty() ? "" : ",", mix.kvLines);
+  for (int t = 0; t < kRetrievalTasks; ++t)
+    if (mix.share[size_t(t)] > 0)
+      spec +=
+          fmt::format("{}{}:{:g}", spec.empty() ? "" : ",", retrievalTaskName(RetrievalTask(t)), mix.share[size_t(t)]);
   return spec;
+}
+
+void checkTaskMixFits(const TaskMix& mix, const RetrievalPromptBuilder& builder, int64_t length) {
+  for (int t = 0; t < kRetrievalTasks; ++t) {
+    if (mix.share[size_t(t)] == 0) continue;
+    int64_t minimum = builder.minimumLength(RetrievalTask(t));
+    if (length < minimum)
+      throw std::invalid_argument(fmt::format("--task-mix {}: its prompts need at least {} tokens; sequences have {}",
+                                              retrievalTaskName(RetrievalTask(t)), minimum, length));
+  }
 }
 
 std::optional<RetrievalPrompt> taskSequence(const TaskMix& mix, Filler filler, const RetrievalPromptBuilder& builder,
@@ -54,11 +69,13 @@ std::optional<RetrievalPrompt> taskSequence(const TaskMix& mix, Filler filler, c
   std::mt19937_64 rng(fnv1a64(fmt::format("task-mix|{}|{}|{}", seed, step, row)));
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   double u = unit(rng);
+  // Tasks in enum order over [0, 1): a mix of passkey and kv-lines draws as it always has.
   std::optional<RetrievalTask> task;
-  if (u < mix.passkey)
-    task = RetrievalTask::Passkey;
-  else if (u < mix.passkey + mix.kvLines)
-    task = RetrievalTask::KvLines;
+  double upTo = 0;
+  for (int t = 0; t < kRetrievalTasks && !task; ++t) {
+    upTo += mix.share[size_t(t)];
+    if (mix.share[size_t(t)] > 0 && u < upTo) task = RetrievalTask(t);
+  }
   if (!task) return std::nullopt;
   PromptRequest r;
   r.task = *task;

@@ -43,7 +43,7 @@ ScoreTotals scoreEncoder(Transformer& model, TokenSpan stream, const EncoderScor
   for (size_t k = 0; k < w.windows.size(); ++k)
     if (opt.shard.owns(k)) byLength[w.windows[k].length].push_back(k);
 
-  ScoreTotals totals(opt.positionBuckets);
+  ScoreTotals totals(opt.positionBuckets, opt.documentStarts);
   for (const auto& [T, group] : byLength) {
     // The model sees shift + T positions; dynamic interpolation and the rows' Lvalid count them
     // the same way.
@@ -53,12 +53,15 @@ ScoreTotals scoreEncoder(Transformer& model, TokenSpan stream, const EncoderScor
       std::vector<size_t> rows(group.begin() + g, group.begin() + std::min(group.size(), g + size_t(opt.batch)));
       MaskedBatch masked = maskEncoderWindows(stream, w, rows, opt);
       if (masked.positions.numel() == 0) continue;
-      std::vector<int64_t> positions;  // window position of every scored token
+      std::vector<int64_t> positions, streamIndex;  // window position and stream index of every scored token
       auto flat = masked.positions.accessor<int64_t, 1>();
-      for (int64_t i = 0; i < flat.size(0); ++i) positions.push_back(flat[i] % (shift + T));
+      for (int64_t i = 0; i < flat.size(0); ++i) {
+        positions.push_back(flat[i] % (shift + T));
+        streamIndex.push_back(w.windows[rows[size_t(flat[i] / (shift + T))]].start + positions.back() - shift);
+      }
       auto feats = model->features(masked.inputs, {opt.queryBlock, nullptr});  // (B, shift + T, C)
       auto scored = feats.reshape({-1, feats.size(2)}).index_select(0, model->input(masked.positions));
-      totals.add(model->tokenNll(scored, masked.targets), positions, opt.Lvalid);
+      totals.add(model->tokenNll(scored, masked.targets), positions, opt.Lvalid, streamIndex);
       if (onProgress) onProgress(totals.tokens);
     }
   }

@@ -37,15 +37,18 @@ std::string formatPerplexityTable(const std::vector<const EvalRow*>& rows) {
 }
 
 std::string formatRetrievalTable(const std::vector<const EvalRow*>& rows) {
-  std::string out = fmt::format(
-      "{:<28} {:<14} {:>6} {:>7} {:<11} {:>6} {:<9} {:<8} {:>6} {:>6} {:>7} {:>15} {:>8} {:>8}\n", "run", "pos", "L",
-      "Lvalid", "interp", "a", "task", "filler", "depth", "trials", "acc", "95% interval", "ans logp", "sec");
+  std::string out =
+      fmt::format("{:<28} {:<14} {:>6} {:>7} {:<11} {:>6} {:<17} {:<8} {:<8} {:>6} {:>6} {:>7} {:>15} {:>8} {:>8}\n",
+                  "run", "pos", "L", "Lvalid", "interp", "a", "task", "filler", "scored", "depth", "trials", "acc",
+                  "95% interval", "ans logp", "sec");
   for (const EvalRow* r : rows)
     out += fmt::format(
-        "{:<28} {:<14} {:>6} {:>7} {:<11} {:>6.3g} {:<9} {:<8} {:>5.0f}% {:>6} {:>6.1f}% {:>15} {:>8.3f} {:>8.1f}\n",
+        "{:<28} {:<14} {:>6} {:>7} {:<11} {:>6.3g} {:<17} {:<8} {:<8} {:>5.0f}% {:>6} {:>6.1f}% {:>15} {:>8.3f} "
+        "{:>8.1f}\n",
         r->run.substr(0, 28), r->pos, r->Ltrain, r->Lvalid, r->interp, r->scale, r->task,
-        r->filler.empty() ? "-" : r->filler, r->depth, r->trials, 100 * r->accuracy,
-        fmt::format("[{:.1f}, {:.1f}]%", 100 * r->accuracyLow, 100 * r->accuracyHigh), r->answerLogProb, r->seconds);
+        r->filler.empty() ? "-" : r->filler, r->mode == "prompt" ? "teacher" : r->mode, r->depth, r->trials,
+        100 * r->accuracy, fmt::format("[{:.1f}, {:.1f}]%", 100 * r->accuracyLow, 100 * r->accuracyHigh),
+        r->answerLogProb, r->seconds);
   return out;
 }
 

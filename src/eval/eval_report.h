@@ -12,7 +12,8 @@ struct EvalRow {
   std::string arch, pos;
   int64_t Ltrain = 0, Lvalid = 0;
   std::string split = "valid";
-  std::string mode = "nonoverlap";  // nonoverlap | sliding
+  // nonoverlap | sliding; retrieval: prompt (teacher-forced), generate (words, generated), native
+  std::string mode = "nonoverlap";
   int64_t stride = 0;
   std::string interp = "none";
   double scale = 1.0;  // interpolation factor a actually used
@@ -31,10 +32,12 @@ struct EvalRow {
   // have task "perplexity" and leave these columns empty.
   std::string task = "perplexity";  // perplexity | passkey | kv-lines
   std::string filler;               // passkey: repeat | natural
-  double depth = -1;                // where the answer sits, in percent of the prompt (-1: none)
+  double depth = -1;                // where the needle starts, in percent of the filler (-1: none)
   int64_t trials = 0, correct = 0;
   double accuracy = 0, accuracyLow = 0, accuracyHigh = 0;  // correct / trials, its 95% Wilson interval
-  double answerLogProb = 0;  // mean log-probability (nats) of an answer token, teacher-forced
+  // Mean log-probability (nats) of an answer token: teacher-forced, of the right tokens; generated
+  // (mode generate, native), of the tokens the model chose.
+  double answerLogProb = 0;
   // Perplexity rows: the text the scored tokens spell (data/text_tokens.h says how bytes and words
   // are counted), and the NLL summed over the tokens per byte (in bits) and per word, comparable
   // across tokenizers. 0 bytes: not counted (retrieval rows, files written before the columns).

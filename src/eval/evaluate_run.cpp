@@ -6,13 +6,17 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 
+#include "data/native_prompt.h"
+#include "data/text_documents.h"
 #include "data/text_tokens.h"
 #include "data/wikitext.h"
 #include "dist/dist_env.h"
 #include "eval/encoder_score.h"
+#include "eval/greedy_generation.h"
 #include "eval/model_interpolation.h"
 #include "eval/pretrained_text.h"
 #include "eval/retrieval_score.h"
@@ -54,8 +58,43 @@ struct ScoringRun {
   std::shared_ptr<const BpeTokenizer> tokenizer;
   std::shared_ptr<const std::vector<int32_t>> ids;
   int32_t contextToken = -1;
-  TextCounts counts;  // of the text `stream` spells
+  TextCounts counts;                    // of the text `stream` spells
+  std::vector<TextDocument> documents;  // of `stream`, when samples are logged (perplexity)
 };
+
+// The text one token spells: a word-level run's word (<eos> as a newline), a tokenizer's piece.
+std::string tokenText(const ScoringRun& run, int32_t id) {
+  if (run.tokenizer) return run.tokenizer->decode({id});
+  const Vocabulary& v = run.corpus.vocab;
+  if (id == v.eos()) return "\n";
+  return id >= 0 && id < v.size() ? v.word(id)
+                                  : fmt::format("<{}>", id);  // an encoder's special tokens follow the words
+}
+
+// Token ids as text: a tokenizer's decode, else the words joined by spaces (<eos> a newline).
+std::string decodeTokens(const ScoringRun& run, const std::vector<int32_t>& ids) {
+  if (run.tokenizer) return run.tokenizer->decode(ids);
+  std::string text;
+  for (int32_t id : ids) {
+    std::string piece = tokenText(run, id);
+    text += (text.empty() || text.back() == '\n' || piece == "\n" ? "" : " ") + piece;
+  }
+  return text;
+}
+
+// The documents of the scored stream (data/text_documents.h), from each token's text.
+std::vector<TextDocument> streamDocuments(const ScoringRun& run) {
+  std::vector<std::string> pieces;
+  pieces.reserve(run.stream.size());
+  bool lineStart = true;
+  for (int32_t id : run.stream) {
+    std::string piece = tokenText(run, id);
+    if (!run.tokenizer && !lineStart && piece != "\n") piece = " " + piece;
+    lineStart = piece == "\n";
+    pieces.push_back(std::move(piece));
+  }
+  return headingDocuments(pieces);
+}
 
 // Word-level runs: the words rejoined by single spaces, a newline for each <eos> (data/text_tokens.h).
 TextCounts wordLevelCounts(TokenSpan stream, const Vocabulary& vocab) {
@@ -67,7 +106,7 @@ TextCounts wordLevelCounts(TokenSpan stream, const Vocabulary& vocab) {
 
 // A pretrained model's text: --text, else --data's split file, tokenized by its tokenizer.json.
 ScoringRun loadPretrainedRun(ScoringRun s, const EvalRequest& req, const ExecutionContext& ctx) {
-  PretrainedText text = loadPretrainedText(s.info, req.textFile, req.dataDir, req.split);
+  PretrainedText text = loadPretrainedText(s.info, req.textFile, req.dataDir, req.split, req.readsText());
   s.tokenizer = text.tokenizer;
   s.ids = text.ids;
   s.stream = *s.ids;
@@ -80,6 +119,7 @@ ScoringRun loadPretrainedRun(ScoringRun s, const EvalRequest& req, const Executi
   }
   s.contextToken = s.info.contextToken;
   s.model = loadTrainedModel(s.info, ctx);
+  if (req.logSamples && !req.retrieval()) s.documents = streamDocuments(s);
   return s;
 }
 
@@ -106,6 +146,7 @@ ScoringRun loadScoringRun(const std::filesystem::path& dir, const EvalRequest& r
   if (req.maxTokens > 0 && req.maxTokens < static_cast<int64_t>(s.stream.size()))
     s.stream = s.stream.subspan(0, size_t(req.maxTokens));
   s.counts = wordLevelCounts(s.stream, s.corpus.vocab);
+  if (req.logSamples && !req.retrieval()) s.documents = streamDocuments(s);
   return s;
 }
 
@@ -122,7 +163,21 @@ struct EvalPass {
 struct ScoredPass {
   EvalRow row;
   std::vector<PositionLossRow> byPosition;  // when the request asks for position buckets
+  std::vector<std::string> samples;         // --log-samples: a JSON line per document
 };
+
+// The keys every sample line of a row starts with.
+nlohmann::json sampleKeys(const EvalRow& r, const char* kind) {
+  return {{"kind", kind},
+          {"run", r.run},
+          {"task", r.task},
+          {"mode", r.mode},
+          {"interp", interpolationDisplay(r)},
+          {"scale", r.scale},
+          {"Lvalid", r.Lvalid},
+          {"device", r.device},
+          {"dtype", r.dtype}};
+}
 
 // What every row of a pass says: the run, the length, the interpolation, where it ran.
 EvalRow passRow(const ScoringRun& run, const EvalRequest& req, const ExecutionContext& ctx, const EvalPass& pass,
@@ -147,11 +202,37 @@ EvalRow passRow(const ScoringRun& run, const EvalRequest& req, const ExecutionCo
   return r;
 }
 
+// A retrieval row: the pass's row with the cell's depth (percent), its filler where the prompts
+// have one, and its totals summed over the ranks.
+EvalRow retrievalRow(EvalRow r, const EvalRequest& req, double depth, bool filled, const RetrievalTotals& totals) {
+  r.task = req.task;
+  r.filler = filled ? req.filler : std::string();
+  r.depth = depth;
+  r.trials = totals.trials;
+  r.correct = totals.correct;
+  r.accuracy = double(totals.correct) / double(std::max<int64_t>(totals.trials, 1));
+  ProportionInterval ci = wilsonInterval(totals.correct, std::max<int64_t>(totals.trials, 1));
+  r.accuracyLow = ci.low, r.accuracyHigh = ci.high;
+  r.answerLogProb = totals.answerLogProb / double(std::max<int64_t>(totals.answerTokens, 1));
+  r.tokensScored = totals.answerTokens;
+  r.nll = -r.answerLogProb;
+  r.ppl = std::exp(r.nll);
+  return r;
+}
+
+nlohmann::json retrievalSampleKeys(const EvalRow& r, const EvalRequest& req) {
+  nlohmann::json keys = sampleKeys(r, "retrieval");
+  keys["filler"] = r.filler;
+  keys["depth"] = r.depth;
+  keys["prompt_seed"] = req.promptSeed;
+  return keys;
+}
+
 // One retrieval cell: req.trials prompts of Lvalid positions (an encoder's <bos> counted) with the
 // answer at `depth` percent, split over the ranks. The pass's interpolation is already set for
 // Lvalid by the sweep (every prompt of a cell has that length, dynamic interpolation included).
 EvalRow scoreRetrievalCell(ScoringRun& run, const EvalRequest& req, const ExecutionContext& ctx, const EvalPass& pass,
-                           double depth, DistGroup& group) {
+                           double depth, DistGroup& group, std::vector<std::string>* samples) {
   const ModelConfig& m = run.info.model;
   MlmTokens mlm = m.causal() ? MlmTokens{} : m.mlmTokens(run.corpus.vocab);
   int64_t promptLength = pass.Lvalid - mlm.bosColumns();
@@ -173,29 +254,146 @@ EvalRow scoreRetrievalCell(ScoringRun& run, const EvalRequest& req, const Execut
                                   ctx.deviceName(), req.batch);
   std::string remedy = outOfMemoryRemedy(
       req, ctx.lowPrecision(), run.model->attentionPath(pass.Lvalid, {req.queryBlock}), run.model->biasKind());
-  RetrievalTotals totals =
-      withOutOfMemoryAdvice(doing, remedy, [&] { return scoreRetrieval(run.model, prompts, opt); });
+  std::vector<RetrievalTrial> trials;
+  RetrievalTotals totals = withOutOfMemoryAdvice(
+      doing, remedy, [&] { return scoreRetrieval(run.model, prompts, opt, samples ? &trials : nullptr); });
   totals.sumOverRanks(group);
+  if (samples) gatherTrials(group, trials, prompts.front().answerLength());
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  EvalRow r = passRow(run, req, ctx, pass, seconds);
-  r.task = req.task;
-  r.filler = task == RetrievalTask::Passkey ? req.filler : std::string();
-  r.depth = depth;
-  r.trials = totals.trials;
-  r.correct = totals.correct;
-  r.accuracy = double(totals.correct) / double(std::max<int64_t>(totals.trials, 1));
-  ProportionInterval ci = wilsonInterval(totals.correct, std::max<int64_t>(totals.trials, 1));
-  r.accuracyLow = ci.low, r.accuracyHigh = ci.high;
-  r.answerLogProb = totals.answerLogProb / double(std::max<int64_t>(totals.answerTokens, 1));
-  r.tokensScored = totals.answerTokens;
-  r.nll = -r.answerLogProb;
-  r.ppl = std::exp(r.nll);
+  EvalRow r = retrievalRow(passRow(run, req, ctx, pass, seconds), req, depth, usesFiller(task), totals);
   double promptTokens = double(totals.trials * pass.Lvalid);
   r.tokensPerSecond = promptTokens / std::max(seconds, 1e-9);
   r.flopsPerSecond = (double(totals.trials) * bodyForwardFlops(m, pass.Lvalid) +
                       double(totals.answerTokens) * headForwardFlopsPerRow(m)) /
                      std::max(seconds, 1e-9);
+  int64_t logged = req.logTrials > 0 ? std::min(req.logTrials, req.trials) : req.trials;
+  for (int64_t k = 0; samples && group.isRoot() && k < logged; ++k) {
+    const RetrievalPrompt& p = prompts[size_t(k)];
+    const RetrievalTrial& t = trials[size_t(k)];
+    nlohmann::json j = retrievalSampleKeys(r, req);
+    j["trial"] = k;
+    std::vector<int32_t> context(p.tokens.begin(), p.tokens.begin() + p.answerBegin);
+    std::vector<int32_t> gold(p.tokens.begin() + p.answerBegin, p.tokens.end()), predicted;
+    for (int64_t id : t.predicted) predicted.push_back(int32_t(id));
+    j["prompt"] = decodeTokens(run, context);
+    j["prompt_ids"] = context;
+    j["prompt_tokens"] = p.tokens.size();
+    j["needle_position"] = p.needleBegin;
+    j["answer_position"] = p.answerBegin;
+    j["gold"] = decodeTokens(run, gold);
+    j["gold_tokens"] = gold;
+    j["predicted"] = decodeTokens(run, predicted);
+    j["predicted_tokens"] = predicted;
+    std::vector<bool> right;
+    for (size_t i = 0; i < gold.size(); ++i) right.push_back(predicted[i] == gold[i]);
+    j["token_correct"] = right;
+    j["token_logprob"] = t.answerLogProb;
+    // Answer items (a value's digits, a variable's name): right when all their tokens are.
+    int64_t itemsRight = 0;
+    for (int64_t item = 0; item < p.answerItems(); ++item)
+      itemsRight += std::all_of(right.begin() + item * p.answerItemTokens,
+                                right.begin() + (item + 1) * p.answerItemTokens, [](bool b) { return b; });
+    j["answer_items"] = p.answerItems();
+    j["items_correct"] = itemsRight;
+    j["correct"] = std::all_of(right.begin(), right.end(), [](bool b) { return b; });
+    samples->push_back(j.dump());
+  }
+  return r;
+}
+
+// One retrieval cell answered by greedy generation (EvalRequest::generates): each prompt's context
+// (the tokens before the answer; a native prompt whole) is read into a KV cache and the model
+// generates up to maxNewTokens tokens, one prompt at a time, the ranks taking every world-th.
+// Words: right when every answer item (a value's digits, a name) occurs in the generated text
+// (RULER's string_match_all); native: when the first (Landmark) or last (LongEval) integer of
+// the text is the number asked. The row's answer_logprob is the mean log-probability of the
+// generated tokens.
+EvalRow generateRetrievalCell(ScoringRun& run, const EvalRequest& req, const ExecutionContext& ctx,
+                              const EvalPass& pass, double depth, DistGroup& group, std::vector<std::string>* samples) {
+  const ModelConfig& m = run.info.model;
+  bool native = req.format == "native";
+  RetrievalTask task = parseRetrievalTask(req.task);
+  Filler filler = parseFiller(req.filler);
+  std::optional<RetrievalPromptBuilder> builder;
+  if (!native)
+    builder.emplace(run.tokenizer ? bpePhraseEncoder(*run.tokenizer) : wordPhraseEncoder(run.corpus.vocab), run.stream);
+  const std::vector<int32_t>& stop = run.info.stopTokens;  // pretrained models' eos_token_id
+  resetPeakMemory(run.model->device());
+  auto t0 = std::chrono::steady_clock::now();
+  RetrievalTotals totals;
+  int64_t logged = req.logTrials > 0 ? std::min(req.logTrials, req.trials) : req.trials;
+  int64_t generatedPositions = 0;  // context and generated tokens through the model, for the rate
+  size_t firstLine = samples ? samples->size() : 0;
+  for (int64_t k = 0; k < req.trials; ++k) {
+    if (!WindowShard{group.rank(), group.world()}.owns(size_t(k))) continue;
+    PromptRequest request{task, filler, req.promptSeed, pass.Lvalid, depth / 100, k};
+    std::vector<int32_t> context, gold;
+    std::vector<std::string> items;  // words: the answer items as text
+    NativePrompt nativePrompt;
+    int64_t needle = 0, maxNew = req.maxNewTokens;
+    if (native) {
+      nativePrompt = buildNativePrompt(*run.tokenizer, request);
+      context = nativePrompt.tokens;
+      needle = nativePrompt.needleBegin;
+      if (maxNew == 0) maxNew = nativePrompt.lastInteger ? 15 : 10;
+    } else {
+      RetrievalPrompt p = builder->build(request);
+      context.assign(p.tokens.begin(), p.tokens.begin() + p.answerBegin);
+      gold.assign(p.tokens.begin() + p.answerBegin, p.tokens.end());
+      for (int64_t item = 0; item < p.answerItems(); ++item) {
+        auto from = p.tokens.begin() + p.answerBegin + item * p.answerItemTokens;
+        std::string text = decodeTokens(run, {from, from + p.answerItemTokens});
+        text.erase(0, text.find_first_not_of(' '));
+        items.push_back(text);
+      }
+      needle = p.needleBegin;
+      if (maxNew == 0) maxNew = p.answerLength();
+    }
+    Generation g = generateGreedy(run.model, context, maxNew, req.queryBlock, stop);
+    std::string text = decodeTokens(run, g.tokens);
+    std::string parsed = native ? integerIn(text, nativePrompt.lastInteger) : std::string();
+    int64_t found = native ? 0 : itemsFound(text, items);
+    bool right = native ? parsed == nativePrompt.answer : found == int64_t(items.size());
+    totals.trials += 1;
+    totals.correct += right ? 1 : 0;
+    totals.answerTokens += int64_t(g.tokens.size());
+    for (double lp : g.logProbs) totals.answerLogProb += lp;
+    generatedPositions += int64_t(context.size() + g.tokens.size());
+    if (!samples || k >= logged) continue;
+    nlohmann::json j;
+    j["trial"] = k;
+    j["prompt"] = decodeTokens(run, context);
+    j["prompt_ids"] = context;
+    j["prompt_tokens"] = context.size() + gold.size();  // native: the context alone, at most Lvalid
+    j["needle_position"] = needle;
+    j["gold"] = native ? nativePrompt.answer : decodeTokens(run, gold);
+    if (!native) j["gold_tokens"] = gold;
+    j["predicted"] = text;
+    j["predicted_tokens"] = g.tokens;
+    j["token_logprob"] = g.logProbs;
+    if (native) j["parsed"] = parsed;
+    j["answer_items"] = native ? 1 : int64_t(items.size());
+    j["items_correct"] = native ? int64_t(right) : found;
+    j["correct"] = right;
+    samples->push_back(j.dump());  // the row's keys are put in front below
+  }
+  totals.sumOverRanks(group);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EvalPass generated = pass;
+  generated.mode = native ? "native" : "generate";
+  EvalRow r = retrievalRow(passRow(run, req, ctx, generated, seconds), req, depth, usesFiller(task) && !native, totals);
+  r.tokensPerSecond = double(generatedPositions) / std::max(seconds, 1e-9);  // this rank's
+  r.flopsPerSecond = double(totals.trials) * bodyForwardFlops(m, pass.Lvalid) / std::max(seconds, 1e-9);
+  if (samples) {
+    // Each trial's line: the row's keys first, then what the trial computed.
+    nlohmann::json keys = retrievalSampleKeys(r, req);
+    for (size_t i = firstLine; i < samples->size(); ++i) {
+      nlohmann::json line = keys;
+      line.update(nlohmann::json::parse((*samples)[i]));
+      (*samples)[i] = line.dump();
+    }
+  }
   return r;
 }
 
@@ -230,6 +428,7 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
   scoring.positionBuckets = req.positionBuckets;
   scoring.shard = shard;
   scoring.prepareLength = prepareLength;
+  for (const TextDocument& d : run.documents) scoring.documentStarts.push_back(d.firstToken);
   std::string doing =
       fmt::format("scoring Lvalid {} on {}, {} windows a forward pass,", pass.Lvalid, ctx.deviceName(), req.batch);
   std::string remedy = outOfMemoryRemedy(
@@ -282,6 +481,19 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
     p.meanNll = p.tokens ? totals.bucketNll[b] / double(p.tokens) : NAN;
     out.byPosition.push_back(p);
   }
+  for (size_t d = 0; d < totals.documentNll.size() && group.isRoot(); ++d) {
+    nlohmann::json j = sampleKeys(r, "document");
+    j["stride"] = r.stride;
+    j["document"] = d;
+    j["title"] = run.documents[d].title;
+    j["first_token"] = run.documents[d].firstToken;
+    j["tokens"] = totals.documentTokens[d];
+    j["nll"] = totals.documentNll[d];
+    double mean = totals.documentTokens[d] ? totals.documentNll[d] / double(totals.documentTokens[d]) : 0.0;
+    j["mean_nll"] = mean;
+    j["ppl"] = std::exp(mean);
+    out.samples.push_back(j.dump());
+  }
   return out;
 }
 
@@ -297,7 +509,11 @@ std::string outOfMemoryRemedy(const EvalRequest& req, bool lowPrecision, Attenti
   return "at --batch 1, " + block + (lowPrecision ? "" : " or use --dtype bfloat16");
 }
 
-std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLossRow>* positionRows) {
+std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLossRow>* positionRows,
+                                  std::vector<std::string>* samples) {
+  if (req.logSamples != (samples != nullptr)) throw std::logic_error("evaluateRuns: logSamples without its list");
+  if (req.logSamples && req.retrieval() && req.generates() && distEnvFromEnvironment().world > 1)
+    throw std::invalid_argument("--log-samples of generated answers is written by one process: run without --nproc");
   configureRuntime(req.threads);
   DistEnv env = distEnvFromEnvironment();
   ExecutionContext ctx = makeExecutionContext(req.device, req.dtype, env.localRank);
@@ -314,6 +530,11 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
   for (const auto& dir : req.runs) {
     ScoringRun run = loadScoringRun(dir, req, ctx);
     int64_t L = run.info.model.contextLength;
+    if (req.retrieval() && req.format == "native" && !run.tokenizer)
+      throw std::invalid_argument(run.name +
+                                  " is a word-level run: --format native is for pretrained models (a tokenizer.json)");
+    if (req.retrieval() && req.generates() && !run.info.model.causal())
+      throw std::invalid_argument("--score generate applies to decoders; " + run.name + " is an encoder");
     for (Interp interp : req.interps) {
       EvalPass pass;
       pass.interp = interp;
@@ -348,7 +569,8 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
                                     req.depths.size(), req.trials),
                         int64_t(req.depths.size()));
           for (size_t d = 0; d < req.depths.size(); ++d) {
-            rows.push_back(scoreRetrievalCell(run, req, ctx, pass, req.depths[d], group));
+            rows.push_back(req.generates() ? generateRetrievalCell(run, req, ctx, pass, req.depths[d], group, samples)
+                                           : scoreRetrievalCell(run, req, ctx, pass, req.depths[d], group, samples));
             if (bar) bar->update(int64_t(d + 1));
           }
           if (bar) bar->finish();
@@ -360,6 +582,7 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
           rows.push_back(scored.row);
           if (positionRows)
             positionRows->insert(positionRows->end(), scored.byPosition.begin(), scored.byPosition.end());
+          if (samples) samples->insert(samples->end(), scored.samples.begin(), scored.samples.end());
         }
       }
     }

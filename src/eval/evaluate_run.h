@@ -44,6 +44,22 @@ struct EvalRequest {
   int64_t trials = 50;         // prompts per (Lvalid, depth) cell
   std::string filler = "repeat";
   uint64_t promptSeed = 1;  // prompts are a function of (promptSeed, Lvalid, depth, trial)
+  // words: xtrap's prompts (data/retrieval_prompt.h); native: Landmark's and LongEval's text for
+  // pretrained models (data/native_prompt.h), scored by generation.
+  std::string format = "words";
+  // teacher: teacher-forced answer tokens (rows' mode "prompt"); generate: greedy generation with a
+  // KV cache (eval/greedy_generation.h), scored as the format's authors score it (mode "generate"
+  // for words, "native" for native prompts).
+  std::string score = "teacher";
+  int64_t maxNewTokens = 0;  // generate: 0 = the answer's tokens (words), 10 (Landmark), 15 (LongEval)
+  bool generates() const { return score == "generate" || format == "native"; }
+  // Whether a text is scored or drawn from: perplexity, and words-format retrieval with natural
+  // filler (a pretrained model then needs --text or --data; other retrieval builds its prompts alone).
+  bool readsText() const { return !retrieval() || (format == "words" && filler == "natural"); }
+  // eval --log-samples: evaluateRuns' `samples` gets one JSON object per retrieval trial (the
+  // first logTrials of each cell; 0 = all) and per document of each perplexity pass.
+  bool logSamples = false;
+  int64_t logTrials = 0;
   bool retrieval() const { return task != "perplexity"; }
 };
 
@@ -53,7 +69,10 @@ struct PositionLossRow {
   double meanNll = 0;
 };
 
-std::vector<EvalRow> evaluateRuns(const EvalRequest& request, std::vector<PositionLossRow>* positionRows = nullptr);
+// `samples` (request.logSamples): JSON lines, in the order the rows are scored (docs/retrieval.md,
+// "Samples").
+std::vector<EvalRow> evaluateRuns(const EvalRequest& request, std::vector<PositionLossRow>* positionRows = nullptr,
+                                  std::vector<std::string>* samples = nullptr);
 
 // What an out-of-memory error of a scoring pass tells the user to change: fewer windows a forward
 // first; at one window the attention's own knobs (query blocks, and bfloat16 where the pass is in

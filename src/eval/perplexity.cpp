@@ -3,44 +3,62 @@
 #include <map>
 #include <stdexcept>
 
+#include "data/text_documents.h"
 #include "eval/windows.h"
 #include "util/execution_context.h"
 #include "util/interrupt.h"
 
 namespace xtrap {
 
-ScoreTotals::ScoreTotals(int64_t positionBuckets)
-    : bucketNll(static_cast<size_t>(positionBuckets), 0.0), bucketTokens(static_cast<size_t>(positionBuckets), 0) {}
+ScoreTotals::ScoreTotals(int64_t positionBuckets, const std::vector<int64_t>& documentStarts)
+    : bucketNll(static_cast<size_t>(positionBuckets), 0.0),
+      bucketTokens(static_cast<size_t>(positionBuckets), 0),
+      documentStarts(documentStarts),
+      documentNll(documentStarts.size(), 0.0),
+      documentTokens(documentStarts.size(), 0) {}
 
-void ScoreTotals::add(const torch::Tensor& nllIn, const std::vector<int64_t>& positions, int64_t Lvalid) {
+void ScoreTotals::add(const torch::Tensor& nllIn, const std::vector<int64_t>& positions, int64_t Lvalid,
+                      const std::vector<int64_t>& streamIndex) {
   auto values = toHost(nllIn).to(torch::kFloat64);  // nllIn is on the model's device
   nll += values.sum().item<double>();
   tokens += values.size(0);
-  if (bucketNll.empty()) return;
+  if (bucketNll.empty() && documentStarts.empty()) return;
   auto acc = values.accessor<double, 1>();
   auto buckets = static_cast<int64_t>(bucketNll.size());
   for (size_t r = 0; r < positions.size(); ++r) {
-    auto b = static_cast<size_t>(positions[r] * buckets / Lvalid);
-    bucketNll[b] += acc[static_cast<int64_t>(r)];
-    bucketTokens[b] += 1;
+    double value = acc[static_cast<int64_t>(r)];
+    if (buckets > 0) {
+      auto b = static_cast<size_t>(positions[r] * buckets / Lvalid);
+      bucketNll[b] += value;
+      bucketTokens[b] += 1;
+    }
+    if (!documentStarts.empty()) {
+      auto d = static_cast<size_t>(documentOf(documentStarts, streamIndex[r]));
+      documentNll[d] += value;
+      documentTokens[d] += 1;
+    }
   }
 }
 
 void ScoreTotals::sumOverRanks(DistGroup& group) {
   if (group.world() == 1) return;
-  // One float64 allreduce: [nll, tokens, bucketNll..., bucketTokens...] (counts are exact in float64).
+  // One float64 allreduce: [nll, tokens, bucketNll..., bucketTokens..., documentNll...,
+  // documentTokens...] (counts are exact in float64).
   std::vector<double> values{nll, double(tokens)};
   values.insert(values.end(), bucketNll.begin(), bucketNll.end());
   values.insert(values.end(), bucketTokens.begin(), bucketTokens.end());
+  values.insert(values.end(), documentNll.begin(), documentNll.end());
+  values.insert(values.end(), documentTokens.begin(), documentTokens.end());
   auto summed = torch::tensor(values, torch::kFloat64);
   group.allreduceSum(summed);
   auto acc = summed.accessor<double, 1>();
-  nll = acc[0];
-  tokens = static_cast<int64_t>(acc[1]);
-  for (size_t b = 0; b < bucketNll.size(); ++b) {
-    bucketNll[b] = acc[int64_t(2 + b)];
-    bucketTokens[b] = static_cast<int64_t>(acc[int64_t(2 + bucketNll.size() + b)]);
-  }
+  int64_t at = 0;
+  nll = acc[at++];
+  tokens = static_cast<int64_t>(acc[at++]);
+  for (auto& v : bucketNll) v = acc[at++];
+  for (auto& v : bucketTokens) v = static_cast<int64_t>(acc[at++]);
+  for (auto& v : documentNll) v = acc[at++];
+  for (auto& v : documentTokens) v = static_cast<int64_t>(acc[at++]);
 }
 
 ScoreTotals scoreDecoder(Transformer& model, TokenSpan stream, const ScoreOptions& opt,
@@ -59,7 +77,7 @@ ScoreTotals scoreDecoder(Transformer& model, TokenSpan stream, const ScoreOption
   for (size_t k = 0; k < windows.size(); ++k)
     if (opt.shard.owns(k)) byLength[windows[k].length].push_back(windows[k]);
 
-  ScoreTotals totals(opt.positionBuckets);
+  ScoreTotals totals(opt.positionBuckets, opt.documentStarts);
   auto data = torch::from_blob(prefixed.data(), {static_cast<int64_t>(prefixed.size())}, torch::kInt32);
   for (const auto& [T, group] : byLength) {
     if (opt.prepareLength) opt.prepareLength(T);
@@ -67,19 +85,22 @@ ScoreTotals scoreDecoder(Transformer& model, TokenSpan stream, const ScoreOption
       throwIfInterrupted();
       size_t gEnd = std::min(group.size(), g + static_cast<size_t>(opt.batch));
       std::vector<torch::Tensor> inputs, targets, rowIndex;
-      std::vector<int64_t> positions;  // window position of every scored row
+      std::vector<int64_t> positions, streamIndex;  // window position and stream index of every scored row
       for (size_t w = g; w < gEnd; ++w) {
         const auto& win = group[w];
         inputs.push_back(data.narrow(0, win.start, T));
         targets.push_back(data.narrow(0, win.start + win.scoreFrom + 1, T - win.scoreFrom));
         rowIndex.push_back(torch::arange(win.scoreFrom, T) + int64_t(w - g) * T);
-        for (int64_t p = win.scoreFrom; p < T; ++p) positions.push_back(p);
+        for (int64_t p = win.scoreFrom; p < T; ++p) {
+          positions.push_back(p);
+          streamIndex.push_back(win.start + p);  // it predicts x'[start + p + 1] = x[start + p]
+        }
       }
       auto x = torch::stack(inputs).to(torch::kLong);  // (B, T)
       auto feats = model->features(x, {opt.queryBlock, nullptr});
       auto rowsAt = model->input(torch::cat(rowIndex));  // (N) built on the host, follows the features
       auto rows = feats.reshape({-1, feats.size(2)}).index_select(0, rowsAt);  // (N, C)
-      totals.add(model->tokenNll(rows, torch::cat(targets).to(torch::kLong)), positions, opt.Lvalid);
+      totals.add(model->tokenNll(rows, torch::cat(targets).to(torch::kLong)), positions, opt.Lvalid, streamIndex);
       if (onProgress) onProgress(totals.tokens);
     }
   }

@@ -29,6 +29,9 @@ struct WindowScoring {
   int64_t queryBlock = 256;     // attention query block for windows longer than this; 0 = full matrix
   int64_t positionBuckets = 0;  // > 0: also accumulate NLL by position inside the window
   WindowShard shard;            // which windows this rank scores
+  // Not empty: also accumulate NLL by document, document d being the stream's tokens from
+  // documentStarts[d] (ascending, the first 0; data/text_documents.h).
+  std::vector<int64_t> documentStarts;
   // Called before the windows of each length are scored, with that length (dynamic
   // interpolation sets the model's slopes for it).
   std::function<void(int64_t)> prepareLength;
@@ -40,14 +43,19 @@ struct ScoreOptions : WindowScoring {
 
 struct ScoreTotals {
   ScoreTotals() = default;
-  explicit ScoreTotals(int64_t positionBuckets);
-  // Adds per-token NLLs (N) scored at window positions `positions` (N) of windows of Lvalid.
-  void add(const torch::Tensor& nll, const std::vector<int64_t>& positions, int64_t Lvalid);
+  ScoreTotals(int64_t positionBuckets, const std::vector<int64_t>& documentStarts);
+  // Adds per-token NLLs (N) scored at window positions `positions` (N) of windows of Lvalid, the
+  // tokens being those at `streamIndex` (N) of the stream.
+  void add(const torch::Tensor& nll, const std::vector<int64_t>& positions, int64_t Lvalid,
+           const std::vector<int64_t>& streamIndex);
 
   double nll = 0;                 // summed over scored tokens
   int64_t tokens = 0;             // tokens scored
   std::vector<double> bucketNll;  // per position bucket (positionBuckets > 0)
   std::vector<int64_t> bucketTokens;
+  std::vector<int64_t> documentStarts;  // as WindowScoring's
+  std::vector<double> documentNll;      // per document (documentStarts not empty)
+  std::vector<int64_t> documentTokens;
   double meanNll() const { return tokens ? nll / double(tokens) : 0.0; }
   void sumOverRanks(DistGroup& group);  // every rank gets the job's totals
 };

@@ -20,9 +20,9 @@ struct PretrainedText {
 };
 
 // `textFile` when not empty, else `dataDir`'s `split`. One-line errors: neither given (naming
-// both options), a tokenizer with more ids than the model's embedding has rows, and those of
-// tokenizeTextFile.
+// both options) when `textRequired`, else the tokenizer and no text; a tokenizer with more ids
+// than the model's embedding has rows, and those of tokenizeTextFile.
 PretrainedText loadPretrainedText(const RunInfo& run, const std::string& textFile, const std::string& dataDir,
-                                  const std::string& split);
+                                  const std::string& split, bool textRequired = true);
 
 }  // namespace xtrap

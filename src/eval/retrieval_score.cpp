@@ -16,8 +16,32 @@ void RetrievalTotals::sumOverRanks(DistGroup& group) {
   answerLogProb = acc[3];
 }
 
+void gatherTrials(DistGroup& group, std::vector<RetrievalTrial>& trials, int64_t answerLength) {
+  if (group.world() == 1) return;
+  // [predicted..., log-probabilities...] of every trial, zeros where another rank scored it.
+  auto n = int64_t(trials.size());
+  auto summed = torch::zeros({2, n, answerLength}, torch::kFloat64);
+  auto acc = summed.accessor<double, 3>();
+  for (int64_t k = 0; k < n; ++k)
+    for (size_t j = 0; j < trials[size_t(k)].predicted.size(); ++j) {
+      acc[0][k][int64_t(j)] = double(trials[size_t(k)].predicted[j]);
+      acc[1][k][int64_t(j)] = trials[size_t(k)].answerLogProb[j];
+    }
+  group.allreduceSum(summed);
+  for (int64_t k = 0; k < n; ++k) {
+    RetrievalTrial& t = trials[size_t(k)];
+    t.predicted.assign(size_t(answerLength), 0);
+    t.answerLogProb.assign(size_t(answerLength), 0);
+    for (int64_t j = 0; j < answerLength; ++j) {
+      t.predicted[size_t(j)] = int64_t(acc[0][k][j]);
+      t.answerLogProb[size_t(j)] = acc[1][k][j];
+    }
+  }
+}
+
 RetrievalTotals scoreRetrieval(Transformer& model, const std::vector<RetrievalPrompt>& prompts,
-                               const RetrievalScoreOptions& opt) {
+                               const RetrievalScoreOptions& opt, std::vector<RetrievalTrial>* trials) {
+  if (trials) trials->assign(prompts.size(), {});
   torch::NoGradGuard noGrad;
   model->eval();
   bool causal = model->config.causal();
@@ -52,8 +76,19 @@ RetrievalTotals scoreRetrieval(Transformer& model, const std::vector<RetrievalPr
     auto picked = feats.reshape({-1, feats.size(2)}).index_select(0, model->input(torch::tensor(rows, torch::kLong)));
     auto logProbs = torch::log_softmax(model->logits(picked).to(torch::kFloat32), -1);  // (N, V)
     auto want = model->input(torch::tensor(targets, torch::kLong));
-    auto hit = toHost(logProbs.argmax(-1).eq(want));                                                    // (N)
+    auto argmax = logProbs.argmax(-1);                                                                  // (N)
+    auto hit = toHost(argmax.eq(want));                                                                 // (N)
     auto answerLogProb = toHost(logProbs.gather(1, want.unsqueeze(1)).squeeze(1).to(torch::kFloat64));  // (N)
+    if (trials) {
+      auto predicted = toHost(argmax);
+      auto p = predicted.accessor<int64_t, 1>();
+      auto lp = answerLogProb.accessor<double, 1>();
+      for (size_t r = 0; r < trialOfRow.size(); ++r) {
+        RetrievalTrial& t = (*trials)[mine[g + size_t(trialOfRow[r])]];
+        t.predicted.push_back(p[int64_t(r)]);
+        t.answerLogProb.push_back(lp[int64_t(r)]);
+      }
+    }
     std::vector<bool> allRight(size_t(B), true);
     auto hits = hit.accessor<bool, 1>();
     for (size_t r = 0; r < trialOfRow.size(); ++r)

@@ -31,8 +31,19 @@ struct RetrievalScoreOptions {
   MlmTokens mlm;      // encoders: <mask> and <bos>
 };
 
+// One prompt's answer as scored (eval --log-samples): at each answer token, the argmax over the
+// vocabulary and the log-probability of the right token.
+struct RetrievalTrial {
+  std::vector<int64_t> predicted;
+  std::vector<double> answerLogProb;
+};
+
 // Every prompt must have the same length (the model sees it, plus <bos> for such an encoder).
+// `trials` (optional): filled for the prompts this rank scores, indexed like `prompts`.
 RetrievalTotals scoreRetrieval(Transformer& model, const std::vector<RetrievalPrompt>& prompts,
-                               const RetrievalScoreOptions& opt);
+                               const RetrievalScoreOptions& opt, std::vector<RetrievalTrial>* trials = nullptr);
+
+// Every rank's trials on every rank (each prompt scored by one rank; answers of equal length).
+void gatherTrials(DistGroup& group, std::vector<RetrievalTrial>& trials, int64_t answerLength);
 
 }  // namespace xtrap

@@ -100,6 +100,14 @@ torch::Tensor blockAttention(const torch::Tensor& q, const torch::Tensor& k, con
   return torch::cat(blocks, 2);
 }
 
+torch::Tensor cachedAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              const AttentionContext& ctx, int64_t layer) {
+  int64_t Tk = k.size(2), q0 = Tk - q.size(2);
+  int64_t first = ctx.window > 0 ? std::max<int64_t>(0, q0 - ctx.window + 1) : 0;  // keys no query sees: skipped
+  auto bias = attentionBiasBlock(ctx.bias, ctx.causal, q0, Tk, first, Tk, q.options(), ctx.window);
+  return attendKeys(q, q0, k, v, first, Tk, bias, ctx.softcap, 0.0, nullptr, layer);
+}
+
 torch::Tensor sdpaAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                             const AttentionContext& ctx, double scale, double dropout) {
 #ifdef XTRAP_HAS_SDPA
@@ -178,9 +186,20 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionCont
     q = qNorm(q);
     k = kNorm(k);
   }
+  int64_t offset = ctx.cache ? ctx.cache->length : 0;  // the new tokens' first position
   if (ctx.rotary) {
-    q = ctx.rotary->apply(q);
-    k = ctx.rotary->apply(k);
+    q = ctx.rotary->apply(q, offset);
+    k = ctx.rotary->apply(k, offset);
+  }
+  if (ctx.cache) {
+    auto layer = size_t(layerIndex);
+    if (ctx.cache->keys.size() <= layer) ctx.cache->keys.resize(layer + 1), ctx.cache->values.resize(layer + 1);
+    torch::Tensor& keys = ctx.cache->keys[layer];
+    torch::Tensor& values = ctx.cache->values[layer];
+    keys = keys.defined() ? torch::cat({keys, k}, 2) : k.contiguous();  // (B, KV, offset + T, D)
+    values = values.defined() ? torch::cat({values, v}, 2) : v.contiguous();
+    auto y = cachedAttention(q * scale, keys, values, ctx, layerIndex);  // (B, H, T, D)
+    return torch::linear(y.transpose(1, 2).reshape({B, T, H * D}), out->weight, out->bias);
   }
   // Scale queries, not logits: the position bias is added unscaled (Press et al.). SDPA and the
   // fused kernel scale their float32 logits themselves, before the bias.

@@ -27,6 +27,7 @@
 #include <torch/torch.h>
 
 #include <optional>
+#include <vector>
 
 #include "model/attention_plan.h"
 #include "model/model_config.h"
@@ -43,6 +44,14 @@ struct AttentionObserver {
   virtual void onProbabilities(int64_t layer, int64_t q0, const torch::Tensor& probs) = 0;
 };
 
+// Incremental decoding (generation): every layer's keys and values so far, (B, KV, length, D)
+// after their rotation. A forward with a cache attends its T new tokens (positions length ..
+// length + T - 1) to every cached key and its own, and appends its keys and values.
+struct KvCache {
+  std::vector<torch::Tensor> keys, values;  // per layer (undefined before its first forward)
+  int64_t length = 0;                       // positions cached
+};
+
 struct AttentionContext {
   AttentionPath path = AttentionPath::Reference;
   bool causal = true;
@@ -57,6 +66,7 @@ struct AttentionContext {
   torch::Tensor windowedFullBias;          // as fullBias, keys j <= i - window masked too
   const Rotary* windowedRotary = nullptr;  // or the global one
   double softcap = 0.0;                    // logits -> cap * tanh(logits / cap) before the bias; 0 = none
+  KvCache* cache = nullptr;                // incremental decoding (causal models): path and full bias unused
 };
 
 // Bias of the provider plus the causal mask (and the sliding window's, `window` > 0) for queries
@@ -75,6 +85,10 @@ torch::Tensor causalSkipAttention(const torch::Tensor& q, const torch::Tensor& k
                                   const AttentionContext& ctx, double dropout, int64_t layer);
 torch::Tensor blockAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const AttentionContext& ctx, double dropout, int64_t layer);
+// Incremental decoding: q (B, H, Tq, D) the last Tq of the Tk positions of k, v (B, KV, Tk, D),
+// the bias computed for queries [Tk - Tq, Tk) from the provider; no dropout.
+torch::Tensor cachedAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              const AttentionContext& ctx, int64_t layer);
 // The two paths that take q unscaled: SDPA and the fused kernel apply `scale` to q k^T themselves
 // (before the bias), which spares a pass over q and one over its gradient.
 torch::Tensor sdpaAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

@@ -195,10 +195,12 @@ torch::Tensor TransformerImpl::tokenNll(const torch::Tensor& x, const torch::Ten
   return head->nll(x, input(targets));
 }
 
-torch::Tensor TransformerImpl::features(const torch::Tensor& tokensIn, const ForwardOptions& opt) {
+torch::Tensor TransformerImpl::features(const torch::Tensor& tokensIn, const ForwardOptions& opt, KvCache* cache) {
+  if (cache && !causal_) throw std::invalid_argument("incremental decoding (a KV cache) is for decoders");
   auto tokens = input(tokensIn);  // (B, T)
   AutocastScope autocast(device(), computeDtype_);
   int64_t T = tokens.size(1), C = config.dModel;
+  int64_t offset = cache ? cache->length : 0;  // the first token's position
   // (B, T, C) token embeddings; CLAP embeds with the same normalised vectors it projects onto.
   // The residual stream is float32 whatever the embedding is held in (bf16 for a pretrained
   // model evaluated in bf16: run/pretrained_weights.h); the float32 LayerNorms take it as it is
@@ -214,20 +216,21 @@ torch::Tensor TransformerImpl::features(const torch::Tensor& tokensIn, const For
   if (embeddingNorm) x = embeddingNorm(scale != 1.0 ? x * scale : x);
   torch::Tensor positions;  // (T, C), or none
   if (pos_ == PositionMethod::Learned) {
-    if (T > config.positionTableSize())
-      throw std::invalid_argument("learned positions: length " + std::to_string(T) + " exceeds the table of " +
+    if (offset + T > config.positionTableSize())
+      throw std::invalid_argument("learned positions: length " + std::to_string(offset + T) + " exceeds the table of " +
                                   std::to_string(config.positionTableSize()) +
                                   " positions (train with --max-positions to extrapolate)");
-    positions = positionEmbedding(torch::arange(T, tokens.options()));
+    positions = positionEmbedding(torch::arange(offset, offset + T, tokens.options()));
   } else if (pos_ == PositionMethod::Sinusoidal) {
-    if (!sinusoidal_.defined() || sinusoidal_.size(0) < T || sinusoidal_.device() != x.device())
-      sinusoidal_ = sinusoidalTable(T, C, x.options());
-    positions = sinusoidal_.narrow(0, 0, T);
+    if (!sinusoidal_.defined() || sinusoidal_.size(0) < offset + T || sinusoidal_.device() != x.device())
+      sinusoidal_ = sinusoidalTable(offset + T, C, x.options());
+    positions = sinusoidal_.narrow(0, offset, T);
   }
   x = embeddingDropout(x, embeddingNorm ? 1.0 : scale, positions, config.dropout, is_training(), fusedElementwise_);
 
   AttentionContext ctx;
-  ctx.path = attentionPath(T, opt);
+  ctx.path = cache ? AttentionPath::Block : attentionPath(T, opt);  // a cache has its own attention
+  ctx.cache = cache;
 
   ctx.causal = causal_;
   ctx.bias = bias_.get();
@@ -236,7 +239,7 @@ torch::Tensor TransformerImpl::features(const torch::Tensor& tokensIn, const For
   ctx.observer = opt.observer;
   ctx.softcap = config.attentionSoftcap;
   ctx.windowedRotary = windowedRotary_ ? &*windowedRotary_ : nullptr;
-  if (pathUsesFullBias(ctx.path, plannedBiasKind(biasKind(), windowed(T)))) {
+  if (!cache && pathUsesFullBias(ctx.path, plannedBiasKind(biasKind(), windowed(T)))) {
     // An empty windowed-layer list means every layer is windowed: no layer reads the plain bias.
     if (!windowed(T) || !config.windowedLayers.empty()) ctx.fullBias = fullBias(T, x.options());
     if (windowed(T)) ctx.windowedFullBias = fullBias(T, x.options(), config.attentionWindow);
@@ -250,6 +253,7 @@ torch::Tensor TransformerImpl::features(const torch::Tensor& tokensIn, const For
     const auto& next = last ? lnFinal : blocks[l + 1]->as<TransformerBlock>()->ln1;
     stream = blocks[l]->as<TransformerBlock>()->forward(stream, ctx, next, last, fusedElementwise_);
   }
+  if (cache) cache->length += T;
   return lnFinal ? stream.normed : stream.out;
 }
 

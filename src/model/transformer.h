@@ -63,7 +63,9 @@ struct TransformerImpl : torch::nn::Module {
   torch::Tensor input(const torch::Tensor& t) const { return toDevice(t, device()); }
 
   // (B,T) token ids anywhere -> (B,T,C) features on device(), in the compute precision or float32.
-  torch::Tensor features(const torch::Tensor& tokens, const ForwardOptions& opt = {});
+  // With a cache (decoders, incremental decoding): the tokens are positions cache->length ..
+  // cache->length + T - 1 after the cached ones, which they attend to; the cache grows by T.
+  torch::Tensor features(const torch::Tensor& tokens, const ForwardOptions& opt = {}, KvCache* cache = nullptr);
   torch::Tensor logits(const torch::Tensor& x);                                  // (N,C) -> (N,V)
   torch::Tensor tokenNll(const torch::Tensor& x, const torch::Tensor& targets);  // (N) float32
   // The attention path features() takes for a window of T tokens.

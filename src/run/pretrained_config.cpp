@@ -103,6 +103,16 @@ PretrainedConfig parsePretrainedConfig(const nlohmann::json& j, const std::strin
     throw std::runtime_error(
         fmt::format("{}: the context token {} (bos_token_id, else eos_token_id) is not below vocab_size {}", file,
                     p.contextToken, p.model.vocabSize));
+  // Where generation stops: eos_token_id, one id or a list (Llama 3's), each a token of the model.
+  if (j.contains("eos_token_id") && !j["eos_token_id"].is_null()) {
+    const auto& eos = j["eos_token_id"];
+    for (const auto& id : eos.is_array() ? eos : nlohmann::json::array({eos})) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= p.model.vocabSize)
+        throw std::runtime_error(fmt::format("{}: eos_token_id must be token ids below vocab_size {}; it holds {}",
+                                             file, p.model.vocabSize, id.dump()));
+      p.stopTokens.push_back(int32_t(id.get<int64_t>()));
+    }
+  }
   return p;
 }
 

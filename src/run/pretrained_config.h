@@ -16,7 +16,8 @@ namespace xtrap {
 struct PretrainedConfig {
   std::string modelType;  // config.json's model_type (run/pretrained_family.h finds its family)
   ModelConfig model;
-  int32_t contextToken = 0;  // the id the first scored token is predicted from (bos, else eos)
+  int32_t contextToken = 0;         // the id the first scored token is predicted from (bos, else eos)
+  std::vector<int32_t> stopTokens;  // eos_token_id (one or a list): where generation stops
 };
 
 // A directory holding config.json and no run.json.

@@ -35,6 +35,7 @@ RunInfo readRunInfo(const fs::path& dir) {
     run.status = "pretrained";
     run.pretrained = p.modelType;
     run.contextToken = p.contextToken;
+    run.stopTokens = p.stopTokens;
     run.train.seed = 0;
     return run;
   }

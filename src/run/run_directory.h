@@ -21,7 +21,8 @@ struct RunInfo {
   // A Hugging Face model directory read as a run (run/pretrained_config.h): its model_type (bloom,
   // mpt), empty for xtrap's runs. Its weights are read from the directory, never copied.
   std::string pretrained;
-  int32_t contextToken = -1;  // pretrained: the id the first scored token is predicted from
+  int32_t contextToken = -1;        // pretrained: the id the first scored token is predicted from
+  std::vector<int32_t> stopTokens;  // pretrained: eos_token_id, where generation stops
 };
 
 std::string xtrapVersion();  // "0.1.0 (git abc1234)"

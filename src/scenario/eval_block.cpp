@@ -115,12 +115,12 @@ ScenarioEval parseEval(const ScenarioSource& src, const toml::table& t, const st
   if (e.lvalids.empty()) src.fail(t.source(), "[eval] needs lvalid");
   if (!e.retrieval())
     for (const char* key : {"depths", "trials", "filler", "prompt_seed"})
-      if (t.contains(key)) src.fail(t.get(key)->source(), std::string(key) + " applies to task passkey or kv-lines");
+      if (t.contains(key)) src.fail(t.get(key)->source(), std::string(key) + " applies to the retrieval tasks");
   if (e.retrieval())
     for (const char* key : {"modes", "strides"})
       if (t.contains(key)) src.fail(t.get(key)->source(), std::string(key) + " applies to task perplexity");
-  if (e.task != "passkey" && t.contains("filler"))
-    src.fail(t.get("filler")->source(), "filler applies to task passkey");
+  if (t.contains("filler") && !(e.retrieval() && usesFiller(parseRetrievalTask(e.task))))
+    src.fail(t.get("filler")->source(), "filler applies to the retrieval tasks but kv-lines");
   if (e.modes.empty() || e.interps.empty()) src.fail(t.source(), "[eval] modes and interps must not be empty");
   bool anyNtk = std::any_of(e.interps.begin(), e.interps.end(),
                             [](Interp i) { return i == Interp::Ntk || i == Interp::DynamicNtk; });

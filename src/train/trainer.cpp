@@ -129,6 +129,16 @@ RunInfo trainRun(TrainRequest req) {
   TokenSpan sample = corpus.train.subspan(0, std::min<size_t>(corpus.train.size(), size_t(1) << 22));
   double stepFlops = trainStepFlops(run.model, B, t.maskProb, adaptiveClusterShares(run.model, sample));
 
+  // Retrieval prompts mixed into the batches (data/task_mix.h), natural filler from the train split;
+  // a task whose prompts do not fit the sequences fails here, before the run directory is touched.
+  const TaskMix taskMix = parseTaskMix(t.taskMix);
+  const Filler taskFiller = parseFiller(t.taskFiller);
+  std::optional<RetrievalPromptBuilder> taskBuilder;
+  if (!taskMix.empty()) {
+    taskBuilder.emplace(wordPhraseEncoder(corpus.vocab), corpus.train);
+    checkTaskMixFits(taskMix, *taskBuilder, sequenceSpan(run.model));
+  }
+
   Transformer model(run.model);
   model->place(exec);  // before the optimizer and the gradient hooks see the parameters
   model->setFusedElementwise(req.fusedElementwise);
@@ -144,11 +154,6 @@ RunInfo trainRun(TrainRequest req) {
   BlockSampler sampler(static_cast<int64_t>(corpus.train.size()), sequenceSpan(run.model), t.batchOrder == "contiguous",
                        t.seed);
   if (root) torch::manual_seed(t.seed);
-  // Retrieval prompts mixed into the batches (data/task_mix.h), natural filler from the train split.
-  const TaskMix taskMix = parseTaskMix(t.taskMix);
-  const Filler taskFiller = parseFiller(t.taskFiller);
-  std::optional<RetrievalPromptBuilder> taskBuilder;
-  if (!taskMix.empty()) taskBuilder.emplace(wordPhraseEncoder(corpus.vocab), corpus.train);
   auto taskRows = [&](int64_t step) {
     TaskRows rows;
     for (int64_t b = 0; taskBuilder && b < B; ++b)
