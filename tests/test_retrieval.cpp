@@ -202,6 +202,15 @@ TEST_CASE("task mix: recorded in run.json and the run identity") {
   std::filesystem::remove_all(run.dir);
 }
 
+TEST_CASE("task mix: a task whose prompts are longer than L is refused before the run is written") {
+  ModelConfig c = tinyConfig("alibi");  // L = 16: passkey needs 67 tokens
+  auto dir = std::filesystem::temp_directory_path() / "xtrap-test-run-retrieval-too-short";
+  CHECK_THROWS_WITH(
+      trainTiny("retrieval-too-short", c, 2, 1, [](TrainConfig& t) { t.taskMix = "passkey:0.001"; }),
+      Catch::Contains("--task-mix passkey: its prompts need at least 67 tokens; the training sequences have 17"));
+  CHECK(!std::filesystem::exists(dir / "run.json"));
+}
+
 TEST_CASE("eval --log-samples: one line per retrieval trial, and the lines recount each row") {
   RunInfo run = trainTiny("log-samples", tinyConfig("alibi"), 2);
   EvalRequest req;

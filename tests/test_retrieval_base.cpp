@@ -460,7 +460,8 @@ TEST_CASE("task mix: every task trains at the length it fits, and a length it do
   checkTaskMixFits(mix, builder, 128);
   CHECK_THROWS_WITH(
       checkTaskMixFits(mix, builder, 100),
-      Catch::Contains("--task-mix niah-multikey: its prompts need at least 105 tokens; sequences have 100"));
+      Catch::Contains(
+          "--task-mix niah-multikey: its prompts need at least 105 tokens; the training sequences have 100"));
   CHECK_THROWS_WITH(checkTaskMixFits(parseTaskMix("passkey:0.001"), builder, 32), Catch::Contains("at least 67"));
   int counts[kRetrievalTasks] = {};
   for (int row = 0; row < 400; ++row) {

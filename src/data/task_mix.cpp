@@ -58,8 +58,9 @@ void checkTaskMixFits(const TaskMix& mix, const RetrievalPromptBuilder& builder,
     if (mix.share[size_t(t)] == 0) continue;
     int64_t minimum = builder.minimumLength(RetrievalTask(t));
     if (length < minimum)
-      throw std::invalid_argument(fmt::format("--task-mix {}: its prompts need at least {} tokens; sequences have {}",
-                                              retrievalTaskName(RetrievalTask(t)), minimum, length));
+      throw std::invalid_argument(fmt::format(
+          "--task-mix {}: its prompts need at least {} tokens; the training sequences have {} (a longer --L fits it)",
+          retrievalTaskName(RetrievalTask(t)), minimum, length));
   }
 }
 
