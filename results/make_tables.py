@@ -518,7 +518,34 @@ def rotary_reference():
     return "\n".join(out) + "\n"
 
 
+def rotary_cpu():
+    """bench/rotary_cpu.py's medians from every rotary_cpu*.csv: tokens/s of each tool by model and
+    length, xtrap over llama.cpp, xtrap's share of the machine's matmul rate, its peak RSS against
+    the formula."""
+    rows = [r for name in sorted(os.listdir(RESULTS)) if name.startswith("rotary_cpu") and name.endswith(".csv")
+            and not name.endswith("_runs.csv") for r in load(name)]
+    cells = {}
+    for r in rows:
+        cells.setdefault((r["model"], r["dtype"], int(r["length"])), {})[r["tool"]] = r
+    out = ["| model | dtype | L | xtrap tok/s | eager tok/s | llama.cpp tok/s | xtrap / llama.cpp | xtrap of matmul "
+           "| xtrap RSS MB | formula MB | reps |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    order = {"smollm2-135m": 0, "qwen2.5-0.5b": 1, "tinyllama-1.1b": 2}
+    for (model, dtype, L), tools in sorted(cells.items(), key=lambda kv: (order.get(kv[0][0], 9), kv[0][1], kv[0][2])):
+        x, e, c = tools.get("xtrap"), tools.get("eager"), tools.get("llama.cpp")
+        rate = lambda t: f"{float(t['tokens_per_s']):.1f}" if t and t["tokens_per_s"] else "-"
+        ratio = f"{float(x['tokens_per_s']) / float(c['tokens_per_s']):.2f}" if x and c else "-"
+        share = f"{100 * float(x['of_matmul']):.0f}%" if x and x["of_matmul"] else "-"
+        rss = f"{float(x['peak_rss_mb']):.0f}" if x else "-"
+        formula = f"{float(x['rss_formula_mb']):.0f}" if x and x["rss_formula_mb"] else "-"
+        reps = x["reps"] if x else "-"
+        out.append(f"| {model} | {dtype} | {L} | {rate(x)} | {rate(e)} | {rate(c)} | {ratio} | {share} | {rss} | "
+                   f"{formula} | {reps} |")
+    return "\n".join(out) + "\n"
+
+
 TABLES = {
+    "rotary-cpu/summary": rotary_cpu,
     "rotary-reference/nll": rotary_reference,
     "corpus_scale/memory": corpus_scale,
     "methods-mini/nonoverlap": lambda: methods("nonoverlap"),
