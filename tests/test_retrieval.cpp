@@ -12,6 +12,7 @@
 #include "eval/evaluate_run.h"
 #include "eval/greedy_generation.h"
 #include "eval/retrieval_score.h"
+#include "run/checkpoint.h"
 #include "scenario/run_identity.h"
 #include "test_support.h"
 #include "train/objective.h"
@@ -199,6 +200,23 @@ TEST_CASE("task mix: recorded in run.json and the run identity") {
   plain.taskMix.clear();
   CHECK(runIdentity(back.model, back.train) != runIdentity(back.model, plain));
   CHECK(runIdentity(back.model, plain).dump().find("task_mix") == std::string::npos);  // old runs keep their hash
+  // Every validation (here the final one) probes each task of the mix at L: 32 prompts at depths
+  // k / 31, prompt seed 1; the logged figures are those prompts' teacher-forced scores.
+  std::ifstream log(run.dir / "train.jsonl");
+  nlohmann::json last;
+  for (std::string line; std::getline(log, line);) last = nlohmann::json::parse(line);
+  REQUIRE(last.contains("tasks"));
+  REQUIRE(last["tasks"].size() == 1);
+  Corpus corpus = loadWikiText(back.train.dataDir);
+  RetrievalPromptBuilder builder(wordPhraseEncoder(corpus.vocab), corpus.train);
+  std::vector<RetrievalPrompt> prompts;
+  for (int64_t k = 0; k < 32; ++k)
+    prompts.push_back(builder.build({RetrievalTask::Passkey, Filler::Repeat, 1, 80, double(k) / 31, k}));
+  Transformer model = loadTrainedModel(back, ExecutionContext{});
+  RetrievalTotals want = scoreRetrieval(model, prompts, {});
+  CHECK(double(last["tasks"]["passkey"]["accuracy"]) == Approx(double(want.correct) / 32));
+  CHECK(double(last["tasks"]["passkey"]["answer_logprob"]) ==
+        Approx(want.answerLogProb / double(want.answerTokens)).epsilon(1e-5));
   std::filesystem::remove_all(run.dir);
 }
 
@@ -207,7 +225,7 @@ TEST_CASE("task mix: a task whose prompts are longer than L is refused before th
   auto dir = std::filesystem::temp_directory_path() / "xtrap-test-run-retrieval-too-short";
   CHECK_THROWS_WITH(
       trainTiny("retrieval-too-short", c, 2, 1, [](TrainConfig& t) { t.taskMix = "passkey:0.001"; }),
-      Catch::Contains("--task-mix passkey: its prompts need at least 67 tokens; the training sequences have 17"));
+      Catch::Contains("--task-mix passkey: its prompts need at least 67 tokens; the training sequences have 16"));
   CHECK(!std::filesystem::exists(dir / "run.json"));
 }
 

@@ -8,11 +8,11 @@
 #include <set>
 #include <sstream>
 
-#include "data/bpe_tokenizer.h"
 #include "data/native_prompt.h"
 #include "data/retrieval_prompt.h"
 #include "data/task_mix.h"
 #include "data/text_documents.h"
+#include "data/tokenizer.h"
 #include "eval/depth_list.h"
 #include "eval/eval_report.h"
 #include "eval/retrieval_plot.h"
@@ -276,8 +276,8 @@ TEST_CASE("passkey prompts in a BPE vocabulary read back as the words: byte-leve
   for (const char* file :
        {"tests/tokenizer/gpt-neox-20b_tokenizer.json", "tests/tokenizer/sentencepiece-bpe_tokenizer.json"}) {
     INFO(file);
-    BpeTokenizer tokenizer = BpeTokenizer::fromFile(file);
-    RetrievalPromptBuilder builder(bpePhraseEncoder(tokenizer), {});
+    Tokenizer tokenizer = Tokenizer::fromFile(file);
+    RetrievalPromptBuilder builder(tokenizerPhraseEncoder(tokenizer), {});
     RetrievalPrompt p = builder.build({RetrievalTask::Passkey, Filler::Repeat, 5, 300, 0.5, 2});
     REQUIRE(p.tokens.size() == 300);
     std::string answer = tokenizer.decode({p.tokens.begin() + p.answerBegin, p.tokens.end()});
@@ -478,8 +478,8 @@ TEST_CASE("RULER-style prompts in BPE vocabularies read back as their words") {
   for (const char* file :
        {"tests/tokenizer/gpt-neox-20b_tokenizer.json", "tests/tokenizer/sentencepiece-bpe_tokenizer.json"}) {
     INFO(file);
-    BpeTokenizer tokenizer = BpeTokenizer::fromFile(file);
-    RetrievalPromptBuilder builder(bpePhraseEncoder(tokenizer), {});
+    Tokenizer tokenizer = Tokenizer::fromFile(file);
+    RetrievalPromptBuilder builder(tokenizerPhraseEncoder(tokenizer), {});
     for (RetrievalTask task : {RetrievalTask::NiahMultikey, RetrievalTask::NiahMultivalue,
                                RetrievalTask::NiahMultiquery, RetrievalTask::VariableTracking}) {
       INFO(retrievalTaskName(task));
@@ -500,7 +500,7 @@ TEST_CASE(
   for (const char* file :
        {"tests/tokenizer/gpt-neox-20b_tokenizer.json", "tests/tokenizer/sentencepiece-bpe_tokenizer.json"}) {
     INFO(file);
-    BpeTokenizer tokenizer = BpeTokenizer::fromFile(file);
+    Tokenizer tokenizer = Tokenizer::fromFile(file);
     const std::string garbage =
         "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
     for (double depth : {0.0, 0.4, 1.0}) {
@@ -568,7 +568,7 @@ TEST_CASE(
       CHECK(text.rfind("Below is a record of lines I want you to remember.", 20) != std::string::npos);
     }
   }
-  BpeTokenizer tokenizer = BpeTokenizer::fromFile("tests/tokenizer/gpt-neox-20b_tokenizer.json");
+  Tokenizer tokenizer = Tokenizer::fromFile("tests/tokenizer/gpt-neox-20b_tokenizer.json");
   CHECK_THROWS_WITH(buildNativePrompt(tokenizer, {RetrievalTask::NiahMultikey, Filler::Repeat, 1, 400, 0.5, 0}),
                     Catch::Contains("--format words"));
   CHECK_THROWS_WITH(buildNativePrompt(tokenizer, {RetrievalTask::Passkey, Filler::Repeat, 1, 20, 0.5, 0}),

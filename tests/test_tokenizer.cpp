@@ -8,9 +8,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "data/bpe_tokenizer.h"
 #include "data/byte_level.h"
 #include "data/text_tokens.h"
+#include "data/tokenizer.h"
 #include "data/unicode_regex.h"
 #include "data/wikitext_detokenizer.h"
 #include "error_of.h"
@@ -57,7 +57,7 @@ void checkGoldens(const fs::path& goldensPath) {
   size_t strings = 0;
   for (const json& c : goldens["cases"]) {
     const std::string name = c["name"];
-    const BpeTokenizer tokenizer = BpeTokenizer::fromJson(caseTokenizerJson(c), name);
+    const Tokenizer tokenizer = Tokenizer::fromJson(caseTokenizerJson(c), name);
     for (const json& s : c["strings"]) {
       const std::string text = s["text"];
       INFO(name << ": \"" << text << "\"");
@@ -74,18 +74,18 @@ void checkGoldens(const fs::path& goldensPath) {
   CHECK(strings > 0);
 }
 
-BpeTokenizer neox() { return BpeTokenizer::fromFile(kDir / "gpt-neox-20b_tokenizer.json"); }
+Tokenizer neox() { return Tokenizer::fromFile(kDir / "gpt-neox-20b_tokenizer.json"); }
 
 // The NeoX file with `edit` applied, read under the name "edited.json"; returns the error.
 std::string errorOfEdited(const std::function<void(json&)>& edit) {
   json file = readJson(kDir / "gpt-neox-20b_tokenizer.json");
   edit(file);
-  return test::errorOf([&] { BpeTokenizer::fromJson(file.dump(), "edited.json"); });
+  return test::errorOf([&] { Tokenizer::fromJson(file.dump(), "edited.json"); });
 }
 
 }  // namespace
 
-TEST_CASE("tokenizer ids and decodes equal Hugging Face tokenizers' on GPT-NeoX-20B and variants") {
+TEST_CASE("tokenizer ids and decodes equal Hugging Face tokenizers' on GPT-NeoX-20B, SentencePiece-style and WordPiece files and variants") {
   checkGoldens(kDir / "goldens.json");
 }
 
@@ -99,7 +99,7 @@ TEST_CASE("tokenizer goldens of a user's own tokenizer.json (XTRAP_TOKENIZER_GOL
 }
 
 TEST_CASE("tokenizer API on GPT-NeoX-20B: sizes, token ids, digest") {
-  const BpeTokenizer t = neox();
+  const Tokenizer t = neox();
   CHECK(t.vocabSize() == 50277);  // 50,254 vocabulary entries and 23 added runs of spaces (ids to 50276)
   CHECK(t.tokenId("<|endoftext|>") == 0);
   CHECK(t.tokenId("\xC4\xA0the") == 253);  // "Ġthe" in the file
@@ -109,8 +109,8 @@ TEST_CASE("tokenizer API on GPT-NeoX-20B: sizes, token ids, digest") {
   CHECK(t.digest().size() == 8 + 16);
   std::ifstream in(kDir / "gpt-neox-20b_tokenizer.json");
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  CHECK(BpeTokenizer::fromJson(bytes, "copy").digest() == t.digest());
-  CHECK(BpeTokenizer::fromJson(bytes + "\n", "copy").digest() != t.digest());
+  CHECK(Tokenizer::fromJson(bytes, "copy").digest() == t.digest());
+  CHECK(Tokenizer::fromJson(bytes + "\n", "copy").digest() != t.digest());
   CHECK(test::errorOf([&] { t.encode("bad \xFF byte"); }) == "text is not valid UTF-8 at byte 4");
   CHECK(test::errorOf([&] { t.decode({50277}); }) == "no token has id 50277");
 }
@@ -121,7 +121,7 @@ TEST_CASE("a text file's token cache names the tokenizer code's version and a di
   fs::create_directories(dir);
   const fs::path file = dir / "book.txt";
   std::ofstream(file, std::ios::binary) << "Hello world";
-  const BpeTokenizer t = neox();
+  const Tokenizer t = neox();
   const std::string hex = t.digest().substr(t.digest().find(':') + 1);
   // A cache of the layout text_tokens.h describes, well formed and matching the text, but under
   // the name an xtrap before tokenizer code version 2 gave it, holding other ids: not served.
@@ -209,7 +209,8 @@ TEST_CASE("Oniguruma patterns run on PCRE2: nested classes, White_Space, propert
 
 TEST_CASE("unsupported or damaged tokenizer.json: one line naming the file and the problem") {
   const std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {
-      {[](json& f) { f["model"]["type"] = "Unigram"; }, "model \"Unigram\" is not supported (supported: BPE)"},
+      {[](json& f) { f["model"]["type"] = "Unigram"; },
+       "model \"Unigram\" is not supported (supported: BPE, WordPiece)"},
       {[](json& f) {
          f["normalizer"] = {{"type", "NFD"}};
        },
@@ -229,7 +230,20 @@ TEST_CASE("unsupported or damaged tokenizer.json: one line naming the file and t
       {[](json& f) {
          f["post_processor"] = {{"type", "BertProcessing"}};
        },
-       "post_processor \"BertProcessing\""},
+       "BertProcessing has no \"cls\""},
+      {[](json& f) {
+         f["post_processor"] = {{"type", "BertProcessing"}, {"cls", {"[CLS]", 99999}}, {"sep", {"[SEP]", 0}}};
+       },
+       "BertProcessing's cls has id 99999, which no token has"},
+      {[](json& f) {
+         f["model"] = {{"type", "WordPiece"}, {"vocab", {{"a", 0}}}};
+       },
+       "WordPiece unk_token \"[UNK]\" is not in the vocab"},
+      {[](json& f) {
+         f["normalizer"] = {{"type", "BertNormalizer"}, {"lowercase", "yes"}};
+       },
+       "BertNormalizer's \"lowercase\" is not true or false"},
+
       {[](json& f) { f["decoder"] = nullptr; }, "decoder \"null\" is not supported"},
       {[](json& f) { f["model"]["byte_fallback"] = true; },
        "byte_fallback is true but the vocabulary lacks 256 of the 256 byte tokens <0x00> to <0xFF> (first <0x00>)"},
@@ -274,11 +288,10 @@ TEST_CASE("unsupported or damaged tokenizer.json: one line naming the file and t
     CHECK(error.find(expected) != std::string::npos);
     CHECK(error.find('\n') == std::string::npos);
   }
-  const std::string truncated =
-      test::errorOf([] { BpeTokenizer::fromJson("{\"model\": {\"type\": \"BP", "cut.json"); });
+  const std::string truncated = test::errorOf([] { Tokenizer::fromJson("{\"model\": {\"type\": \"BP", "cut.json"); });
   CHECK(truncated.rfind("cut.json: ", 0) == 0);
   CHECK(truncated.find("parse error") != std::string::npos);
-  CHECK(test::errorOf([] { BpeTokenizer::fromFile("no/such/tokenizer.json"); }) ==
+  CHECK(test::errorOf([] { Tokenizer::fromFile("no/such/tokenizer.json"); }) ==
         "no/such/tokenizer.json: cannot open the tokenizer file");
 }
 

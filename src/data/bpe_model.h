@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "data/token_model.h"
+
 namespace xtrap {
 
 struct BpeSettings {
@@ -26,7 +28,7 @@ struct BpeSettings {
   bool byteFallback = false;            // a character outside the vocabulary becomes its bytes' <0xHH> tokens
 };
 
-class BpeModel {
+class BpeModel : public TokenModel {
  public:
   // `merges` in rank order. Throws std::invalid_argument naming a merge whose parts or result
   // are not in the vocabulary, an unk_token that is not, or byte fallback without the 256 byte
@@ -35,10 +37,10 @@ class BpeModel {
            const std::vector<std::pair<std::string, std::string>>& merges, BpeSettings settings);
 
   // Appends the ids of `word`.
-  void tokenize(std::string_view word, std::vector<int32_t>& ids) const;
+  void tokenize(std::string_view word, std::vector<int32_t>& ids) const override;
 
-  std::optional<int32_t> tokenId(const std::string& token) const;
-  const std::unordered_map<std::string, int32_t>& vocab() const { return vocab_; }
+  std::optional<int32_t> tokenId(const std::string& token) const override;
+  size_t vocabSize() const override { return vocab_.size(); }
 
  private:
   struct Merge {

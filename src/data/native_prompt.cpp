@@ -54,7 +54,7 @@ int64_t largestFitting(int64_t hi, const std::function<bool(int64_t)>& fits) {
 
 }  // namespace
 
-NativePrompt buildNativePrompt(const BpeTokenizer& tokenizer, const PromptRequest& r) {
+NativePrompt buildNativePrompt(const Tokenizer& tokenizer, const PromptRequest& r) {
   if (r.task != RetrievalTask::Passkey && r.task != RetrievalTask::KvLines)
     throw std::invalid_argument("--format native builds passkey (Landmark's) and kv-lines (LongEval's) prompts; " +
                                 retrievalTaskName(r.task) + " is asked in words (--format words)");

@@ -35,8 +35,8 @@
 #include <string>
 #include <vector>
 
-#include "data/bpe_tokenizer.h"
 #include "data/retrieval_prompt.h"
+#include "data/tokenizer.h"
 
 namespace xtrap {
 
@@ -49,7 +49,7 @@ struct NativePrompt {
 
 // Passkey and kv-lines; a function of (task, seed, length, depth, trial). Throws a one-line
 // error for another task or a length too short for the prompt without filler.
-NativePrompt buildNativePrompt(const BpeTokenizer& tokenizer, const PromptRequest& request);
+NativePrompt buildNativePrompt(const Tokenizer& tokenizer, const PromptRequest& request);
 
 // The generation's first (or last) run of ASCII digits as an integer (leading zeros dropped, as
 // the authors' int() drops them), "" when it has none.

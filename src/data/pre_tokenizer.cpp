@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "data/bert_text.h"
 #include "data/byte_level.h"
 
 namespace xtrap {
@@ -125,6 +126,12 @@ void PreTokenizer::addByteLevel(bool addPrefixSpace, bool useRegex) {
   steps_.push_back(std::move(step));
 }
 
+void PreTokenizer::addBert() {
+  Step step;
+  step.kind = Step::Bert;
+  steps_.push_back(std::move(step));
+}
+
 void PreTokenizer::addMetaspace(std::string replacement, PrependScheme prepend, bool split) {
   Step step;
   step.kind = Step::Metaspace;
@@ -146,6 +153,10 @@ void PreTokenizer::apply(std::string_view text, bool atInputStart, std::vector<s
       if (step.kind == Step::Split) {
         const bool firstAtPieceStart = split(piece, *step.regex, step.behavior, step.invert, next);
         if (i == 0) firstAtInputStart = pieceAtInputStart && firstAtPieceStart;
+        continue;
+      }
+      if (step.kind == Step::Bert) {
+        bertPreTokenize(piece, next);
         continue;
       }
       if (step.kind == Step::Metaspace) {

@@ -4,8 +4,9 @@
 // optionally inverted) and ByteLevel (an optional prefix space, optionally GPT-2's splitting
 // regex, then every byte as its alphabet character) and Metaspace (SentencePiece's: spaces become
 // a replacement character, "▁", which is put first in the text too where the prepend scheme
-// says, and each piece then starts at one, unless `split` is off). Semantics follow Hugging Face tokenizers'
-// NormalizedString::split and the ByteLevel pre-tokenizer; pieces that come out empty are dropped.
+// says, and each piece then starts at one, unless `split` is off) and BertPreTokenizer (whitespace and
+// punctuation, bert_text.h). Semantics follow Hugging Face tokenizers' NormalizedString::split and the
+// ByteLevel pre-tokenizer; pieces that come out empty are dropped.
 #include <memory>
 #include <string>
 #include <string_view>
@@ -27,6 +28,7 @@ class PreTokenizer {
   void addSplit(std::shared_ptr<const UnicodeRegex> regex, SplitBehavior behavior, bool invert);
   void addByteLevel(bool addPrefixSpace, bool useRegex);
   void addMetaspace(std::string replacement, PrependScheme prepend, bool split);
+  void addBert();  // BertPreTokenizer (bert_text.h)
 
   // Appends the pieces of `text` that the model tokenizes; `atInputStart`: `text` begins the
   // input (Metaspace's "first" scheme).
@@ -34,7 +36,7 @@ class PreTokenizer {
 
  private:
   struct Step {
-    enum Kind { Split, ByteLevel, Metaspace } kind = Split;
+    enum Kind { Split, ByteLevel, Metaspace, Bert } kind = Split;
     bool addPrefixSpace = false;
     std::shared_ptr<const UnicodeRegex> regex;  // Split's, or GPT-2's for ByteLevel (null without)
     std::string replacement;                    // Metaspace's

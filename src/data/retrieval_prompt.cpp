@@ -94,7 +94,7 @@ PhraseEncoder wordPhraseEncoder(const Vocabulary& vocab) {
   };
 }
 
-PhraseEncoder bpePhraseEncoder(const BpeTokenizer& tokenizer) {
+PhraseEncoder tokenizerPhraseEncoder(const Tokenizer& tokenizer) {
   return [&tokenizer](std::string_view phrase) {
     // After a word, then that word's tokens dropped: a byte-level tokenizer's leading space and a
     // SentencePiece-style one's prepended "▁" both fall on the first word, not on the phrase.

@@ -60,8 +60,8 @@
 #include <string_view>
 #include <vector>
 
-#include "data/bpe_tokenizer.h"
 #include "data/token_span.h"
+#include "data/tokenizer.h"
 #include "data/vocabulary.h"
 
 namespace xtrap {
@@ -115,7 +115,7 @@ PhraseEncoder wordPhraseEncoder(const Vocabulary& vocab);
 // tokens in BLOOM's and GPT-NeoX's vocabularies, so a key "4 0 9 1 7" is five tokens; Llama's,
 // Qwen's and Gemma's write each as the space and the digit, ten tokens, all of them the answer.
 // A tokenizer whose digit words differ in length is refused by the builder, naming the digit.
-PhraseEncoder bpePhraseEncoder(const BpeTokenizer& tokenizer);
+PhraseEncoder tokenizerPhraseEncoder(const Tokenizer& tokenizer);
 
 class RetrievalPromptBuilder {
  public:

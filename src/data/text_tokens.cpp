@@ -90,7 +90,7 @@ TextCounts countText(std::string_view text) {
   return c;
 }
 
-TokenizedText tokenizeTextFile(const TextSource& source, const BpeTokenizer& tokenizer) {
+TokenizedText tokenizeTextFile(const TextSource& source, const Tokenizer& tokenizer) {
   const fs::path& file = source.file;
   std::string text = readFile(file);
   if (text.empty()) throw std::runtime_error(file.string() + " is empty");
@@ -103,7 +103,7 @@ TokenizedText tokenizeTextFile(const TextSource& source, const BpeTokenizer& tok
   uint64_t hash = fnv1a64(text);
   std::string digest = tokenizer.digest();
   fs::path cache = file;
-  cache += fmt::format(".xtrap-bpe-{}code{}-{}.bin", source.detokenize ? "detok-" : "", BpeTokenizer::kCodeVersion,
+  cache += fmt::format(".xtrap-bpe-{}code{}-{}.bin", source.detokenize ? "detok-" : "", Tokenizer::kCodeVersion,
                        digest.substr(digest.find(':') + 1));
   if (readCache(cache, text, hash, tokenizer.vocabSize(), out.ids)) return out;
   out.ids = tokenizer.encode(text);

@@ -1,8 +1,8 @@
 #pragma once
-// Any UTF-8 text tokenized by a pretrained model's byte-level BPE tokenizer (bpe_tokenizer.h),
+// Any UTF-8 text tokenized by a pretrained model's tokenizer (tokenizer.h),
 // and the counts that make models with different tokenizers comparable.
 // The ids are cached beside the text as `<file>.xtrap-bpe-code<N>-<tokenizer digest>.bin`, N the
-// tokenizer code's version (BpeTokenizer::kCodeVersion: a cache made before a tokenizer fix is not
+// tokenizer code's version (Tokenizer::kCodeVersion: a cache made before a tokenizer fix is not
 // found), the digest the tokenizer.json's (like the word-level token cache, token_cache.h):
 // "XTRAPBPE", format version, the text's size and fnv1a64, the id count, the ids (int32
 // little-endian). A cache that does not match the text, or holds an id outside the tokenizer, is
@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "data/bpe_tokenizer.h"
+#include "data/tokenizer.h"
 
 namespace xtrap {
 
@@ -43,7 +43,7 @@ struct TokenizedText {
 // Reads the file (UTF-8; a one-line error naming it otherwise), detokenizes it where `source`
 // says, and tokenizes it, through the cache (a detokenized text's cache is named
 // `<file>.xtrap-bpe-detok-code<N>-<digest>.bin`).
-TokenizedText tokenizeTextFile(const TextSource& source, const BpeTokenizer& tokenizer);
+TokenizedText tokenizeTextFile(const TextSource& source, const Tokenizer& tokenizer);
 
 // The text a WikiText directory gives for `split`: wiki.<split>.raw when present (the raw
 // release, as it is), else wiki.<split>.tokens, detokenized.

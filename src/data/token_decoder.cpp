@@ -76,6 +76,27 @@ std::vector<std::string> byteFallback(std::vector<std::string> tokens) {
   return out;
 }
 
+// The WordPiece decoder's cleanup (decoders/wordpiece.rs): each replacement over the whole
+// token, in this order.
+std::string wordPieceCleanup(std::string token) {
+  static const std::pair<const char*, const char*> kReplacements[] = {
+      {" .", "."},   {" ?", "?"},           {" !", "!"},   {" ,", ","},     {" ' ", "'"},   {" n't", "n't"},
+      {" 'm", "'m"}, {" do not", " don't"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+  for (const auto& [from, to] : kReplacements) {
+    std::string out;
+    const std::string_view needle(from);
+    for (size_t at = 0;;) {
+      size_t found = token.find(needle, at);
+      out.append(token, at, found == std::string::npos ? std::string::npos : found - at);
+      if (found == std::string::npos) break;
+      out += to;
+      at = found + needle.size();
+    }
+    token = std::move(out);
+  }
+  return token;
+}
+
 }  // namespace
 
 void TokenDecoder::addByteLevel() { steps_.push_back({Step::ByteLevel}); }
@@ -95,6 +116,13 @@ void TokenDecoder::addStrip(char32_t character, size_t start, size_t stop) {
   step.character = character;
   step.start = start;
   step.stop = stop;
+  steps_.push_back(std::move(step));
+}
+
+void TokenDecoder::addWordPiece(std::string prefix, bool cleanup) {
+  Step step{Step::WordPiece};
+  step.content = std::move(prefix);
+  step.cleanup = cleanup;
   steps_.push_back(std::move(step));
 }
 
@@ -134,6 +162,18 @@ std::string TokenDecoder::decode(std::vector<std::string> tokens) const {
           while (chars.size() - end < step.stop && end > begin && chars[end - 1] == step.character) --end;
           token.clear();
           for (size_t i = begin; i < end; ++i) appendUtf8(chars[i], token);
+        }
+        break;
+      case Step::WordPiece:
+        for (size_t t = 0; t < tokens.size(); ++t) {
+          std::string& token = tokens[t];
+          if (t != 0) {
+            if (token.compare(0, step.content.size(), step.content) == 0)
+              token.erase(0, step.content.size());
+            else
+              token.insert(0, " ");
+          }
+          if (step.cleanup) token = wordPieceCleanup(token);
         }
         break;
       case Step::Metaspace:

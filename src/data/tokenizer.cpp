@@ -1,4 +1,4 @@
-#include "data/bpe_tokenizer.h"
+#include "data/tokenizer.h"
 
 #include <stdexcept>
 
@@ -6,7 +6,7 @@
 
 namespace xtrap {
 
-void BpeTokenizer::appendIds(std::string_view text, std::vector<int32_t>& ids) const {
+void Tokenizer::appendIds(std::string_view text, std::vector<int32_t>& ids) const {
   const size_t bad = firstInvalidUtf8(text);
   if (bad != std::string_view::npos)
     throw std::invalid_argument("text is not valid UTF-8 at byte " + std::to_string(bad));
@@ -31,14 +31,14 @@ void BpeTokenizer::appendIds(std::string_view text, std::vector<int32_t>& ids) c
   }
 }
 
-std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3);
   appendIds(text, ids);
   return ids;
 }
 
-std::vector<int32_t> BpeTokenizer::encodeWithSpecialTokens(std::string_view text) const {
+std::vector<int32_t> Tokenizer::encodeWithSpecialTokens(std::string_view text) const {
   std::vector<int32_t> ids = encode(text);
   for (const std::vector<TemplatePiece>& pieces : templates_) {
     std::vector<int32_t> applied;
@@ -51,7 +51,7 @@ std::vector<int32_t> BpeTokenizer::encodeWithSpecialTokens(std::string_view text
   return ids;
 }
 
-std::string BpeTokenizer::decode(const std::vector<int32_t>& ids) const {
+std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (int32_t id : ids) {
@@ -62,7 +62,7 @@ std::string BpeTokenizer::decode(const std::vector<int32_t>& ids) const {
   return decoder_->decode(std::move(tokens));
 }
 
-std::optional<int32_t> BpeTokenizer::tokenId(const std::string& token) const {
+std::optional<int32_t> Tokenizer::tokenId(const std::string& token) const {
   auto it = addedIds_.find(token);
   if (it != addedIds_.end()) return it->second;
   return model_->tokenId(token);

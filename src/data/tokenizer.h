@@ -1,17 +1,20 @@
 #pragma once
 // A Hugging Face `tokenizer.json` with a BPE model, byte-level (BLOOM's, GPT-NeoX-20B's and so
 // MPT's, Llama 3's, DeepSeek-V3's) or SentencePiece-style (Llama 2's, TinyLlama's, Mistral's,
-// Gemma's: "▁" for spaces, byte fallback), tokenizing as the Hugging Face tokenizers library does:
+// Gemma's: "▁" for spaces, byte fallback), or a WordPiece model (BERT's, MosaicBERT's, JinaBERT's),
+// tokenizing as the Hugging Face tokenizers library does:
 //   added tokens found in the raw text (those not `normalized`) -> normalizer -> added tokens
-//   found in the normalized text -> pre-tokenizers -> BPE on each piece.
-// Supported: normalizer null, NFC, Prepend, Replace (String or Regex pattern) or a Sequence of
-// them; pre-tokenizer null, ByteLevel, Split (String or Regex pattern, every behaviour, invert),
-// Metaspace (prepend_scheme always, first or never, or the older add_prefix_space; split) and
-// Sequence; model BPE (merges spelled "a b" or ["a", "b"], unk_token, fuse_unk, ignore_merges,
-// subword prefix and suffix, byte_fallback with all 256 <0xHH> tokens; dropout null or 0);
-// post-processor null, ByteLevel, TemplateProcessing or a Sequence of them; decoder ByteLevel,
-// Metaspace, Replace, ByteFallback, Fuse, Strip or a Sequence of them. Anything else in a file is
-// refused by name when it is read. Unicode versions: unicode_regex.h, unicode_nfc.h.
+//   found in the normalized text -> pre-tokenizers -> the model on each piece.
+// Supported: normalizer null, NFC, Prepend, Replace (String or Regex pattern), BertNormalizer or a
+// Sequence of them; pre-tokenizer null, ByteLevel, Split (String or Regex pattern, every
+// behaviour, invert), Metaspace (prepend_scheme always, first or never, or the older
+// add_prefix_space; split), BertPreTokenizer and Sequence; model BPE (merges spelled "a b" or
+// ["a", "b"], unk_token, fuse_unk, ignore_merges, subword prefix and suffix, byte_fallback with
+// all 256 <0xHH> tokens; dropout null or 0) or WordPiece (unk_token, continuing_subword_prefix,
+// max_input_chars_per_word); post-processor null, ByteLevel, TemplateProcessing, BertProcessing,
+// RobertaProcessing or a Sequence of them; decoder ByteLevel, Metaspace, Replace, ByteFallback,
+// Fuse, Strip, WordPiece or a Sequence of them. Anything else in a file is refused by name when it
+// is read. Unicode versions: unicode_regex.h, unicode_nfc.h, bert_text.h.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -26,10 +29,11 @@
 #include "data/normalizer.h"
 #include "data/pre_tokenizer.h"
 #include "data/token_decoder.h"
+#include "data/token_model.h"
 
 namespace xtrap {
 
-class BpeTokenizer {
+class Tokenizer {
  public:
   // The version of what this code makes of a tokenizer.json: raised with every change that alters
   // the ids of some file, so that ids an older xtrap cached (text_tokens.h) are not served. 2: the
@@ -38,9 +42,9 @@ class BpeTokenizer {
 
   // Reads a tokenizer.json. Throws std::runtime_error, one line naming the file, for a file that
   // cannot be read, is malformed, or uses something not supported (named).
-  static BpeTokenizer fromFile(const std::filesystem::path& path);
+  static Tokenizer fromFile(const std::filesystem::path& path);
   // The same from the file's text; `source` names it in errors.
-  static BpeTokenizer fromJson(std::string_view json, const std::string& source);
+  static Tokenizer fromJson(std::string_view json, const std::string& source);
 
   // The ids of `text` (UTF-8; std::invalid_argument otherwise), without the post-processor's
   // special tokens: Hugging Face's encode(text, add_special_tokens=False). This is what a corpus
@@ -73,14 +77,14 @@ class BpeTokenizer {
   };
 
  private:
-  BpeTokenizer() = default;
+  Tokenizer() = default;
   void appendIds(std::string_view text, std::vector<int32_t>& ids) const;
   friend struct TokenizerJsonReader;
 
   std::shared_ptr<const Normalizer> normalizer_;
   std::shared_ptr<const AddedTokenMatcher> rawAddedTokens_, normalizedAddedTokens_;
   std::shared_ptr<const PreTokenizer> preTokenizer_;
-  std::shared_ptr<const BpeModel> model_;
+  std::shared_ptr<const TokenModel> model_;  // BPE or WordPiece
   std::shared_ptr<const TokenDecoder> decoder_;
   std::vector<std::vector<TemplatePiece>> templates_;   // the post-processors' single templates, in order
   std::unordered_map<std::string, int32_t> addedIds_;   // content -> id

@@ -1,4 +1,4 @@
-// Reading a tokenizer.json into a BpeTokenizer (declared in bpe_tokenizer.h). Every field is
+// Reading a tokenizer.json into a Tokenizer (declared in tokenizer.h). Every field is
 // type-checked here, so that a damaged or hostile file ends in one std::runtime_error naming the
 // file and what is wrong, never in a crash or in tokenization that differs from Hugging Face's.
 #include <fmt/format.h>
@@ -10,7 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "data/bpe_tokenizer.h"
+#include "data/tokenizer.h"
+#include "data/wordpiece_model.h"
 #include "util/fnv1a64.h"
 
 namespace xtrap {
@@ -134,7 +135,7 @@ PrependScheme prependScheme(const json& m, const std::string& where) {
 
 struct TokenizerJsonReader {
   const json& root;
-  BpeTokenizer& tokenizer;
+  Tokenizer& tokenizer;
 
   void normalizer(const json& n, Normalizer& steps) {
     const std::string type = typeOf(n, "normalizer");
@@ -146,10 +147,18 @@ struct TokenizerJsonReader {
     } else if (type == "Replace") {
       steps.addReplace(pattern(n, "Replace normalizer"),
                        text(member(n, "content", "Replace normalizer"), "Replace's content"));
+    } else if (type == "BertNormalizer") {
+      const std::string where = "BertNormalizer";
+      BertNormalizerSettings bert;
+      bert.cleanText = flag(n, "clean_text", where, true);
+      bert.chineseChars = flag(n, "handle_chinese_chars", where, true);
+      bert.lowercase = flag(n, "lowercase", where, true);
+      bert.stripAccents = flag(n, "strip_accents", where, bert.lowercase);  // null: as lowercase
+      steps.addBert(bert);
     } else if (type == "Sequence") {
       for (const json& inner : array(n, "normalizers", "normalizer Sequence")) normalizer(inner, steps);
     } else {
-      unsupported(fmt::format("normalizer \"{}\"", type), "null, NFC, Prepend, Replace, Sequence");
+      unsupported(fmt::format("normalizer \"{}\"", type), "null, NFC, Prepend, Replace, BertNormalizer, Sequence");
     }
   }
 
@@ -178,16 +187,49 @@ struct TokenizerJsonReader {
       const std::string where = "Metaspace pre_tokenizer";
       steps.addMetaspace(text(member(p, "replacement", where), where + "'s replacement"), prependScheme(p, where),
                          flag(p, "split", where, true));
+    } else if (type == "BertPreTokenizer") {
+      steps.addBert();
     } else if (type == "Sequence") {
       for (const json& inner : array(p, "pretokenizers", "pre_tokenizer Sequence")) preTokenizer(inner, steps);
     } else {
-      unsupported(fmt::format("pre_tokenizer \"{}\"", type), "null, ByteLevel, Split, Metaspace, Sequence");
+      unsupported(fmt::format("pre_tokenizer \"{}\"", type),
+                  "null, ByteLevel, Split, Metaspace, BertPreTokenizer, Sequence");
     }
+  }
+
+  // The vocab object of a model: token -> id, every id of one token (what decode maps it back to).
+  std::unordered_map<std::string, int32_t> vocabulary(const json& m, const std::string& where) {
+    const json& vocabJson = member(m, "vocab", where);
+    if (!vocabJson.is_object()) fail(where + "'s vocab is not a JSON object");
+    std::unordered_map<std::string, int32_t> vocab;
+    vocab.reserve(vocabJson.size());
+    for (auto it = vocabJson.begin(); it != vocabJson.end(); ++it) {
+      const int32_t id = tokenIdValue(it.value(), fmt::format("the vocab's value of \"{}\"", it.key()));
+      auto [previous, fresh] = tokenizer.tokenOfId_.emplace(id, it.key());
+      if (!fresh) fail(fmt::format("the vocab gives id {} to both \"{}\" and \"{}\"", id, previous->second, it.key()));
+      vocab.emplace(it.key(), id);
+    }
+    return vocab;
+  }
+
+  void wordPiece(const json& m) {
+    const std::string where = "WordPiece model";
+    WordPieceSettings settings;
+    settings.unkToken = optionalText(m, "unk_token", where).value_or(settings.unkToken);
+    settings.continuingSubwordPrefix =
+        optionalText(m, "continuing_subword_prefix", where).value_or(settings.continuingSubwordPrefix);
+    if (m.contains("max_input_chars_per_word"))
+      settings.maxInputCharsPerWord = count(m, "max_input_chars_per_word", where);
+    tokenizer.model_ = std::make_shared<const WordPieceModel>(vocabulary(m, where), std::move(settings));
   }
 
   void model(const json& m) {
     const std::string type = typeOf(m, "model");
-    if (type != "BPE") unsupported(fmt::format("model \"{}\"", type), "BPE");
+    if (type == "WordPiece") {
+      wordPiece(m);
+      return;
+    }
+    if (type != "BPE") unsupported(fmt::format("model \"{}\"", type), "BPE, WordPiece");
     const std::string where = "BPE model";
     auto dropout = m.find("dropout");
     if (dropout != m.end() && !dropout->is_null()) {
@@ -202,16 +244,7 @@ struct TokenizerJsonReader {
     settings.endOfWordSuffix = optionalText(m, "end_of_word_suffix", where).value_or("");
     settings.byteFallback = flag(m, "byte_fallback", where, false);
 
-    const json& vocabJson = member(m, "vocab", where);
-    if (!vocabJson.is_object()) fail("BPE vocab is not a JSON object");
-    std::unordered_map<std::string, int32_t> vocab;
-    vocab.reserve(vocabJson.size());
-    for (auto it = vocabJson.begin(); it != vocabJson.end(); ++it) {
-      const int32_t id = tokenIdValue(it.value(), fmt::format("the vocab's value of \"{}\"", it.key()));
-      auto [previous, fresh] = tokenizer.tokenOfId_.emplace(id, it.key());
-      if (!fresh) fail(fmt::format("the vocab gives id {} to both \"{}\" and \"{}\"", id, previous->second, it.key()));
-      vocab.emplace(it.key(), id);
-    }
+    std::unordered_map<std::string, int32_t> vocab = vocabulary(m, where);
 
     std::vector<std::pair<std::string, std::string>> merges;
     const json& mergesJson = array(m, "merges", where);
@@ -244,7 +277,7 @@ struct TokenizerJsonReader {
     }
     if (!list->is_array()) fail("added_tokens is not an array");
     std::map<int32_t, AddedToken> byId;
-    int64_t nextId = static_cast<int64_t>(tokenizer.model_->vocab().size());
+    int64_t nextId = static_cast<int64_t>(tokenizer.model_->vocabSize());
     for (const json& entry : *list) {
       const std::string where = fmt::format("added token {}", byId.size() + 1);
       AddedToken token;
@@ -289,10 +322,25 @@ struct TokenizerJsonReader {
       for (const json& inner : array(p, "processors", "post_processor Sequence")) postProcessor(inner);
       return;
     }
+    if (type == "BertProcessing" || type == "RobertaProcessing") {
+      // [CLS] A [SEP] (BERT), <s> A </s> (RoBERTa): a single sequence between the two; RoBERTa's
+      // trim_offsets and add_prefix_space change offsets only.
+      auto special = [&](const char* key) {
+        const json& pair = member(p, key, type);
+        if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string())
+          fail(fmt::format("{}'s {} is not [token, id]", type, key));
+        int32_t id = tokenIdValue(pair[1], fmt::format("{}'s {} id", type, key));
+        if (!tokenizer.tokenOfId_.count(id)) fail(fmt::format("{}'s {} has id {}, which no token has", type, key, id));
+        return Tokenizer::TemplatePiece{false, {id}};
+      };
+      tokenizer.templates_.push_back({special("cls"), {true, {}}, special("sep")});
+      return;
+    }
     if (type != "TemplateProcessing")
-      unsupported(fmt::format("post_processor \"{}\"", type), "null, ByteLevel, TemplateProcessing, Sequence");
+      unsupported(fmt::format("post_processor \"{}\"", type),
+                  "null, ByteLevel, TemplateProcessing, BertProcessing, RobertaProcessing, Sequence");
     const json& specials = member(p, "special_tokens", "TemplateProcessing");
-    std::vector<BpeTokenizer::TemplatePiece> pieces;
+    std::vector<Tokenizer::TemplatePiece> pieces;
     for (const json& piece : array(p, "single", "TemplateProcessing")) {
       if (!piece.is_object() || piece.size() != 1)
         fail("a TemplateProcessing piece is not {\"SpecialToken\"|\"Sequence\": ...}");
@@ -304,7 +352,7 @@ struct TokenizerJsonReader {
         const std::string& name =
             text(member(piece["SpecialToken"], "id", "template SpecialToken"), "template SpecialToken id");
         const json& special = member(specials, name.c_str(), "TemplateProcessing's special_tokens");
-        BpeTokenizer::TemplatePiece out{false, {}};
+        Tokenizer::TemplatePiece out{false, {}};
         for (const json& id : array(special, "ids", "special token " + name)) {
           out.ids.push_back(tokenIdValue(id, "special token " + name + "'s id"));
           if (!tokenizer.tokenOfId_.count(out.ids.back()))
@@ -336,11 +384,14 @@ struct TokenizerJsonReader {
     } else if (type == "Strip") {
       steps.addStrip(character(d, "content", "Strip decoder"), count(d, "start", "Strip decoder"),
                      count(d, "stop", "Strip decoder"));
+    } else if (type == "WordPiece") {
+      steps.addWordPiece(optionalText(d, "prefix", "WordPiece decoder").value_or("##"),
+                         flag(d, "cleanup", "WordPiece decoder", true));
     } else if (type == "Sequence") {
       for (const json& inner : array(d, "decoders", "decoder Sequence")) decoder(inner, steps);
     } else {
       unsupported(fmt::format("decoder \"{}\"", type.empty() ? "null" : type),
-                  "ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip, Sequence");
+                  "ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip, WordPiece, Sequence");
     }
   }
 
@@ -372,8 +423,8 @@ struct TokenizerJsonReader {
   }
 };
 
-BpeTokenizer BpeTokenizer::fromJson(std::string_view jsonText, const std::string& source) {
-  BpeTokenizer tokenizer;
+Tokenizer Tokenizer::fromJson(std::string_view jsonText, const std::string& source) {
+  Tokenizer tokenizer;
   try {
     const json root = json::parse(jsonText.begin(), jsonText.end());
     TokenizerJsonReader{root, tokenizer}.read();
@@ -387,7 +438,7 @@ BpeTokenizer BpeTokenizer::fromJson(std::string_view jsonText, const std::string
   return tokenizer;
 }
 
-BpeTokenizer BpeTokenizer::fromFile(const std::filesystem::path& path) {
+Tokenizer Tokenizer::fromFile(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path.string() + ": cannot open the tokenizer file");
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

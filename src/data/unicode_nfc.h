@@ -12,5 +12,7 @@ namespace xtrap {
 
 // `text` (valid UTF-8) in Unicode 9.0's NFC. ASCII is its own NFC and is copied without ICU.
 std::string unicodeNfc(std::string_view text);
+// The same for NFD, which BERT's normalizer takes before stripping accents (the same crate).
+std::string unicodeNfd(std::string_view text);
 
 }  // namespace xtrap

@@ -55,25 +55,50 @@ struct ScoringRun {
   Transformer model{nullptr};
   TokenSpan stream;  // the split's tokens (a prefix with maxTokens), viewing `corpus` or `ids`
   // Pretrained models: the tokenizer, the text's ids and the id the first token is predicted from.
-  std::shared_ptr<const BpeTokenizer> tokenizer;
+  std::shared_ptr<const Tokenizer> tokenizer;
   std::shared_ptr<const std::vector<int32_t>> ids;
   int32_t contextToken = -1;
   TextCounts counts;                    // of the text `stream` spells
   std::vector<TextDocument> documents;  // of `stream`, when samples are logged (perplexity)
 };
 
-// The text one token spells: a word-level run's word (<eos> as a newline), a tokenizer's piece.
+// The text one token spells: a word-level run's word (<eos> as a newline), a tokenizer's piece;
+// "<id>" for an id with no text (an encoder's special tokens after the words; a model's rows past
+// its tokenizer's ids, as BLOOM pads its embedding).
 std::string tokenText(const ScoringRun& run, int32_t id) {
-  if (run.tokenizer) return run.tokenizer->decode({id});
+  if (run.tokenizer) {
+    try {
+      return run.tokenizer->decode({id});
+    } catch (const std::out_of_range&) {
+      return fmt::format("<{}>", id);
+    }
+  }
   const Vocabulary& v = run.corpus.vocab;
   if (id == v.eos()) return "\n";
-  return id >= 0 && id < v.size() ? v.word(id)
-                                  : fmt::format("<{}>", id);  // an encoder's special tokens follow the words
+  return id >= 0 && id < v.size() ? v.word(id) : fmt::format("<{}>", id);
 }
 
-// Token ids as text: a tokenizer's decode, else the words joined by spaces (<eos> a newline).
+// Token ids as text: a tokenizer's decode (ids no token has as "<id>" between the runs decoded
+// around them), else the words joined by spaces (<eos> a newline).
 std::string decodeTokens(const ScoringRun& run, const std::vector<int32_t>& ids) {
-  if (run.tokenizer) return run.tokenizer->decode(ids);
+  if (run.tokenizer) {
+    try {
+      return run.tokenizer->decode(ids);
+    } catch (const std::out_of_range&) {
+    }
+    std::string text;
+    std::vector<int32_t> known;
+    for (int32_t id : ids) {
+      std::string piece = tokenText(run, id);
+      if (piece != fmt::format("<{}>", id)) {
+        known.push_back(id);
+        continue;
+      }
+      text += run.tokenizer->decode(known) + piece;
+      known.clear();
+    }
+    return text + run.tokenizer->decode(known);
+  }
   std::string text;
   for (int32_t id : ids) {
     std::string piece = tokenText(run, id);
@@ -236,8 +261,8 @@ EvalRow scoreRetrievalCell(ScoringRun& run, const EvalRequest& req, const Execut
   const ModelConfig& m = run.info.model;
   MlmTokens mlm = m.causal() ? MlmTokens{} : m.mlmTokens(run.corpus.vocab);
   int64_t promptLength = pass.Lvalid - mlm.bosColumns();
-  RetrievalPromptBuilder builder(run.tokenizer ? bpePhraseEncoder(*run.tokenizer) : wordPhraseEncoder(run.corpus.vocab),
-                                 run.stream);
+  RetrievalPromptBuilder builder(
+      run.tokenizer ? tokenizerPhraseEncoder(*run.tokenizer) : wordPhraseEncoder(run.corpus.vocab), run.stream);
   RetrievalTask task = parseRetrievalTask(req.task);
   Filler filler = parseFiller(req.filler);
   resetPeakMemory(run.model->device());
@@ -317,7 +342,8 @@ EvalRow generateRetrievalCell(ScoringRun& run, const EvalRequest& req, const Exe
   Filler filler = parseFiller(req.filler);
   std::optional<RetrievalPromptBuilder> builder;
   if (!native)
-    builder.emplace(run.tokenizer ? bpePhraseEncoder(*run.tokenizer) : wordPhraseEncoder(run.corpus.vocab), run.stream);
+    builder.emplace(run.tokenizer ? tokenizerPhraseEncoder(*run.tokenizer) : wordPhraseEncoder(run.corpus.vocab),
+                    run.stream);
   const std::vector<int32_t>& stop = run.info.stopTokens;  // pretrained models' eos_token_id
   resetPeakMemory(run.model->device());
   auto t0 = std::chrono::steady_clock::now();

@@ -10,7 +10,7 @@ PretrainedText loadPretrainedText(const RunInfo& run, const std::string& textFil
                                   const std::string& split, bool textRequired) {
   auto tokenizerFile = run.dir / "tokenizer.json";
   PretrainedText t;
-  t.tokenizer = std::make_shared<const BpeTokenizer>(BpeTokenizer::fromFile(tokenizerFile));
+  t.tokenizer = std::make_shared<const Tokenizer>(Tokenizer::fromFile(tokenizerFile));
   if (t.tokenizer->vocabSize() > run.model.vocabSize)
     throw std::runtime_error(fmt::format("{} has ids up to {}, the model's embedding has {} rows",
                                          tokenizerFile.string(), t.tokenizer->vocabSize() - 1, run.model.vocabSize));

@@ -6,14 +6,14 @@
 #include <string>
 #include <vector>
 
-#include "data/bpe_tokenizer.h"
 #include "data/text_tokens.h"
+#include "data/tokenizer.h"
 #include "run/run_directory.h"
 
 namespace xtrap {
 
 struct PretrainedText {
-  std::shared_ptr<const BpeTokenizer> tokenizer;
+  std::shared_ptr<const Tokenizer> tokenizer;
   std::shared_ptr<const std::vector<int32_t>> ids;
   TextCounts counts;         // of the whole file as written (text_tokens.h)
   bool detokenized = false;  // WikiText's tokenized file, read detokenized

@@ -22,6 +22,7 @@
 #include "train/lr_schedule.h"
 #include "train/objective.h"
 #include "train/run_recorder.h"
+#include "train/task_probe.h"
 #include "train/train_step.h"
 #include "train/validation_loss.h"
 #include "util/execution_context.h"
@@ -130,13 +131,16 @@ RunInfo trainRun(TrainRequest req) {
   double stepFlops = trainStepFlops(run.model, B, t.maskProb, adaptiveClusterShares(run.model, sample));
 
   // Retrieval prompts mixed into the batches (data/task_mix.h), natural filler from the train split;
-  // a task whose prompts do not fit the sequences fails here, before the run directory is touched.
+  // a task whose prompts do not fit fails here, before the run directory is touched. The prompts
+  // fill a training sequence; the probe of every validation asks them at L (a decoder's sequence
+  // is L inputs and one more target), so L is what must fit.
+  const int64_t taskProbeLength = run.model.causal() ? L : sequenceSpan(run.model);
   const TaskMix taskMix = parseTaskMix(t.taskMix);
   const Filler taskFiller = parseFiller(t.taskFiller);
   std::optional<RetrievalPromptBuilder> taskBuilder;
   if (!taskMix.empty()) {
     taskBuilder.emplace(wordPhraseEncoder(corpus.vocab), corpus.train);
-    checkTaskMixFits(taskMix, *taskBuilder, sequenceSpan(run.model));
+    checkTaskMixFits(taskMix, *taskBuilder, taskProbeLength);
   }
 
   Transformer model(run.model);
@@ -224,7 +228,11 @@ RunInfo trainRun(TrainRequest req) {
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     tokPerSec = double(tokensThisSession) / std::max(elapsed, 1e-9);
 
-    if (doEval) lastVal = validationLoss(model, corpus, t, group);
+    nlohmann::json tasks;
+    if (doEval) {
+      lastVal = validationLoss(model, corpus, t, group);
+      if (taskBuilder) tasks = taskProbe(model, taskMix, taskFiller, *taskBuilder, taskProbeLength, mlm, group);
+    }
     if (state.step % t.logEvery == 0 || doEval || state.step == totalSteps || step.bad) {
       nlohmann::json line = {{"step", state.step},
                              {"tokens", state.tokensSeen},
@@ -236,6 +244,7 @@ RunInfo trainRun(TrainRequest req) {
                              {"elapsed_s", elapsed},
                              {"flop_per_s", tokPerSec / double(B * L) * stepFlops}};
       if (doEval) line["val_loss"] = lastVal;
+      if (!tasks.is_null()) line["tasks"] = tasks;
       recorder.log(line);
     }
     if (bar)
@@ -255,7 +264,9 @@ RunInfo trainRun(TrainRequest req) {
     }
   }
   lastVal = validationLoss(model, corpus, t, group);
-  recorder.log({{"step", state.step}, {"tokens", state.tokensSeen}, {"val_loss", lastVal}});
+  nlohmann::json last = {{"step", state.step}, {"tokens", state.tokensSeen}, {"val_loss", lastVal}};
+  if (taskBuilder) last["tasks"] = taskProbe(model, taskMix, taskFiller, *taskBuilder, taskProbeLength, mlm, group);
+  recorder.log(last);
   checkpoint();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (bar)

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "data/bpe_tokenizer.h"
+#include "data/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);
@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view json = input.substr(0, nul);
   const std::string_view text = nul == std::string_view::npos ? std::string_view() : input.substr(nul + 1);
   try {
-    const xtrap::BpeTokenizer tokenizer = xtrap::BpeTokenizer::fromJson(json, "fuzz.json");
+    const xtrap::Tokenizer tokenizer = xtrap::Tokenizer::fromJson(json, "fuzz.json");
     std::vector<int32_t> ids;
     try {
       ids = tokenizer.encodeWithSpecialTokens(text);

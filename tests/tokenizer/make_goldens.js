@@ -125,6 +125,37 @@ const cases = [
   {name: 'unk-unfused', override: {pre_tokenizer: split({Regex: '\\s+'}, 'Removed', false), model: {unk_token: '<|endoftext|>', fuse_unk: false}}},
   {name: 'no-unk-token-drops', override: {pre_tokenizer: split({Regex: '\\s+'}, 'Removed', false), model: {unk_token: null}}},
   {name: 'ignore-merges', override: {model: {ignore_merges: true}}},
+  // WordPiece (make_wordpiece_vocab.js): bert-base-uncased's settings, then cased and other
+  // BertNormalizer settings, a short max_input_chars_per_word, BertProcessing, no cleanup.
+  {name: 'bert-uncased', base: 'wordpiece-bert_tokenizer.json', override: {}, random: true, sentencepiece: true},
+  {
+    name: 'bert-cased',
+    base: 'wordpiece-bert_tokenizer.json',
+    override: {normalizer: {type: 'BertNormalizer', clean_text: true, handle_chinese_chars: true, strip_accents: null, lowercase: false}},
+    sentencepiece: true,
+  },
+  {
+    name: 'bert-cased-strip-accents',
+    base: 'wordpiece-bert_tokenizer.json',
+    override: {normalizer: {type: 'BertNormalizer', clean_text: true, handle_chinese_chars: true, strip_accents: true, lowercase: false}},
+    sentencepiece: true,
+  },
+  {
+    name: 'bert-uncased-keep-accents-raw',
+    base: 'wordpiece-bert_tokenizer.json',
+    override: {normalizer: {type: 'BertNormalizer', clean_text: false, handle_chinese_chars: false, strip_accents: false, lowercase: true}},
+    sentencepiece: true,
+  },
+  {
+    name: 'bert-short-words-bert-processing',
+    base: 'wordpiece-bert_tokenizer.json',
+    override: {
+      model: {max_input_chars_per_word: 6},
+      post_processor: {type: 'BertProcessing', sep: ['[SEP]', 3], cls: ['[CLS]', 2]},
+      decoder: {type: 'WordPiece', prefix: '##', cleanup: false},
+    },
+    sentencepiece: true,
+  },
   {
     name: 'added-token-options',
     override: {
