@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "data/bpe_tokenizer.h"
+#include "data/tokenizer.h"
 
 namespace {
 
@@ -21,9 +21,9 @@ std::string envOr(const char* name, const char* fallback) {
   return value ? value : fallback;
 }
 
-const xtrap::BpeTokenizer& tokenizer() {
-  static const xtrap::BpeTokenizer t =
-      xtrap::BpeTokenizer::fromFile(envOr("XTRAP_TOKENIZER", "tests/tokenizer/gpt-neox-20b_tokenizer.json"));
+const xtrap::Tokenizer& tokenizer() {
+  static const xtrap::Tokenizer t =
+      xtrap::Tokenizer::fromFile(envOr("XTRAP_TOKENIZER", "tests/tokenizer/gpt-neox-20b_tokenizer.json"));
   return t;
 }
 
