@@ -523,7 +523,7 @@ def rotary_cpu():
     length, xtrap over llama.cpp, xtrap's share of the machine's matmul rate, its peak RSS against
     the formula."""
     rows = [r for name in sorted(os.listdir(RESULTS)) if name.startswith("rotary_cpu") and name.endswith(".csv")
-            and not name.endswith("_runs.csv") for r in load(name)]
+            and not name.endswith("_runs.csv") and "ubatch" not in name for r in load(name)]
     cells = {}
     for r in rows:
         cells.setdefault((r["model"], r["dtype"], int(r["length"])), {})[r["tool"]] = r
@@ -544,8 +544,22 @@ def rotary_cpu():
     return "\n".join(out) + "\n"
 
 
+def rotary_cpu_ubatch():
+    """llama.cpp's prompt processing with one ubatch of the whole prompt (the summary's) and with
+    512-token ubatches (its default), SmolLM2-135M's shape."""
+    one = {int(r["length"]): r for r in load("rotary_cpu.csv") if r["tool"] == "llama.cpp"}
+    small = {int(r["length"]): r for r in load("rotary_cpu_llama_ubatch512.csv") if r["tool"] == "llama.cpp"}
+    xtrap = {int(r["length"]): r for r in load("rotary_cpu.csv") if r["tool"] == "xtrap"}
+    out = ["| L | llama.cpp, ubatch = L | llama.cpp, ubatch 512 | xtrap |", "|---:|---:|---:|---:|"]
+    for L in sorted(set(one) & set(small)):
+        out.append(f"| {L} | {float(one[L]['tokens_per_s']):.1f} | {float(small[L]['tokens_per_s']):.1f} | "
+                   f"{float(xtrap[L]['tokens_per_s']):.1f} |")
+    return "\n".join(out) + "\n"
+
+
 TABLES = {
     "rotary-cpu/summary": rotary_cpu,
+    "rotary-cpu/ubatch": rotary_cpu_ubatch,
     "rotary-reference/nll": rotary_reference,
     "corpus_scale/memory": corpus_scale,
     "methods-mini/nonoverlap": lambda: methods("nonoverlap"),
