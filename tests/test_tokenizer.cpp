@@ -85,7 +85,9 @@ std::string errorOfEdited(const std::function<void(json&)>& edit) {
 
 }  // namespace
 
-TEST_CASE("tokenizer ids and decodes equal Hugging Face tokenizers' on GPT-NeoX-20B, SentencePiece-style and WordPiece files and variants") {
+TEST_CASE(
+    "tokenizer ids and decodes equal Hugging Face tokenizers' on GPT-NeoX-20B, SentencePiece-style and WordPiece files "
+    "and variants") {
   checkGoldens(kDir / "goldens.json");
 }
 
