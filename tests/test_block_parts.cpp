@@ -159,6 +159,18 @@ TEST_CASE("parameterShapes lists exactly a built model's parameters", "[block-pa
   ModelConfig bloom = test::tinyConfig("alibi");
   bloom.embeddingNorm = true, bloom.finalNorm = false;
   configs.push_back(bloom);
+  ModelConfig mosaicBert = test::tinyConfig("alibi");
+  mosaicBert.arch = "encoder", mosaicBert.blockNorms = "post", mosaicBert.finalNorm = false;
+  mosaicBert.embeddingNorm = true, mosaicBert.tokenTypes = 2, mosaicBert.head = "roberta";
+  mosaicBert.gatedMlp = true, mosaicBert.fc1Bias = false;
+  configs.push_back(mosaicBert);
+  ModelConfig roberta = mosaicBert;
+  roberta.pos = "learned", roberta.maxPositions = 20, roberta.positionOffset = 2, roberta.gatedMlp = false;
+  roberta.fc1Bias.reset(), roberta.tokenTypes = 1;
+  configs.push_back(roberta);
+  ModelConfig headless = mosaicBert;
+  headless.head = "none";
+  configs.push_back(headless);
   for (const auto& c : configs) {
     Transformer model(c);
     std::map<std::string, std::vector<int64_t>> built;

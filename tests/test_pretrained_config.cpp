@@ -24,6 +24,31 @@ namespace {
 //    MptConfig / MptAttentionConfig (layer_norm_epsilon, verbose, prefix_lm, hidden_size aliases).
 //  - the others: transformers' configuration_<family>.py (main at 008e574 for llama and qwen2; the
 //    gemma3 class of 008f5c8; the rest as of transformers 4.5x) and BLOOM's hub config.json.
+// BertConfig's keys (transformers' configuration_bert.py) and PretrainedConfig's that a BERT-layout
+// forward reads, plus a family's own.
+std::vector<std::string> bertConfigKeys(std::vector<std::string> more) {
+  std::vector<std::string> keys{"vocab_size",
+                                "hidden_size",
+                                "num_hidden_layers",
+                                "num_attention_heads",
+                                "intermediate_size",
+                                "hidden_act",
+                                "hidden_dropout_prob",
+                                "attention_probs_dropout_prob",
+                                "max_position_embeddings",
+                                "type_vocab_size",
+                                "initializer_range",
+                                "layer_norm_eps",
+                                "pad_token_id",
+                                "position_embedding_type",
+                                "use_cache",
+                                "classifier_dropout",
+                                "is_decoder",
+                                "add_cross_attention"};
+  keys.insert(keys.end(), more.begin(), more.end());
+  return keys;
+}
+
 const std::map<std::string, std::vector<std::string>>& referenceKeys() {
   static const std::map<std::string, std::vector<std::string>> keys{
       {"mpt",
@@ -279,12 +304,32 @@ const std::map<std::string, std::vector<std::string>>& referenceKeys() {
         "rope_local_base_freq",
         "sliding_window_pattern",
         "layer_types"}},
+      // transformers' configuration_bert.py (BertConfig) and what each family adds: MosaicBERT's
+      // configuration_bert.py, JinaBERT's JinaBertConfig, RobertaConfig's bos/eos.
+      {"mosaicbert", bertConfigKeys({"alibi_starting_size"})},
+      {"jinabert", bertConfigKeys({"feed_forward_type", "emb_pooler", "attn_implementation"})},
+      {"bert", bertConfigKeys({})},
+      {"roberta", bertConfigKeys({"bos_token_id", "eos_token_id"})},
   };
   return keys;
 }
 
-// A small valid config of each model_type.
+// The name a family is found by (PretrainedConfig::modelType).
+std::string familyKey(const PretrainedFamily& f) { return f.name.empty() ? f.modelTypes[0] : f.name; }
+
+// A small valid config of each family.
 json minimal(const std::string& type) {
+  if (type == "mosaicbert" || type == "jinabert" || type == "bert" || type == "roberta") {
+    json j = {{"model_type", type == "roberta" ? "roberta" : "bert"},
+              {"vocab_size", 64},
+              {"hidden_size", 16},
+              {"num_hidden_layers", 2},
+              {"num_attention_heads", 4},
+              {"intermediate_size", 24}};
+    if (type == "mosaicbert") j["alibi_starting_size"] = 32;
+    if (type == "jinabert") j["position_embedding_type"] = "alibi", j["feed_forward_type"] = "geglu";
+    return j;
+  }
   if (type == "bloom")
     return {{"model_type", "bloom"}, {"vocab_size", 64}, {"hidden_size", 16}, {"n_layer", 2}, {"n_head", 4}};
   if (type == "mpt")
@@ -346,12 +391,12 @@ TEST_CASE("every refused key, set to another value, is one line naming it and th
   for (const auto* f : pretrainedFamilies()) {
     std::vector<RefusedKey> refused = f->refused;
     refused.insert(refused.end(), commonRefusedKeys().begin(), commonRefusedKeys().end());
-    REQUIRE(parse(minimal(f->modelTypes[0])).layers >= 1);
+    REQUIRE(parse(minimal(familyKey(*f))).layers >= 1);
     for (const auto& k : refused) {
-      json j = minimal(f->modelTypes[0]);
+      json j = minimal(familyKey(*f));
       set(j, k.key, other(k.accepted));
       std::string err = errorOf(j);
-      INFO(f->modelTypes[0] << ": " << k.key << " -> " << err);
+      INFO(familyKey(*f) << ": " << k.key << " -> " << err);
       CHECK(err.find(k.key) != std::string::npos);
       CHECK(err.find("dir/config.json") == 0);
       CHECK(err.find('\n') == std::string::npos);
@@ -451,6 +496,41 @@ TEST_CASE("rotary families: windows, scales, biases and norms as the reference m
   phi["original_max_position_embeddings"] = 64;
   CHECK(parse(phi).rotaryFraction == 0.5);
   CHECK(parse(phi).contextLength == 64);
+}
+
+TEST_CASE("BERT-layout encoders: the family from the config or the tensors, the head from the tensors") {
+  auto read = [](const json& j, std::set<std::string> tensors = {}) {
+    return parsePretrainedConfig(j, "dir/config.json", tensors);
+  };
+  PretrainedConfig mosaic = read(minimal("mosaicbert"));
+  CHECK(mosaic.modelType == "mosaicbert");
+  CHECK(mosaic.model.arch == "encoder");
+  CHECK(mosaic.model.pos == "alibi");
+  CHECK(mosaic.model.blockNorms == "post");
+  CHECK(mosaic.model.gatedMlp);
+  CHECK(!mosaic.model.resolvedFc1Bias());
+  CHECK(mosaic.model.headNormEps == 1e-12);
+  CHECK(mosaic.model.contextLength == 32);  // alibi_starting_size
+  CHECK(mosaic.model.head == "roberta");
+  json plain = minimal("bert");
+  CHECK(read(plain).modelType == "bert");
+  CHECK(read(plain).model.pos == "learned");
+  // A MosaicBERT saved without alibi_starting_size: its fused Wqkv says what it is.
+  CHECK(read(plain, {"bert.encoder.layer.0.attention.self.Wqkv.weight"}).modelType == "mosaicbert");
+  PretrainedConfig jina = read(minimal("jinabert"), {"embeddings.word_embeddings.weight"});
+  CHECK(jina.modelType == "jinabert");
+  CHECK(jina.model.head == "none");  // no cls.predictions: saved without its masked-LM head
+  CHECK(read(minimal("jinabert"), {"cls.predictions.transform.dense.weight"}).model.head == "roberta");
+  json reglu = minimal("jinabert");
+  reglu["feed_forward_type"] = "reglu";
+  CHECK(read(reglu).model.activation == "relu");
+  PretrainedConfig roberta = read(minimal("roberta"));
+  CHECK(roberta.model.positionOffset == 2);  // pad_token_id 1 + 1
+  CHECK(roberta.model.contextLength == 512);
+  CHECK(roberta.model.tokenTypes == 1);
+  json act = minimal("bert");
+  act["hidden_act"] = "gelu_new";
+  CHECK(errorOf(act).find("hidden_act") != std::string::npos);
 }
 
 TEST_CASE("docs/pretrained.md lists the code's families and keys") {

@@ -30,7 +30,7 @@ const std::vector<std::string>& ModelConfig::normNames() {
   return names;
 }
 const std::vector<std::string>& ModelConfig::blockNormsNames() {
-  static const std::vector<std::string> names{"pre", "sandwich"};
+  static const std::vector<std::string> names{"pre", "sandwich", "post"};
   return names;
 }
 
@@ -51,6 +51,11 @@ std::string ModelConfig::pretrainedPartsSummary() const {
   if (norm != "layer") parts.push_back("norm " + norm);
   if (blockNorms != "pre") parts.push_back("block norms " + blockNorms);
   if (gatedMlp) parts.push_back("gated MLP");
+  if (resolvedFc1Bias() != linearBiases) parts.push_back("MLP input bias");
+  if (tokenTypes > 0) parts.push_back("token-type embedding");
+  if (positionOffset > 0) parts.push_back("position offset");
+  if (headNormEps) parts.push_back("head norm epsilon");
+  if (head == "none") parts.push_back("no output head");
   if (resolvedKvHeads() != heads) parts.push_back("grouped key/value heads");
   if (headDim > 0 && headDim * heads != dModel) parts.push_back("head dimension");
   if (resolvedQkvBias() != linearBiases) parts.push_back("q/k/v biases");
@@ -69,6 +74,7 @@ std::string ModelConfig::pretrainedPartsSummary() const {
 }
 
 OutputHeadKind ModelConfig::headKind() const {
+  if (head == "none") return OutputHeadKind::None;  // pretrained encoders only: not a --head choice
   checkName(headNames(), head, "--head");
   if (head == "roberta") return OutputHeadKind::Roberta;
   if (head == "clap") return OutputHeadKind::Clap;
@@ -97,6 +103,13 @@ void ModelConfig::validate() const {
   if (queryScale && !(*queryScale > 0)) fail("the query scale must be positive");
   if (!(rotaryFraction > 0 && rotaryFraction <= 1)) fail("the rotary fraction must be in (0, 1]");
   if (rotaryLocalBase < 0) fail("the local rotary base must be >= 0");
+  if (tokenTypes < 0) fail("the token types must be >= 0");
+  if (positionOffset < 0 || (positionOffset > 0 && position() != PositionMethod::Learned))
+    fail("a position offset needs learned positions");
+  if (headNormEps && !(*headNormEps > 0)) fail("the head's LayerNorm epsilon must be positive");
+  if (head == "none" && causal()) fail("a decoder needs an output head");
+  if (blockNorms == "post" && finalNorm) fail("post-norm blocks end in their own norm: no final norm");
+  if (tokenTypes > 0 && !embeddingNorm) fail("token-type embeddings are added before the embedding norm (BERT's)");
   if (!tiedHead && head != "lm") fail("an untied head is an lm head");
   if (!ropeScaling.isDefault() && position() != PositionMethod::Rotary) fail("rope scaling needs pos rotary");
   if (ffn < 1) fail("--ffn must be positive");
@@ -191,6 +204,10 @@ void to_json(nlohmann::json& j, const ModelConfig& c) {
   if (c.norm != d.norm) j["norm"] = c.norm;
   if (c.blockNorms != d.blockNorms) j["block_norms"] = c.blockNorms;
   if (c.gatedMlp) j["gated_mlp"] = true;
+  if (c.fc1Bias) j["fc1_bias"] = *c.fc1Bias;
+  if (c.tokenTypes > 0) j["token_types"] = c.tokenTypes;
+  if (c.positionOffset > 0) j["position_offset"] = c.positionOffset;
+  if (c.headNormEps) j["head_norm_eps"] = *c.headNormEps;
   if (c.kvHeads > 0) j["kv_heads"] = c.kvHeads;
   if (c.headDim > 0) j["head_dim"] = c.headDim;
   if (c.qkvBias) j["qkv_bias"] = *c.qkvBias;
@@ -245,6 +262,10 @@ void from_json(const nlohmann::json& j, ModelConfig& c) {
   c.norm = j.value("norm", std::string("layer"));
   c.blockNorms = j.value("block_norms", std::string("pre"));
   c.gatedMlp = j.value("gated_mlp", false);
+  if (j.contains("fc1_bias")) c.fc1Bias = j.at("fc1_bias").get<bool>();
+  c.tokenTypes = j.value("token_types", int64_t(0));
+  c.positionOffset = j.value("position_offset", int64_t(0));
+  if (j.contains("head_norm_eps")) c.headNormEps = j.at("head_norm_eps").get<double>();
   c.kvHeads = j.value("kv_heads", int64_t(0));
   c.headDim = j.value("head_dim", int64_t(0));
   if (j.contains("qkv_bias")) c.qkvBias = j.at("qkv_bias").get<bool>();

@@ -13,7 +13,8 @@
 
 namespace xtrap {
 
-enum class OutputHeadKind { Lm, Roberta, Clap };
+// None: a pretrained encoder saved without its masked-LM head (features only: probes, no scores).
+enum class OutputHeadKind { Lm, Roberta, Clap, None };
 
 struct ModelConfig {
   std::string arch = "decoder";  // decoder (causal LM) | encoder (masked LM)
@@ -65,11 +66,14 @@ struct ModelConfig {
   // the pretrained loader (run/pretrained_config.h) maps each family's config onto them.
   std::string norm = "layer";  // layer | rms (RMSNorm, statistics in float32) | rms-one-plus (x_hat * (1 + w))
   // pre: a norm before each branch (ln1, ln2) | sandwich: also one on each branch's output,
-  // before its residual add (Gemma 2/3's four norms per block)
+  // before its residual add (Gemma 2/3's four norms per block) | post: a norm after each residual
+  // add and none before the branches, x = ln1(x + attn(x)), x = ln2(x + mlp(x)) (BERT's)
   std::string blockNorms = "pre";
   bool gatedMlp = false;  // down(act(gate x) * up x) (SwiGLU with silu, GeGLU with gelu-tanh); else fc2(act(fc1 x))
-  int64_t kvHeads = 0;    // key/value heads (grouped-query attention, never repeated in memory); 0 = heads
-  int64_t headDim = 0;    // each head's width; 0 = dModel / heads
+  std::optional<bool>
+      fc1Bias;          // a bias on the MLP's first layer (none on MosaicBERT's gated one); unset = linearBiases
+  int64_t kvHeads = 0;  // key/value heads (grouped-query attention, never repeated in memory); 0 = heads
+  int64_t headDim = 0;  // each head's width; 0 = dModel / heads
   std::optional<bool> qkvBias;  // biases on the q, k, v projections (Qwen2); unset = linearBiases
   bool qkNorm = false;          // a per-head norm (the model's kind) on q and k before the rotation
   // Sliding-window attention: query i sees keys i - W < j <= i in the windowed layers (all layers
@@ -84,6 +88,12 @@ struct ModelConfig {
   double rotaryFraction = 1.0;         // the share of each head's channels rotated (partial rotary)
   double rotaryLocalBase = 0.0;        // windowed layers' rotary base, without rope scaling (Gemma 3); 0 = rotaryBase
   RopeScaling ropeScaling;             // rotary: the checkpoint's own frequency scaling
+  // BERT's token-type embeddings: a (tokenTypes, C) table whose row 0 is added to every token's
+  // embedding (every token is of type 0); 0 = none.
+  int64_t tokenTypes = 0;
+  // Learned positions: the first token's row of the table (RoBERTa's padding_idx + 1 = 2).
+  int64_t positionOffset = 0;
+  std::optional<double> headNormEps;  // the roberta head's LayerNorm epsilon; unset = 1e-5 (MosaicBERT: 1e-12)
 
   // The names --arch, --head, --activation and --alibi-init accept (validate() checks them; --help
   // lists them).
@@ -112,6 +122,7 @@ struct ModelConfig {
   // evaluation masking (mlm_masking.h).
   int64_t windowWords() const { return contextLength - (usesBos() ? 1 : 0); }
   int64_t positionTableSize() const { return maxPositions > 0 ? maxPositions : contextLength; }
+  bool resolvedFc1Bias() const { return fc1Bias.value_or(linearBiases); }
   int64_t resolvedKvHeads() const { return kvHeads > 0 ? kvHeads : heads; }
   int64_t resolvedHeadDim() const { return headDim > 0 ? headDim : dModel / heads; }
   bool resolvedQkvBias() const { return qkvBias.value_or(linearBiases); }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "model/fast_dropout.h"
 #include "model/linear_nll.h"
@@ -21,7 +22,8 @@ OutputHeadImpl::OutputHeadImpl(const ModelConfig& config, torch::Tensor tokenEmb
   }
   if (kind == OutputHeadKind::Roberta) {
     dense = register_module("dense", torch::nn::Linear(C, C));
-    norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
+    norm = register_module(
+        "norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C}).eps(config.headNormEps.value_or(1e-5))));
     bias = register_parameter("bias", torch::zeros({V}, torch::kFloat32));
   } else if (kind == OutputHeadKind::Clap) {
     beta = register_parameter("beta", torch::full({1}, config.clapBeta, torch::kFloat32));
@@ -37,7 +39,14 @@ torch::Tensor OutputHeadImpl::projection() const {
   return kind == OutputHeadKind::Clap ? F::normalize(embedding, F::NormalizeFuncOptions().dim(1)) : embedding;
 }
 
+namespace {
+[[noreturn]] void noHead() {
+  throw std::invalid_argument("the model was saved without its masked-LM head: it has features (probes), no scores");
+}
+}  // namespace
+
 torch::Tensor OutputHeadImpl::logits(const torch::Tensor& x) {
+  if (kind == OutputHeadKind::None) noHead();
   if (adaptive) return adaptive->log_prob(x);
   // The float32 LayerNorm takes a float32 input (LibTorch 1.13's CPU autocast does not cast it).
   if (kind == OutputHeadKind::Roberta)
@@ -98,6 +107,7 @@ torch::Tensor OutputHeadImpl::adaptiveNll(const torch::Tensor& x, const torch::T
 }
 
 torch::Tensor OutputHeadImpl::nll(const torch::Tensor& x, const torch::Tensor& targets) {
+  if (kind == OutputHeadKind::None) noHead();
   if (adaptive) return adaptiveNll(x, targets);
   // The formulas of logits(), in row blocks: never N x V logits at once (linear_nll.h).
   if (kind == OutputHeadKind::Roberta)

@@ -4,8 +4,9 @@
 //                                                  with adaptive input the input is tied to it;
 //                                                  or, untied (ModelConfig::tiedHead false), x W^T
 //                                                  with its own W (V, C))
-//  - roberta: logits = LayerNorm(GELU(x W + b)) E^T + bias
+//  - roberta: logits = LayerNorm(GELU(x W + b)) E^T + bias   (BERT's masked-LM head as well)
 //  - clap:    logits = beta * x normalize(E)^T    (rows of E L2-normalised, beta learned)
+//  - none:    no scores (a pretrained encoder saved without its head); logits() and nll() throw
 // Scores are computed in the compute precision of the autocast scope the caller opened (the
 // model's); log-softmax and the NLL always in float32. A final soft-cap (Gemma 2) maps the logits
 // to cap * tanh(logits / cap), in float32.

@@ -9,8 +9,9 @@ namespace xtrap {
 std::map<std::string, std::vector<int64_t>> parameterShapes(const ModelConfig& c) {
   PositionMethod pos = c.position();
   bool learnedSlopes = isLinearBias(pos) && makeLinearBiasSpec(pos, c.heads, c.causal()).learnedSlopes;
-  if (c.head != "lm" || !c.adaptiveSoftmaxCutoffs.empty() || c.adaptiveInput || learnedSlopes ||
-      !(pos == PositionMethod::None || pos == PositionMethod::Rotary || isLinearBias(pos)))
+  if (c.head == "clap" || !c.adaptiveSoftmaxCutoffs.empty() || c.adaptiveInput || learnedSlopes ||
+      !(pos == PositionMethod::None || pos == PositionMethod::Rotary || pos == PositionMethod::Learned ||
+        isLinearBias(pos)))
     throw std::invalid_argument("parameter shapes: only lm heads with fixed positions (" + c.pos + ", " + c.head + ")");
   const int64_t V = c.vocabSize, C = c.dModel, H = c.heads, KV = c.resolvedKvHeads(), D = c.resolvedHeadDim();
   const int64_t F = c.ffn;
@@ -24,10 +25,12 @@ std::map<std::string, std::vector<int64_t>> parameterShapes(const ModelConfig& c
     if (bias) shapes[name + ".bias"] = {out};
   };
   shapes["token_embedding.weight"] = {V, C};
-  if (c.embeddingNorm) {  // always a LayerNorm (BLOOM's)
+  if (c.embeddingNorm) {  // always a LayerNorm (BLOOM's, BERT's)
     shapes["embedding_norm.weight"] = {C};
     shapes["embedding_norm.bias"] = {C};
   }
+  if (c.tokenTypes > 0) shapes["type_embedding.weight"] = {c.tokenTypes, C};
+  if (pos == PositionMethod::Learned) shapes["position_embedding.weight"] = {c.positionTableSize(), C};
   for (int64_t l = 0; l < c.layers; ++l) {
     std::string b = "blocks." + std::to_string(l) + ".";
     norm(b + "ln1", C);
@@ -42,11 +45,17 @@ std::map<std::string, std::vector<int64_t>> parameterShapes(const ModelConfig& c
       norm(b + "attn_out_norm", C);
       norm(b + "mlp_out_norm", C);
     }
-    linear(b + "fc1", c.gatedMlp ? 2 * F : F, C, c.linearBiases);
+    linear(b + "fc1", c.gatedMlp ? 2 * F : F, C, c.resolvedFc1Bias());
     linear(b + "fc2", C, F, c.linearBiases);
   }
   if (c.finalNorm) norm("ln_final", C);
   if (!c.tiedHead) shapes["head.weight"] = {V, C};
+  if (c.head == "roberta") {  // the masked-LM head: dense, LayerNorm, the tied decoder's bias
+    linear("head.dense", C, C, true);
+    shapes["head.norm.weight"] = {C};
+    shapes["head.norm.bias"] = {C};
+    shapes["head.bias"] = {V};
+  }
   return shapes;
 }
 

@@ -14,9 +14,9 @@
 namespace xtrap {
 
 // Every parameter of TransformerImpl(config), its name as named_parameters() gives it, for the
-// decoder and encoder LM heads of pretrained families and xtrap's own runs with an lm head and
-// no adaptive softmax or input, and the ALiBi, rotary and no-position methods (no position
-// parameters). Throws std::invalid_argument for other configurations.
+// lm, roberta (BERT's masked-LM head) and no head, without adaptive softmax or input, and the
+// fixed ALiBi, rotary, learned and no-position methods. Throws std::invalid_argument for other
+// configurations.
 std::map<std::string, std::vector<int64_t>> parameterShapes(const ModelConfig& config);
 
 }  // namespace xtrap

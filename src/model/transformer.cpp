@@ -35,7 +35,8 @@ TransformerBlockImpl::TransformerBlockImpl(const ModelConfig& c, int64_t index)
     : dropout(c.dropout),
       activationDropoutRate(c.activationDropoutRate()),
       activation(parseActivation(c.activation)),
-      gated(c.gatedMlp) {
+      gated(c.gatedMlp),
+      post(c.blockNorms == "post") {
   NormKind norm = parseNormKind(c.norm);
   ln1 = register_module("ln1", Norm(norm, c.dModel, c.normEps));
   attn = register_module("attn", Attention(c, index));
@@ -45,8 +46,8 @@ TransformerBlockImpl::TransformerBlockImpl(const ModelConfig& c, int64_t index)
     mlpOutNorm = register_module("mlp_out_norm", Norm(norm, c.dModel, c.normEps));
   }
   int64_t F = c.ffn;
-  fc1 = register_module("fc1",
-                        torch::nn::Linear(torch::nn::LinearOptions(c.dModel, gated ? 2 * F : F).bias(c.linearBiases)));
+  fc1 = register_module(
+      "fc1", torch::nn::Linear(torch::nn::LinearOptions(c.dModel, gated ? 2 * F : F).bias(c.resolvedFc1Bias())));
   fc2 = register_module("fc2", torch::nn::Linear(torch::nn::LinearOptions(F, c.dModel).bias(c.linearBiases)));
 }
 
@@ -68,6 +69,13 @@ torch::Tensor TransformerBlockImpl::mlp(const torch::Tensor& x, bool fused) {
 AddNormed TransformerBlockImpl::forward(const AddNormed& in, const AttentionContext& ctx, const Norm& next,
                                         bool nextIsFinal, bool fused) {
   bool train = is_training();
+  if (post) {
+    // The stream is already normed (in.out); each residual add ends in this block's own norm,
+    // whose output is the new stream, float32 (not only a matmul's input).
+    auto mid = addNorm(in.out, attn(in.out, ctx), ln1, dropout, train, fused, false);
+    auto out = addNorm(mid.normed, mlp(mid.normed, fused), ln2, dropout, train, fused, false);
+    return {out.normed, out.normed};
+  }
   auto a = attn(in.normed, ctx);
   if (attnOutNorm) a = attnOutNorm(a);
   auto mid = addNorm(in.out, a, ln2, dropout, train, fused, true);
@@ -95,6 +103,10 @@ TransformerImpl::TransformerImpl(ModelConfig c)
   if (config.embeddingNorm)
     embeddingNorm =
         register_module("embedding_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C}).eps(config.normEps)));
+  if (config.tokenTypes > 0) {
+    typeEmbedding = register_module("type_embedding", torch::nn::Embedding(config.tokenTypes, C));
+    torch::nn::init::normal_(typeEmbedding->weight, 0.0, 1.0 / std::sqrt(double(C)));
+  }
   if (pos == PositionMethod::Learned) {
     positionEmbedding = register_module("position_embedding", torch::nn::Embedding(config.positionTableSize(), C));
     torch::nn::init::normal_(positionEmbedding->weight, 0.0, 1.0 / std::sqrt(double(C)));
@@ -213,20 +225,28 @@ torch::Tensor TransformerImpl::features(const torch::Tensor& tokensIn, const For
   // Gemma multiplies by sqrt(C) held in the model's precision (55.4256 is 55.5 in bfloat16).
   double scale = config.scaleEmbedding ? std::sqrt(double(C)) : 1.0;
   if (config.embeddingScaleRounded) scale = torch::tensor(scale, torch::kFloat64).to(computeDtype_).item<double>();
-  if (embeddingNorm) x = embeddingNorm(scale != 1.0 ? x * scale : x);
   torch::Tensor positions;  // (T, C), or none
   if (pos_ == PositionMethod::Learned) {
-    if (offset + T > config.positionTableSize())
+    int64_t first = config.positionOffset + offset;  // the table row of the first token
+    if (first + T > config.positionTableSize())
       throw std::invalid_argument("learned positions: length " + std::to_string(offset + T) + " exceeds the table of " +
-                                  std::to_string(config.positionTableSize()) +
+                                  std::to_string(config.positionTableSize() - config.positionOffset) +
                                   " positions (train with --max-positions to extrapolate)");
-    positions = positionEmbedding(torch::arange(offset, offset + T, tokens.options()));
+    positions = positionEmbedding(torch::arange(first, first + T, tokens.options()));
   } else if (pos_ == PositionMethod::Sinusoidal) {
     if (!sinusoidal_.defined() || sinusoidal_.size(0) < offset + T || sinusoidal_.device() != x.device())
       sinusoidal_ = sinusoidalTable(offset + T, C, x.options());
     positions = sinusoidal_.narrow(0, offset, T);
   }
-  x = embeddingDropout(x, embeddingNorm ? 1.0 : scale, positions, config.dropout, is_training(), fusedElementwise_);
+  if (embeddingNorm) {
+    // The norm of the whole embedding: the scaled token's, BERT's type-0 row and the position's.
+    if (scale != 1.0) x = x * scale;
+    if (typeEmbedding) x = x + typeEmbedding->weight[0].to(torch::kFloat32);
+    if (positions.defined()) x = x + positions.to(torch::kFloat32);
+    x = embeddingDropout(embeddingNorm(x), 1.0, {}, config.dropout, is_training(), fusedElementwise_);
+  } else {
+    x = embeddingDropout(x, scale, positions, config.dropout, is_training(), fusedElementwise_);
+  }
 
   AttentionContext ctx;
   ctx.path = cache ? AttentionPath::Block : attentionPath(T, opt);  // a cache has its own attention
@@ -247,7 +267,8 @@ torch::Tensor TransformerImpl::features(const torch::Tensor& tokensIn, const For
   // The residual stream with the norm of what comes next: each block's residual adds end in the
   // norm after them (ln2, the next block's ln1, ln_final), one fused pass each on a GPU.
   const size_t L = blocks->size();
-  AddNormed stream{x, blocks[0]->as<TransformerBlock>()->ln1(x)};
+  // Post-norm blocks take the stream as it is; pre-norm ones its norm.
+  AddNormed stream{x, config.blockNorms == "post" ? x : blocks[0]->as<TransformerBlock>()->ln1(x)};
   for (size_t l = 0; l < L; ++l) {
     const bool last = l + 1 == L;
     const auto& next = last ? lnFinal : blocks[l + 1]->as<TransformerBlock>()->ln1;

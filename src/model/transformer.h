@@ -1,6 +1,6 @@
 #pragma once
-// The xtrap transformer: pre-LN blocks over token embeddings, one position method, one output
-// head. Decoders are causal LMs; encoders are bidirectional (masked LM).
+// The xtrap transformer: pre-LN blocks (or sandwich, or BERT's post-LN) over token embeddings,
+// one position method, one output head. Decoders are causal LMs; encoders are bidirectional (masked LM).
 // Device and precision: place() moves the parameters and sets the compute precision; features()
 // and tokenNll() take batches from anywhere and move them to the parameters (input()), and run
 // under one autocast scope of that precision (parameters stay float32). Every tensor made inside
@@ -43,6 +43,7 @@ struct TransformerBlockImpl : torch::nn::Module {
   double dropout, activationDropoutRate;
   Activation activation;  // ModelConfig::activation, parsed once
   bool gated;
+  bool post;  // post-norm (BERT): ln1 and ln2 after the residual adds, `next` not applied
 };
 TORCH_MODULE(TransformerBlock);
 
@@ -94,6 +95,7 @@ struct TransformerImpl : torch::nn::Module {
   torch::nn::LayerNorm embeddingNorm{nullptr};      // config.embeddingNorm: on the token embeddings
   AdaptiveInput adaptiveInput{nullptr};             // config.adaptiveInput: tied to head->adaptive
   torch::nn::Embedding positionEmbedding{nullptr};  // learned: (maxPositions, C)
+  torch::nn::Embedding typeEmbedding{nullptr};      // config.tokenTypes: (types, C), row 0 added (BERT's)
   torch::nn::ModuleList blocks{nullptr};
   Norm lnFinal{nullptr};  // none when !config.finalNorm
   OutputHead head{nullptr};

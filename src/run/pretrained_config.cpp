@@ -13,6 +13,7 @@
 
 #include "run/config_reader.h"
 #include "run/pretrained_family.h"
+#include "run/safetensors_reader.h"
 #include "util/fnv1a64.h"
 
 namespace xtrap {
@@ -79,13 +80,16 @@ bool isPretrainedDirectory(const fs::path& dir) {
   return fs::is_regular_file(dir / "config.json") && !fs::exists(dir / "run.json");
 }
 
-PretrainedConfig parsePretrainedConfig(const nlohmann::json& j, const std::string& file) {
+PretrainedConfig parsePretrainedConfig(const nlohmann::json& j, const std::string& file,
+                                       const std::set<std::string>& tensors) {
   if (!j.is_object()) throw std::runtime_error(file + ": not a JSON object");
   std::string type = j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
-  const PretrainedFamily* family = findPretrainedFamily(type);
+  const PretrainedFamily* family = recognisePretrainedFamily(type, j, tensors);
   if (!family) {
     std::vector<std::string> names;
-    for (const auto* f : pretrainedFamilies()) names.insert(names.end(), f->modelTypes.begin(), f->modelTypes.end());
+    for (const auto* f : pretrainedFamilies())
+      for (const auto& t : f->modelTypes)
+        if (std::find(names.begin(), names.end(), t) == names.end()) names.push_back(t);
     // Multimodal checkpoints (gemma3's text_config beside a vision tower) name their language
     // model's type inside; its tensors sit under other prefixes beside the vision tower's.
     bool multimodal = j.contains("text_config") && j["text_config"].is_object();
@@ -94,6 +98,15 @@ PretrainedConfig parsePretrainedConfig(const nlohmann::json& j, const std::strin
   }
   checkKeys(*family, type, j, file);
   PretrainedConfig p = family->read(familyReader(*family, j, file));
+  if (!family->name.empty()) p.modelType = family->name;
+  if (!family->headTensor.empty() && !tensors.empty()) {
+    bool hasHead = std::any_of(tensors.begin(), tensors.end(), [&](const std::string& name) {
+      for (const auto& prefix : family->tensorPrefixes)
+        if (name == prefix + family->headTensor) return true;
+      return name == family->headTensor;
+    });
+    if (!hasHead) p.model.head = "none";
+  }
   try {
     p.model.validate();
   } catch (const std::invalid_argument& e) {
@@ -116,9 +129,20 @@ PretrainedConfig parsePretrainedConfig(const nlohmann::json& j, const std::strin
   return p;
 }
 
+std::set<std::string> pretrainedTensorNames(const fs::path& dir) {
+  std::set<std::string> names;
+  if (!fs::exists(dir / "model.safetensors") && !fs::exists(dir / "model.safetensors.index.json")) return names;
+  for (const auto& path : pretrainedWeightFiles(dir)) {
+    if (!fs::exists(path)) return {};  // the loader names the missing shard
+    SafetensorsFile file(path);
+    for (const auto& [name, t] : file.tensors()) names.insert(name);
+  }
+  return names;
+}
+
 PretrainedConfig readPretrainedConfig(const fs::path& dir) {
   fs::path file = dir / "config.json";
-  return parsePretrainedConfig(readJsonFile(file.string()), file.string());
+  return parsePretrainedConfig(readJsonFile(file.string()), file.string(), pretrainedTensorNames(dir));
 }
 
 std::string pretrainedWeightsDigest(const fs::path& dir) {

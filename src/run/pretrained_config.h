@@ -6,6 +6,7 @@
 // onto that model. docs/pretrained.md lists the families and their keys. Torch-free.
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,9 @@
 namespace xtrap {
 
 struct PretrainedConfig {
-  std::string modelType;  // config.json's model_type (run/pretrained_family.h finds its family)
+  // The family's name: config.json's model_type, or the name of one of several families under it
+  // (mosaicbert, jinabert; run/pretrained_family.h finds the family by it)
+  std::string modelType;
   ModelConfig model;
   int32_t contextToken = 0;         // the id the first scored token is predicted from (bos, else eos)
   std::vector<int32_t> stopTokens;  // eos_token_id (one or a list): where generation stops
@@ -27,8 +30,14 @@ bool isPretrainedDirectory(const std::filesystem::path& dir);
 // model_type (naming the supported ones), a missing or ill-typed key, or a setting xtrap does not
 // compute (named).
 PretrainedConfig readPretrainedConfig(const std::filesystem::path& dir);
-// The same for a config already parsed; `file` names it in errors.
-PretrainedConfig parsePretrainedConfig(const nlohmann::json& config, const std::string& file);
+// The same for a config already parsed; `file` names it in errors. `tensors`: the names of the
+// checkpoint's tensors, which tell families under one model_type apart (MosaicBERT's fused Wqkv)
+// and whether an encoder was saved with its masked-LM head; empty: the config alone decides.
+PretrainedConfig parsePretrainedConfig(const nlohmann::json& config, const std::string& file,
+                                       const std::set<std::string>& tensors = {});
+// The names of the tensors in a directory's weight files, from their headers; empty when the
+// directory has no weight file (the loader then names what is missing).
+std::set<std::string> pretrainedTensorNames(const std::filesystem::path& dir);
 
 // What identifies a directory's model for caches and --verify, without reading its weights:
 // "fnv1a64:<16 hex digits>" of config.json and, for each weight file in order, its name, size

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <set>
 
 #include "run/families/families.h"
@@ -11,8 +12,10 @@ namespace xtrap {
 
 const std::vector<const PretrainedFamily*>& pretrainedFamilies() {
   static const std::vector<const PretrainedFamily*> all{
-      &bloomFamily(), &mptFamily(),  &llamaFamily(), &mistralFamily(), &qwen2Family(),
-      &qwen3Family(), &phi3Family(), &gemmaFamily(), &gemma2Family(),  &gemma3Family()};
+      &bloomFamily(), &mptFamily(), &llamaFamily(), &mistralFamily(), &qwen2Family(), &qwen3Family(), &phi3Family(),
+      &gemmaFamily(), &gemma2Family(), &gemma3Family(),
+      // Under model_type bert the first family that recognises a checkpoint reads it.
+      &mosaicBertFamily(), &jinaBertFamily(), &bertFamily(), &robertaFamily()};
   return all;
 }
 
@@ -31,11 +34,27 @@ PretrainedConfig pretrainedDecoder(const std::string& modelType, const std::stri
   return p;
 }
 
-const PretrainedFamily* findPretrainedFamily(const std::string& modelType) {
+const PretrainedFamily* findPretrainedFamily(const std::string& name) {
+  for (const auto* f : pretrainedFamilies()) {
+    if (!f->name.empty() ? f->name == name
+                         : std::find(f->modelTypes.begin(), f->modelTypes.end(), name) != f->modelTypes.end())
+      return f;
+  }
+  return nullptr;
+}
+
+const PretrainedFamily* recognisePretrainedFamily(const std::string& modelType, const nlohmann::json& config,
+                                                  const TensorNames& tensors) {
   for (const auto* f : pretrainedFamilies())
     for (const auto& t : f->modelTypes)
-      if (t == modelType) return f;
+      if (t == modelType && (!f->recognises || f->recognises(config, tensors))) return f;
   return nullptr;
+}
+
+bool isUnreadTensor(const PretrainedFamily& family, const std::string& name) {
+  for (const auto& u : family.unreadTensors)
+    if (u.back() == '.' ? name.rfind(u, 0) == 0 : name == u) return true;
+  return false;
 }
 
 const std::vector<std::string>& commonInertKeys() {
@@ -73,10 +92,12 @@ std::string pretrainedKeysMarkdown() {
   std::string md = "Every family also ignores " + codeList(commonInertKeys()) + ", and refuses:\n\n" +
                    refusedList(commonRefusedKeys());
   for (const auto* f : pretrainedFamilies()) {
-    md += fmt::format("\n### {}\n\n", fmt::join(f->modelTypes, ", "));
+    md += f->name.empty() ? fmt::format("\n### {}\n\n", fmt::join(f->modelTypes, ", "))
+                          : fmt::format("\n### {} (model_type {})\n\n", f->name, fmt::join(f->modelTypes, ", "));
     md += "Computed: " + codeList(f->computed) + ".\n\n";
     md += "Known not to change the numbers: " + codeList(f->inert) + ".\n\n";
     md += "Refused:\n\n" + refusedList(f->refused);
+    if (!f->unreadTensors.empty()) md += "\nTensors not read: " + codeList(f->unreadTensors) + ".\n";
   }
   return md;
 }

@@ -6,6 +6,7 @@
 // item 9). Torch-free: the loader (run/pretrained_weights.h) applies the tensor map.
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct TensorSource {
   std::vector<std::string> names;
   TensorLayout layout = TensorLayout::AsStored;
   std::vector<int64_t> rows;  // several names: the rows each one must have (q: H * D, k and v: KV * D)
+  // One name: other names the same tensor is saved under (BERT's tied cls.predictions.bias and
+  // cls.predictions.decoder.bias); the first present is read, the others are copies.
+  std::vector<std::string> alsoSavedAs;
 };
 using TensorMap = std::map<std::string, TensorSource>;  // xtrap parameter name -> source
 
@@ -36,6 +40,9 @@ struct RefusedKey {
   std::string why;  // what xtrap would have to compute, for the error and docs/pretrained.md
 };
 
+// The names of a checkpoint's tensors as stored (prefixes included); empty where unknown.
+using TensorNames = std::set<std::string>;
+
 struct PretrainedFamily {
   std::vector<std::string> modelTypes;  // the config.json model_type values it reads
   std::vector<std::string> computed;    // read into the settings (the reader allows no others)
@@ -44,6 +51,17 @@ struct PretrainedFamily {
   std::vector<std::string> tensorPrefixes;  // stripped from checkpoint names where present
   PretrainedConfig (*read)(const ConfigReader& config);
   TensorMap (*tensors)(const ModelConfig& model);
+  // Several families under one model_type (MosaicBERT, JinaBERT and BERT all say "bert"): the
+  // family's own name (run.json's and the rows' model type; empty: its model_type), and whether a
+  // config and its tensors' names are this family's (null: every config of its model types).
+  std::string name;
+  bool (*recognises)(const nlohmann::json& config, const TensorNames& tensors) = nullptr;
+  // Encoders: the tensor (without prefix) whose absence means the checkpoint was saved without
+  // its masked-LM head (head "none": features and probes only).
+  std::string headTensor;
+  // Tensors (without prefix; a trailing '.' names a prefix) the model does not read: heads of
+  // other tasks (BERT's pooler and next-sentence head), tied copies, saved buffers.
+  std::vector<std::string> unreadTensors;
 };
 
 // Every family, in the order docs/pretrained.md lists them.
@@ -52,8 +70,15 @@ const std::vector<const PretrainedFamily*>& pretrainedFamilies();
 // What every family's config starts from: a decoder (causal LM) with position method `pos`, an lm
 // head, no dropout, no embedding scale, a final norm; the family sets the rest.
 PretrainedConfig pretrainedDecoder(const std::string& modelType, const std::string& pos);
-// The family reading `modelType`; nullptr for none.
-const PretrainedFamily* findPretrainedFamily(const std::string& modelType);
+// The family named `name` (PretrainedConfig::modelType: its name, else one of its model types);
+// nullptr for none.
+const PretrainedFamily* findPretrainedFamily(const std::string& name);
+// The family reading a config of model_type `modelType` with these tensors: the first that lists
+// the type and recognises the config; nullptr for none.
+const PretrainedFamily* recognisePretrainedFamily(const std::string& modelType, const nlohmann::json& config,
+                                                  const TensorNames& tensors);
+// Whether a tensor (without prefix) is one of the family's unread tensors.
+bool isUnreadTensor(const PretrainedFamily& family, const std::string& name);
 
 // Keys of Hugging Face's PretrainedConfig and of saved configs that no family's numbers depend on
 // (names, ids, dropout at inference, initialisation, caching, parallelism plans).

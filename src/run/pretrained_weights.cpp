@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <set>
@@ -71,17 +72,36 @@ TensorIndex indexTensors(const std::vector<std::unique_ptr<SafetensorsFile>>& fi
   return tensors;
 }
 
+// A tensor saved under several names (TensorSource::alsoSavedAs): the source reads the first name
+// present; the others are copies, used. Returns the copies.
+std::set<std::string> pickSavedNames(TensorMap& map, const TensorIndex& tensors) {
+  std::set<std::string> copies;
+  for (auto& [param, source] : map) {
+    if (source.alsoSavedAs.empty()) continue;
+    std::vector<std::string> names{source.names.front()};
+    names.insert(names.end(), source.alsoSavedAs.begin(), source.alsoSavedAs.end());
+    auto first = std::find_if(names.begin(), names.end(), [&](const std::string& n) { return tensors.count(n) > 0; });
+    if (first == names.end()) continue;  // checkSources names the missing tensor
+    source.names = {*first};
+    for (const auto& n : names)
+      if (n != *first) copies.insert(n);
+  }
+  return copies;
+}
+
 // Checks, from the headers alone, that the sources of every parameter exist with a dtype xtrap
 // reads and the shape `shapes` gives it (each source its rows, the same trailing sizes), and that
-// every tensor is used, before any parameter is allocated. Returns whether every matrix is 2-byte.
+// every tensor is used (or one the family does not read), before any parameter is allocated.
+// Returns whether every matrix is 2-byte.
 bool checkSources(const fs::path& dir, const TensorMap& map, const std::map<std::string, std::vector<int64_t>>& shapes,
-                  const TensorIndex& tensors, bool tiedHead) {
+                  const TensorIndex& tensors, bool tiedHead, const PretrainedFamily& family,
+                  const std::set<std::string>& copies) {
   std::string config = (dir / "config.json").string();
   for (const auto& [name, shape] : shapes)
     if (!map.count(name)) throw std::logic_error("pretrained weights: no source for " + name);
   for (const auto& [name, source] : map)
     if (!shapes.count(name)) throw std::logic_error("pretrained weights: the model has no parameter " + name);
-  std::set<std::string> used;
+  std::set<std::string> used = copies;
   // A tied head's stored copy is not read: transformers ties it to the embedding as well.
   if (tiedHead) used.insert("lm_head.weight");
   bool twoByte = true;
@@ -106,7 +126,7 @@ bool checkSources(const fs::path& dir, const TensorMap& map, const std::map<std:
     }
   }
   for (const auto& [name, where] : tensors)
-    if (!used.count(name))
+    if (!used.count(name) && !isUnreadTensor(family, name))
       throw std::runtime_error(
           fmt::format("{} does not match {}: it holds {}, which the model {} describes does not have", config,
                       where.file->path().string(), name, config));
@@ -126,10 +146,12 @@ Transformer loadPretrainedModel(const fs::path& dir, const std::string& type, co
   }
   TensorIndex tensors = indexTensors(files, *family);
   TensorMap map = family->tensors(c);
+  std::set<std::string> copies = pickSavedNames(map, tensors);
   // The matrices in bf16 when the evaluation computes in bf16 and the checkpoint holds none in
   // float32 (see the header). Built in that type: a float32 model first would be the 4N bytes
   // this avoids, at the peak.
-  bool twoByte = checkSources(dir, map, parameterShapes(c), tensors, c.tiedHead) && ctx.dtype == torch::kBFloat16;
+  bool twoByte =
+      checkSources(dir, map, parameterShapes(c), tensors, c.tiedHead, *family, copies) && ctx.dtype == torch::kBFloat16;
   Transformer model{nullptr};
   {
     DefaultDtypeGuard building(twoByte ? torch::kBFloat16 : torch::kFloat32);

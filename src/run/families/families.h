@@ -14,5 +14,9 @@ const PretrainedFamily& phi3Family();
 const PretrainedFamily& gemmaFamily();
 const PretrainedFamily& gemma2Family();
 const PretrainedFamily& gemma3Family();
+const PretrainedFamily& mosaicBertFamily();
+const PretrainedFamily& jinaBertFamily();
+const PretrainedFamily& bertFamily();
+const PretrainedFamily& robertaFamily();
 
 }  // namespace xtrap
