@@ -141,8 +141,11 @@ Window prepareWindow(Transformer& model, const ProbeText& text, const AttentionD
   int64_t size = static_cast<int64_t>(stream.size());
   if (req.offset < 0 || req.offset >= size)
     throw std::invalid_argument(fmt::format("--offset {} is outside {} ({} tokens)", req.offset, text.source, size));
-  int64_t bos = model->config.usesBos() ? 1 : 0;  // the window is <bos> + N - 1 words, as in evaluation
-  int64_t N = std::min(req.Lvalid, size - req.offset + bos);
+  // The window is <bos> + N - 1 words, or a pretrained encoder's [CLS] + N - 2 words + [SEP], as
+  // in evaluation.
+  int64_t bos = model->config.usesBos() ? 1 : 0;
+  int64_t frame = bos + int64_t(text.before.size() + text.after.size());
+  int64_t N = std::min(req.Lvalid, size - req.offset + frame);
   if (N < req.Lvalid)
     std::fprintf(stderr, "note: only %lld tokens from offset %lld; using N = %lld\n",
                  static_cast<long long>(size - req.offset), static_cast<long long>(req.offset),
@@ -160,10 +163,13 @@ Window prepareWindow(Transformer& model, const ProbeText& text, const AttentionD
     w.tokens.push_back(static_cast<int32_t>(model->config.bosId()));
     w.words.emplace_back(Vocabulary::kBos);
   }
-  for (int64_t p = req.offset; p < req.offset + N - bos; ++p) {
-    w.tokens.push_back(stream[static_cast<size_t>(p)]);
-    w.words.push_back(text.tokenText(w.tokens.back()));
-  }
+  auto push = [&](int32_t id) {
+    w.tokens.push_back(id);
+    w.words.push_back(text.tokenText(id));
+  };
+  for (int32_t id : text.before) push(id);
+  for (int64_t p = req.offset; p < req.offset + N - frame; ++p) push(stream[static_cast<size_t>(p)]);
+  for (int32_t id : text.after) push(id);
   return w;
 }
 
@@ -191,6 +197,11 @@ ProbeText loadProbeText(const RunInfo& run, const std::string& textFile, const s
     PretrainedText text = loadPretrainedText(run, textFile, dataDir, split);
     t.stream = *text.ids;
     t.owner = text.ids;
+    if (!run.model.causal()) {
+      MlmTokens frame = pretrainedMlmTokens(*text.tokenizer, (run.dir / "tokenizer.json").string());
+      t.before = {int32_t(frame.bosId)};
+      t.after = {int32_t(frame.eosId)};
+    }
     t.tokenText = [tokenizer = text.tokenizer](int32_t id) { return tokenizer->decode({id}); };
     t.source = textFile.empty() ? split : textFile;
     return t;

@@ -23,6 +23,8 @@ struct RunInfo;
 // training data, or the text a pretrained model reads (eval/pretrained_text.h).
 struct ProbeText {
   TokenSpan stream;
+  // A pretrained encoder's window frame, as its evaluation wraps every window ([CLS] ... [SEP]).
+  std::vector<int32_t> before, after;
   std::function<std::string(int32_t)> tokenText;
   std::string source;                 // the `split` attribute: the split's name, or the --text file
   std::shared_ptr<const void> owner;  // keeps `stream`'s ids alive

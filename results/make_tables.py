@@ -506,6 +506,20 @@ def corpus_scale():
                  ["---", "---:", "---", "---:", "---:", "---:", "---:", "---:"])
 
 
+def encoder_reference():
+    """xtrap's masked-token NLL against the float64 references of tests/encoder_check.py."""
+    rows = load("encoder_reference.csv")
+    out = ["| checkpoint | family | heads | length | stored as | masked tokens | max abs dNLL | max abs dlogit |",
+           "|---|---|---:|---:|---|---:|---:|---:|"]
+    for r in rows:
+        out.append(f"| {r['checkpoint']} | {r['family']} | {r['heads']} | {r['length']} | {r['stored_as']} | "
+                   f"{r['masked_tokens']} | {float(r['max_abs_dnll']):.2e} | {float(r['max_abs_dlogit']):.2e} |")
+    worst = max(float(r["max_abs_dnll"]) for r in rows)
+    out.append("")
+    out.append(f"Largest difference: {worst:.2e} (bound 1e-5).")
+    return "\n".join(out) + "\n"
+
+
 def rotary_reference():
     """xtrap's per-token NLL against the float64 references of tests/rotary_check.py."""
     rows = load("rotary_reference.csv")
@@ -561,6 +575,7 @@ TABLES = {
     "rotary-cpu/summary": rotary_cpu,
     "rotary-cpu/ubatch": rotary_cpu_ubatch,
     "rotary-reference/nll": rotary_reference,
+    "encoder-reference/nll": encoder_reference,
     "corpus_scale/memory": corpus_scale,
     "methods-mini/nonoverlap": lambda: methods("nonoverlap"),
     "methods-mini/sliding": lambda: methods("sliding"),

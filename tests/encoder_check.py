@@ -2,14 +2,14 @@
 against float64 references written from the authors' modeling code (encoder_reference.py), and
 hostile configs and directories.
 
-    encoder_check.py EXPORT_LOGITS
+    encoder_check.py EXPORT_LOGITS [--table FILE]
 
 Tiny random checkpoints (4 and 6 heads, 6 not a power of two; float32 and float16 storage) are run
 through `export_logits DIR TOKENS OUT` on a sequence longer than MosaicBERT's alibi_starting_size
 (the bias rebuilt, never clipped) with 15% of its tokens replaced by a mask id; the NLL of every
 masked token and the largest logit difference are compared to 1e-5.
 """
-import math, os, struct, sys, tempfile
+import csv, math, os, struct, sys, tempfile
 import torch
 import torch.nn.functional as F
 
@@ -17,7 +17,9 @@ from hf_checkpoint import check, finish, run, write_model
 from encoder_reference import checkpoint, config, logits
 
 EXPORT_LOGITS = sys.argv[1]
+TABLE = sys.argv[sys.argv.index("--table") + 1] if "--table" in sys.argv else None
 MASK = 3
+rows = []  # (name, family, heads, length, stored as, masked tokens, max |dNLL|, max |dlogit|) for --table
 
 
 def xtrap_logits(d, ids, V, work):
@@ -59,6 +61,8 @@ def compare(work, name, family, cfg, tensors, T, dtype=torch.float32, tol=1e-5, 
     nll = lambda z: F.cross_entropy(z[positions], targets[positions], reduction="none")
     diff = (nll(ours) - nll(ref)).abs().max().item()
     logit_diff = (ours - ref).abs().max().item()
+    rows.append((name, family, cfg["num_attention_heads"], T, str(dtype).replace("torch.", ""), len(positions),
+                 f"{diff:.3e}", f"{logit_diff:.3e}"))
     check(diff < tol, f"{name}: masked-token NLL of {len(positions)} tokens at T={T} within {tol:g} "
                       f"(max |diff| {diff:.1e}, max |logit diff| {logit_diff:.1e})")
     if wrong is not None:  # the bound discriminates: a reference with one detail wrong is far outside it
@@ -113,6 +117,12 @@ def main():
     hostile(work, "bert-extra-tensor", "bert", cfg, t, "distance_embedding")
     ours, err = xtrap_logits(os.path.join(work, "bert"), torch.arange(65) % 49 + 4, 53, work)
     check(ours is None and "exceeds the table" in err, f"bert past its 64 positions refused ({err})")
+    if TABLE:
+        with open(TABLE, "w", newline="") as f:
+            table = csv.writer(f)
+            table.writerow(("checkpoint", "family", "heads", "length", "stored_as", "masked_tokens", "max_abs_dnll",
+                            "max_abs_dlogit"))
+            table.writerows(rows)
     finish()
 
 

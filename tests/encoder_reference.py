@@ -133,9 +133,10 @@ def strip_prefix(name):
     return name
 
 
-def logits(t, family, cfg, ids, dtype=torch.float64):
+def logits(t, family, cfg, ids, dtype=torch.float64, slope_divisor=1.0, probs=None):
     """The masked-LM logits (T, V) of one sequence ids (T,), in float64 (or `dtype`), as the family's
-    code computes them."""
+    code computes them; None for a checkpoint without its head. slope_divisor: linear interpolation's
+    a (every slope m / a); probs: a list each layer's attention probabilities (H, T, T) are appended to."""
     t = {strip_prefix(k): v.to(dtype) for k, v in t.items()}
     C, H, V, F_ = cfg["hidden_size"], cfg["num_attention_heads"], cfg["vocab_size"], cfg["intermediate_size"]
     D, T, eps = C // H, len(ids), cfg["layer_norm_eps"]
@@ -147,7 +148,7 @@ def logits(t, family, cfg, ids, dtype=torch.float64):
     x = layer_norm(x, t, "embeddings.LayerNorm", eps)
     if family in ("mosaicbert", "jinabert"):
         i = torch.arange(T)
-        slopes = torch.tensor(alibi_head_slopes(H), dtype=dtype)
+        slopes = torch.tensor(alibi_head_slopes(H), dtype=dtype) / slope_divisor
         bias = slopes[:, None, None] * -(i[None, :] - i[:, None]).abs().to(dtype)  # (H, T, T)
     else:
         bias = torch.zeros(H, T, T, dtype=dtype)
@@ -157,8 +158,10 @@ def logits(t, family, cfg, ids, dtype=torch.float64):
             q, k, v = linear(x, t, e + "attention.self.Wqkv").view(T, 3, H, D).unbind(1)
         else:
             q, k, v = (linear(x, t, e + f"attention.self.{n}").view(T, H, D) for n in ("query", "key", "value"))
-        scores = torch.einsum("qhd,khd->hqk", q, k) / math.sqrt(D) + bias
-        ctx = torch.einsum("hqk,khd->qhd", scores.softmax(-1), v).reshape(T, C)
+        p = (torch.einsum("qhd,khd->hqk", q, k) / math.sqrt(D) + bias).softmax(-1)
+        if probs is not None:
+            probs.append(p)
+        ctx = torch.einsum("hqk,khd->qhd", p, v).reshape(T, C)
         a = layer_norm(linear(ctx, t, e + "attention.output.dense") + x, t, e + "attention.output.LayerNorm", eps)
         if family in ("mosaicbert", "jinabert"):
             h = linear(a, t, e + "mlp.gated_layers", bias=False)
@@ -167,6 +170,8 @@ def logits(t, family, cfg, ids, dtype=torch.float64):
         else:
             h = F.gelu(linear(a, t, e + "intermediate.dense"))
             x = layer_norm(linear(h, t, e + "output.dense") + a, t, e + "output.LayerNorm", eps)
+    if "lm_head.dense.weight" not in t and "cls.predictions.transform.dense.weight" not in t:
+        return None
     if family == "roberta":
         y = layer_norm(F.gelu(linear(x, t, "lm_head.dense")), t, "lm_head.layer_norm", eps)
         return y @ t["embeddings.word_embeddings.weight"].T + t["lm_head.bias"]

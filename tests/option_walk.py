@@ -192,6 +192,10 @@ def do_eval_pretrained(options):
     return do_eval(options, (HF_DIR,))
 
 
+def do_eval_encoder(options):  # --mode pll applies to encoders
+    return do_eval(options, (ENC_RUN,))
+
+
 def do_eval_rotary(options):  # yarn applies to rotary runs only
     return do_eval(options, (ROT_RUN,))
 
@@ -391,6 +395,11 @@ CASES = [
          {"--text": TEXT2}),
     case("eval", "--text", "rejected", do_eval, EVAL, {"--text": TEXT1}),
     case("eval", "--mode", "changes", do_eval, EVAL, {"--mode": "sliding"}),
+    case("eval", "--mode", "changes", do_eval_encoder, EVAL, {"--mode": "pll"}),
+    case("eval", "--mode", "rejected", do_eval, EVAL, {"--mode": "pll"}, "pll is for encoders"),
+    case("eval", "--train-length", "changes", do_eval_pretrained,
+         {"--text": TEXT1, "--Lvalid": "32", "--interp": "linear", "--no-progress": None}, {"--train-length": "8"}),
+    case("eval", "--train-length", "rejected", do_eval, EVAL, {"--train-length": "8"}, "an xtrap run's L is its own"),
     case("eval", "--stride", "changes", do_eval, with_(EVAL, **{"--mode": "sliding"}), {"--stride": "4"}),
     case("eval", "--stride", "rejected", do_eval, EVAL, {"--stride": "4"}),
     case("eval", "--interp", "changes", do_eval, EVAL, {"--interp": "linear"}),
@@ -485,6 +494,10 @@ CASES = [
     case("probe", "--query-block", "same", do_probe, with_(ATTN, **{"--dump-attn": "A", "--store-dtype": "float32"}),
          {"--query-block": "4"}, "attention a block of query rows at a time: memory"),
     case("probe", "--text", "changes", do_probe_pretrained, with_(ATTN_HF, **{"--text": TEXT1}), {"--text": TEXT2}),
+    case("probe", "--train-length", "changes", do_probe_pretrained,
+         with_(ATTN_HF, **{"--text": TEXT1, "--interp": "linear"}), {"--train-length": "4"}),
+    case("probe", "--train-length", "rejected", do_probe, with_(BIAS, **{"--dump-bias": "B"}),
+         {"--train-length": "4"}, "a fresh spec has no training length"),
     case("probe", "--text", "rejected", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--text": TEXT1}),
     case("probe", "--data", "changes", do_probe_pretrained, with_(ATTN_HF, **{"--data": WIKI1}), {"--data": WIKI2}),
     case("probe", "--data", "rejected", do_probe, with_(ATTN, **{"--dump-attn": "A"}), {"--data": WIKI1}),

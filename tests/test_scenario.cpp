@@ -120,7 +120,7 @@ TEST_CASE("scenario: bad values name the key and where it is") {
              Catch::StartsWith("test.toml:8:1: variant 'alibi': ") && Catch::Contains("alibii"));
   CHECK_THAT(errorOf(replaced("\"64..256\"", "\"256..64\"")), Catch::StartsWith("test.toml:19:10: lvalid: "));
   CHECK(errorOf(replaced("\"sliding\"]", "\"slide\"]")) ==
-        "test.toml:20:9: modes: unknown mode 'slide' (valid: nonoverlap, sliding)");
+        "test.toml:20:9: modes: unknown mode 'slide' (valid: nonoverlap, sliding, pll)");
   CHECK_THAT(errorOf(replaced("\"linear\"", "\"cubic\"")), Catch::StartsWith("test.toml:22:11: interps: "));
   CHECK(errorOf(replaced("name = \"sin-long\"", "name = \"alibi\"")) ==
         "test.toml:13:8: name: duplicate variant 'alibi'");

@@ -87,8 +87,13 @@ CommandAction addEvalCommand(CLI::App& cmd) {
   cmd.add_option("--text", req->textFile,
                  "pretrained models (a Hugging Face directory): a UTF-8 text file to score, tokenized by its "
                  "tokenizer.json");
-  cmd.add_option("--mode", *mode, "nonoverlap | sliding | both")->capture_default_str();
+  cmd.add_option("--mode", *mode,
+                 "nonoverlap | sliding | both | pll (encoders: pseudo-log-likelihood, each token masked alone)")
+      ->capture_default_str();
   cmd.add_option("--stride", req->stride, "sliding stride S >= 1 (default: L_train / 2)");
+  cmd.add_option("--train-length", req->trainLength,
+                 "pretrained models: the length they were trained at, where config.json does not record it "
+                 "(the interpolation factor and the rows' L_train; default: from config.json)");
   cmd.add_option("--interp", *interps,
                  "comma list of " + joinNames(interpNames(), " ") + " (yarn, dynamic-yarn: rotary only)")
       ->capture_default_str();
@@ -193,8 +198,8 @@ CommandAction addEvalCommand(CLI::App& cmd) {
     else
       r.modes = {*mode};
     for (const auto& m : r.modes)
-      if (m != "nonoverlap" && m != "sliding")
-        throw std::invalid_argument("unknown --mode '" + *mode + "' (valid: nonoverlap, sliding, both)");
+      if (m != "nonoverlap" && m != "sliding" && m != "pll")
+        throw std::invalid_argument("unknown --mode '" + *mode + "' (valid: nonoverlap, sliding, both, pll)");
     if (req->stride < 0) throw std::invalid_argument("--stride must be >= 1");
     if (req->maxTokens < 0) throw std::invalid_argument("--max-tokens must be >= 0");
     if (req->batch < 1) throw std::invalid_argument("--batch must be >= 1");

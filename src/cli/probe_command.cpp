@@ -85,6 +85,10 @@ CommandAction addProbeCommand(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--scale", req->scale,
                  "linear / ntk / yarn factor a >= 1 (default: window length / L_train; a fresh spec needs it)");
+  auto trainLength = std::make_shared<int64_t>(0);
+  cmd.add_option("--train-length", *trainLength,
+                 "pretrained models: the length they were trained at, where config.json does not record it (the "
+                 "interpolation factor; default: from config.json)");
   auto ntkHeads = std::make_shared<std::string>("all");
   cmd.add_option("--ntk-heads", *ntkHeads,
                  "ntk / dynamic-ntk of ALiBi slopes: " + joinNames(ntkHeadsNames()) + " (see eval)")
@@ -116,6 +120,7 @@ CommandAction addProbeCommand(CLI::App& cmd) {
     rejectUnless(cmd, {"--arch", "--pos"}, bias && !attn && !plot, "makes a fresh spec for --dump-bias only");
     rejectUnless(cmd, {"runs"}, !freshSpec, "and a fresh spec (--arch/--pos) exclude each other");
     rejectUnless(cmd, {"--len", "--print"}, bias, "applies to --dump-bias only");
+    rejectUnless(cmd, {"--train-length"}, !freshSpec, "applies to a pretrained model's directory, not a fresh spec");
     rejectUnless(cmd, {"--Lvalid", "--offset", "--split", "--query-block", "--text", "--data"}, attn || plot,
                  "applies to --dump-attn and --plot only");
     if (!textFile->empty() && !dataDir->empty())
@@ -180,7 +185,9 @@ CommandAction addProbeCommand(CLI::App& cmd) {
         model->place(ctx);
         a = interpolation == Interp::None ? 1.0 : req->scale;
       } else {
-        model = loadTrainedModel(readRunInfo(runDirs.front()), ctx);
+        RunInfo info = readRunInfo(runDirs.front());
+        setTrainLength(info, *trainLength);
+        model = loadTrainedModel(info, ctx);
         a = interpolationPlan(interpolation, *len, model->config.contextLength, req->scale, 1.0).scaleFor(*len);
       }
       if (*len < 1 || *len > 8192) throw std::invalid_argument("--len must be in 1..8192");
@@ -208,6 +215,7 @@ CommandAction addProbeCommand(CLI::App& cmd) {
       std::vector<RunPicture> pictures;
       for (const auto& dir : runDirs) {
         RunInfo info = readRunInfo(dir);
+        setTrainLength(info, *trainLength);
         ProbeText text = loadProbeText(info, *textFile, *dataDir, r.split);
         // Each loads its own model: both apply the interpolation to the slopes they are given.
         if (!attnFile->empty()) {

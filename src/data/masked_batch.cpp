@@ -4,15 +4,17 @@
 
 namespace xtrap {
 
-torch::Tensor gatherWindows(TokenSpan stream, const std::vector<int64_t>& starts, int64_t words, int64_t bosId) {
-  int64_t shift = bosId >= 0 ? 1 : 0;
-  auto batch = torch::empty({static_cast<int64_t>(starts.size()), shift + words}, torch::kLong);  // (B, T)
+torch::Tensor gatherWindows(TokenSpan stream, const std::vector<int64_t>& starts, int64_t words, int64_t bosId,
+                            int64_t eosId) {
+  int64_t shift = bosId >= 0 ? 1 : 0, tail = eosId >= 0 ? 1 : 0;
+  auto batch = torch::empty({static_cast<int64_t>(starts.size()), shift + words + tail}, torch::kLong);  // (B, T)
   auto acc = batch.accessor<int64_t, 2>();
   std::vector<int32_t> window(static_cast<size_t>(words));
   for (size_t b = 0; b < starts.size(); ++b) {
     if (shift) acc[int64_t(b)][0] = bosId;
     stream.copy(static_cast<size_t>(starts[b]), window.size(), window.data());
     for (int64_t t = 0; t < words; ++t) acc[int64_t(b)][shift + t] = window[static_cast<size_t>(t)];
+    if (tail) acc[int64_t(b)][shift + words] = eosId;
   }
   return batch;
 }

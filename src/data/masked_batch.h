@@ -17,9 +17,10 @@ struct MaskedBatch {
   torch::Tensor targets;    // (N) original tokens at those positions
 };
 
-// (B, bosColumns + words) int64 windows: <bos> (when tokens.bosId >= 0), then stream[starts[b],
-// starts[b] + words).
-torch::Tensor gatherWindows(TokenSpan stream, const std::vector<int64_t>& starts, int64_t words, int64_t bosId = -1);
+// (B, words + the frame) int64 windows: <bos> (when bosId >= 0), then stream[starts[b],
+// starts[b] + words), then eosId (when >= 0).
+torch::Tensor gatherWindows(TokenSpan stream, const std::vector<int64_t>& starts, int64_t words, int64_t bosId = -1,
+                            int64_t eosId = -1);
 
 // windows: from gatherWindows; starts[b]: stream position of row b's first word; selected[b]: the
 // selected stream positions of row b (sorted). Corruptions come from (seed, stream position).

@@ -15,12 +15,15 @@
 namespace xtrap {
 
 // The ids masking needs: <mask>, <bos> (-1: the encoder prepends none) and the real words a
-// selected token may be replaced by.
+// selected token may be replaced by; a pretrained encoder's windows also end in eosId ([SEP],
+// </s>; -1: none) and begin with its [CLS] / <s> as bosId.
 struct MlmTokens {
   int64_t maskId = -1;
   int64_t bosId = -1;
   std::vector<int32_t> replacementWords;
+  int64_t eosId = -1;
   int64_t bosColumns() const { return bosId >= 0 ? 1 : 0; }
+  int64_t frameColumns() const { return bosColumns() + (eosId >= 0 ? 1 : 0); }  // a window's non-word positions
 };
 
 enum class MaskAction { Mask, Random, Keep };

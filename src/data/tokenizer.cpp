@@ -51,6 +51,27 @@ std::vector<int32_t> Tokenizer::encodeWithSpecialTokens(std::string_view text) c
   return ids;
 }
 
+Tokenizer::SpecialFrame Tokenizer::specialFrame() const {
+  // The templates apply in order, each wrapping what the previous one made.
+  SpecialFrame frame;
+  for (const std::vector<TemplatePiece>& pieces : templates_) {
+    SpecialFrame outer;
+    bool seen = false;
+    for (const TemplatePiece& piece : pieces) {
+      std::vector<int32_t>& side = seen ? outer.after : outer.before;
+      if (piece.sequence) {
+        seen = true;
+        continue;
+      }
+      side.insert(side.end(), piece.ids.begin(), piece.ids.end());
+    }
+    outer.before.insert(outer.before.end(), frame.before.begin(), frame.before.end());
+    outer.after.insert(outer.after.begin(), frame.after.begin(), frame.after.end());
+    frame = std::move(outer);
+  }
+  return frame;
+}
+
 std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());

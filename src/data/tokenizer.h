@@ -67,6 +67,13 @@ class Tokenizer {
   // The id of a token string (an added token's content or a vocabulary entry, in the byte-level
   // alphabet: " the" is "Ġthe"; in SentencePiece's, "▁the"), as Hugging Face's token_to_id.
   std::optional<int32_t> tokenId(const std::string& token) const;
+  // The special tokens the post-processors' single templates put before and after a text's ids
+  // (BERT's [CLS] and [SEP], RoBERTa's <s> and </s>): encodeWithSpecialTokens(t) is
+  // before + encode(t) + after.
+  struct SpecialFrame {
+    std::vector<int32_t> before, after;
+  };
+  SpecialFrame specialFrame() const;
   // "fnv1a64:<16 hex digits>" of the file's bytes: a cache of token ids made with this file is
   // valid while this is unchanged.
   const std::string& digest() const { return digest_; }

@@ -1,7 +1,8 @@
 #pragma once
 // Masked-LM scoring of a stream with a trained encoder: MLM perplexity = exp(mean NLL over the
 // masked positions). A window of Lvalid positions holds <bos> + Lvalid - 1 words when the encoder
-// uses <bos> (as RoBERTa's 512 include <s>), else Lvalid words; <bos> is never masked or scored.
+// uses <bos> (as RoBERTa's 512 include <s>), else Lvalid words; a pretrained encoder's window is
+// [CLS] + Lvalid - 2 words + [SEP] (MlmTokens::eosId). The frame is never masked or scored.
 // Masks depend only on (maskSeed, absolute position) (aligned blocks, mlm_masking.h), so every
 // encoder, Lvalid and stride scores the same tokens with the same corruptions. Each window is
 // corrupted as a training window is (every selected token inside it, ~maskProb of its words)
@@ -44,5 +45,12 @@ MaskedBatch maskEncoderWindows(TokenSpan stream, const EncoderWindowing& w, cons
 
 ScoreTotals scoreEncoder(Transformer& model, TokenSpan stream, const EncoderScoreOptions& opt,
                          const std::function<void(int64_t)>& onProgress = {});
+
+// Pseudo-log-likelihood (Salazar et al., 2020): non-overlapping windows of Lvalid positions, each
+// word of a window masked alone ([MASK], never the 80/10/10 corruption) in its own copy of the
+// window, every word of the stream scored once. A window of T words costs T forward passes,
+// opt.batch copies a pass; opt.maskProb and the mask seed play no part.
+ScoreTotals scoreEncoderPll(Transformer& model, TokenSpan stream, const EncoderScoreOptions& opt,
+                            const std::function<void(int64_t)>& onProgress = {});
 
 }  // namespace xtrap

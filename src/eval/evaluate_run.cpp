@@ -25,6 +25,7 @@
 #include "model/flops.h"
 #include "run/checkpoint.h"
 #include "run/data_digest.h"
+#include "run/pretrained_family.h"
 #include "run/run_directory.h"
 #include "util/atomic_file.h"
 #include "util/execution_context.h"
@@ -36,14 +37,17 @@ namespace xtrap {
 
 namespace {
 
-// Model FLOPs of one scoring pass: every window's forward plus the head on the scored rows.
-double evalFlops(const ModelConfig& c, TokenSpan stream, int64_t Lvalid, int64_t stride, int64_t scoredRows) {
+// Model FLOPs of one scoring pass: every window's forward (pseudo-log-likelihood: one per word of
+// the window) plus the head on the scored rows.
+double evalFlops(const ModelConfig& c, const MlmTokens& mlm, TokenSpan stream, int64_t Lvalid, int64_t stride, bool pll,
+                 int64_t scoredRows) {
   auto n = static_cast<int64_t>(stream.size());
-  int64_t bos = c.usesBos() ? 1 : 0;  // encoder windows: [<bos>] + words (encoder_score.h)
+  int64_t frame = mlm.frameColumns();  // encoder windows: [<bos>] + words [+ <eos>] (encoder_score.h)
+  int64_t words = Lvalid - frame;
   auto windows =
-      c.causal() ? decoderWindows(n, Lvalid, stride) : encoderWindows(n, Lvalid - bos, std::min(stride, Lvalid - bos));
+      c.causal() ? decoderWindows(n, Lvalid, stride) : encoderWindows(n, words, pll ? words : std::min(stride, words));
   double flops = 0;
-  for (const auto& w : windows) flops += bodyForwardFlops(c, bos + w.length);
+  for (const auto& w : windows) flops += double(pll ? w.length : 1) * bodyForwardFlops(c, frame + w.length);
   return flops + double(scoredRows) * headForwardFlopsPerRow(c, adaptiveClusterShares(c, stream));
 }
 
@@ -58,6 +62,7 @@ struct ScoringRun {
   std::shared_ptr<const Tokenizer> tokenizer;
   std::shared_ptr<const std::vector<int32_t>> ids;
   int32_t contextToken = -1;
+  MlmTokens mlm;                        // encoders: what masking and the windows' frame use
   TextCounts counts;                    // of the text `stream` spells
   std::vector<TextDocument> documents;  // of `stream`, when samples are logged (perplexity)
 };
@@ -143,6 +148,16 @@ ScoringRun loadPretrainedRun(ScoringRun s, const EvalRequest& req, const Executi
     s.counts = text.detokenized ? TextCounts{} : countText(s.tokenizer->decode(s.stream.toVector()));
   }
   s.contextToken = s.info.contextToken;
+  if (!s.info.model.causal()) {
+    if (s.info.model.head == "none")
+      throw std::invalid_argument(s.info.dir.string() +
+                                  " was saved without its masked-LM head: eval needs one (probe reads its attention)");
+    s.mlm = pretrainedMlmTokens(*s.tokenizer, (s.info.dir / "tokenizer.json").string());
+  }
+  // Several families share a model_type (bert): say which one the directory was read as.
+  if (const PretrainedFamily* f = findPretrainedFamily(s.info.pretrained); f && !f->name.empty())
+    std::fprintf(stderr, "%s: model_type %s, read as %s\n", s.name.c_str(), f->modelTypes.front().c_str(),
+                 f->name.c_str());
   s.model = loadTrainedModel(s.info, ctx);
   if (req.logSamples && !req.retrieval()) s.documents = streamDocuments(s);
   return s;
@@ -151,6 +166,7 @@ ScoringRun loadPretrainedRun(ScoringRun s, const EvalRequest& req, const Executi
 ScoringRun loadScoringRun(const std::filesystem::path& dir, const EvalRequest& req, const ExecutionContext& ctx) {
   ScoringRun s;
   s.info = readRunInfo(dir);
+  setTrainLength(s.info, req.trainLength);
   s.name = dir.filename().string();
   if (!s.info.pretrained.empty()) return loadPretrainedRun(std::move(s), req, ctx);
   if (!req.textFile.empty())
@@ -167,6 +183,7 @@ ScoringRun loadScoringRun(const std::filesystem::path& dir, const EvalRequest& r
     if (!changed.empty()) std::fprintf(stderr, "xtrap: warning: %s\n", changed.c_str());
   }
   s.model = loadTrainedModel(s.info, ctx);
+  if (!s.info.model.causal()) s.mlm = s.info.model.mlmTokens(s.corpus.vocab);
   s.stream = s.corpus.split(req.split);
   if (req.maxTokens > 0 && req.maxTokens < static_cast<int64_t>(s.stream.size()))
     s.stream = s.stream.subspan(0, size_t(req.maxTokens));
@@ -259,7 +276,7 @@ nlohmann::json retrievalSampleKeys(const EvalRow& r, const EvalRequest& req) {
 EvalRow scoreRetrievalCell(ScoringRun& run, const EvalRequest& req, const ExecutionContext& ctx, const EvalPass& pass,
                            double depth, DistGroup& group, std::vector<std::string>* samples) {
   const ModelConfig& m = run.info.model;
-  MlmTokens mlm = m.causal() ? MlmTokens{} : m.mlmTokens(run.corpus.vocab);
+  const MlmTokens& mlm = run.mlm;
   int64_t promptLength = pass.Lvalid - mlm.bosColumns();
   RetrievalPromptBuilder builder(
       run.tokenizer ? tokenizerPhraseEncoder(*run.tokenizer) : wordPhraseEncoder(run.corpus.vocab), run.stream);
@@ -429,15 +446,16 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
                      DistGroup& group) {
   const ModelConfig& m = run.info.model;
   int64_t L = m.contextLength;
-  int64_t stride = pass.mode == "nonoverlap" ? pass.Lvalid
-                                             : std::clamp<int64_t>(req.stride > 0 ? req.stride : L / 2, 1, pass.Lvalid);
+  const bool pll = pass.mode == "pll";
+  int64_t stride =
+      pass.mode != "sliding" ? pass.Lvalid : std::clamp<int64_t>(req.stride > 0 ? req.stride : L / 2, 1, pass.Lvalid);
   auto prepareLength = [&](int64_t windowLength) {
     applyInterpolation(run.model, pass.interp, pass.plan.scaleFor(windowLength), req.ntkHeads);
   };
 
   std::optional<ProgressBar> bar;
   auto streamTokens = static_cast<int64_t>(run.stream.size());
-  int64_t expected = m.causal() ? streamTokens : int64_t(double(streamTokens) * run.info.train.maskProb);
+  int64_t expected = m.causal() || pll ? streamTokens : int64_t(double(streamTokens) * run.info.train.maskProb);
   if (req.progress && group.isRoot())
     bar.emplace(fmt::format("eval {} Lvalid={} {}", run.name, pass.Lvalid, pass.mode), expected);
   auto progress = [&](int64_t done) {
@@ -469,8 +487,9 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
     EncoderScoreOptions opt;
     static_cast<WindowScoring&>(opt) = scoring;
     opt.maskProb = run.info.train.maskProb;
-    opt.mlm = m.mlmTokens(run.corpus.vocab);
-    return scoreEncoder(run.model, run.stream, opt, progress);
+    opt.mlm = run.mlm;
+    return pll ? scoreEncoderPll(run.model, run.stream, opt, progress)
+               : scoreEncoder(run.model, run.stream, opt, progress);
   });
   totals.sumOverRanks(group);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -484,10 +503,12 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
   r.nll = totals.meanNll();
   r.ppl = std::exp(r.nll);
   r.tokensPerSecond = double(totals.tokens) / std::max(seconds, 1e-9);
-  r.flopsPerSecond = evalFlops(m, run.stream, pass.Lvalid, stride, totals.tokens) / std::max(seconds, 1e-9);
-  // Every token of the stream is scored once (decoders; encoders score the masked ones, whose
-  // text is not the whole stream's: no per-byte figures).
-  if (m.causal() && totals.tokens == int64_t(run.stream.size()) && run.counts.bytes > 0) {
+  r.flopsPerSecond =
+      evalFlops(m, run.mlm, run.stream, pass.Lvalid, stride, pll, totals.tokens) / std::max(seconds, 1e-9);
+  // Every token of the stream is scored once (decoders, and encoders' pseudo-log-likelihood;
+  // masked-LM rows score the masked tokens, whose text is not the whole stream's: no per-byte
+  // figures).
+  if ((m.causal() || pll) && totals.tokens == int64_t(run.stream.size()) && run.counts.bytes > 0) {
     double totalNll = totals.nll;
     r.textBytes = run.counts.bytes;
     r.textWords = run.counts.words;
@@ -544,8 +565,8 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
   DistEnv env = distEnvFromEnvironment();
   ExecutionContext ctx = makeExecutionContext(req.device, req.dtype, env.localRank);
   for (const auto& mode : req.modes)
-    if (mode != "nonoverlap" && mode != "sliding")
-      throw std::invalid_argument("unknown --mode '" + mode + "' (valid: nonoverlap, sliding, both)");
+    if (mode != "nonoverlap" && mode != "sliding" && mode != "pll")
+      throw std::invalid_argument("unknown --mode '" + mode + "' (valid: nonoverlap, sliding, both, pll)");
   bool anyNtk = std::any_of(req.interps.begin(), req.interps.end(),
                             [](Interp i) { return i == Interp::Ntk || i == Interp::DynamicNtk; });
   if (req.ntkHeads != NtkHeads::All && !anyNtk)
@@ -561,6 +582,12 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
                                   " is a word-level run: --format native is for pretrained models (a tokenizer.json)");
     if (req.retrieval() && req.generates() && !run.info.model.causal())
       throw std::invalid_argument("--score generate applies to decoders; " + run.name + " is an encoder");
+    if (req.retrieval() && !run.info.model.causal() && run.tokenizer)
+      throw std::invalid_argument("retrieval tasks are for decoders and xtrap's own encoders; " + run.name +
+                                  " is a pretrained encoder");
+    bool pllMode = std::find(req.modes.begin(), req.modes.end(), "pll") != req.modes.end();
+    if (!req.retrieval() && pllMode && run.info.model.causal())
+      throw std::invalid_argument("--mode pll (pseudo-log-likelihood) is for encoders; " + run.name + " is a decoder");
     for (Interp interp : req.interps) {
       EvalPass pass;
       pass.interp = interp;

@@ -19,7 +19,8 @@ struct EvalRequest {
   // Pretrained models (run/pretrained_config.h): a UTF-8 text file scored instead of --data's split,
   // tokenized by the model's tokenizer.json (with --data, the split's file is).
   std::string textFile;
-  std::vector<std::string> modes{"nonoverlap"};  // nonoverlap | sliding
+  std::vector<std::string> modes{"nonoverlap"};  // nonoverlap | sliding | pll (encoders)
+  int64_t trainLength = 0;                       // pretrained models: L_train (run/run_directory.h); 0 = config's
   int64_t stride = 0;                            // sliding stride; 0 = L_train / 2
   std::vector<Interp> interps{Interp::None};
   double scale = 0;  // linear / ntk: fixed a; 0 = largest Lvalid / L_train (at least 1)

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <optional>
 #include <stdexcept>
 
 namespace xtrap {
@@ -26,6 +27,25 @@ PretrainedText loadPretrainedText(const RunInfo& run, const std::string& textFil
   t.counts = tokenized.counts;
   t.detokenized = source.detokenize;
   return t;
+}
+
+MlmTokens pretrainedMlmTokens(const Tokenizer& tokenizer, const std::string& file) {
+  MlmTokens m;
+  std::optional<int32_t> mask = tokenizer.tokenId("[MASK]");
+  if (!mask) mask = tokenizer.tokenId("<mask>");
+  if (!mask) throw std::runtime_error(file + " has no [MASK] or <mask> token: masked-LM scoring needs one");
+  m.maskId = *mask;
+  Tokenizer::SpecialFrame frame = tokenizer.specialFrame();
+  if (frame.before.size() != 1 || frame.after.size() != 1)
+    throw std::runtime_error(fmt::format(
+        "{}: its post-processor puts {} token(s) before a text and {} after; xtrap's encoder windows take one each "
+        "([CLS] ... [SEP])",
+        file, frame.before.size(), frame.after.size()));
+  m.bosId = frame.before.front();
+  m.eosId = frame.after.front();
+  m.replacementWords.resize(size_t(tokenizer.vocabSize()));
+  for (int32_t id = 0; id < tokenizer.vocabSize(); ++id) m.replacementWords[size_t(id)] = id;
+  return m;
 }
 
 }  // namespace xtrap

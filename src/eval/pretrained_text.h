@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "data/mlm_masking.h"
 #include "data/text_tokens.h"
 #include "data/tokenizer.h"
 #include "run/run_directory.h"
@@ -24,5 +25,12 @@ struct PretrainedText {
 // than the model's embedding has rows, and those of tokenizeTextFile.
 PretrainedText loadPretrainedText(const RunInfo& run, const std::string& textFile, const std::string& dataDir,
                                   const std::string& split, bool textRequired = true);
+
+// A pretrained encoder's masked-LM tokens from its tokenizer.json: [MASK] (or <mask>); the
+// post-processor's frame, one token before the text and one after ([CLS] ... [SEP], <s> ... </s>),
+// which wraps every window; and every id of the tokenizer as a random replacement, as Hugging
+// Face's DataCollatorForLanguageModeling draws it (torch.randint(len(tokenizer))). One-line errors
+// name the file: no mask token, a frame of another shape.
+MlmTokens pretrainedMlmTokens(const Tokenizer& tokenizer, const std::string& file);
 
 }  // namespace xtrap

@@ -61,6 +61,15 @@ RunInfo readRunInfo(const fs::path& dir) {
   return run;
 }
 
+void setTrainLength(RunInfo& run, int64_t length) {
+  if (length == 0) return;
+  if (length < 1) throw std::invalid_argument("--train-length must be >= 1");
+  if (run.pretrained.empty())
+    throw std::invalid_argument("--train-length applies to pretrained models; " + run.dir.string() +
+                                " is an xtrap run, trained at L = " + std::to_string(run.model.contextLength));
+  run.model.contextLength = length;
+}
+
 void requireNoRunIn(const fs::path& dir) {
   if (fs::exists(dir / "run.json"))
     throw std::invalid_argument("run directory " + dir.string() + " already holds a run (use --resume to continue it)");

@@ -27,6 +27,12 @@ struct RunInfo {
 
 std::string xtrapVersion();  // "0.1.0 (git abc1234)"
 
+// `--train-length`: a pretrained model's training length L_train where its config.json does not
+// record it (mosaic-bert-base: 128, its config says 512); 0 keeps the config's. It sets the
+// interpolation factor a = Lvalid / L_train and the rows' L_train. Throws std::invalid_argument
+// for an xtrap run (its L is in run.json) or a length below 1.
+void setTrainLength(RunInfo& run, int64_t length);
+
 void writeRunInfo(const RunInfo& run);  // atomically
 // run.json, or config.json of a Hugging Face model directory; throws a one-line error naming the file.
 RunInfo readRunInfo(const std::filesystem::path& dir);

@@ -17,10 +17,13 @@ namespace {
 // Why a variant cannot be evaluated as a block asks ("" when it can).
 std::string evalProblem(const ScenarioVariant& v, const ScenarioEval& e) {
   PositionMethod p = v.model.position();
-  if (p == PositionMethod::Learned && e.lvalids.back() > v.model.positionTableSize())
+  int64_t positions = v.model.positionTableSize() - v.model.positionOffset;
+  if (p == PositionMethod::Learned && e.lvalids.back() > positions)
     return fmt::format("lvalid {} exceeds its learned position table of {} rows (set max_positions)", e.lvalids.back(),
-                       v.model.positionTableSize());
+                       positions);
   if (v.model.usesBos() && e.lvalids.front() < 2) return "an encoder with <bos> needs lvalid >= 2";
+  if (v.model.causal() && std::find(e.modes.begin(), e.modes.end(), "pll") != e.modes.end())
+    return "modes pll (pseudo-log-likelihood) is for encoders";
   for (Interp i : e.interps) {
     if (i == Interp::None) continue;
     if (isYarn(i) && p != PositionMethod::Rotary)
@@ -63,7 +66,8 @@ ScenarioEval parseEval(const ScenarioSource& src, const toml::table& t, const st
       } else if (key == "modes") {
         e.modes = v.strings();
         for (const auto& m : e.modes)
-          if (m != "nonoverlap" && m != "sliding") v.fail("unknown mode '" + m + "' (valid: nonoverlap, sliding)");
+          if (m != "nonoverlap" && m != "sliding" && m != "pll")
+            v.fail("unknown mode '" + m + "' (valid: nonoverlap, sliding, pll)");
       } else if (key == "strides") {
         e.strides = v.integers();
         for (int64_t s : e.strides)

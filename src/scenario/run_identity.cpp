@@ -46,6 +46,7 @@ nlohmann::json pretrainedIdentity(const ScenarioVariant& v) {
                       {"data", directoryName(v.train.dataDir)}};
   if (v.train.device != "cpu") j["device"] = v.train.device;
   if (v.train.dtype != "float32") j["dtype"] = v.train.dtype;
+  if (v.trainLength > 0) j["train_length"] = v.trainLength;
   return j;
 }
 

@@ -144,7 +144,10 @@ EvalRequest evalRequest(const Scenario& s, const EvalJob& job, const RunInfo& in
   const ScenarioEval& e = s.evals[job.block];
   EvalRequest r;
   r.runs = {info.dir};
-  if (job.variant->pretrained()) r.dataDir = job.variant->train.dataDir;  // a trained run reads its own
+  if (job.variant->pretrained()) {
+    r.dataDir = job.variant->train.dataDir;  // a trained run reads its own
+    r.trainLength = job.variant->model.contextLength;
+  }
   r.lvalids = e.lvalids;
   r.split = e.split;
   r.modes = {job.mode};
@@ -168,11 +171,13 @@ EvalRequest evalRequest(const Scenario& s, const EvalJob& job, const RunInfo& in
 
 // The run a variant's evaluations and probes load: its trained run, or the pretrained model.
 RunInfo variantRunInfo(const fs::path& runsRoot, const ScenarioVariant& v) {
-  return readRunInfo(v.pretrained() ? fs::path(v.pretrainedDir) : variantRunDir(runsRoot, v));
+  RunInfo info = readRunInfo(v.pretrained() ? fs::path(v.pretrainedDir) : variantRunDir(runsRoot, v));
+  if (v.pretrained()) setTrainLength(info, v.model.contextLength);
+  return info;
 }
 
 int64_t effectiveStride(const EvalJob& job, int64_t Lvalid) {
-  if (job.mode == "nonoverlap") return Lvalid;
+  if (job.mode != "sliding") return Lvalid;  // nonoverlap, pll
   return std::clamp<int64_t>(job.stride > 0 ? job.stride : job.variant->model.contextLength / 2, 1, Lvalid);
 }
 

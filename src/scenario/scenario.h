@@ -64,6 +64,7 @@ struct ScenarioVariant {
   // (absolute or relative to the working directory), model_type and pretrainedWeightsDigest
   // (run/pretrained_config.h); `model` is its config. Empty for a variant the scenario trains.
   std::string pretrainedDir, pretrainedType, weightsDigest;
+  int64_t trainLength = 0;  // pretrained: train_length, the L_train its config does not record; 0 = none
   bool pretrained() const { return !pretrainedDir.empty(); }
   // The name, with "@seedN" for a repeated run (manifest keys, probe files, messages).
   std::string label() const { return repeated ? name + "@seed" + std::to_string(train.seed) : name; }

@@ -102,7 +102,7 @@ void applyConfigTable(const ScenarioSource& src, const toml::table& t, const std
 }
 
 const std::set<std::string>& pretrainedVariantKeys() {
-  static const std::set<std::string> keys = {"data", "device", "dtype", "threads"};
+  static const std::set<std::string> keys = {"data", "device", "dtype", "threads", "train_length"};
   return keys;
 }
 
@@ -129,8 +129,16 @@ void applyPretrainedVariant(const ScenarioSource& src, const toml::table& t, Sce
     if (!pretrainedVariantKeys().count(key))
       src.fail(k.source(), "'" + key + "' does not apply to variant '" + v.name +
                                "', which evaluates the pretrained model " + dir.string() +
-                               " (it takes name, model, data, device, dtype, threads)");
-    configKeys().at(key)(TomlValue{src, key, node}, v);
+                               " (it takes name, model, data, device, dtype, threads, train_length)");
+    TomlValue value{src, key, node};
+    if (key == "train_length") {
+      // The training length its config does not record (mosaic-bert-base: 128).
+      v.model.contextLength = value.integer();
+      if (v.model.contextLength < 1) value.fail("train_length must be >= 1");
+      v.trainLength = v.model.contextLength;
+      continue;
+    }
+    configKeys().at(key)(value, v);
   }
 }
 
