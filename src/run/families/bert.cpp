@@ -183,10 +183,12 @@ std::vector<std::string> bertComputed(std::vector<std::string> more) {
   return more;
 }
 
-// A decoder's cross-attention is never an encoder's; learned-position families compute absolute
-// position embeddings only.
+// A decoder's cross-attention is never an encoder's; the decoder is the word embeddings (the
+// stored cls.predictions.decoder.weight is their copy); learned-position families compute
+// absolute position embeddings only.
 std::vector<RefusedKey> bertRefused(bool learnedPositions) {
-  std::vector<RefusedKey> keys{{"add_cross_attention", false, "cross-attention layers of a decoder"}};
+  std::vector<RefusedKey> keys{{"add_cross_attention", false, "cross-attention layers of a decoder"},
+                               {"tie_word_embeddings", true, "a masked-LM decoder of its own, untied"}};
   if (learnedPositions)
     keys.push_back(
         {"position_embedding_type", "absolute", "relative position embeddings (relative_key, relative_key_query)"});
