@@ -506,6 +506,48 @@ def corpus_scale():
                  ["---", "---:", "---", "---:", "---:", "---:", "---:", "---:"])
 
 
+def retrieval_recipes_curves():
+    """bench/retrieval_recipes.py: each method's task probe (32 prompts at L) over training."""
+    rows = load("retrieval_recipes.csv")
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    steps = sorted({int(r["step"]) for r in rows})
+    cell = {(r["method"], r["task"], int(r["step"])): r for r in rows}
+    out = ["| method | task | " + " | ".join(f"step {s}" for s in steps) + " |",
+           "|---|---|" + "---:|" * len(steps)]
+    for m in methods:
+        for t in tasks:
+            vals = []
+            for s in steps:
+                r = cell.get((m, t, s))
+                vals.append(f"{100 * float(r['accuracy']):.0f}% ({float(r['answer_logprob']):.2f})" if r else "-")
+            out.append(f"| {m} | {t} | " + " | ".join(vals) + " |")
+    return "\n".join(out) + "\n"
+
+
+def retrieval_recipes_at_l():
+    """bench/retrieval_recipes.py: accuracy at L by depth (40 trials a cell) of each finished run."""
+    rows = load("retrieval_recipes_at_L.csv")
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    depths = sorted({float(r["depth"]) for r in rows})
+    cell = {(r["method"], r["task"], float(r["depth"])): r for r in rows}
+    out = ["| method | task | steps | " + " | ".join(f"depth {d:g}%" for d in depths) + " | lowest | 90% at every depth |",
+           "|---|---|---:|" + "---:|" * len(depths) + "---:|---|"]
+    for m in methods:
+        for t in tasks:
+            cells = [cell.get((m, t, d)) for d in depths]
+            accs = [float(c["accuracy"]) for c in cells if c]
+            if not accs:
+                continue
+            steps = next(c["steps"] for c in cells if c)
+            vals = [f"{100 * float(c['accuracy']):.0f}%" if c else "-" for c in cells]
+            low = min(accs)
+            out.append(f"| {m} | {t} | {steps} | " + " | ".join(vals) +
+                       f" | {100 * low:.0f}% | {'yes' if low >= 0.9 and len(accs) == len(depths) else 'no'} |")
+    return "\n".join(out) + "\n"
+
+
 def encoder_reference():
     """xtrap's masked-token NLL against the float64 references of tests/encoder_check.py."""
     rows = load("encoder_reference.csv")
@@ -576,6 +618,8 @@ TABLES = {
     "rotary-cpu/ubatch": rotary_cpu_ubatch,
     "rotary-reference/nll": rotary_reference,
     "encoder-reference/nll": encoder_reference,
+    "retrieval-recipes/curves": retrieval_recipes_curves,
+    "retrieval-recipes/at-L": retrieval_recipes_at_l,
     "corpus_scale/memory": corpus_scale,
     "methods-mini/nonoverlap": lambda: methods("nonoverlap"),
     "methods-mini/sliding": lambda: methods("sliding"),

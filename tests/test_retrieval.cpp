@@ -190,6 +190,66 @@ TEST_CASE("task mix: an encoder's task rows always mask and score their answers"
   CHECK(m.inputs[1][shift].item<int64_t>() == task.tokens[0]);
 }
 
+TEST_CASE("task loss answer: a decoder's task rows score their answer targets only, other rows every target") {
+  const Corpus& corpus = shippedCorpus();
+  ModelConfig c = tinyConfig("alibi");
+  c.vocabSize = corpus.vocab.size();
+  c.contextLength = 80;
+  Transformer model(c);
+  model->place(ExecutionContext{});
+  model->eval();
+  RetrievalPromptBuilder builder(wordPhraseEncoder(corpus.vocab), corpus.train);
+  TaskRows tasks(2);
+  tasks[0] = builder.build({RetrievalTask::Passkey, Filler::Repeat, 4, 81, 0.5, 0});
+  const RetrievalPrompt& task = *tasks[0];
+  std::vector<int64_t> starts = {0, 1000};
+  MlmTokens none;
+  LossResult answer = trainingLoss(model, corpus.train, starts, 1, 0.15, none, 0, tasks, true);
+  // By hand: every next-token NLL of both rows, then the answer's targets of row 0 and all of row 1.
+  auto batch = decoderTrainingBatch(c, corpus.train, starts, tasks);  // (2, 81)
+  torch::NoGradGuard noGrad;
+  auto nll = model
+                 ->tokenNll(model->features(batch.narrow(1, 0, 80)).reshape({-1, c.dModel}),
+                            batch.narrow(1, 1, 80).reshape({-1}))
+                 .view({2, 80});
+  double sum = nll[1].sum().item<double>();
+  for (int64_t k = 0; k < task.answerLength(); ++k) {
+    int64_t target = task.answerBegin - 1 + k;  // predicts prompt token answerBegin + k
+    CHECK(batch[0][target + 1].item<int64_t>() == task.tokens[size_t(task.answerBegin + k)]);
+    sum += nll[0][target].item<double>();
+  }
+  CHECK(answer.tokens == 80 + task.answerLength());
+  CHECK(answer.loss.item<double>() == Approx(sum / double(80 + task.answerLength())).epsilon(1e-6));
+  // Without task rows the option changes nothing.
+  LossResult plain = trainingLoss(model, corpus.train, starts, 1, 0.15, none);
+  LossResult plainAnswer = trainingLoss(model, corpus.train, starts, 1, 0.15, none, 0, {}, true);
+  CHECK(plainAnswer.tokens == plain.tokens);
+  CHECK(plainAnswer.loss.item<double>() == Approx(plain.loss.item<double>()).epsilon(1e-9));
+}
+
+TEST_CASE("task loss answer: an encoder's task rows select their answer only") {
+  const Corpus& corpus = shippedCorpus();
+  ModelConfig c = tinyConfig("alibi", "encoder");
+  c.contextLength = 80;
+  c.vocabSize = corpus.vocab.size() + c.specialTokens();
+  MlmTokens mlm = c.mlmTokens(corpus.vocab);
+  int64_t words = sequenceSpan(c);
+  RetrievalPromptBuilder builder(wordPhraseEncoder(corpus.vocab), corpus.train);
+  TaskRows tasks(2);
+  tasks[1] = builder.build({RetrievalTask::Passkey, Filler::Repeat, 2, words, 0.5, 0});
+  MaskedBatch all = encoderTrainingBatch(c, corpus.train, {0, 5000}, 3, 0.15, mlm, 0, tasks);
+  MaskedBatch answer = encoderTrainingBatch(c, corpus.train, {0, 5000}, 3, 0.15, mlm, 0, tasks, true);
+  int64_t T = answer.inputs.size(1);
+  auto rowsOf = [&](const MaskedBatch& m, int64_t row) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < m.positions.size(0); ++i) n += m.positions[i].item<int64_t>() / T == row;
+    return n;
+  };
+  CHECK(rowsOf(answer, 1) == tasks[1]->answerLength());
+  CHECK(rowsOf(all, 1) > tasks[1]->answerLength());  // the usual selection besides the answer
+  CHECK(rowsOf(answer, 0) == rowsOf(all, 0));        // a stream row as always
+}
+
 TEST_CASE("task mix: recorded in run.json and the run identity") {
   ModelConfig c = tinyConfig("alibi");
   c.contextLength = 80;

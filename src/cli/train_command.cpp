@@ -134,6 +134,10 @@ CommandAction addTrainCommand(CLI::App& cmd) {
                  "--task-mix filler of every task but kv-lines: repeat (grass-is-green sentences) | natural "
                  "(train-split text)")
       ->capture_default_str();
+  cmd.add_option("--task-loss", train->taskLoss,
+                 "what a --task-mix sequence's loss scores: all (every next token, as any text; an encoder's "
+                 "masked words and the answer) | answer (the answer's tokens only)")
+      ->capture_default_str();
   cmd.add_option("--max-bad-steps", train->maxBadSteps,
                  "stop after this many steps with a non-finite loss or gradient (0 = never)")
       ->capture_default_str();
@@ -178,6 +182,7 @@ CommandAction addTrainCommand(CLI::App& cmd) {
       mixHasFiller |= mix.share[size_t(task)] > 0 && usesFiller(RetrievalTask(task));
     rejectUnless(cmd, {"--task-filler"}, mixHasFiller,
                  "applies with a --task-mix task that has filler (not kv-lines alone)");
+    rejectUnless(cmd, {"--task-loss"}, !train->taskMix.empty(), "applies with a --task-mix");
     train->taskMix = taskMixSpec(mix);  // run.json records the canonical spelling
     rejectUnless(cmd, {"--arch", "--pos", "--head"}, named->empty() || !namedConfigFixesPositionAndHead(*named),
                  "and this --config exclude each other (it is its arch, pos and head)");

@@ -46,6 +46,8 @@ void TrainConfig::validate() const {
   checkDtypeName(dtype);
   parseTaskMix(taskMix);
   parseFiller(taskFiller);
+  if (taskLoss != "all" && taskLoss != "answer") fail("--task-loss must be all or answer, not " + taskLoss);
+  if (taskLoss == "answer" && taskMix.empty()) fail("--task-loss answer needs a --task-mix");
 }
 
 void to_json(nlohmann::json& j, const TrainConfig& c) {
@@ -76,6 +78,7 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
                      {"dtype", c.dtype},
                      {"task_mix", c.taskMix},
                      {"task_filler", c.taskFiller}};
+  if (c.taskLoss != "all") j["task_loss"] = c.taskLoss;  // absent: all (and the identities of earlier runs)
 }
 
 void from_json(const nlohmann::json& j, TrainConfig& c) {
@@ -106,6 +109,7 @@ void from_json(const nlohmann::json& j, TrainConfig& c) {
   c.dtype = j.value("dtype", std::string("float32"));
   c.taskMix = j.value("task_mix", std::string());  // runs made before the mix trained on the stream alone
   c.taskFiller = j.value("task_filler", TrainConfig{}.taskFiller);
+  c.taskLoss = j.value("task_loss", std::string("all"));
 }
 
 }  // namespace xtrap

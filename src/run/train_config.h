@@ -41,6 +41,9 @@ struct TrainConfig {
   // ("" = none) and the passkey prompts' filler (repeat | natural text of the train split).
   std::string taskMix;
   std::string taskFiller = "repeat";
+  // What a task sequence's loss scores: all (a decoder's every next token, as any text; an
+  // encoder's usual masked words plus the answer) | answer (its answer tokens only).
+  std::string taskLoss = "all";
 
   int64_t sequencesPerStep(int64_t contextLength) const;
   int64_t totalSteps(int64_t contextLength) const;

@@ -10,9 +10,10 @@
 
 namespace xtrap {
 
-std::string DeviceStep::unsupported(Transformer& model) {
+std::string DeviceStep::unsupported(Transformer& model, const TrainConfig& t) {
   const ModelConfig& c = model->config;
   if (!c.causal()) return "an encoder scores a different number of masked tokens every step (a dynamic shape)";
+  if (t.taskLoss == "answer") return "--task-loss answer scores a different number of targets every step";
   if (!c.adaptiveSoftmaxCutoffs.empty())
     return "the adaptive softmax sends a data-dependent number of tokens to each cluster (dynamic shapes)";
   if (!model->sparseGradientParameters().empty()) return "sparse embedding gradients change shape every step";

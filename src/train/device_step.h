@@ -52,7 +52,7 @@ enum class GraphAllreduce {
 class DeviceStep {
  public:
   // Why this run cannot train with the step at all ("" = it can).
-  static std::string unsupported(Transformer& model);
+  static std::string unsupported(Transformer& model, const TrainConfig& t);
   // Why it can, but not captured ("" = it can be captured).
   static std::string uncapturable(Transformer& model);
 

@@ -57,8 +57,8 @@ TrainStep::Outcome TrainStep::run(TokenSpan stream, const std::vector<int64_t>& 
   for (int64_t part = 0; part < parts; ++part) {
     const int64_t first = group_.rank() * localB + part * micro;  // in the step's batch
     BatchRows rows = batchRows(starts, tasks, first, micro);
-    batches.push_back(
-        trainingBatch(model_->config, stream, rows.starts, maskSeed, t_.maskProb, mlm, first, rows.tasks));
+    batches.push_back(trainingBatch(model_->config, stream, rows.starts, maskSeed, t_.maskProb, mlm, first, rows.tasks,
+                                    t_.taskLoss == "answer"));
     rankTokens += batches.back().scored;
   }
   auto total = torch::tensor({double(rankTokens)}, torch::kFloat64);

@@ -73,9 +73,10 @@ void completeModelConfig(RunInfo& run, const TrainRequest& req, const Corpus& co
 // Whether the steps are a DeviceStep's (train/device_step.h) as --cuda-graph asks, where this run
 // allows it, and then whether captured; nullopt = TrainStep's. auto on a GPU says once why it does
 // not capture; uncaptured where the step cannot apply is a one-line error.
-std::optional<bool> deviceStepCapture(const std::string& cudaGraph, Transformer& model, const DistGroup& group) {
+std::optional<bool> deviceStepCapture(const std::string& cudaGraph, Transformer& model, const TrainConfig& t,
+                                      const DistGroup& group) {
   if (cudaGraph != "auto" && cudaGraph != "uncaptured") return std::nullopt;
-  std::string why = DeviceStep::unsupported(model);
+  std::string why = DeviceStep::unsupported(model, t);
   if (cudaGraph == "uncaptured") {
     if (!why.empty()) throw std::invalid_argument("--cuda-graph uncaptured: " + why);
     return false;
@@ -148,7 +149,7 @@ RunInfo trainRun(TrainRequest req) {
   model->setFusedElementwise(req.fusedElementwise);
   MlmTokens mlm = run.model.mlmTokens(corpus.vocab);
   // Before the run directory is touched: a --cuda-graph that cannot apply leaves nothing behind.
-  const std::optional<bool> capture = deviceStepCapture(req.cudaGraph, model, group);
+  const std::optional<bool> capture = deviceStepCapture(req.cudaGraph, model, t, group);
   TrainStep trainStep(model, t, group, /*forDeviceStep=*/capture.has_value());
   std::unique_ptr<DeviceStep> deviceStep;
   if (capture)
