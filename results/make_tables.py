@@ -506,9 +506,20 @@ def corpus_scale():
                  ["---", "---:", "---", "---:", "---:", "---:", "---:", "---:"])
 
 
+def recipe_rows(suffix):
+    """Every bench/retrieval_recipes.py CSV (retrieval_recipes*{suffix}), each row's method labelled
+    with its steps, and its task loss where it is not the default."""
+    rows = [r for name in sorted(os.listdir(RESULTS))
+            if name.startswith("retrieval_recipes") and name.endswith(suffix)
+            and (suffix != ".csv" or not name.endswith("_at_L.csv")) for r in load(name)]
+    for r in rows:
+        r["method"] += f", {r['steps']} steps" + ("" if r["task_loss"] == "all" else f", {r['task_loss']} loss")
+    return rows
+
+
 def retrieval_recipes_curves():
     """bench/retrieval_recipes.py: each method's task probe (32 prompts at L) over training."""
-    rows = load("retrieval_recipes.csv")
+    rows = recipe_rows(".csv")
     methods = list(dict.fromkeys(r["method"] for r in rows))
     tasks = list(dict.fromkeys(r["task"] for r in rows))
     steps = sorted({int(r["step"]) for r in rows})
@@ -527,23 +538,22 @@ def retrieval_recipes_curves():
 
 def retrieval_recipes_at_l():
     """bench/retrieval_recipes.py: accuracy at L by depth (40 trials a cell) of each finished run."""
-    rows = load("retrieval_recipes_at_L.csv")
+    rows = recipe_rows("_at_L.csv")
     methods = list(dict.fromkeys(r["method"] for r in rows))
     tasks = list(dict.fromkeys(r["task"] for r in rows))
     depths = sorted({float(r["depth"]) for r in rows})
     cell = {(r["method"], r["task"], float(r["depth"])): r for r in rows}
-    out = ["| method | task | steps | " + " | ".join(f"depth {d:g}%" for d in depths) + " | lowest | 90% at every depth |",
-           "|---|---|---:|" + "---:|" * len(depths) + "---:|---|"]
+    out = ["| method | task | " + " | ".join(f"depth {d:g}%" for d in depths) + " | lowest | 90% at every depth |",
+           "|---|---|" + "---:|" * len(depths) + "---:|---|"]
     for m in methods:
         for t in tasks:
             cells = [cell.get((m, t, d)) for d in depths]
             accs = [float(c["accuracy"]) for c in cells if c]
             if not accs:
                 continue
-            steps = next(c["steps"] for c in cells if c)
             vals = [f"{100 * float(c['accuracy']):.0f}%" if c else "-" for c in cells]
             low = min(accs)
-            out.append(f"| {m} | {t} | {steps} | " + " | ".join(vals) +
+            out.append(f"| {m} | {t} | " + " | ".join(vals) +
                        f" | {100 * low:.0f}% | {'yes' if low >= 0.9 and len(accs) == len(depths) else 'no'} |")
     return "\n".join(out) + "\n"
 

@@ -48,9 +48,15 @@ def swapped_gate(tensors, F_):
     return {k: torch.cat([v[F_:], v[:F_]]) if "gated_layers" in k else v for k, v in tensors.items()}
 
 
-def compare(work, name, family, cfg, tensors, T, dtype=torch.float32, tol=1e-5, wrong=None):
+def tensorflow_names(tensors):
+    """LayerNorm parameters named gamma and beta, as bert-base-uncased's converted weights name them."""
+    rename = lambda k: k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta")
+    return {rename(k): v for k, v in tensors.items()}
+
+
+def compare(work, name, family, cfg, tensors, T, dtype=torch.float32, tol=1e-5, wrong=None, stored=None):
     d = os.path.join(work, name)
-    write_model(d, cfg, {k: v.to(dtype) for k, v in tensors.items()})
+    write_model(d, cfg, {k: v.to(dtype) for k, v in (stored or tensors).items()})
     V = cfg["vocab_size"]
     inputs, targets, positions = masked(len(name), V, T)
     ours, err = xtrap_logits(d, inputs, V, work)
@@ -98,6 +104,8 @@ def main():
     # The learned-position controls, up to their tables.
     cfg = config("bert", 48, 4, 2, 53, 64)
     compare(work, "bert", "bert", cfg, checkpoint(13, "bert", cfg), T=64)
+    t = checkpoint(21, "bert", cfg)
+    compare(work, "bert-gamma-beta", "bert", cfg, t, T=48, stored=tensorflow_names(t))
     cfg = config("roberta", 48, 6, 2, 53, 64)
     compare(work, "roberta", "roberta", cfg, checkpoint(14, "roberta", cfg), T=64)
 

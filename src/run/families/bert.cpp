@@ -105,11 +105,17 @@ TensorMap bertTensors(const ModelConfig& c, BertLayout layout) {
     t[ours + ".weight"] = {{theirs + ".weight"}};
     t[ours + ".bias"] = {{theirs + ".bias"}};
   };
+  // A LayerNorm: bert-base-uncased's weights, converted from TensorFlow, still say gamma and beta
+  // (transformers renames them when it loads).
+  auto norm = [&](const std::string& ours, const std::string& theirs) {
+    t[ours + ".weight"] = {{theirs + ".weight"}, TensorLayout::AsStored, {}, {theirs + ".gamma"}};
+    t[ours + ".bias"] = {{theirs + ".bias"}, TensorLayout::AsStored, {}, {theirs + ".beta"}};
+  };
   t["token_embedding.weight"] = {{"embeddings.word_embeddings.weight"}};
   t["type_embedding.weight"] = {{"embeddings.token_type_embeddings.weight"}};
   if (c.position() == PositionMethod::Learned)
     t["position_embedding.weight"] = {{"embeddings.position_embeddings.weight"}};
-  both("embedding_norm", "embeddings.LayerNorm");
+  norm("embedding_norm", "embeddings.LayerNorm");
   for (int64_t l = 0; l < c.layers; ++l) {
     std::string b = fmt::format("blocks.{}.", l), e = fmt::format("encoder.layer.{}.", l);
     if (layout == BertLayout::Mosaic) {
@@ -126,25 +132,25 @@ TensorMap bertTensors(const ModelConfig& c, BertLayout layout) {
           rows};
     }
     both(b + "attn.out", e + "attention.output.dense");
-    both(b + "ln1", e + "attention.output.LayerNorm");
+    norm(b + "ln1", e + "attention.output.LayerNorm");
     if (layout == BertLayout::Mosaic || layout == BertLayout::Jina) {
       t[b + "fc1.weight"] = {{e + "mlp.gated_layers.weight"}};
       both(b + "fc2", e + "mlp.wo");
-      both(b + "ln2", e + "mlp.layernorm");
+      norm(b + "ln2", e + "mlp.layernorm");
     } else {
       both(b + "fc1", e + "intermediate.dense");
       both(b + "fc2", e + "output.dense");
-      both(b + "ln2", e + "output.LayerNorm");
+      norm(b + "ln2", e + "output.LayerNorm");
     }
   }
   if (c.head == "none") return t;
   if (layout == BertLayout::Roberta) {
     both("head.dense", "lm_head.dense");
-    both("head.norm", "lm_head.layer_norm");
+    norm("head.norm", "lm_head.layer_norm");
     t["head.bias"] = {{"lm_head.bias"}, TensorLayout::AsStored, {}, {"lm_head.decoder.bias"}};
   } else {
     both("head.dense", "cls.predictions.transform.dense");
-    both("head.norm", "cls.predictions.transform.LayerNorm");
+    norm("head.norm", "cls.predictions.transform.LayerNorm");
     t["head.bias"] = {{"cls.predictions.bias"}, TensorLayout::AsStored, {}, {"cls.predictions.decoder.bias"}};
   }
   return t;
