@@ -517,44 +517,41 @@ def recipe_rows(suffix):
     return rows
 
 
+def recipe_grid(suffix, column, kind):
+    """recipe_rows(suffix) as a grid: the sorted values of `column` (read by `kind`), and for each
+    method and task, in the CSVs' order, its row at each of them (None where absent)."""
+    rows = recipe_rows(suffix)
+    columns = sorted({kind(r[column]) for r in rows})
+    cell = {(r["method"], r["task"], kind(r[column])): r for r in rows}
+    methods = dict.fromkeys(r["method"] for r in rows)
+    tasks = dict.fromkeys(r["task"] for r in rows)
+    return columns, [(m, t, [cell.get((m, t, c)) for c in columns]) for m in methods for t in tasks]
+
+
 def retrieval_recipes_curves():
     """bench/retrieval_recipes.py: each method's task probe (32 prompts at L) over training."""
-    rows = recipe_rows(".csv")
-    methods = list(dict.fromkeys(r["method"] for r in rows))
-    tasks = list(dict.fromkeys(r["task"] for r in rows))
-    steps = sorted({int(r["step"]) for r in rows})
-    cell = {(r["method"], r["task"], int(r["step"])): r for r in rows}
+    steps, grid = recipe_grid(".csv", "step", int)
     out = ["| method | task | " + " | ".join(f"step {s}" for s in steps) + " |",
            "|---|---|" + "---:|" * len(steps)]
-    for m in methods:
-        for t in tasks:
-            vals = []
-            for s in steps:
-                r = cell.get((m, t, s))
-                vals.append(f"{100 * float(r['accuracy']):.0f}% ({float(r['answer_logprob']):.2f})" if r else "-")
-            out.append(f"| {m} | {t} | " + " | ".join(vals) + " |")
+    for m, t, cells in grid:
+        vals = [f"{100 * float(r['accuracy']):.0f}% ({float(r['answer_logprob']):.2f})" if r else "-" for r in cells]
+        out.append(f"| {m} | {t} | " + " | ".join(vals) + " |")
     return "\n".join(out) + "\n"
 
 
 def retrieval_recipes_at_l():
     """bench/retrieval_recipes.py: accuracy at L by depth (40 trials a cell) of each finished run."""
-    rows = recipe_rows("_at_L.csv")
-    methods = list(dict.fromkeys(r["method"] for r in rows))
-    tasks = list(dict.fromkeys(r["task"] for r in rows))
-    depths = sorted({float(r["depth"]) for r in rows})
-    cell = {(r["method"], r["task"], float(r["depth"])): r for r in rows}
+    depths, grid = recipe_grid("_at_L.csv", "depth", float)
     out = ["| method | task | " + " | ".join(f"depth {d:g}%" for d in depths) + " | lowest | 90% at every depth |",
            "|---|---|" + "---:|" * len(depths) + "---:|---|"]
-    for m in methods:
-        for t in tasks:
-            cells = [cell.get((m, t, d)) for d in depths]
-            accs = [float(c["accuracy"]) for c in cells if c]
-            if not accs:
-                continue
-            vals = [f"{100 * float(c['accuracy']):.0f}%" if c else "-" for c in cells]
-            low = min(accs)
-            out.append(f"| {m} | {t} | " + " | ".join(vals) +
-                       f" | {100 * low:.0f}% | {'yes' if low >= 0.9 and len(accs) == len(depths) else 'no'} |")
+    for m, t, cells in grid:
+        accs = [float(c["accuracy"]) for c in cells if c]
+        if not accs:
+            continue
+        vals = [f"{100 * float(c['accuracy']):.0f}%" if c else "-" for c in cells]
+        low = min(accs)
+        out.append(f"| {m} | {t} | " + " | ".join(vals) +
+                   f" | {100 * low:.0f}% | {'yes' if low >= 0.9 and len(accs) == len(depths) else 'no'} |")
     return "\n".join(out) + "\n"
 
 

@@ -161,16 +161,26 @@ TEST_CASE("task mix: decoder task rows are trained as the prompts' own text") {
   CHECK(mixed.loss.item<double>() == Approx(plain.loss.item<double>()).epsilon(1e-6));
 }
 
-TEST_CASE("task mix: an encoder's task rows always mask and score their answers") {
-  const Corpus& corpus = shippedCorpus();
+// An encoder at L = 80 on the shipped corpus, its masking tokens, and a batch of two rows whose
+// row 1 is a passkey prompt (row 0 the stream's).
+struct EncoderTaskRows {
+  ModelConfig c;
+  MlmTokens mlm;
+  TaskRows tasks;
+};
+EncoderTaskRows encoderWithPasskeyRow(const Corpus& corpus) {
   ModelConfig c = tinyConfig("alibi", "encoder");
   c.contextLength = 80;
   c.vocabSize = corpus.vocab.size() + c.specialTokens();
-  MlmTokens mlm = c.mlmTokens(corpus.vocab);
-  int64_t words = sequenceSpan(c);
   RetrievalPromptBuilder builder(wordPhraseEncoder(corpus.vocab), corpus.train);
   TaskRows tasks(2);
-  tasks[1] = builder.build({RetrievalTask::Passkey, Filler::Repeat, 2, words, 0.5, 0});
+  tasks[1] = builder.build({RetrievalTask::Passkey, Filler::Repeat, 2, sequenceSpan(c), 0.5, 0});
+  return {c, c.mlmTokens(corpus.vocab), tasks};
+}
+
+TEST_CASE("task mix: an encoder's task rows always mask and score their answers") {
+  const Corpus& corpus = shippedCorpus();
+  const auto [c, mlm, tasks] = encoderWithPasskeyRow(corpus);
   const RetrievalPrompt& task = *tasks[1];
   MaskedBatch m = encoderTrainingBatch(c, corpus.train, {0, 5000}, 3, 0.15, mlm, 0, tasks);
   int64_t T = m.inputs.size(1), shift = mlm.bosColumns();
@@ -229,14 +239,7 @@ TEST_CASE("task loss answer: a decoder's task rows score their answer targets on
 
 TEST_CASE("task loss answer: an encoder's task rows select their answer only") {
   const Corpus& corpus = shippedCorpus();
-  ModelConfig c = tinyConfig("alibi", "encoder");
-  c.contextLength = 80;
-  c.vocabSize = corpus.vocab.size() + c.specialTokens();
-  MlmTokens mlm = c.mlmTokens(corpus.vocab);
-  int64_t words = sequenceSpan(c);
-  RetrievalPromptBuilder builder(wordPhraseEncoder(corpus.vocab), corpus.train);
-  TaskRows tasks(2);
-  tasks[1] = builder.build({RetrievalTask::Passkey, Filler::Repeat, 2, words, 0.5, 0});
+  const auto [c, mlm, tasks] = encoderWithPasskeyRow(corpus);
   MaskedBatch all = encoderTrainingBatch(c, corpus.train, {0, 5000}, 3, 0.15, mlm, 0, tasks);
   MaskedBatch answer = encoderTrainingBatch(c, corpus.train, {0, 5000}, 3, 0.15, mlm, 0, tasks, true);
   int64_t T = answer.inputs.size(1);
