@@ -81,6 +81,16 @@ expect_error "unknown --head" "unknown --head 'softmax' \\(valid: lm, roberta, c
 [[ ! -e "$WORK/r1" ]] || fail "a failed train created its run directory"
 
 # --- output locations ---
+expect_error "eval --train-length 0" "--train-length must be >= 1$" -- \
+  "$XTRAP" eval "$WORK/run" --train-length 0 --no-progress --out "$WORK/e.csv"
+expect_error "eval --train-length of an xtrap run" "--train-length applies to pretrained models; $WORK/run is an xtrap run" -- \
+  "$XTRAP" eval "$WORK/run" --train-length 64 --no-progress --out "$WORK/e.csv"
+expect_error "probe --train-length -3" "--train-length must be >= 1$" -- \
+  "$XTRAP" probe "$WORK/run" --dump-attn "$WORK/a.h5" --train-length -3
+expect_error "eval --mode pll of a decoder" "--mode pll \\(pseudo-log-likelihood\\) is for encoders" -- \
+  "$XTRAP" eval "$WORK/run" --mode pll --no-progress --out "$WORK/e.csv"
+expect_error "train --task-loss bogus" "--task-loss must be all or answer, not bogus$" -- \
+  "${TRAIN[@]}" --data "$WORK/data" --out "$WORK/r1" --task-mix passkey:0.5 --task-loss bogus
 expect_error "eval --out, missing directory" "cannot write $WORK/missing/e.csv: directory $WORK/missing does not exist$" -- \
   "$XTRAP" eval "$WORK/run" --no-progress --out "$WORK/missing/e.csv"
 expect_error "probe --dump-bias, missing dir" "cannot write $WORK/missing/b.h5: directory $WORK/missing does not exist$" -- \

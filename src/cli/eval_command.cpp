@@ -203,6 +203,7 @@ CommandAction addEvalCommand(CLI::App& cmd) {
     if (req->stride < 0) throw std::invalid_argument("--stride must be >= 1");
     if (req->maxTokens < 0) throw std::invalid_argument("--max-tokens must be >= 0");
     if (req->batch < 1) throw std::invalid_argument("--batch must be >= 1");
+    if (cmd.count("--train-length") && req->trainLength < 1) throw std::invalid_argument("--train-length must be >= 1");
     if (req->positionBuckets < 1) throw std::invalid_argument("--buckets must be >= 1");
     r.interps.clear();
     for (const auto& name : interpNames) r.interps.push_back(parseInterp(name));

@@ -121,6 +121,7 @@ CommandAction addProbeCommand(CLI::App& cmd) {
     rejectUnless(cmd, {"runs"}, !freshSpec, "and a fresh spec (--arch/--pos) exclude each other");
     rejectUnless(cmd, {"--len", "--print"}, bias, "applies to --dump-bias only");
     rejectUnless(cmd, {"--train-length"}, !freshSpec, "applies to a pretrained model's directory, not a fresh spec");
+    if (cmd.count("--train-length") && *trainLength < 1) throw std::invalid_argument("--train-length must be >= 1");
     rejectUnless(cmd, {"--Lvalid", "--offset", "--split", "--query-block", "--text", "--data"}, attn || plot,
                  "applies to --dump-attn and --plot only");
     if (!textFile->empty() && !dataDir->empty())
