@@ -126,6 +126,100 @@ torch::Tensor sdpaAttention(const torch::Tensor& q, const torch::Tensor& k, cons
 #endif
 }
 
+namespace {
+
+// The float32 logits of query heads q (B, H, Tq, D) against key heads k (B, KV, Tk, D): a group's
+// G = H / KV query heads are the rows of one product with their key head. (B, H, Tq, Tk).
+torch::Tensor groupedLogits(const torch::Tensor& q, const torch::Tensor& k) {
+  int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), D = q.size(3), KV = k.size(1), G = H / KV;
+  auto rows = G == 1 ? q : q.reshape({B, KV, G * Tq, D});
+  return rows.matmul(k.transpose(-2, -1)).to(torch::kFloat32).view({B, H, Tq, k.size(2)});
+}
+
+// probs (B, H, Tq, Tk) times values v (B, KV, Tk, D), grouped as groupedLogits: (B, H, Tq, D).
+torch::Tensor groupedValues(const torch::Tensor& probs, const torch::Tensor& v) {
+  int64_t B = probs.size(0), H = probs.size(1), Tq = probs.size(2), Tk = probs.size(3), KV = v.size(1), G = H / KV;
+  auto p = probs.to(v.scalar_type());
+  if (G == 1) return p.matmul(v);
+  return p.view({B, KV, G * Tq, Tk}).matmul(v).view({B, H, Tq, v.size(3)});
+}
+
+// A host vector of doubles as a float64 tensor on `device`.
+torch::Tensor doublesOn(const std::vector<double>& values, torch::Device device) {
+  return torch::tensor(values, torch::TensorOptions().dtype(torch::kFloat64)).to(device);
+}
+
+}  // namespace
+
+torch::Tensor extendedAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                const AttentionContext& ctx, int64_t layer) {
+  const ContextExtension& ext = *ctx.extension;
+  const int64_t T = q.size(2);
+  const torch::Device device = q.device();
+  const auto n = static_cast<size_t>(T);
+  std::vector<double> scales(n, 1.0), farQuery(n), farKey(n);
+  for (int64_t i = 0; i < T; ++i) {
+    scales[size_t(i)] = ext.queryScale(i);
+    farQuery[size_t(i)] = ext.farQueryPosition(i);
+    farKey[size_t(i)] = ext.farKeyPosition(i);
+  }
+  auto qs = ext.logn ? q * doublesOn(scales, device).to(q.scalar_type()).view({1, 1, T, 1}) : q;
+  auto truePositions = torch::arange(T, torch::TensorOptions().dtype(torch::kFloat64).device(device));
+  auto farQueryPositions = doublesOn(farQuery, device), farKeyPositions = doublesOn(farKey, device);
+  const bool far = ext.hasFarPositions();
+  // The rotations at the true positions, and at the far ones where the method has them.
+  auto qNear = ctx.rotary ? ctx.rotary->apply(qs) : qs, kNear = ctx.rotary ? ctx.rotary->apply(k) : k;
+  torch::Tensor qFar, kFar;
+  if (far && ctx.rotary) {
+    qFar = ctx.rotary->applyAt(qs, farQueryPositions, T);
+    kFar = ctx.rotary->applyAt(k, farKeyPositions, T);
+  }
+  auto floats = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+  const float minusInf = -std::numeric_limits<float>::infinity();
+  int64_t rows = attentionBlockRows(T, ctx.queryBlock > 0 ? ctx.queryBlock : T);
+  std::vector<torch::Tensor> blocks;
+  for (int64_t q0 = 0; q0 < T; q0 += rows) {
+    int64_t q1 = std::min(T, q0 + rows), Tq = q1 - q0;
+    // The keys this block sees: one range, or the sinks and the recent keys.
+    auto ranges = ext.keyRanges(q0, q1);
+    std::vector<torch::Tensor> pieces;
+    for (auto [a, b] : ranges)
+      if (b > a) pieces.push_back(torch::arange(a, b, torch::TensorOptions().dtype(torch::kLong).device(device)));
+    auto keyIndex = torch::cat(pieces);  // (Tk)
+    auto keysOf = [&](const torch::Tensor& t) {
+      return ranges.size() == 1 ? t.narrow(2, ranges[0].first, ranges[0].second - ranges[0].first)
+                                : t.index_select(2, keyIndex);
+    };
+    auto keyPositions = keyIndex.to(torch::kFloat64);
+    auto logits = groupedLogits(qNear.narrow(2, q0, Tq), keysOf(kNear));  // (B, H, Tq, Tk)
+    if (ctx.softcap > 0) logits = torch::tanh(logits / ctx.softcap) * ctx.softcap;
+    if (ctx.bias) logits = logits + ctx.bias->atPositions(truePositions.narrow(0, q0, Tq), keyPositions);
+    auto i = torch::arange(q0, q1, floats).unsqueeze(1), j = keyIndex.to(torch::kFloat32).unsqueeze(0);
+    if (far) {
+      // Without a rotation the far pairs' products are the true ones; only their bias moves.
+      auto farLogits = ctx.rotary ? groupedLogits(qFar.narrow(2, q0, Tq), keysOf(kFar))
+                                  : groupedLogits(qs.narrow(2, q0, Tq), keysOf(k));
+      if (ctx.softcap > 0) farLogits = torch::tanh(farLogits / ctx.softcap) * ctx.softcap;
+      if (ctx.bias)
+        farLogits = farLogits + ctx.bias->atPositions(farQueryPositions.narrow(0, q0, Tq),
+                                                      farKeyPositions.index_select(0, keyIndex));
+      auto farPairs = (i - j) >= double(ext.nearDistance());  // (Tq, Tk)
+      logits = torch::where(farPairs, farLogits, logits);
+    }
+    auto hidden = j > i;  // and the keys past the recent ones that are not sinks
+    if (ext.recentDistance() > 0)
+      hidden = hidden | ((j >= double(ext.sinkTokens)) & ((i - j) >= double(ext.recentDistance())));
+    logits = logits.masked_fill(hidden, minusInf);
+    auto probs = torch::softmax(logits, -1);
+    if (ctx.observer) {
+      auto all = torch::zeros({probs.size(0), probs.size(1), Tq, q1}, probs.options());
+      ctx.observer->onProbabilities(layer, q0, all.index_copy(3, keyIndex, probs));
+    }
+    blocks.push_back(groupedValues(probs, keysOf(v)));
+  }
+  return torch::cat(blocks, 2);
+}
+
 torch::Tensor fusedLinearBiasPath(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                   const AttentionContext& ctx, double scale, double dropout) {
   auto* bias = dynamic_cast<LinearBias*>(ctx.bias);
@@ -185,6 +279,11 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionCont
   if (qNorm) {
     q = qNorm(q);
     k = kNorm(k);
+  }
+  if (ctx.extension) {
+    if (ctx.cache) throw std::invalid_argument("context extension: no generation with a KV cache (--score teacher)");
+    auto y = extendedAttention(q * scale, k, v, ctx, layerIndex);  // (B, H, T, D)
+    return torch::linear(y.transpose(1, 2).reshape({B, T, H * D}), out->weight, out->bias);
   }
   int64_t offset = ctx.cache ? ctx.cache->length : 0;  // the new tokens' first position
   if (ctx.rotary) {

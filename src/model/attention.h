@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "model/attention_plan.h"
+#include "model/context_extension.h"
 #include "model/model_config.h"
 #include "model/norm.h"
 #include "model/position/attention_bias.h"
@@ -67,6 +68,9 @@ struct AttentionContext {
   const Rotary* windowedRotary = nullptr;  // or the global one
   double softcap = 0.0;                    // logits -> cap * tanh(logits / cap) before the bias; 0 = none
   KvCache* cache = nullptr;                // incremental decoding (causal models): path and full bias unused
+  // Training-free context extension (decoders, evaluation): extendedAttention computes every layer,
+  // whatever the path; q and k reach it unrotated.
+  const ContextExtension* extension = nullptr;
 };
 
 // Bias of the provider plus the causal mask (and the sliding window's, `window` > 0) for queries
@@ -93,6 +97,15 @@ torch::Tensor cachedAttention(const torch::Tensor& q, const torch::Tensor& k, co
 // (before the bias), which spares a pass over q and one over its gradient.
 torch::Tensor sdpaAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                             const AttentionContext& ctx, double scale, double dropout);
+// Context extension (context_extension.h): q (B, H, T, D) scaled, k, v (B, KV, T, D), q and k not
+// yet rotated; returns (B, H, T, D). Query blocks (ctx.queryBlock rows at most, as the block path),
+// each against only the key ranges it sees (the keys between a sink block and a window are never
+// computed); logn scales the queries; pairs in the near region get the true rotation and bias,
+// the others those of the method's far positions (the rotation of q and k at them, the provider's
+// atPositions); invisible and future keys -inf; float32 logits and softmax as attendKeys. Probes
+// receive each block's probabilities over keys [0, q1), zero where a key is not seen.
+torch::Tensor extendedAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                const AttentionContext& ctx, int64_t layer);
 torch::Tensor fusedLinearBiasPath(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                   const AttentionContext& ctx, double scale, double dropout);
 

@@ -249,7 +249,9 @@ torch::Tensor TransformerImpl::features(const torch::Tensor& tokensIn, const For
   }
 
   AttentionContext ctx;
-  ctx.path = cache ? AttentionPath::Block : attentionPath(T, opt);  // a cache has its own attention
+  // A cache, and context extension, have their own attention.
+  ctx.path = cache || extension_.active() ? AttentionPath::Block : attentionPath(T, opt);
+  ctx.extension = extension_.active() ? &extension_ : nullptr;
   ctx.cache = cache;
 
   ctx.causal = causal_;
@@ -276,6 +278,22 @@ torch::Tensor TransformerImpl::features(const torch::Tensor& tokensIn, const For
   }
   if (cache) cache->length += T;
   return lnFinal ? stream.normed : stream.out;
+}
+
+void TransformerImpl::setContextExtension(const ContextExtension& extension) {
+  if (extension.active()) {
+    const std::string what = "--extend " + extension.label();
+    if (!causal_)
+      throw std::invalid_argument(what + ": defined for decoders only (its masks and positions are causal)");
+    if (config.attentionWindow > 0) throw std::invalid_argument(what + ": not with sliding-window attention layers");
+    bool maskOnly = extension.method == ExtensionMethod::Sinks || extension.method == ExtensionMethod::Lambda;
+    bool positions = rotary_ || linearBias() || (pos_ == PositionMethod::None && maskOnly);
+    if (extension.hasFarPositions() && !positions)
+      throw std::invalid_argument(what + ": not defined for position method " + positionMethodName(pos_) +
+                                  " (re-assigned positions need rotary or the ALiBi family; none takes sinks "
+                                  "and lambda, every method takes logn)");
+  }
+  extension_ = extension;
 }
 
 }  // namespace xtrap

@@ -82,6 +82,12 @@ struct TransformerImpl : torch::nn::Module {
   Rotary* rotary() { return rotary_ ? &*rotary_ : nullptr; }
   // Sliding-window layers' own rotation (ModelConfig::rotaryLocalBase), else nullptr.
   Rotary* windowedRotary() { return windowedRotary_ ? &*windowedRotary_ : nullptr; }
+  // Training-free context extension for the next forwards (evaluation, probes); an inactive one
+  // switches it off. Throws std::invalid_argument, one line, where the method has no meaning for
+  // this model: encoders, sliding-window layers, and re-assigned positions for a position method
+  // that cannot take them (only rotary and the ALiBi family can; none takes sinks and lambda).
+  void setContextExtension(const ContextExtension& extension);
+  const ContextExtension& contextExtension() const { return extension_; }
   // Call after changing slopes or rotary settings (interpolation): drops the cached full bias.
   void clearBiasCache() { cachedBias_ = cachedWindowedBias_ = torch::Tensor(); }
   // Whether the residual adds with their LayerNorms, the FFN activation with its dropout, and the
@@ -114,6 +120,7 @@ struct TransformerImpl : torch::nn::Module {
   bool fusedElementwise_ = true;
   std::shared_ptr<AttentionBias> bias_;
   std::optional<Rotary> rotary_, windowedRotary_;
+  ContextExtension extension_;
   torch::Tensor cachedBias_;          // full bias for the last T and device when it has no trainable parameters
   torch::Tensor cachedWindowedBias_;  // the same with the sliding window
   torch::Tensor firstNormWeight_;  // a parameter every model has (moved and loaded in place): its device is the model's

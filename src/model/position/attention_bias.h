@@ -5,10 +5,20 @@
 // time and never hold a T x T bias per head.
 #include <torch/torch.h>
 
+#include <stdexcept>
+
 namespace xtrap {
 
 struct AttentionBias : torch::nn::Module {
   virtual torch::Tensor block(int64_t q0, int64_t q1, int64_t k0, int64_t k1) = 0;
+  // The bias of queries at `queryPositions` (Tq) against keys at `keyPositions` (Tk), any real
+  // positions (context extension's re-assigned ones, context_extension.h): (H, Tq, Tk) float32.
+  // block() is this at integer positions. Providers for which re-assigned positions have no
+  // defined meaning leave it undefined (std::invalid_argument, one line).
+  virtual torch::Tensor atPositions(const torch::Tensor& queryPositions, const torch::Tensor& keyPositions) {
+    (void)queryPositions, (void)keyPositions;
+    throw std::invalid_argument("this position method's bias is not defined at re-assigned positions");
+  }
   // True when block() depends on trainable parameters (then it must not be cached in training).
   virtual bool trainable() const = 0;
   // True when block() already gives every future key (j > i) -inf in every head (causal ALiBi),

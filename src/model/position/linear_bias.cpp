@@ -66,10 +66,15 @@ void LinearBias::setSlopeDivisors(const std::vector<double>& past, const std::ve
 }
 
 torch::Tensor LinearBias::block(int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
+  auto floats = pastParam_.options().dtype(torch::kFloat32);
+  return atPositions(torch::arange(q0, q1, floats), torch::arange(k0, k1, floats));
+}
+
+torch::Tensor LinearBias::atPositions(const torch::Tensor& queryPositions, const torch::Tensor& keyPositions) {
   // d = j - i over the block: (Tq, Tk)
   auto floats = pastParam_.options().dtype(torch::kFloat32);
-  auto i = torch::arange(q0, q1, floats).unsqueeze(1);
-  auto j = torch::arange(k0, k1, floats).unsqueeze(0);
+  auto i = queryPositions.to(floats).unsqueeze(1);
+  auto j = keyPositions.to(floats).unsqueeze(0);
   auto d = j - i;
   auto pastDistance = (-d).clamp_min(0.0);                       // i - j where j < i, else 0
   auto futureDistance = (d - spec_.futureShift).clamp_min(0.0);  // j - i - shift where j > i

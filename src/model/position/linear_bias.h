@@ -11,6 +11,7 @@ struct LinearBias : AttentionBias {
   LinearBias(LinearBiasSpec spec, bool learnedInitRandom);
 
   torch::Tensor block(int64_t q0, int64_t q1, int64_t k0, int64_t k1) override;
+  torch::Tensor atPositions(const torch::Tensor& queryPositions, const torch::Tensor& keyPositions) override;
   bool trainable() const override { return spec_.learnedSlopes || spec_.hasFirstTokenBias; }
   bool blocksFuture() const override;
 

@@ -10,7 +10,9 @@
 // xtrap's own models: rotaryDim 0 (every channel) and the default scaling.
 #include <torch/torch.h>
 
+#include <functional>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "model/position/rope_scaling.h"
@@ -33,6 +35,10 @@ struct Rotary {
 
   // x: (B, H, T, D) with absolute positions 0..T-1 starting at `offset`.
   torch::Tensor apply(const torch::Tensor& x, int64_t offset = 0) const;
+  // x: (B, H, T, D) turned by the angles of `positions` (T, any real values: context extension's
+  // re-assigned positions, context_extension.h), with the frequencies of a window of
+  // windowLength tokens (dynamic and longrope frequencies follow it).
+  torch::Tensor applyAt(const torch::Tensor& x, const torch::Tensor& positions, int64_t windowLength) const;
 
   // The (T, d/2) cos and sin of the angles (float32, float64 for a float64 x), times the
   // checkpoint's attention factor, and what they were computed from. Not a setting: apply keeps
@@ -52,6 +58,15 @@ struct Rotary {
  private:
   // x: (B, H, T, d), the rotated channels.
   torch::Tensor rotate(const torch::Tensor& x, int64_t offset) const;
+  // The (T, d/2) cos and sin of `positions` (T) in dtype, for a window of windowLength tokens.
+  std::pair<torch::Tensor, torch::Tensor> cosSin(const torch::Tensor& positions, int64_t windowLength,
+                                                 torch::ScalarType dtype) const;
+  // x (B, H, T, d) turned by (T, d/2) cos and sin, computed in `compute`, returned in x's precision.
+  torch::Tensor rotateBy(const torch::Tensor& x, const torch::Tensor& cosHalf, const torch::Tensor& sinHalf,
+                         torch::ScalarType compute) const;
+  // turn() on the rotated channels of x (B, H, T, D), the rest passed through.
+  torch::Tensor withPassThrough(const torch::Tensor& x,
+                                const std::function<torch::Tensor(const torch::Tensor&)>& turn) const;
   const Tables& tables(int64_t T, int64_t offset, torch::Device device, torch::ScalarType dtype) const;
 };
 
