@@ -112,6 +112,21 @@ CommandAction addEvalCommand(CLI::App& cmd) {
   cmd.add_option("--a0", req->a0,
                  "dynamic-ntk / dynamic-yarn: a = max(a0 * len / L_train, 1) for a window of len tokens")
       ->capture_default_str();
+  auto extensions = std::make_shared<std::string>("none");
+  cmd.add_option("--extend", *extensions,
+                 "training-free context extension (decoders), comma list of " + joinNames(extensionMethodNames(), " ") +
+                     " or METHOD+logn; one row per interpolation and extension (docs/position-methods.md)")
+      ->capture_default_str();
+  cmd.add_option("--extend-sinks", req->extensionSettings.sinkTokens,
+                 "sinks: the first S keys every query sees (default 4); lambda: n_global (default 10)");
+  cmd.add_option("--extend-window", req->extensionSettings.window,
+                 "sinks: the recent keys W (default L_train - S); lambda: L_local (L_train); self-extend: the "
+                 "neighbour window W (L_train / 4); rerope, leaky-rerope: w (L_train / 8)");
+  cmd.add_option("--extend-group", req->extensionSettings.group, "self-extend: the group size G (default 8)");
+  cmd.add_option("--extend-leak", req->extensionSettings.leak,
+                 "leaky-rerope: k, distances beyond w grow by 1/k a token (default 16)");
+  cmd.add_option("--extend-limit", req->extensionSettings.distanceLimit,
+                 "lambda: the distance a global key is seen at, at most (default L_local)");
   cmd.add_option("--max-tokens", req->maxTokens, "score only the first N tokens of the split (0 = all)")
       ->capture_default_str();
   cmd.add_option("--batch", req->batch, "windows per forward pass")->capture_default_str();
@@ -207,6 +222,8 @@ CommandAction addEvalCommand(CLI::App& cmd) {
     if (req->positionBuckets < 1) throw std::invalid_argument("--buckets must be >= 1");
     r.interps.clear();
     for (const auto& name : interpNames) r.interps.push_back(parseInterp(name));
+    r.extensions = splitList(*extensions);
+    checkExtensionSettingsUsed(r.extensions, r.extensionSettings);
     for (const auto& run : r.runs) readRunInfo(run);  // a missing run is named before any output check
     if (lvalid->empty()) {
       int64_t L = readRunInfo(r.runs.front()).model.contextLength;

@@ -13,11 +13,15 @@ namespace xtrap {
 
 std::string interpolationDisplay(const EvalRow& r) {
   bool varies = r.interp.rfind("dynamic", 0) == 0 || r.interp.find("/per-length") != std::string::npos;
-  if (r.interp == "none" || varies) return r.interp;
-  return fmt::format("{} a={:.3g}", r.interp, r.scale);
+  std::string interp = r.interp == "none" || varies ? r.interp : fmt::format("{} a={:.3g}", r.interp, r.scale);
+  if (r.extend == "none") return interp;
+  return r.interp == "none" ? r.extend : interp + " + " + r.extend;
 }
 
 namespace {
+
+// The printed tables' interp column: the interpolation, and the context extension after it.
+std::string shownInterp(const EvalRow& r) { return r.extend == "none" ? r.interp : r.interp + " + " + r.extend; }
 
 std::string formatPerplexityTable(const std::vector<const EvalRow*>& rows) {
   std::string out = fmt::format(
@@ -29,8 +33,8 @@ std::string formatPerplexityTable(const std::vector<const EvalRow*>& rows) {
         "{:<28} {:<14} {:>6} {:>7} {:<10} {:>6} {:<11} {:>6.3g} {:>9} {:>8.4f} {:>10.2f} {:>7} {:>10} {:>8.1f} "
         "{:>9.0f} "
         "{:>7.1f} {:>8}\n",
-        r->run.substr(0, 28), r->pos, r->Ltrain, r->Lvalid, r->mode, r->stride, r->interp, r->scale, r->tokensScored,
-        r->nll, r->ppl, r->textBytes > 0 ? fmt::format("{:.4f}", r->bitsPerByte) : std::string("-"),
+        r->run.substr(0, 28), r->pos, r->Ltrain, r->Lvalid, r->mode, r->stride, shownInterp(*r), r->scale,
+        r->tokensScored, r->nll, r->ppl, r->textBytes > 0 ? fmt::format("{:.4f}", r->bitsPerByte) : std::string("-"),
         r->textBytes > 0 ? fmt::format("{:.2f}", r->wordPpl) : std::string("-"), r->seconds, r->tokensPerSecond,
         r->flopsPerSecond / 1e9, r->peakMemoryMiB >= 0 ? fmt::format("{:.0f}", r->peakMemoryMiB) : std::string("-"));
   return out;
@@ -45,7 +49,7 @@ std::string formatRetrievalTable(const std::vector<const EvalRow*>& rows) {
     out += fmt::format(
         "{:<28} {:<14} {:>6} {:>7} {:<11} {:>6.3g} {:<17} {:<8} {:<8} {:>5.0f}% {:>6} {:>6.1f}% {:>15} {:>8.3f} "
         "{:>8.1f}\n",
-        r->run.substr(0, 28), r->pos, r->Ltrain, r->Lvalid, r->interp, r->scale, r->task,
+        r->run.substr(0, 28), r->pos, r->Ltrain, r->Lvalid, shownInterp(*r), r->scale, r->task,
         r->filler.empty() ? "-" : r->filler, r->mode == "prompt" ? "teacher" : r->mode, r->depth, r->trials,
         100 * r->accuracy, fmt::format("[{:.1f}, {:.1f}]%", 100 * r->accuracyLow, 100 * r->accuracyHigh),
         r->answerLogProb, r->seconds);
@@ -102,7 +106,8 @@ void writeEvalRows(const std::filesystem::path& file, const std::vector<EvalRow>
                       {"text_bytes", r.textBytes},
                       {"text_words", r.textWords},
                       {"bits_per_byte", r.bitsPerByte},
-                      {"word_ppl", r.wordPpl}});
+                      {"word_ppl", r.wordPpl},
+                      {"extend", r.extend}});
     writeTextAtomically(file, list.dump(2) + "\n");
     return;
   }
@@ -110,7 +115,7 @@ void writeEvalRows(const std::filesystem::path& file, const std::vector<EvalRow>
   std::string csv =
       "run,arch,pos,L_train,Lvalid,split,mode,stride,interp,scale,slopes,tokens_scored,nll,ppl,seconds,tokens_per_s,"
       "flop_per_s,device,dtype,seed,peak_mib,task,filler,depth,trials,correct,accuracy,accuracy_low,accuracy_high,"
-      "answer_logprob,text_bytes,text_words,bits_per_byte,word_ppl\n";
+      "answer_logprob,text_bytes,text_words,bits_per_byte,word_ppl,extend\n";
   for (const auto& r : rows) {
     // Retrieval columns are empty on perplexity rows (and their perplexity columns hold the
     // answers' NLL: tokens_scored answer tokens, nll their mean).
@@ -122,10 +127,11 @@ void writeEvalRows(const std::filesystem::path& file, const std::vector<EvalRow>
                            ? fmt::format("{},{},{:.6f},{:.4f}", r.textBytes, r.textWords, r.bitsPerByte, r.wordPpl)
                            : std::string(",,,");
     csv += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},\"{}\",{},{:.6f},{:.4f},{:.3f},{:.1f},{:.4g},{},{},{},{},{},{},{}\n", r.run,
+        "{},{},{},{},{},{},{},{},{},{},\"{}\",{},{:.6f},{:.4f},{:.3f},{:.1f},{:.4g},{},{},{},{},{},{},{},{}\n", r.run,
         r.arch, r.pos, r.Ltrain, r.Lvalid, r.split, r.mode, r.stride, r.interp, r.scale, r.slopes, r.tokensScored,
         r.nll, r.ppl, r.seconds, r.tokensPerSecond, r.flopsPerSecond, r.device, r.dtype, r.seed,
-        r.peakMemoryMiB >= 0 ? fmt::format("{:.1f}", r.peakMemoryMiB) : std::string(), r.task, retrieval, text);
+        r.peakMemoryMiB >= 0 ? fmt::format("{:.1f}", r.peakMemoryMiB) : std::string(), r.task, retrieval, text,
+        r.extend);
   }
   writeTextAtomically(file, csv);
 }
@@ -193,6 +199,7 @@ std::vector<EvalRow> readCsvRows(const std::filesystem::path& file) {
     if (column.count("seed")) r.seed = int64_t(number("seed"));
     if (!text("peak_mib").empty()) r.peakMemoryMiB = number("peak_mib");
     if (!text("task").empty()) r.task = text("task");  // files written before the column: perplexity
+    if (!text("extend").empty()) r.extend = text("extend");
     if (r.isRetrieval()) {
       r.filler = text("filler"), r.depth = number("depth");
       r.trials = int64_t(number("trials")), r.correct = int64_t(number("correct"));
@@ -247,6 +254,7 @@ std::vector<EvalRow> readJsonRows(const std::filesystem::path& file) {
       r.textWords = j.value("text_words", r.textWords);
       r.bitsPerByte = j.value("bits_per_byte", r.bitsPerByte);
       r.wordPpl = j.value("word_ppl", r.wordPpl);
+      r.extend = j.value("extend", r.extend);
       rows.push_back(r);
     }
   } catch (const nlohmann::json::exception& e) {

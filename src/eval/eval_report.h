@@ -17,6 +17,9 @@ struct EvalRow {
   int64_t stride = 0;
   std::string interp = "none";
   double scale = 1.0;  // interpolation factor a actually used
+  // Context extension (model/context_extension.h): its label with its settings, "none" without one
+  // (files written before the column).
+  std::string extend = "none";
   std::string slopes;  // ALiBi slopes used (space separated), empty otherwise
   int64_t tokensScored = 0;
   double nll = 0, ppl = 0, seconds = 0, tokensPerSecond = 0;
@@ -48,7 +51,8 @@ struct EvalRow {
 
 // How tables and plots name a row's interpolation: "none"; a fixed factor with its value
 // ("linear a=8"); "linear/per-length" (a = Lvalid / L_train, one a a row) and dynamic-ntk /
-// dynamic-yarn (a from each window) by name, their a being in the row's scale column.
+// dynamic-yarn (a from each window) by name, their a being in the row's scale column; then its
+// context extension, if any ("ntk a=8 + logn", "sinks S=4 W=124").
 std::string interpolationDisplay(const EvalRow& row);
 
 // Perplexity rows and retrieval rows print as two tables (one when only one kind is present).

@@ -195,6 +195,7 @@ ScoringRun loadScoringRun(const std::filesystem::path& dir, const EvalRequest& r
 // What one scoring pass scores: the run at one Lvalid, in one mode, under one interpolation.
 struct EvalPass {
   Interp interp = Interp::None;
+  ContextExtension extension;  // set on the model for the pass
   InterpolationPlan plan;
   int64_t Lvalid = 0;
   double scale = 1;    // a of the full-length windows
@@ -215,6 +216,7 @@ nlohmann::json sampleKeys(const EvalRow& r, const char* kind) {
           {"task", r.task},
           {"mode", r.mode},
           {"interp", interpolationDisplay(r)},
+          {"extend", r.extend},
           {"scale", r.scale},
           {"Lvalid", r.Lvalid},
           {"device", r.device},
@@ -234,6 +236,7 @@ EvalRow passRow(const ScoringRun& run, const EvalRequest& req, const ExecutionCo
   r.split = req.textFile.empty() ? req.split : "text";  // --text scores a file, not a split
   r.mode = pass.mode;
   r.interp = interpLabel(pass.interp, req.ntkHeads, req.scalePerLength);
+  r.extend = pass.extension.label();
   r.scale = pass.scale;
   r.slopes = pass.slopes;
   r.seconds = seconds;
@@ -520,6 +523,7 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
     p.run = r.run;
     p.mode = r.mode;
     p.interp = r.interp;
+    p.extend = r.extend;
     p.Lvalid = pass.Lvalid;
     p.bucket = int64_t(b);
     p.positionBegin = int64_t(b) * pass.Lvalid / req.positionBuckets;
@@ -571,6 +575,7 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
                             [](Interp i) { return i == Interp::Ntk || i == Interp::DynamicNtk; });
   if (req.ntkHeads != NtkHeads::All && !anyNtk)
     throw std::invalid_argument("--ntk-heads applies to --interp ntk and dynamic-ntk");
+  checkExtensionSettingsUsed(req.extensions, req.extensionSettings);
   DistGroup group(env, ctx.device);  // under torchrun / --nproc the ranks split every pass's windows
   int64_t maxLvalid = *std::max_element(req.lvalids.begin(), req.lvalids.end());
   std::vector<EvalRow> rows;
@@ -588,66 +593,80 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
     bool pllMode = std::find(req.modes.begin(), req.modes.end(), "pll") != req.modes.end();
     if (!req.retrieval() && pllMode && run.info.model.causal())
       throw std::invalid_argument("--mode pll (pseudo-log-likelihood) is for encoders; " + run.name + " is a decoder");
-    for (Interp interp : req.interps) {
-      EvalPass pass;
-      pass.interp = interp;
-      pass.plan = interpolationPlan(interp, maxLvalid, L, req.scale, req.a0);
-      checkInterpolationApplies(run.model, interp, req.ntkHeads);  // before any line is printed
-      if (usesFixedScale(interp) && !req.scalePerLength)
-        std::fprintf(stderr, "%s interp=%s: fixed a = %.6g for the sweep (%s)\n", run.name.c_str(),
-                     interpName(interp).c_str(), pass.plan.fixedScale,
-                     req.scale > 0 ? "--scale"
-                                   : fmt::format("largest Lvalid {} / L_train {}, at least 1", maxLvalid, L).c_str());
-      for (int64_t Lvalid : req.lvalids) {
-        pass.Lvalid = Lvalid;
-        if (req.scalePerLength) pass.plan = interpolationPlan(interp, Lvalid, L, 0, req.a0);
-        if (group.isRoot() && !req.retrieval() && Lvalid >= static_cast<int64_t>(run.stream.size()))
-          std::fprintf(stderr, "note: Lvalid %lld exceeds the %s split (%zu tokens); scoring one window of all of it\n",
-                       static_cast<long long>(Lvalid), req.split.c_str(), run.stream.size());
-        // The row's scale and slopes are those of its full-length windows; dynamic-ntk gives a
-        // shorter last window its own.
-        pass.scale = pass.plan.scaleFor(Lvalid);
-        pass.slopes = applyInterpolation(run.model, interp, pass.scale, req.ntkHeads);
-        if (req.verbose && !pass.slopes.empty() && group.isRoot())
-          std::fprintf(
-              stderr, "%s Lvalid=%lld interp=%s a=%.4g%s: %s\n", run.name.c_str(), static_cast<long long>(Lvalid),
-              interpName(interp).c_str(), pass.scale,
-              isDynamic(interp) ? fmt::format(" (a = max({:g} * len / {}, 1) per window)", req.a0, L).c_str() : "",
-              pass.slopes.c_str());
-        if (req.retrieval()) {
-          pass.mode = "prompt";
-          std::optional<ProgressBar> bar;
-          if (req.progress && group.isRoot())
-            bar.emplace(fmt::format("{} {} Lvalid={} ({} depths x {} trials)", run.name, req.task, Lvalid,
-                                    req.depths.size(), req.trials),
-                        int64_t(req.depths.size()));
-          for (size_t d = 0; d < req.depths.size(); ++d) {
-            rows.push_back(req.generates() ? generateRetrievalCell(run, req, ctx, pass, req.depths[d], group, samples)
-                                           : scoreRetrievalCell(run, req, ctx, pass, req.depths[d], group, samples));
-            if (bar) bar->update(int64_t(d + 1));
+    // Every (interpolation, extension) is checked before any line is printed.
+    std::vector<ContextExtension> extensions;
+    for (const auto& name : req.extensions) {
+      extensions.push_back(resolveContextExtension(name, req.extensionSettings, L));
+      const ContextExtension& e = extensions.back();
+      run.model->setContextExtension(e);  // throws where it has no meaning for this model
+      for (Interp interp : req.interps) checkExtensionComposes(interp, e);
+      if (e.active() && req.retrieval() && req.generates())
+        throw std::invalid_argument("--extend " + e.label() + ": scored teacher-forced only (--score teacher)");
+    }
+    for (Interp interp : req.interps)
+      for (const ContextExtension& extension : extensions) {
+        EvalPass pass;
+        pass.interp = interp;
+        pass.extension = extension;
+        run.model->setContextExtension(extension);
+        pass.plan = interpolationPlan(interp, maxLvalid, L, req.scale, req.a0);
+        checkInterpolationApplies(run.model, interp, req.ntkHeads);  // before any line is printed
+        if (usesFixedScale(interp) && !req.scalePerLength)
+          std::fprintf(stderr, "%s interp=%s: fixed a = %.6g for the sweep (%s)\n", run.name.c_str(),
+                       interpName(interp).c_str(), pass.plan.fixedScale,
+                       req.scale > 0 ? "--scale"
+                                     : fmt::format("largest Lvalid {} / L_train {}, at least 1", maxLvalid, L).c_str());
+        for (int64_t Lvalid : req.lvalids) {
+          pass.Lvalid = Lvalid;
+          if (req.scalePerLength) pass.plan = interpolationPlan(interp, Lvalid, L, 0, req.a0);
+          if (group.isRoot() && !req.retrieval() && Lvalid >= static_cast<int64_t>(run.stream.size()))
+            std::fprintf(stderr,
+                         "note: Lvalid %lld exceeds the %s split (%zu tokens); scoring one window of all of it\n",
+                         static_cast<long long>(Lvalid), req.split.c_str(), run.stream.size());
+          // The row's scale and slopes are those of its full-length windows; dynamic-ntk gives a
+          // shorter last window its own.
+          pass.scale = pass.plan.scaleFor(Lvalid);
+          pass.slopes = applyInterpolation(run.model, interp, pass.scale, req.ntkHeads);
+          if (req.verbose && !pass.slopes.empty() && group.isRoot())
+            std::fprintf(
+                stderr, "%s Lvalid=%lld interp=%s a=%.4g%s: %s\n", run.name.c_str(), static_cast<long long>(Lvalid),
+                interpName(interp).c_str(), pass.scale,
+                isDynamic(interp) ? fmt::format(" (a = max({:g} * len / {}, 1) per window)", req.a0, L).c_str() : "",
+                pass.slopes.c_str());
+          if (req.retrieval()) {
+            pass.mode = "prompt";
+            std::optional<ProgressBar> bar;
+            if (req.progress && group.isRoot())
+              bar.emplace(fmt::format("{} {} Lvalid={} ({} depths x {} trials)", run.name, req.task, Lvalid,
+                                      req.depths.size(), req.trials),
+                          int64_t(req.depths.size()));
+            for (size_t d = 0; d < req.depths.size(); ++d) {
+              rows.push_back(req.generates() ? generateRetrievalCell(run, req, ctx, pass, req.depths[d], group, samples)
+                                             : scoreRetrievalCell(run, req, ctx, pass, req.depths[d], group, samples));
+              if (bar) bar->update(int64_t(d + 1));
+            }
+            if (bar) bar->finish();
+            continue;
           }
-          if (bar) bar->finish();
-          continue;
-        }
-        for (const auto& mode : req.modes) {
-          pass.mode = mode;
-          ScoredPass scored = scorePass(run, req, ctx, pass, group);
-          rows.push_back(scored.row);
-          if (positionRows)
-            positionRows->insert(positionRows->end(), scored.byPosition.begin(), scored.byPosition.end());
-          if (samples) samples->insert(samples->end(), scored.samples.begin(), scored.samples.end());
+          for (const auto& mode : req.modes) {
+            pass.mode = mode;
+            ScoredPass scored = scorePass(run, req, ctx, pass, group);
+            rows.push_back(scored.row);
+            if (positionRows)
+              positionRows->insert(positionRows->end(), scored.byPosition.begin(), scored.byPosition.end());
+            if (samples) samples->insert(samples->end(), scored.samples.begin(), scored.samples.end());
+          }
         }
       }
-    }
   }
   return rows;
 }
 
 void writePositionRows(const std::filesystem::path& file, const std::vector<PositionLossRow>& rows) {
-  std::string csv = "run,mode,interp,Lvalid,bucket,position_begin,position_end,tokens,mean_nll\n";
+  std::string csv = "run,mode,interp,Lvalid,bucket,position_begin,position_end,tokens,mean_nll,extend\n";
   for (const auto& p : rows)
-    csv += fmt::format("{},{},{},{},{},{},{},{},{:.6f}\n", p.run, p.mode, p.interp, p.Lvalid, p.bucket, p.positionBegin,
-                       p.positionEnd, p.tokens, p.meanNll);
+    csv += fmt::format("{},{},{},{},{},{},{},{},{:.6f},{}\n", p.run, p.mode, p.interp, p.Lvalid, p.bucket,
+                       p.positionBegin, p.positionEnd, p.tokens, p.meanNll, p.extend);
   writeTextAtomically(file, csv);
 }
 

@@ -8,6 +8,7 @@
 #include "eval/eval_report.h"
 #include "eval/interpolation.h"
 #include "model/attention_plan.h"
+#include "model/context_extension.h"
 
 namespace xtrap {
 
@@ -29,7 +30,11 @@ struct EvalRequest {
   bool scalePerLength = false;
   double a0 = 1.0;                    // dynamic-ntk
   NtkHeads ntkHeads = NtkHeads::All;  // ntk / dynamic-ntk of ALiBi-family slopes
-  int64_t maxTokens = 0;              // > 0: score only the first maxTokens tokens of the split
+  // Context extension (model/context_extension.h): one pass per (interpolation, extension); the
+  // settings resolve against L_train (0 = each method's default).
+  std::vector<std::string> extensions{"none"};
+  ExtensionSettings extensionSettings;
+  int64_t maxTokens = 0;  // > 0: score only the first maxTokens tokens of the split
   int64_t batch = 8;
   int64_t queryBlock = 256;
   int64_t positionBuckets = 0;  // > 0: fill `positionRows`
@@ -65,7 +70,7 @@ struct EvalRequest {
 };
 
 struct PositionLossRow {
-  std::string run, mode, interp;
+  std::string run, mode, interp, extend;
   int64_t Lvalid = 0, bucket = 0, positionBegin = 0, positionEnd = 0, tokens = 0;
   double meanNll = 0;
 };

@@ -164,4 +164,11 @@ void checkInterpolationComposes(Interp interp, const RopeScaling& scaling) {
                               (type == "yarn" || type == "llama3" ? "linear or none" : "none"));
 }
 
+void checkExtensionComposes(Interp interp, const ContextExtension& extension) {
+  bool bounded = extension.method == ExtensionMethod::Sinks || extension.method == ExtensionMethod::Lambda;
+  if (interp != Interp::None && bounded)
+    throw std::invalid_argument("--interp " + interpName(interp) + " with --extend " + extension.label() +
+                                ": the extension keeps every distance within L_train; nothing to interpolate");
+}
+
 }  // namespace xtrap

@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "model/context_extension.h"
 #include "model/position/rope_scaling.h"
 
 namespace xtrap {
@@ -113,5 +114,12 @@ RotarySettings rotaryInterpolation(Interp interp, double a, double base, int64_t
 // window's length: the stretched one or the real one?), have none: throws std::invalid_argument,
 // one line naming both.
 void checkInterpolationComposes(Interp interp, const RopeScaling& scaling);
+
+// Whether an interpolation composes with a context extension (model/context_extension.h): sinks
+// and lambda keep every distance a query sees within L_train, so there is nothing to stretch and
+// any interpolation but none is refused (std::invalid_argument, one line naming both); the other
+// methods re-assign the far pairs' positions, which the interpolation then rescales as it rescales
+// the near ones.
+void checkExtensionComposes(Interp interp, const ContextExtension& extension);
 
 }  // namespace xtrap

@@ -39,13 +39,13 @@ namespace {
 
 // A line: one run under one interpolation, drawn in every panel where it has points.
 struct Series {
-  std::string run, pos, interp;
+  std::string run, pos, interp, extend;
   std::string interpShown;  // interpolationDisplay: with its factor a when one a serves the line
   int64_t Ltrain = 0;
   int variant = 0;  // index among the series of the same position method: dash and point type
   std::string label() const {
     std::string s = run == pos ? run : fmt::format("{} ({})", run, pos);
-    return interp == "none" ? s : s + ", " + interpShown;
+    return interpShown == "none" ? s : s + ", " + interpShown;
   }
 };
 
@@ -101,9 +101,11 @@ PerplexityScripts perplexityPlotScripts(const std::vector<EvalRow>& rows, const 
   std::vector<Panel> panels;
   auto seriesIndex = [&](const EvalRow& r) {
     for (size_t i = 0; i < series.size(); ++i)
-      if (series[i].run == r.run && series[i].interp == r.interp && series[i].pos == r.pos) return i;
+      if (series[i].run == r.run && series[i].interp == r.interp && series[i].extend == r.extend &&
+          series[i].pos == r.pos)
+        return i;
     int variant = int(std::count_if(series.begin(), series.end(), [&](const Series& s) { return s.pos == r.pos; }));
-    series.push_back({r.run, r.pos, r.interp, interpolationDisplay(r), r.Ltrain, variant});
+    series.push_back({r.run, r.pos, r.interp, r.extend, interpolationDisplay(r), r.Ltrain, variant});
     return series.size() - 1;
   };
   auto panelIndex = [&](const EvalRow& r) {

@@ -32,7 +32,7 @@ HeatmapScript retrievalHeatmapScript(const std::vector<EvalRow>& rows, const std
   std::map<std::string, size_t> index;
   for (const auto& r : rows) {
     if (!r.isRetrieval()) continue;
-    std::string key = r.run + "|" + r.task + "|" + r.filler + "|" + r.interp;
+    std::string key = r.run + "|" + r.task + "|" + r.filler + "|" + r.interp + "|" + r.extend;
     auto [it, fresh] = index.emplace(key, panels.size());
     if (fresh) panels.push_back({r.run, r.task, r.filler, r.interp, interpolationDisplay(r), r.scale, r.Ltrain, {}});
     panels[it->second].accuracy[{r.Lvalid, r.depth}] = r.accuracy;

@@ -25,13 +25,14 @@ std::string meanAndSpread(const std::vector<double>& values, const char* format)
 std::string formatMarkdownTable(const std::string& title, const std::vector<EvalRow>& rows) {
   std::set<std::string> interps;
   std::set<int64_t> lengths;
-  for (const auto& r : rows) interps.insert(r.interp), lengths.insert(r.Lvalid);
+  for (const auto& r : rows) interps.insert(r.interp + "|" + r.extend), lengths.insert(r.Lvalid);
   bool showInterp = interps.size() > 1;
   std::vector<std::string> labels;
   std::map<std::string, std::map<int64_t, std::map<int64_t, double>>> ppl;  // label -> seed -> Lvalid -> ppl
   size_t mostSeeds = 1;
   for (const auto& r : rows) {
-    std::string label = showInterp || r.interp != "none" ? r.run + " (" + interpolationDisplay(r) + ")" : r.run;
+    std::string shown = interpolationDisplay(r);
+    std::string label = showInterp || shown != "none" ? r.run + " (" + shown + ")" : r.run;
     if (!ppl.count(label)) labels.push_back(label);
     ppl[label][r.seed][r.Lvalid] = r.ppl;
     mostSeeds = std::max(mostSeeds, ppl[label].size());
@@ -77,7 +78,8 @@ std::string formatRetrievalMarkdownTable(const std::string& title, const std::ve
   };
   std::map<std::string, std::map<int64_t, Cell>> cells;  // label -> Lvalid -> cell, every depth and seed pooled
   for (const auto& r : rows) {
-    std::string label = r.interp == "none" ? r.run : fmt::format("{} ({})", r.run, interpolationDisplay(r));
+    std::string shown = interpolationDisplay(r);
+    std::string label = shown == "none" ? r.run : fmt::format("{} ({})", r.run, shown);
     if (!cells.count(label)) labels.push_back(label);
     lengths.insert(r.Lvalid);
     Cell& c = cells[label][r.Lvalid];
