@@ -410,3 +410,26 @@ interps = ["none", "ntk", "dynamic-ntk"]
              Catch::Contains("variant 'trained' trains a model") && Catch::Contains("missing [train]"));
   fs::remove_all(base);
 }
+
+TEST_CASE("scenario: extend keys, checked against every variant of the block") {
+  std::string text = kMinimal;
+  text.replace(text.find("interps = [\"none\", \"linear\"]"), 28,
+               "extend = [\"none\", \"self-extend+logn\"]\nextend_group = 4\nextend_window = 16");
+  auto s = parse(text);
+  CHECK(s.evals[0].extensions == std::vector<std::string>{"none", "self-extend+logn"});
+  CHECK(s.evals[0].extensionSettings.group == 4);
+  CHECK(s.evals[0].extensionSettings.window == 16);
+  std::string unused = text;  // extend_leak with no leaky-rerope
+  unused.replace(unused.find("extend_group = 4"), 16, "extend_leak = 4.0");
+  CHECK_THAT(errorOf(unused), Catch::Contains("--extend-leak applies to --extend leaky-rerope only"));
+  std::string bad = text;
+  bad.replace(bad.find("self-extend+logn"), 16, "streaming");
+  CHECK_THAT(errorOf(bad), Catch::Contains("unknown --extend 'streaming'"));
+  std::string withInterp = kMinimal;  // sinks keep every distance within L: nothing to interpolate
+  withInterp.replace(withInterp.find("max_tokens"), 10, "extend = [\"sinks\"]\nmax_tokens");
+  CHECK_THAT(errorOf(withInterp), Catch::Contains("--interp linear with --extend sinks S=4 W=60"));
+  std::string t5 = text;  // T5's bias at re-assigned positions is not computed
+  t5.replace(t5.find("pos = \"rotary\""), 14, "pos = \"t5\"");
+  CHECK_THAT(errorOf(t5), Catch::Contains("variant 'sin-long': --extend self-extend G=4 W=16 + logn: not defined for "
+                                          "position method t5"));
+}

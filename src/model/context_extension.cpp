@@ -233,4 +233,17 @@ void checkExtensionSettingsUsed(const std::vector<std::string>& names, const Ext
   check(limit, settings.distanceLimit != 0, "--extend-limit", "lambda");
 }
 
+void checkExtensionApplies(const ContextExtension& extension, PositionMethod pos, bool causal, bool slidingWindow) {
+  if (!extension.active()) return;
+  const std::string what = "--extend " + extension.label();
+  if (!causal) throw std::invalid_argument(what + ": defined for decoders only (its masks and positions are causal)");
+  if (slidingWindow) throw std::invalid_argument(what + ": not with sliding-window attention layers");
+  bool maskOnly = extension.method == ExtensionMethod::Sinks || extension.method == ExtensionMethod::Lambda;
+  bool takesPositions = pos == PositionMethod::Rotary || isLinearBias(pos) || (pos == PositionMethod::None && maskOnly);
+  if (extension.hasFarPositions() && !takesPositions)
+    throw std::invalid_argument(what + ": not defined for position method " + positionMethodName(pos) +
+                                " (re-assigned positions need rotary or the ALiBi family; none takes sinks and "
+                                "lambda, every method takes logn)");
+}
+
 }  // namespace xtrap

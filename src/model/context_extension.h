@@ -25,6 +25,8 @@
 #include <utility>
 #include <vector>
 
+#include "model/position_method.h"
+
 namespace xtrap {
 
 enum class ExtensionMethod { None, Sinks, Lambda, SelfExtend, ReRope, LeakyReRope };
@@ -73,6 +75,13 @@ struct ContextExtension {
 // std::invalid_argument, one line, for an unknown name or a setting out of range.
 ContextExtension resolveContextExtension(const std::string& name, const ExtensionSettings& settings,
                                          int64_t trainLength);
+// Throws std::invalid_argument, one line naming both, where the extension has no meaning for a
+// model of position method `pos`: encoders (the masks and positions are causal), sliding-window
+// attention layers, and far positions for a method that cannot take them (only rotary and the
+// ALiBi family can; none takes sinks and lambda, whose far pairs differ only in position; every
+// method takes logn). docs/position-methods.md has the table.
+void checkExtensionApplies(const ContextExtension& extension, PositionMethod pos, bool causal, bool slidingWindow);
+
 // Throws std::invalid_argument, one line, for a setting given (non-zero) that none of the named
 // methods uses (e.g. --extend-group without self-extend): an accepted option changes the result.
 void checkExtensionSettingsUsed(const std::vector<std::string>& names, const ExtensionSettings& settings);

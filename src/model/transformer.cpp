@@ -281,18 +281,7 @@ torch::Tensor TransformerImpl::features(const torch::Tensor& tokensIn, const For
 }
 
 void TransformerImpl::setContextExtension(const ContextExtension& extension) {
-  if (extension.active()) {
-    const std::string what = "--extend " + extension.label();
-    if (!causal_)
-      throw std::invalid_argument(what + ": defined for decoders only (its masks and positions are causal)");
-    if (config.attentionWindow > 0) throw std::invalid_argument(what + ": not with sliding-window attention layers");
-    bool maskOnly = extension.method == ExtensionMethod::Sinks || extension.method == ExtensionMethod::Lambda;
-    bool positions = rotary_ || linearBias() || (pos_ == PositionMethod::None && maskOnly);
-    if (extension.hasFarPositions() && !positions)
-      throw std::invalid_argument(what + ": not defined for position method " + positionMethodName(pos_) +
-                                  " (re-assigned positions need rotary or the ALiBi family; none takes sinks "
-                                  "and lambda, every method takes logn)");
-  }
+  checkExtensionApplies(extension, pos_, causal_, config.attentionWindow > 0);
   extension_ = extension;
 }
 

@@ -8,6 +8,7 @@
 #include "data/retrieval_prompt.h"
 #include "eval/depth_list.h"
 #include "eval/lvalid_range.h"
+#include "model/context_extension.h"
 #include "model/position_method.h"
 #include "scenario/variant_keys.h"
 
@@ -38,15 +39,25 @@ std::string evalProblem(const ScenarioVariant& v, const ScenarioEval& e) {
   }
   if (e.ntkHeads != NtkHeads::All && !isLinearBias(p))
     return "ntk_heads applies to ALiBi-family slopes, not " + v.model.pos;
+  try {
+    for (const auto& name : e.extensions) {
+      ContextExtension x = resolveContextExtension(name, e.extensionSettings, v.model.contextLength);
+      checkExtensionApplies(x, p, v.model.causal(), v.model.attentionWindow > 0);
+      for (Interp i : e.interps) checkExtensionComposes(i, x);
+    }
+  } catch (const std::invalid_argument& ex) {
+    return ex.what();
+  }
   return "";
 }
 
 }  // namespace
 
 ScenarioEval parseEval(const ScenarioSource& src, const toml::table& t, const std::vector<ScenarioVariant>& variants) {
-  static const std::set<std::string> known = {"lvalid",     "modes",  "strides",  "interps",     "ntk_heads",
-                                              "max_tokens", "batch",  "variants", "split",       "task",
-                                              "depths",     "trials", "filler",   "prompt_seed", "scale_per_length"};
+  static const std::set<std::string> known = {
+      "lvalid",           "modes",  "strides",      "interps",       "ntk_heads",    "max_tokens",  "batch",
+      "variants",         "split",  "task",         "depths",        "trials",       "filler",      "prompt_seed",
+      "scale_per_length", "extend", "extend_sinks", "extend_window", "extend_group", "extend_leak", "extend_limit"};
   rejectUnknown(src, t, "[eval]", known);
   ScenarioEval e;
   for (auto&& [k, node] : t) {
@@ -75,6 +86,19 @@ ScenarioEval parseEval(const ScenarioSource& src, const toml::table& t, const st
       } else if (key == "interps") {
         e.interps.clear();
         for (const auto& name : v.strings()) e.interps.push_back(parseInterp(name));
+      } else if (key == "extend") {
+        e.extensions = v.strings();
+        for (const auto& name : e.extensions) resolveContextExtension(name, {}, 1 << 20);  // a bad name, here
+      } else if (key == "extend_sinks") {
+        e.extensionSettings.sinkTokens = v.integer();
+      } else if (key == "extend_window") {
+        e.extensionSettings.window = v.integer();
+      } else if (key == "extend_group") {
+        e.extensionSettings.group = v.integer();
+      } else if (key == "extend_leak") {
+        e.extensionSettings.leak = v.number();
+      } else if (key == "extend_limit") {
+        e.extensionSettings.distanceLimit = v.integer();
       } else if (key == "scale_per_length") {
         e.scalePerLength = v.boolean();
       } else if (key == "ntk_heads") {
@@ -126,6 +150,12 @@ ScenarioEval parseEval(const ScenarioSource& src, const toml::table& t, const st
   if (t.contains("filler") && !(e.retrieval() && usesFiller(parseRetrievalTask(e.task))))
     src.fail(t.get("filler")->source(), "filler applies to the retrieval tasks but kv-lines");
   if (e.modes.empty() || e.interps.empty()) src.fail(t.source(), "[eval] modes and interps must not be empty");
+  if (e.extensions.empty()) src.fail(t.get("extend")->source(), "extend must not be empty");
+  try {
+    checkExtensionSettingsUsed(e.extensions, e.extensionSettings);
+  } catch (const std::invalid_argument& ex) {
+    src.fail(t.source(), std::string("[eval] ") + ex.what());
+  }
   bool anyNtk = std::any_of(e.interps.begin(), e.interps.end(),
                             [](Interp i) { return i == Interp::Ntk || i == Interp::DynamicNtk; });
   if (e.ntkHeads != NtkHeads::All && !anyNtk)

@@ -105,6 +105,13 @@ fs::path evalCacheFile(const ScenarioVariant& v, const fs::path& runsRoot, const
                         {"interps", interps},
                         {"max_tokens", r.maxTokens}};
   if (!run.model.causal()) key["encoder_scoring"] = kEncoderScoringVersion;
+  // Only with an extension, so caches written before it stay valid.
+  if (r.extensions != std::vector<std::string>{"none"}) {
+    std::vector<std::string> labels;
+    for (const auto& name : r.extensions)
+      labels.push_back(resolveContextExtension(name, r.extensionSettings, run.model.contextLength).label());
+    key["extend"] = labels;
+  }
   if (r.retrieval())
     key["retrieval"] = {{"task", r.task},
                         {"depths", r.depths},
@@ -153,6 +160,8 @@ EvalRequest evalRequest(const Scenario& s, const EvalJob& job, const RunInfo& in
   r.modes = {job.mode};
   r.stride = job.stride;
   r.interps = e.interps;
+  r.extensions = e.extensions;
+  r.extensionSettings = e.extensionSettings;
   r.ntkHeads = e.ntkHeads;
   r.scalePerLength = e.scalePerLength;
   r.maxTokens = e.maxTokens;
@@ -230,8 +239,8 @@ void printDryRun(const Scenario& s, const ScenarioRunOptions& o) {
       fmt::print("  {:<20} block {} {:<14} {}\n", v.label(), job.block + 1, jobLabel(e, job),
                  cached ? std::string("cached")
                         : fmt::format("Lvalid {}..{} ({} lengths) x {} interp(s), {} split of {}  (not estimated)",
-                                      e.lvalids.front(), e.lvalids.back(), e.lvalids.size(), e.interps.size(), e.split,
-                                      v.train.dataDir));
+                                      e.lvalids.front(), e.lvalids.back(), e.lvalids.size(),
+                                      e.interps.size() * e.extensions.size(), e.split, v.train.dataDir));
       continue;
     }
     std::string key = v.train.dataDir + "|" + e.split;
@@ -247,14 +256,14 @@ void printDryRun(const Scenario& s, const ScenarioRunOptions& o) {
     for (int64_t Lvalid : e.lvalids) {
       // A retrieval cell reads trials prompts of Lvalid tokens (its head scores only the answers).
       int64_t read = e.retrieval() ? e.trials * int64_t(e.depths.size()) * Lvalid : tokens;
-      sec += double(e.interps.size()) * estimateEvalSeconds(v.model, vocabularySize(v, vocabs), read, Lvalid,
-                                                            effectiveStride(job, Lvalid), v.train.maskProb,
-                                                            v.train.threads);
+      sec += double(e.interps.size() * e.extensions.size()) *
+             estimateEvalSeconds(v.model, vocabularySize(v, vocabs), read, Lvalid, effectiveStride(job, Lvalid),
+                                 v.train.maskProb, v.train.threads);
     }
     total += sec;
     fmt::print("  {:<20} block {} {:<14} Lvalid {}..{} ({} lengths) x {} interp(s), {} {} tokens  ~{}\n", v.label(),
-               job.block + 1, jobLabel(e, job), e.lvalids.front(), e.lvalids.back(), e.lvalids.size(), e.interps.size(),
-               tokens, e.split, formatDuration(sec));
+               job.block + 1, jobLabel(e, job), e.lvalids.front(), e.lvalids.back(), e.lvalids.size(),
+               e.interps.size() * e.extensions.size(), tokens, e.split, formatDuration(sec));
   }
   if (s.hasProbe) fmt::print("probe: {} variant(s)\n", s.select(s.probe.variants).size());
   // The estimates model this project's 2-core CPU machine (scenario/cost_model.h), not a GPU.

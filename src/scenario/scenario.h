@@ -75,6 +75,9 @@ struct ScenarioEval {
   std::vector<std::string> modes{"nonoverlap"};
   std::vector<int64_t> strides;  // sliding strides; empty = L_train / 2
   std::vector<Interp> interps{Interp::None};
+  // Context extension (eval --extend): one pass per interpolation and extension.
+  std::vector<std::string> extensions{"none"};
+  ExtensionSettings extensionSettings;
   NtkHeads ntkHeads = NtkHeads::All;  // ntk / dynamic-ntk of ALiBi slopes
   bool scalePerLength = false;        // linear / ntk / yarn: a = Lvalid / L_train each row (eval --scale-per-length)
   std::string split = "valid";
