@@ -159,6 +159,9 @@ Window prepareWindow(Transformer& model, const ProbeText& text, const AttentionD
   // max(N / L_train, 1); at least 1 either way.
   w.scale = interpolationPlan(req.interp, N, model->config.contextLength, req.scale, 1.0).scaleFor(N);
   w.slopes = applyInterpolation(model, req.interp, w.scale, req.ntkHeads);
+  ContextExtension extension = resolveContextExtension(req.extend, req.extensionSettings, model->config.contextLength);
+  checkExtensionComposes(req.interp, extension);
+  model->setContextExtension(extension);
   if (bos) {
     w.tokens.push_back(static_cast<int32_t>(model->config.bosId()));
     w.words.emplace_back(Vocabulary::kBos);
@@ -275,6 +278,7 @@ void dumpAttention(const RunInfo& run, Transformer& model, const ProbeText& text
   h5.attribute("offset", req.offset);
   h5.attribute("split", text.source);
   h5.attribute("interp", interpLabel(req.interp, req.ntkHeads));
+  h5.attribute("extend", model->contextExtension().label());
   h5.attribute("scale", a);
   h5.attribute("slopes", slopes);
   h5.ints("tokens", {hsize_t(N)}, tokens.data());

@@ -48,6 +48,9 @@ struct AttentionDumpRequest {
   Interp interp = Interp::None;
   NtkHeads ntkHeads = NtkHeads::All;
   double scale = 0;  // 0 = Lvalid / L_train
+  // Context extension (model/context_extension.h): the maps show its mask and far positions.
+  std::string extend = "none";
+  ExtensionSettings extensionSettings;
   StoredFloat dtype = StoredFloat::Float16;
   bool statsOnly = false;
   bool withBias = false;

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "model/context_extension.h"
+
 namespace xtrap {
 
 using CommandAction = std::function<void()>;
@@ -27,6 +29,12 @@ inline void rejectUnless(const CLI::App& cmd, const std::vector<std::string>& op
   for (const auto& name : options)
     if (cmd.get_option(name)->count() > 0) throw std::invalid_argument(name + " " + why);
 }
+
+// --extend-sinks, --extend-window, --extend-group, --extend-leak and --extend-limit (eval, probe):
+// the context extension's settings, 0 = each method's default (model/context_extension.h).
+void addExtensionSettingOptions(CLI::App& cmd, ExtensionSettings& settings);
+inline const std::vector<std::string> kExtensionSettingOptions = {"--extend-sinks", "--extend-window", "--extend-group",
+                                                                  "--extend-leak", "--extend-limit"};
 
 // Where runs live unless --out / RUN says otherwise.
 inline const char* kRunsRoot = "runs";

@@ -117,16 +117,7 @@ CommandAction addEvalCommand(CLI::App& cmd) {
                  "training-free context extension (decoders), comma list of " + joinNames(extensionMethodNames(), " ") +
                      " or METHOD+logn; one row per interpolation and extension (docs/position-methods.md)")
       ->capture_default_str();
-  cmd.add_option("--extend-sinks", req->extensionSettings.sinkTokens,
-                 "sinks: the first S keys every query sees (default 4); lambda: n_global (default 10)");
-  cmd.add_option("--extend-window", req->extensionSettings.window,
-                 "sinks: the recent keys W (default L_train - S); lambda: L_local (L_train); self-extend: the "
-                 "neighbour window W (L_train / 4); rerope, leaky-rerope: w (L_train / 8)");
-  cmd.add_option("--extend-group", req->extensionSettings.group, "self-extend: the group size G (default 8)");
-  cmd.add_option("--extend-leak", req->extensionSettings.leak,
-                 "leaky-rerope: k, distances beyond w grow by 1/k a token (default 16)");
-  cmd.add_option("--extend-limit", req->extensionSettings.distanceLimit,
-                 "lambda: the distance a global key is seen at, at most (default L_local)");
+  addExtensionSettingOptions(cmd, req->extensionSettings);
   cmd.add_option("--max-tokens", req->maxTokens, "score only the first N tokens of the split (0 = all)")
       ->capture_default_str();
   cmd.add_option("--batch", req->batch, "windows per forward pass")->capture_default_str();

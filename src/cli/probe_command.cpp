@@ -89,6 +89,11 @@ CommandAction addProbeCommand(CLI::App& cmd) {
   cmd.add_option("--train-length", *trainLength,
                  "pretrained models: the length they were trained at, where config.json does not record it (the "
                  "interpolation factor; default: from config.json)");
+  cmd.add_option("--extend", req->extend,
+                 "--dump-attn / --plot: a context extension of a decoder, " + joinNames(extensionMethodNames(), " ") +
+                     " or METHOD+logn (see eval)")
+      ->capture_default_str();
+  addExtensionSettingOptions(cmd, req->extensionSettings);
   auto ntkHeads = std::make_shared<std::string>("all");
   cmd.add_option("--ntk-heads", *ntkHeads,
                  "ntk / dynamic-ntk of ALiBi slopes: " + joinNames(ntkHeadsNames()) + " (see eval)")
@@ -145,6 +150,12 @@ CommandAction addProbeCommand(CLI::App& cmd) {
     rejectUnless(cmd, {"--ntk-heads"}, interpolation == Interp::Ntk || interpolation == Interp::DynamicNtk,
                  "applies to --interp ntk and dynamic-ntk only");
     req->ntkHeads = parseNtkHeads(*ntkHeads);
+    std::vector<std::string> extendOptions = kExtensionSettingOptions;
+    extendOptions.push_back("--extend");
+    rejectUnless(cmd, extendOptions, attn || plot, "applies to --dump-attn and --plot");
+    rejectUnless(cmd, {"--with-bias"}, req->extend == "none",
+                 "writes the position method's bias at the true positions; with --extend the far pairs differ");
+    checkExtensionSettingsUsed({req->extend}, req->extensionSettings);
     if (runs->size() > 1 && (!biasFile->empty() || !attnFile->empty()))
       throw std::invalid_argument("--dump-bias and --dump-attn take one run; only --plot takes several");
     for (const auto& file : {*biasFile, *attnFile, *plotFile})
