@@ -1,6 +1,7 @@
 #include "model/transformer.h"
 
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 #include "model/embedding_dropout.h"
@@ -250,6 +251,12 @@ torch::Tensor TransformerImpl::features(const torch::Tensor& tokensIn, const For
 
   AttentionContext ctx;
   // A cache, and context extension, have their own attention.
+  if (extension_.active() && !cache && !extensionPathNoted_ &&
+      attentionPath(T, opt) == AttentionPath::FusedLinearBias) {
+    std::fprintf(stderr, "note: --extend %s runs on xtrap's blocked attention; the fused kernel does not compute it\n",
+                 extension_.label().c_str());
+    extensionPathNoted_ = true;
+  }
   ctx.path = cache || extension_.active() ? AttentionPath::Block : attentionPath(T, opt);
   ctx.extension = extension_.active() ? &extension_ : nullptr;
   ctx.cache = cache;

@@ -121,6 +121,7 @@ struct TransformerImpl : torch::nn::Module {
   std::shared_ptr<AttentionBias> bias_;
   std::optional<Rotary> rotary_, windowedRotary_;
   ContextExtension extension_;
+  bool extensionPathNoted_ = false;   // the note that the fused kernel does not compute it, once
   torch::Tensor cachedBias_;          // full bias for the last T and device when it has no trainable parameters
   torch::Tensor cachedWindowedBias_;  // the same with the sliding window
   torch::Tensor firstNormWeight_;  // a parameter every model has (moved and loaded in place): its device is the model's

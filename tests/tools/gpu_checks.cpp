@@ -143,6 +143,41 @@ void devicesAgreeOnRotaryFamilyParts() {
   devicesAgree("gemma2-style parts", gemma);
 }
 
+// Context extension (model/context_extension.h) on CUDA, fp32 and bf16, against the CPU: every
+// method at defaults derived from L_train = 16 (windows of 300 tokens), for rotary and ALiBi
+// decoders, and sinks / lambda / logn for NoPE.
+void devicesAgreeOnContextExtension() {
+  constexpr int64_t T = 300;
+  for (const char* pos : {"rotary", "alibi", "none"}) {
+    auto cfg = test::tinyConfig(pos);
+    cfg.maxPositions = 512;
+    Transformer cpu(cfg);
+    cpu->eval();
+    torch::NoGradGuard noGrad;
+    torch::manual_seed(5);
+    auto tokens = torch::randint(0, cfg.vocabSize, {2, T}, torch::kLong);
+    for (const char* name : {"sinks", "lambda", "self-extend", "rerope", "leaky-rerope+logn", "logn"}) {
+      bool maskOnly = std::string(name) == "sinks" || std::string(name) == "lambda" || std::string(name) == "logn";
+      if (std::string(pos) == "none" && !maskOnly) continue;
+      ContextExtension e = resolveContextExtension(name, {}, cfg.contextLength);
+      cpu->setContextExtension(e);
+      auto expected = cpu->features(tokens);
+      for (const ExecutionContext& ctx : {kCuda, kCudaBf16}) {
+        Transformer gpu = test::copyOnto(cpu, ctx);
+        gpu->setContextExtension(e);
+        auto got = gpu->features(tokens).cpu();
+        bool bf16 = ctx.dtype == torch::kBFloat16;
+        double diff = bf16 ? relativeRms(expected, got) : relativeMaxDiff(expected, got);
+        double tolerance = bf16 ? 0.05 : 1e-3;
+        check(diff <= tolerance, std::string(pos) + " --extend " + e.label() + ": CUDA " + (bf16 ? "bf16" : "fp32") +
+                                     " vs CPU: features " + fmtDouble(diff) + " (tolerance " + fmtDouble(tolerance) +
+                                     (bf16 ? ", RMS)" : ", relative to max)"));
+      }
+    }
+    cpu->setContextExtension({});
+  }
+}
+
 // No label reaches an encoder's logits at its masked positions (test::labelLeak, issue 59), for
 // every encoder position method on the paths CUDA takes: planned in fp32 (SDPA where LibTorch has
 // it) and in bf16 (the fused kernel for the ALiBi family in a build with the kernels: 2 heads of
@@ -483,6 +518,7 @@ int main() {
   return checks::runChecks("gpu_checks", [] {
     devicesAgreePerMethod();
     devicesAgreeOnRotaryFamilyParts();
+    devicesAgreeOnContextExtension();
     labelsDoNotLeak();
     runsMoveBetweenDevices();
     evalRowsRecordPeakMemory();
