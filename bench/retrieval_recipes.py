@@ -34,7 +34,7 @@ def train(a, method, run):
     cmd = [a.xtrap, "train", "--data", os.path.join(ROOT, "data", "wikitext-2"), "--arch", arch, "--pos", pos,
            "--L", "128", "--layers", "2", "--d-model", "128", "--heads", "4", "--ffn", "512", "--dropout", "0",
            "--steps", str(a.steps), "--batch", "16", "--lr", "2e-3", "--warmup", "40", "--eval-every", "500",
-           "--eval-tokens", "8192", "--checkpoint-every", "500", "--threads", "2", "--seed", str(a.seed),
+           "--eval-tokens", "8192", "--checkpoint-every", "500", "--threads", str(a.threads), "--seed", str(a.seed),
            "--task-mix", a.mix, "--task-loss", a.task_loss, "--no-progress", "--out", run]
     if arch == "decoder":
         cmd += ["--adaptive-softmax", "2000,10000"]
@@ -53,6 +53,7 @@ def main():
     p.add_argument("--mix", default="passkey:0.5,niah-multikey:0.25")
     p.add_argument("--task-loss", default="all", help="all | answer (train --task-loss)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--threads", type=int, default=2, help="train and eval --threads")
     p.add_argument("--xtrap", default=os.path.join(ROOT, "build", "xtrap"))
     p.add_argument("--out", default=os.path.join(ROOT, "results", "retrieval_recipes.csv"))
     a = p.parse_args()
@@ -65,12 +66,12 @@ def main():
             out = os.path.join(run, f"at-L-{task}.csv")
             if not os.path.exists(out):
                 r = subprocess.run([a.xtrap, "eval", run, "--task", task, "--Lvalid", "128", "--depths", "0..100:25",
-                                    "--trials", "40", "--threads", "2", "--no-progress", "--out", out],
+                                    "--trials", "40", "--threads", str(a.threads), "--no-progress", "--out", out],
                                    capture_output=True, text=True)
                 if r.returncode != 0:
                     sys.exit(f"{method} {task}: {r.stderr.strip()}")
             for row in csv.DictReader(open(out)):
-                at_l.append(dict(method=method, task_loss=a.task_loss, seed=a.seed, steps=a.steps, task=task,
+                at_l.append(dict(method=method, task_loss=a.task_loss, seed=a.seed, steps=a.steps, mix=a.mix, task=task,
                                  depth=row["depth"],
                                  trials=row["trials"], accuracy=row["accuracy"], accuracy_low=row["accuracy_low"],
                                  accuracy_high=row["accuracy_high"], answer_logprob=row["answer_logprob"]))

@@ -496,6 +496,29 @@ def retrieval(folder, task, filler=""):
     return table(["variant"] + [f"{label(n, L)} ({n})" for n in ns], body)
 
 
+def retrieval_at_l(folder):
+    """Each variant (no interpolation, repeated filler) at its training length, task by task: every
+    depth's trials pooled / the worst depth, in %, and whether every depth reached 90%."""
+    rows = [r for r in load(f"{folder}/results.csv")
+            if r.get("task") not in ("", "perplexity") and r["interp"] == "none" and r.get("filler") != "natural"
+            and r.get("extend", "none") == "none" and r["Lvalid"] == r["L_train"]]
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    cells = {}
+    for r in rows:
+        c = cells.setdefault((r["run"], r["task"]), [0, 0, 1.0])
+        c[0] += int(r["correct"])
+        c[1] += int(r["trials"])
+        c[2] = min(c[2], float(r["accuracy"]))
+    body = []
+    for run in dict.fromkeys(r["run"] for r in rows):
+        line = [run]
+        for t in tasks:
+            c = cells.get((run, t))
+            line.append(f"{100 * c[0] / c[1]:.0f} / {100 * c[2]:.0f}" + (" (yes)" if c[2] >= 0.9 else "") if c else "-")
+        body.append(line)
+    return table(["variant"] + tasks, body)
+
+
 def corpus_scale():
     """bench/corpus_scale.py: load time and peak memory per corpus and phase."""
     rows = load("corpus_scale.csv")
@@ -508,49 +531,55 @@ def corpus_scale():
 
 def recipe_rows(suffix):
     """Every bench/retrieval_recipes.py CSV (retrieval_recipes*{suffix}), each row's method labelled
-    with its steps, and its task loss where it is not the default."""
+    with its steps, and its seed and task loss where they are not the defaults."""
     rows = [r for name in sorted(os.listdir(RESULTS))
             if name.startswith("retrieval_recipes") and name.endswith(suffix)
             and (suffix != ".csv" or not name.endswith("_at_L.csv")) for r in load(name)]
     for r in rows:
-        r["method"] += f", {r['steps']} steps" + ("" if r["task_loss"] == "all" else f", {r['task_loss']} loss")
+        r["method"] += (f", {r['steps']} steps" + ("" if r["seed"] == "1" else f", seed {r['seed']}") +
+                        ("" if r["task_loss"] == "all" else f", {r['task_loss']} loss"))
     return rows
 
 
 def recipe_grid(suffix, column, kind):
     """recipe_rows(suffix) as a grid: the sorted values of `column` (read by `kind`), and for each
-    method and task, in the CSVs' order, its row at each of them (None where absent)."""
+    method, task mix and task trained, in the CSVs' order, its row at each of them (None where absent)."""
     rows = recipe_rows(suffix)
     columns = sorted({kind(r[column]) for r in rows})
-    cell = {(r["method"], r["task"], kind(r[column])): r for r in rows}
-    methods = dict.fromkeys(r["method"] for r in rows)
+    cell = {(r["method"], r["mix"], r["task"], kind(r[column])): r for r in rows}
+    recipes = dict.fromkeys((r["method"], r["mix"]) for r in rows)
     tasks = dict.fromkeys(r["task"] for r in rows)
-    return columns, [(m, t, [cell.get((m, t, c)) for c in columns]) for m in methods for t in tasks]
+    return columns, [(m, mix, t, [cell.get((m, mix, t, c)) for c in columns]) for m, mix in recipes for t in tasks
+                     if any((m, mix, t, c) in cell for c in columns)]
 
 
 def retrieval_recipes_curves():
     """bench/retrieval_recipes.py: each method's task probe (32 prompts at L) over training."""
     steps, grid = recipe_grid(".csv", "step", int)
-    out = ["| method | task | " + " | ".join(f"step {s}" for s in steps) + " |",
-           "|---|---|" + "---:|" * len(steps)]
-    for m, t, cells in grid:
+    # Every validation to step 3,000, then every 1,500 (the 12,000-step runs would need 24 columns).
+    keep = [i for i, s in enumerate(steps) if s <= 3000 or s % 1500 == 0]
+    steps = [steps[i] for i in keep]
+    grid = [(m, mix, t, [cells[i] for i in keep]) for m, mix, t, cells in grid]
+    out = ["| method | task mix | task | " + " | ".join(f"step {s}" for s in steps) + " |",
+           "|---|---|---|" + "---:|" * len(steps)]
+    for m, mix, t, cells in grid:
         vals = [f"{100 * float(r['accuracy']):.0f}% ({float(r['answer_logprob']):.2f})" if r else "-" for r in cells]
-        out.append(f"| {m} | {t} | " + " | ".join(vals) + " |")
+        out.append(f"| {m} | {mix} | {t} | " + " | ".join(vals) + " |")
     return "\n".join(out) + "\n"
 
 
 def retrieval_recipes_at_l():
     """bench/retrieval_recipes.py: accuracy at L by depth (40 trials a cell) of each finished run."""
     depths, grid = recipe_grid("_at_L.csv", "depth", float)
-    out = ["| method | task | " + " | ".join(f"depth {d:g}%" for d in depths) + " | lowest | 90% at every depth |",
-           "|---|---|" + "---:|" * len(depths) + "---:|---|"]
-    for m, t, cells in grid:
+    out = ["| method | task mix | task | " + " | ".join(f"depth {d:g}%" for d in depths) +
+           " | lowest | 90% at every depth |", "|---|---|---|" + "---:|" * len(depths) + "---:|---|"]
+    for m, mix, t, cells in grid:
         accs = [float(c["accuracy"]) for c in cells if c]
         if not accs:
             continue
         vals = [f"{100 * float(c['accuracy']):.0f}%" if c else "-" for c in cells]
         low = min(accs)
-        out.append(f"| {m} | {t} | " + " | ".join(vals) +
+        out.append(f"| {m} | {mix} | {t} | " + " | ".join(vals) +
                    f" | {100 * low:.0f}% | {'yes' if low >= 0.9 and len(accs) == len(depths) else 'no'} |")
     return "\n".join(out) + "\n"
 
@@ -645,9 +674,11 @@ TABLES = {
     "interp-gpu/cost": lambda: interp_cost("interp-gpu"),
     "quickstart/eval": quickstart_eval,
     "recipe-mini/heads": recipe_heads,
+    "retrieval-mini/at-L": lambda: retrieval_at_l("retrieval-mini"),
     "retrieval-mini/passkey": lambda: retrieval("retrieval-mini", "passkey", "repeat"),
     "retrieval-mini/passkey-natural": lambda: retrieval("retrieval-mini", "passkey", "natural"),
-    "retrieval-mini/kv-lines": lambda: retrieval("retrieval-mini", "kv-lines"),
+    "retrieval-mini/niah-multikey": lambda: retrieval("retrieval-mini", "niah-multikey", "repeat"),
+    "retrieval-mini/variable-tracking": lambda: retrieval("retrieval-mini", "variable-tracking", "repeat"),
     "quickstart/interp": quickstart_interp,
     "index/studies": study_index,
     "gpu/long-eval": gpu_long_eval,
