@@ -85,6 +85,12 @@ expect_error "eval --train-length 0" "--train-length must be >= 1$" -- \
   "$XTRAP" eval "$WORK/run" --train-length 0 --no-progress --out "$WORK/e.csv"
 expect_error "eval --train-length of an xtrap run" "--train-length applies to pretrained models; $WORK/run is an xtrap run" -- \
   "$XTRAP" eval "$WORK/run" --train-length 64 --no-progress --out "$WORK/e.csv"
+expect_error "eval --extend unknown" "unknown --extend 'streaming' \\(valid: none, sinks, " -- \
+  "$XTRAP" eval "$WORK/run" --extend streaming --no-progress --out "$WORK/e.csv"
+expect_error "eval --extend-window -3" "--extend-window must be >= 1 \\(0 = its default\\), got -3$" -- \
+  "$XTRAP" eval "$WORK/run" --extend rerope --extend-window -3 --no-progress --out "$WORK/e.csv"
+expect_error "eval --extend sinks with --interp linear" "--interp linear with --extend sinks S=4 W=" -- \
+  "$XTRAP" eval "$WORK/run" --extend sinks --interp linear --no-progress --out "$WORK/e.csv"
 expect_error "probe --train-length -3" "--train-length must be >= 1$" -- \
   "$XTRAP" probe "$WORK/run" --dump-attn "$WORK/a.h5" --train-length -3
 expect_error "eval --mode pll of a decoder" "--mode pll \\(pseudo-log-likelihood\\) is for encoders" -- \
