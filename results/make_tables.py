@@ -519,6 +519,17 @@ def retrieval_at_l(folder):
     return table(["variant"] + tasks, body)
 
 
+def extend_cost():
+    """bench/extend_cost.py: microseconds per scored token of each context extension at every Lvalid."""
+    rows = load("extend_cost.csv")
+    L = int(rows[0]["L_train"])
+    ns = sorted({int(r["Lvalid"]) for r in rows})
+    cells = {(r["extend"], int(r["Lvalid"])): r["us_per_token"] for r in rows}
+    names = list(dict.fromkeys(r["extend"] for r in rows))
+    return table(["extend"] + [f"{label(n, L)} ({n})" for n in ns],
+                 [[e] + [cells.get((e, n), "-") for n in ns] for e in names])
+
+
 def corpus_scale():
     """bench/corpus_scale.py: load time and peak memory per corpus and phase."""
     rows = load("corpus_scale.csv")
@@ -657,6 +668,7 @@ TABLES = {
     "retrieval-recipes/curves": retrieval_recipes_curves,
     "retrieval-recipes/at-L": retrieval_recipes_at_l,
     "corpus_scale/memory": corpus_scale,
+    "extend/cost": extend_cost,
     "methods-mini/nonoverlap": lambda: methods("nonoverlap"),
     "methods-mini/sliding": lambda: methods("sliding"),
     "distributed/scaling": lambda: distributed_scaling("distributed_scaling_h100_host.csv"),
