@@ -37,6 +37,22 @@ torch::Tensor attentionBiasBlock(AttentionBias* bias, bool causal, int64_t q0, i
 
 namespace {
 
+// The float32 logits of query heads q (B, H, Tq, D) against key heads k (B, KV, Tk, D): a group's
+// G = H / KV query heads are the rows of one product with their key head. (B, H, Tq, Tk).
+torch::Tensor groupedLogits(const torch::Tensor& q, const torch::Tensor& k) {
+  int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), D = q.size(3), KV = k.size(1), G = H / KV;
+  auto rows = G == 1 ? q : q.reshape({B, KV, G * Tq, D});
+  return rows.matmul(k.transpose(-2, -1)).to(torch::kFloat32).view({B, H, Tq, k.size(2)});
+}
+
+// probs (B, H, Tq, Tk) times values v (B, KV, Tk, D), grouped as groupedLogits: (B, H, Tq, D).
+torch::Tensor groupedValues(const torch::Tensor& probs, const torch::Tensor& v) {
+  int64_t B = probs.size(0), H = probs.size(1), Tq = probs.size(2), Tk = probs.size(3), KV = v.size(1), G = H / KV;
+  auto p = probs.to(v.scalar_type());
+  if (G == 1) return p.matmul(v);
+  return p.view({B, KV, G * Tq, Tk}).matmul(v).view({B, H, Tq, v.size(3)});
+}
+
 // Queries qBlock (B, H, Tq, D) starting at row q0 against keys [k0, k1) of k, v (B, KV, T, D):
 // float32 logits, soft-capped, plus the bias (H|1, Tq, k1 - k0), float32 softmax, dropout, then
 // the values in the compute precision. A group's G = H / KV query heads are the rows of one
@@ -47,8 +63,7 @@ torch::Tensor attendKeys(const torch::Tensor& qBlock, int64_t q0, const torch::T
   int64_t B = qBlock.size(0), H = qBlock.size(1), Tq = qBlock.size(2), D = qBlock.size(3);
   int64_t KV = k.size(1), G = H / KV, Tk = k1 - k0;
   auto kBlock = k.narrow(2, k0, Tk), vBlock = v.narrow(2, k0, Tk);
-  auto q = G == 1 ? qBlock : qBlock.reshape({B, KV, G * Tq, D});
-  auto scores = q.matmul(kBlock.transpose(-2, -1)).to(torch::kFloat32).view({B, H, Tq, Tk});
+  auto scores = groupedLogits(qBlock, kBlock);                        // (B, H, Tq, Tk)
   if (softcap > 0) scores = torch::tanh(scores / softcap) * softcap;  // Gemma 2's, before the mask
   if (bias.defined()) scores.add_(bias);  // in place: matmul backward does not need its output
   auto probs = torch::softmax(scores, -1);
@@ -128,22 +143,6 @@ torch::Tensor sdpaAttention(const torch::Tensor& q, const torch::Tensor& k, cons
 
 namespace {
 
-// The float32 logits of query heads q (B, H, Tq, D) against key heads k (B, KV, Tk, D): a group's
-// G = H / KV query heads are the rows of one product with their key head. (B, H, Tq, Tk).
-torch::Tensor groupedLogits(const torch::Tensor& q, const torch::Tensor& k) {
-  int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), D = q.size(3), KV = k.size(1), G = H / KV;
-  auto rows = G == 1 ? q : q.reshape({B, KV, G * Tq, D});
-  return rows.matmul(k.transpose(-2, -1)).to(torch::kFloat32).view({B, H, Tq, k.size(2)});
-}
-
-// probs (B, H, Tq, Tk) times values v (B, KV, Tk, D), grouped as groupedLogits: (B, H, Tq, D).
-torch::Tensor groupedValues(const torch::Tensor& probs, const torch::Tensor& v) {
-  int64_t B = probs.size(0), H = probs.size(1), Tq = probs.size(2), Tk = probs.size(3), KV = v.size(1), G = H / KV;
-  auto p = probs.to(v.scalar_type());
-  if (G == 1) return p.matmul(v);
-  return p.view({B, KV, G * Tq, Tk}).matmul(v).view({B, H, Tq, v.size(3)});
-}
-
 // A host vector of doubles as a float64 tensor on `device`.
 torch::Tensor doublesOn(const std::vector<double>& values, torch::Device device) {
   return torch::tensor(values, torch::TensorOptions().dtype(torch::kFloat64)).to(device);
@@ -166,7 +165,8 @@ torch::Tensor extendedAttention(const torch::Tensor& q, const torch::Tensor& k, 
   auto qs = ext.logn ? q * doublesOn(scales, device).to(q.scalar_type()).view({1, 1, T, 1}) : q;
   auto truePositions = torch::arange(T, torch::TensorOptions().dtype(torch::kFloat64).device(device));
   auto farQueryPositions = doublesOn(farQuery, device), farKeyPositions = doublesOn(farKey, device);
-  const bool far = ext.hasFarPositions();
+  // Without a rotation or a bias the far pairs' logits are the true ones (NoPE's sinks, lambda).
+  const bool far = ext.hasFarPositions() && (ctx.rotary || ctx.bias);
   // The rotations at the true positions, and at the far ones where the method has them.
   auto qNear = ctx.rotary ? ctx.rotary->apply(qs) : qs, kNear = ctx.rotary ? ctx.rotary->apply(k) : k;
   torch::Tensor qFar, kFar;
