@@ -11,7 +11,7 @@
 
 #include "attention_plot.h"
 #include "data/token_span.h"
-#include "eval/interpolation.h"
+#include "model/interpolation.h"
 #include "model/transformer.h"
 #include "util/hdf5_writer.h"
 

@@ -479,6 +479,7 @@ def retrieval(folder, task, filler=""):
     labels, cells = [], {}
     for r in rows:
         name = r["run"] + ("" if r["interp"] == "none" else f" + {interp_name(r)}")
+        name += "" if r.get("extend", "none") in ("", "none") else f" + {r['extend']}"
         if name not in cells:
             labels.append(name)
             cells[name] = {}
@@ -517,6 +518,21 @@ def retrieval_at_l(folder):
             line.append(f"{100 * c[0] / c[1]:.0f} / {100 * c[2]:.0f}" + (" (yes)" if c[2] >= 0.9 else "") if c else "-")
         body.append(line)
     return table(["variant"] + tasks, body)
+
+
+def extend_perplexity(folder):
+    """Non-overlapping perplexity at every Lvalid and ppl(longest)/ppl(L) per run and method: no change,
+    each interpolation (with its factor) and each context extension (with its settings)."""
+    rows = [r for r in load(f"{folder}/results.csv") if r["mode"] == "nonoverlap"]
+    L, ns = l_train(rows), lengths(rows, "nonoverlap")
+    header = ["run", "method"] + [f"ppl({label(n, L)})" for n in ns] + [f"{label(ns[-1], L)}/{label(ns[0], L)}"]
+    cells = {}
+    for r in rows:
+        method = r["extend"] if r.get("extend", "none") not in ("", "none") else interp_name(r)
+        cells.setdefault((r["run"], method), {})[int(r["Lvalid"])] = float(r["ppl"])
+    body = [[run, method] + [ppl(c, n) for n in ns] + [f"**{ratio(c, ns[-1], ns[0])}**"]
+            for (run, method), c in cells.items()]
+    return table(header, body, ["---", "---"] + ["---:"] * (len(header) - 2))
 
 
 def extend_cost():
@@ -669,6 +685,8 @@ TABLES = {
     "retrieval-recipes/at-L": retrieval_recipes_at_l,
     "corpus_scale/memory": corpus_scale,
     "extend/cost": extend_cost,
+    "extend-mini/perplexity": lambda: extend_perplexity("extend-mini"),
+    "extend-mini/passkey": lambda: retrieval("extend-mini", "passkey", "repeat"),
     "methods-mini/nonoverlap": lambda: methods("nonoverlap"),
     "methods-mini/sliding": lambda: methods("sliding"),
     "distributed/scaling": lambda: distributed_scaling("distributed_scaling_h100_host.csv"),

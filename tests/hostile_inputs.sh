@@ -158,6 +158,14 @@ expect_error "probe --dtype float16 (renamed)" "--dtype float16: the stored maps
   "$XTRAP" probe "$WORK/run" --dump-attn "$WORK/a.h5" --dtype float16
 expect_error "train --resume --dtype" "--dtype does not apply with --resume" -- \
   "$XTRAP" train --resume "$WORK/run" --dtype bfloat16 --no-progress
+expect_error "train --init without --L" "--init needs --L, the length to adapt to$" -- \
+  "$XTRAP" train --init "$WORK/run" --no-progress --out "$WORK/r1"
+expect_error "train --init --layers" "--layers does not apply with --init \\(the source run's model is adapted\\)" -- \
+  "$XTRAP" train --init "$WORK/run" --L 64 --layers 3 --no-progress --out "$WORK/r1"
+expect_error "train --init dynamic-ntk" "--init with --interp dynamic-ntk: a dynamic interpolation" -- \
+  "$XTRAP" train --init "$WORK/run" --L 64 --interp dynamic-ntk --no-progress --out "$WORK/r1"
+expect_error "train --init other data" "--init $WORK/run was trained on other data than $WORK/other" -- \
+  "$XTRAP" train --init "$WORK/run" --L 64 --data "$WORK/other" --no-progress --out "$WORK/r1"
 printf '[train]\ndevice = "gpu"\n[[variant]]\nname = "a"\npos = "alibi"\n' > "$WORK/device.toml"
 expect_error "scenario device key" "$WORK/device.toml:2:10: device: unknown device 'gpu'" -- \
   "$XTRAP" run "$WORK/device.toml" --dry-run --results "$WORK/res"

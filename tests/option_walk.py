@@ -271,6 +271,11 @@ def with_(d, **kw):
 
 T = TINY
 TE = dict({k: v for k, v in TINY.items() if k != "--adaptive-softmax"}, **{"--arch": "encoder", "--pos": "alibi"})
+# train --init: the rotary run adapted to 2L (its model's flags are the source's).
+TI = {k: v for k, v in TINY.items() if k not in ("--layers", "--d-model", "--heads", "--ffn", "--adaptive-softmax",
+                                                   "--dropout")}
+TI["--L"] = "32"
+TI_INIT = with_(TI, **{"--init": ROT_RUN})
 CASES = [
     case("train", "--arch", "changes", do_train, T, {"--arch": "encoder", "--adaptive-softmax": "DEL"}),
     case("train", "--pos", "changes", do_train, T, {"--pos": "rotary"}),
@@ -314,6 +319,18 @@ CASES = [
     case("train", "--data", "changes", do_train, T, {"--data": OTHER}),
     case("train", "--out", "output", do_train, T, {"--out": f"{W}/named-run"}, path=f"{W}/named-run/run.json"),
     case("train", "--resume", "rejected", do_train, T, {"--resume": DEC_RUN}),
+    case("train", "--init", "changes", do_train, with_(TI, **{"--pos": "rotary"}), {"--init": ROT_RUN}),
+    case("train", "--init", "rejected", do_train, T, {"--init": ROT_RUN}),
+    case("train", "--interp", "changes", do_train, TI_INIT, {"--interp": "linear"}),
+    case("train", "--interp", "changes", do_train, TI_INIT, {"--interp": "yarn"}),
+    case("train", "--interp", "rejected", do_train, T, {"--interp": "linear"}),
+    case("train", "--interp", "rejected", do_train, TI_INIT, {"--interp": "dynamic-ntk"}),
+    case("train", "--scale", "changes", do_train, with_(TI_INIT, **{"--interp": "linear"}), {"--scale": "3"}),
+    case("train", "--scale", "rejected", do_train, TI_INIT, {"--scale": "3"}),
+    case("train", "--recipe", "changes", do_train, T, {"--recipe": "pi"}),
+    case("train", "--recipe", "rejected", do_train, T, {"--recipe": "longlora"}),
+    case("train", "--adam-betas", "changes", do_train, T, {"--adam-betas": "0.8,0.9"}),
+    case("train", "--adam-betas", "rejected", do_train, T, {"--adam-betas": "1.5,0.9"}),
     case("train", "--steps", "changes", do_train, T, {"--steps": "5"}),
     case("train", "--tokens", "changes", do_train, T, {"--tokens": "160", "--steps": "DEL"}),
     case("train", "--tokens", "rejected", do_train, T, {"--tokens": "160"}),
@@ -328,6 +345,7 @@ CASES = [
          {"--min-lr-ratio": "0.5"}),
     case("train", "--warmup", "changes", do_train, T, {"--warmup": "2"}),
     case("train", "--schedule", "changes", do_train, T, {"--schedule": "inverse-sqrt"}),
+    case("train", "--schedule", "changes", do_train, T, {"--schedule": "constant"}),
     case("train", "--weight-decay", "changes", do_train, T, {"--weight-decay": "0.5"}),
     case("train", "--clip", "changes", do_train, T, {"--clip": "0.01"}),
     case("train", "--seed", "changes", do_train, T, {"--seed": "7"}),
@@ -427,7 +445,8 @@ CASES = [
     case("eval", "--extend", "changes", do_eval, EVAL, {"--extend": "sinks"}),
     case("eval", "--extend", "changes", do_eval_rotary, EVAL, {"--extend": "self-extend+logn"}),
     case("eval", "--extend", "rejected", do_eval, EVAL, {"--extend": "streaming"}),
-    case("eval", "--extend", "rejected", do_eval_encoder, EVAL, {"--extend": "rerope"}),
+    case("eval", "--extend", "changes", do_eval_encoder, EVAL, {"--extend": "rerope"}),
+    case("eval", "--extend", "rejected", do_eval_encoder, EVAL, {"--extend": "sinks"}),
     case("eval", "--extend", "rejected", do_eval, with_(EVAL, **{"--interp": "linear"}), {"--extend": "sinks"}),
     case("eval", "--extend-sinks", "changes", do_eval, with_(EVAL, **{"--extend": "sinks"}), {"--extend-sinks": "2"}),
     case("eval", "--extend-sinks", "rejected", do_eval, with_(EVAL, **{"--extend": "rerope"}), {"--extend-sinks": "2"}),

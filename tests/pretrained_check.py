@@ -14,7 +14,8 @@ The references are written here from the reference modeling code, not from xtrap
 The tests write tiny random checkpoints (several head counts, 6 not a power of two) in float32,
 float16 and bfloat16, single-file and sharded, evaluate them beyond their configs' maximum
 length with every ALiBi interpolation, and compare in float64 to 1e-5. The interpolated slopes
-come from interpolation.h's formulas, computed here.
+come from interpolation.h's formulas, computed here. `eval --extend` (lambda, sinks) on a BLOOM
+directory against the reference with each paper's seen keys and distances.
 """
 import json, math, os, re, shutil, struct, sys, tempfile
 import torch
@@ -108,7 +109,9 @@ def layer_norm(x, w, b, eps=1e-5):
     return F.layer_norm(x, (x.shape[-1],), w, b, eps)
 
 
-def bloom_forward(t, cfg, ids, slopes):
+def bloom_forward(t, cfg, ids, slopes, extension=None):
+    """extension(T) (context extension, docs/position-methods.md): (seen (T, T) bool, distance (T, T)) from a
+    paper's formula, replacing the causal mask and the distances of BLOOM's bias."""
     W = {k: v.double() for k, v in t.items()}
     H, C = cfg["n_head"], cfg["hidden_size"]
     D = C // H
@@ -119,6 +122,10 @@ def bloom_forward(t, cfg, ids, slopes):
     arange_tensor = ((mask.cumsum(dim=-1) - 1) * mask)[:, None, :]
     alibi = (slopes[..., None] * arange_tensor).reshape(B * H, 1, T)
     causal = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
+    if extension is not None:  # -m d' (BLOOM's m j differs from -m (i - j) by a constant per row)
+        seen, distance = extension(T)
+        alibi = (-slopes.double()[:, None, None] * distance[None]).repeat(B, 1, 1)  # (B H, T, T)
+        causal = causal | ~seen
     for l in range(cfg["n_layer"]):
         p = f"h.{l}."
         ln = layer_norm(h, W[p + "input_layernorm.weight"], W[p + "input_layernorm.bias"])
@@ -300,6 +307,38 @@ if r.returncode == 0:
     bpb, wppl = total / math.log(2) / nbytes, math.exp(total / words)
     check(abs(float(row["bits_per_byte"]) - bpb) < 1e-5 * bpb and abs(float(row["word_ppl"]) - wppl) < 1e-4 * wppl,
           f"bits per byte {row['bits_per_byte']} (reference {bpb:.6f}), word ppl {row['word_ppl']} ({wppl:.4f})")
+
+
+# ---- --extend on a pretrained ALiBi checkpoint: LM-Infinite's lambda and sinks (StreamingLLM) ----
+def lambda_rule(n_global, local):  # keys j < n_global or i - j < local; beyond the limit (= local) at the limit
+    def of(T):
+        i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+        return (j < n_global) | (i - j < local), torch.where(i - j >= local, local, i - j).double()
+    return of
+
+
+def sinks_rule(S, W):  # keys j < S or i - j <= W; a sink beyond the window at min(i, S + W) - j
+    def of(T):
+        i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+        return (j < S) | (i - j <= W), torch.where(i - j <= W, i - j, torch.clamp(i, max=S + W) - j).double()
+    return of
+
+
+if r.returncode == 0:
+    for args, rule, label in ((("lambda", "--extend-sinks", "3", "--extend-window", "12"), lambda_rule(3, 12),
+                               "lambda global=3 local=12 limit=12"),
+                              (("sinks", "--extend-sinks", "2", "--extend-window", "9"), sinks_rule(2, 9),
+                               "sinks S=2 W=9")):
+        r = run([XTRAP, "eval", d, "--text", text_file, "--Lvalid", "64", "--no-progress", "--threads", "1", "--out",
+                 csv, "--extend", *args])
+        if r.returncode != 0:
+            check(False, f"bloom --extend {' '.join(args)}: {r.stderr.strip()}")
+            continue
+        row = csv_rows(csv)[0]
+        total = stream_nll(lambda w: bloom_forward(tensors, cfg, w.view(1, -1), bloom_slopes(4), rule)[0], ids, 1, 64, 64)
+        check(row["extend"] == label and abs(float(row["nll"]) - total / count) <= 1e-5,
+              f"bloom --extend {' '.join(args)}: nll {row['nll']} (reference {total / count:.6f}), extend "
+              f"{row['extend']!r} ({label!r})")
 
 
 # ---- WikiText's tokenized files, detokenized by Megatron-LM's rules before the model's tokenizer ----

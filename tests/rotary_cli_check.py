@@ -12,6 +12,8 @@ random directories with a tokenizer.json, against the float64 reference of rotar
   a llama3 one (--scale): the reference with the frequencies composed as docs/pretrained.md, "--interp on top
   of a checkpoint's scaling", writes them (interpolated() below); the pairs the doc refuses exit non-zero with
   one line.
+- `--extend` rerope+logn, lambda and a self-extend window covering the text: the reference's attention with
+  each paper's seen keys and far positions (rerope_logn, lambda_mask below), the row naming the method.
 - `--task passkey` with SentencePiece-style tokenizers (this vocabulary merges "▁4", a digit word one token;
   with those merges dropped, two, as Llama 2 writes them) and GPT-NeoX's byte-level one: a row per length and
   depth, each scoring trials x 5 digit words of answer tokens.
@@ -96,10 +98,31 @@ def interpolated(kind, a):
     return rope
 
 
-def expected_nll(tensors, cfg, ids, Lvalid, stride, rope=cos_sin):
+def expected_nll(tensors, cfg, ids, Lvalid, stride, rope=cos_sin, extension=None):
     """The reference's summed NLL of the text's ids as xtrap eval windows them."""
-    return stream_nll(lambda window: reference_logits(tensors, cfg, window, rope=rope), ids, cfg["bos_token_id"],
-                      Lvalid, stride)
+    return stream_nll(lambda window: reference_logits(tensors, cfg, window, rope=rope, extension=extension), ids,
+                      cfg["bos_token_id"], Lvalid, stride)
+
+
+def rerope_logn(w, L):
+    """ReRoPE (bojone/rerope): pairs with i - j >= w turned by w (query at w, key at 0); logn: query i times
+    max(1, ln(i + 1) / ln L)."""
+    def of(T):
+        i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+        scale = torch.clamp(torch.log(torch.arange(T, dtype=torch.float64) + 1) / math.log(L), min=1.0)
+        return {"seen": torch.ones(T, T, dtype=torch.bool), "far": i - j >= w, "fq": torch.full((T,), w),
+                "fk": torch.zeros(T, dtype=torch.long), "scale": scale}
+    return of
+
+
+def lambda_mask(n_global, local):
+    """LM-Infinite: keys j < n_global or i - j < local; a key at distance >= the limit (= local) seen at the
+    limit (query turned by it, key unturned)."""
+    def of(T):
+        i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+        return {"seen": (j < n_global) | (i - j < local), "far": i - j >= local, "fq": torch.full((T,), local),
+                "fk": torch.zeros(T, dtype=torch.long), "scale": torch.ones(T, dtype=torch.float64)}
+    return of
 
 
 def check_row(row, total, N, what):
@@ -171,6 +194,19 @@ for directory, kind, interp in ((d3, "llama3", "yarn"), (d3, "llama3", "ntk"), (
     rows, err = eval_rows(directory, "--text", text_file, "--Lvalid", "48", "--interp", interp)
     check(rows is None and one_line(err) and f"--interp {interp}" in err and kind in err,
           f"--interp {interp} on a {kind} checkpoint is refused: {err!r}")
+
+# ---- --extend on a pretrained checkpoint: ReRoPE + logn, LM-Infinite's lambda, a window covering the text ----
+for args, extension, label in ((("rerope+logn", "--extend-window", "6"), rerope_logn(6, L), "rerope w=6 + logn"),
+                               (("lambda", "--extend-sinks", "2", "--extend-window", "16"), lambda_mask(2, 16),
+                                "lambda global=2 local=16 limit=16"),
+                               (("self-extend", "--extend-window", "48"), None, "self-extend G=8 W=48")):
+    rows, err = eval_rows(d, "--text", text_file, "--Lvalid", "48", "--extend", *args)
+    if rows is None or len(rows) != 1:
+        check(False, f"llama --extend {' '.join(args)}: {err}")
+        continue
+    check(rows[0]["extend"] == label, f"--extend {' '.join(args)}: the row records {rows[0]['extend']!r} ({label!r})")
+    check_row(rows[0], expected_nll(tensors, cfg, ids, 48, 48, extension=extension), len(ids),
+              f"llama --extend {' '.join(args)} Lvalid 48")
 
 # ---- passkey: digit words of one token (this SentencePiece vocabulary, GPT-NeoX) and of two (Llama 2) ----
 spm = json.load(open(SENTENCEPIECE, encoding="utf-8"))

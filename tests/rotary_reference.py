@@ -240,7 +240,10 @@ def activation(cfg):
     return {"silu": F.silu, "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh")}[name]
 
 
-def attention(x, W, p, cfg, window, cos, sin, rotate, probs=None):  # x (T, C) normed -> (T, C)
+def attention(x, W, p, cfg, window, cos, sin, rotate, probs=None, extension=None):  # x (T, C) normed -> (T, C)
+    """extension (context extension, docs/position-methods.md): a dict of (T, T) bools "seen" and "far", (T,)
+    whole far positions "fq" and "fk" (far pairs turn q and k by them instead of i and j) and (T,) "scale"
+    (logn), from the papers' formulas (rotary_cli_check.py)."""
     family, T = cfg["model_type"], x.shape[0]
     H, KV, D = cfg["num_attention_heads"], cfg["num_key_value_heads"], head_dim(cfg)
     if family in FUSED:
@@ -254,15 +257,23 @@ def attention(x, W, p, cfg, window, cos, sin, rotate, probs=None):  # x (T, C) n
         q = rms_norm(q, W[p + "self_attn.q_norm.weight"], cfg["rms_norm_eps"], one_plus)
         k = rms_norm(k, W[p + "self_attn.k_norm.weight"], cfg["rms_norm_eps"], one_plus)
     q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)  # (heads, T, D)
-    q, k = apply_rotary(q, cos, sin, rotate), apply_rotary(k, cos, sin, rotate)
-    k, v = k.repeat_interleave(H // KV, dim=0), v.repeat_interleave(H // KV, dim=0)  # repeat_kv
+    if extension is not None:
+        q = q * extension["scale"][None, :, None]
     scale = cfg["query_pre_attn_scalar"] ** -0.5 if family in SCALAR_SCALE else D ** -0.5
-    s = q @ k.transpose(1, 2) * scale  # (H, T, T)
+    qr, kr = apply_rotary(q, cos, sin, rotate), apply_rotary(k, cos, sin, rotate)
+    s = qr @ kr.repeat_interleave(H // KV, dim=0).transpose(1, 2) * scale  # (H, T, T)
+    if extension is not None:
+        fq, fk = extension["fq"], extension["fk"]
+        qf, kf = apply_rotary(q, cos[fq], sin[fq], rotate), apply_rotary(k, cos[fk], sin[fk], rotate)
+        s = torch.where(extension["far"], qf @ kf.repeat_interleave(H // KV, dim=0).transpose(1, 2) * scale, s)
+    v = v.repeat_interleave(H // KV, dim=0)  # repeat_kv
     cap = cfg.get("attn_logit_softcapping")
     if cap:
         s = torch.tanh(s / cap) * cap
     i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
     keep = (j <= i) & ((j > i - window) if window else True)
+    if extension is not None:
+        keep = keep & extension["seen"]
     s = s.masked_fill(~keep, float("-inf"))
     weights = torch.softmax(s, dim=-1)  # (H, T, T): per query head
     if probs is not None:
@@ -280,10 +291,11 @@ def mlp(x, W, p, cfg):
     return F.linear(act(gate) * up, W[p + "mlp.down_proj.weight"])
 
 
-def reference_logits(tensors, cfg, ids, model_dtype=torch.float32, rotate=rotate_half, rope=cos_sin, probs=None):
+def reference_logits(tensors, cfg, ids, model_dtype=torch.float32, rotate=rotate_half, rope=cos_sin, probs=None,
+                     extension=None):
     """ids (T,) -> logits (T, V). rope(cfg, base, scaling, T) gives the full-attention layers' cos and sin
     (an interpolation on top of the checkpoint's: rotary_cli_check.py); probs, a list, receives every
-    layer's attention probabilities (H, T, T)."""
+    layer's attention probabilities (H, T, T); extension(T), a context extension of every layer (attention())."""
     W = {n: v.double() for n, v in tensors.items()}
     family, T, C, eps = cfg["model_type"], len(ids), cfg["hidden_size"], cfg["rms_norm_eps"]
     one_plus = family in ONE_PLUS_NORM
@@ -301,7 +313,7 @@ def reference_logits(tensors, cfg, ids, model_dtype=torch.float32, rotate=rotate
         window = layer_window(cfg, l)
         cos, sin = tables[family == "gemma3_text" and window is not None]
         a = attention(rms_norm(x, W[p + "input_layernorm.weight"], eps, one_plus), W, p, cfg, window, cos, sin, rotate,
-                      probs)
+                      probs, extension(T) if extension else None)
         if family in FOUR_NORMS:
             x = x + rms_norm(a, W[p + "post_attention_layernorm.weight"], eps, one_plus)
             m = mlp(rms_norm(x, W[p + "pre_feedforward_layernorm.weight"], eps, one_plus), W, p, cfg)

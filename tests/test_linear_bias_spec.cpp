@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "eval/interpolation.h"
+#include "model/interpolation.h"
 #include "model/linear_bias_spec.h"
 #include "model/t5_buckets.h"
 

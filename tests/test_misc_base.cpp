@@ -7,7 +7,7 @@
 #include <functional>
 
 #include "error_of.h"
-#include "eval/interpolation.h"
+#include "model/interpolation.h"
 #include "model/model_config.h"
 #include "model/named_configs.h"
 #include "run/run_directory.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "error_of.h"
-#include "eval/interpolation.h"
+#include "model/interpolation.h"
 #include "model/position/rope_scaling.h"
 #include "run/rope_config.h"
 

@@ -10,7 +10,7 @@
 #include "dist/launcher.h"
 #include "eval/depth_list.h"
 #include "eval/evaluate_run.h"
-#include "eval/interpolation.h"
+#include "model/interpolation.h"
 #include "eval/lvalid_range.h"
 #include "eval/plot.h"
 #include "eval/retrieval_plot.h"
@@ -114,8 +114,9 @@ CommandAction addEvalCommand(CLI::App& cmd) {
       ->capture_default_str();
   auto extensions = std::make_shared<std::string>("none");
   cmd.add_option("--extend", *extensions,
-                 "training-free context extension (decoders), comma list of " + joinNames(extensionMethodNames(), " ") +
-                     " or METHOD+logn; one row per interpolation and extension (docs/position-methods.md)")
+                 "training-free context extension, comma list of " + joinNames(extensionMethodNames(), " ") +
+                     " or METHOD+logn (encoders: self-extend, rerope, leaky-rerope, logn); one row per "
+                     "interpolation and extension (docs/position-methods.md)")
       ->capture_default_str();
   addExtensionSettingOptions(cmd, req->extensionSettings);
   cmd.add_option("--max-tokens", req->maxTokens, "score only the first N tokens of the split (0 = all)")

@@ -90,7 +90,7 @@ CommandAction addProbeCommand(CLI::App& cmd) {
                  "pretrained models: the length they were trained at, where config.json does not record it (the "
                  "interpolation factor; default: from config.json)");
   cmd.add_option("--extend", req->extend,
-                 "--dump-attn / --plot: a context extension of a decoder, " + joinNames(extensionMethodNames(), " ") +
+                 "--dump-attn / --plot: a context extension, " + joinNames(extensionMethodNames(), " ") +
                      " or METHOD+logn (see eval)")
       ->capture_default_str();
   addExtensionSettingOptions(cmd, req->extensionSettings);

@@ -1,6 +1,8 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 #include "cli/commands.h"
@@ -9,6 +11,7 @@
 #include "dist/dist_env.h"
 #include "dist/launcher.h"
 #include "model/named_configs.h"
+#include "train/init_from_run.h"
 #include "train/trainer.h"
 #include "util/choices.h"
 #include "util/execution_context.h"
@@ -90,6 +93,23 @@ CommandAction addTrainCommand(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--out", *out, "run directory (default: runs/<arch>-<pos>-L<L>-<time>)");
   cmd.add_option("--resume", *resume, "continue RUN from its last checkpoint (its run.json settings apply)");
+  auto init = std::make_shared<std::string>();
+  auto initInterp = std::make_shared<std::string>("none");
+  auto initScale = std::make_shared<double>(0.0);
+  auto recipe = std::make_shared<std::string>();
+  cmd.add_option("--init", *init,
+                 "start from RUN's weights (a fresh optimizer) at --L with --interp baked into the model: extend, "
+                 "then adapt (docs/adapt.md)");
+  cmd.add_option("--interp", *initInterp,
+                 "--init: the position transform baked in: none | linear (PI; ALiBi: slopes / a) | ntk (NTK-aware; "
+                 "NTK-ALiBi) | yarn (rotary)")
+      ->capture_default_str();
+  cmd.add_option("--scale", *initScale, "--init: the interpolation factor a (default: --L / the source's L)");
+  cmd.add_option("--recipe", *recipe,
+                 "fine-tuning presets (flags given beside it win): pi (Chen et al. 2023) | yarn (Peng et al. 2023): "
+                 "lr 2e-5, 20 warmup steps, constant, AdamW betas 0.9,0.95, no weight decay");
+  auto betas = std::make_shared<std::vector<double>>();
+  cmd.add_option("--adam-betas", *betas, "AdamW beta1,beta2 (default 0.9,0.98)")->delimiter(',')->expected(2);
   cmd.add_option("--steps", train->steps, "optimizer steps")->capture_default_str();
   cmd.add_option("--tokens", train->tokens, "train on this many tokens instead of --steps")->capture_default_str();
   cmd.add_option("--batch", train->batchSequences, "sequences per step (0 = --batch-tokens / L)")
@@ -176,6 +196,45 @@ CommandAction addTrainCommand(CLI::App& cmd) {
             o->get_name() != "--cuda-graph" && o->get_name() != "--graph-allreduce")
           throw std::invalid_argument(o->get_name() + " does not apply with --resume (the run's run.json settings do)");
     }
+    rejectUnless(cmd, {"--interp", "--scale"}, !init->empty(), "applies with --init (eval interpolates at inference)");
+    if (!init->empty()) {
+      rejectUnless(cmd,
+                   {"--arch",
+                    "--pos",
+                    "--config",
+                    "--head",
+                    "--layers",
+                    "--d-model",
+                    "--heads",
+                    "--ffn",
+                    "--dropout",
+                    "--attention-dropout",
+                    "--activation-dropout",
+                    "--activation",
+                    "--no-final-norm",
+                    "--max-positions",
+                    "--adaptive-softmax",
+                    "--adaptive-softmax-dropout",
+                    "--adaptive-input",
+                    "--alibi-init",
+                    "--bos",
+                    "--no-bos",
+                    "--clap-beta",
+                    "--no-scale-embedding",
+                    "--init-seed"},
+                   false, "does not apply with --init (the source run's model is adapted)");
+      if (cmd.count("--L") == 0) throw std::invalid_argument("--init needs --L, the length to adapt to");
+      rejectUnless(cmd, {"--scale"}, *initInterp != "none", "applies with an --interp other than none");
+    }
+    if (!recipe->empty()) {
+      checkName({"pi", "yarn"}, *recipe, "--recipe");
+      if (!cmd.count("--lr")) train->lr = 2e-5;
+      if (!cmd.count("--warmup")) train->warmupSteps = 20;
+      if (!cmd.count("--schedule")) train->schedule = "constant";
+      if (!cmd.count("--weight-decay")) train->weightDecay = 0.0;
+      if (!cmd.count("--adam-betas")) train->beta1 = 0.9, train->beta2 = 0.95;
+    }
+    if (!betas->empty()) train->beta1 = (*betas)[0], train->beta2 = (*betas)[1];
     const TaskMix mix = parseTaskMix(train->taskMix);
     bool mixHasFiller = false;
     for (int task = 0; task < kRetrievalTasks; ++task)
@@ -208,7 +267,19 @@ CommandAction addTrainCommand(CLI::App& cmd) {
       }
       return m;
     };
-    ModelConfig chosen = modelFromFlags();
+    // --init: the source's model at --L with the transform baked in (train/init_from_run.h).
+    std::optional<RunInfo> source;
+    double initFactor = 1.0;
+    if (!init->empty()) {
+      source = readInitSource(*init);
+      if (cmd.count("--data") == 0) train->dataDir = source->train.dataDir;  // the words of its embedding
+      if (*initInterp != "none")
+        initFactor = *initScale > 0 ? *initScale
+                                    : std::max(1.0, double(model->contextLength) / double(source->model.contextLength));
+    }
+    ModelConfig chosen =
+        source ? adaptedModelConfig(source->model, model->contextLength, parseInterp(*initInterp), initFactor)
+               : modelFromFlags();
     PositionMethod pos = chosen.position();
     rejectUnless(cmd, {"--alibi-init"}, pos == PositionMethod::AlibiLearned || pos == PositionMethod::BiAlibi,
                  "applies to learned slopes only (--pos alibi-learned or bialibi)");
@@ -241,6 +312,16 @@ CommandAction addTrainCommand(CLI::App& cmd) {
       req.resume = true;
       req.runDir = *resume;
       if (cmd.count("--device")) req.resumeDevice = train->device;
+    } else if (source) {
+      req.model = chosen;
+      req.train = *train;
+      req.train.initRun = *init;
+      req.train.initDigest = checkpointDigest(*source);
+      req.train.initStep = source->stepsDone;
+      req.train.initInterp = *initInterp;
+      req.train.initScale = initFactor;
+      req.runDir = out->empty() ? freshRunDir(kRunsRoot, req.model) : std::filesystem::path(*out);
+      requireNoRunIn(req.runDir);
     } else {
       req.model = chosen;
       // Not given: the trainer applies the default cutoffs to an lm head where they fit the

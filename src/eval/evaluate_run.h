@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "eval/eval_report.h"
-#include "eval/interpolation.h"
+#include "model/interpolation.h"
 #include "model/attention_plan.h"
 #include "model/context_extension.h"
 

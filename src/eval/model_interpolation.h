@@ -1,10 +1,10 @@
 #pragma once
-// Applies an interpolation (eval/interpolation.h) to a model: sets its ALiBi-family slope
+// Applies an interpolation (model/interpolation.h) to a model: sets its ALiBi-family slope
 // divisors or rotary settings for factor a. Evaluation and the probes both call it, so the
 // probes need not include the evaluation driver.
 #include <string>
 
-#include "eval/interpolation.h"
+#include "model/interpolation.h"
 #include "model/transformer.h"
 
 namespace xtrap {

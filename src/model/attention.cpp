@@ -158,7 +158,8 @@ torch::Tensor extendedAttention(const torch::Tensor& q, const torch::Tensor& k, 
   const auto n = static_cast<size_t>(T);
   std::vector<double> scales(n, 1.0), farQuery(n), farKey(n);
   for (int64_t i = 0; i < T; ++i) {
-    scales[size_t(i)] = ext.queryScale(i);
+    // logn's n: the keys query i sees, i + 1 in a decoder, the whole window in an encoder.
+    scales[size_t(i)] = ext.queryScale(ctx.causal ? i : T - 1);
     farQuery[size_t(i)] = ext.farQueryPosition(i);
     farKey[size_t(i)] = ext.farKeyPosition(i);
   }
@@ -167,13 +168,25 @@ torch::Tensor extendedAttention(const torch::Tensor& q, const torch::Tensor& k, 
   auto farQueryPositions = doublesOn(farQuery, device), farKeyPositions = doublesOn(farKey, device);
   // Without a rotation or a bias the far pairs' logits are the true ones (NoPE's sinks, lambda).
   const bool far = ext.hasFarPositions() && (ctx.rotary || ctx.bias);
+  // An encoder's future pairs (j > i) take the mirror image of the past ones: the query at the
+  // far position a key would have and the key at a far query's, so that their distance j' - i'
+  // is the past rule's at j - i.
+  const bool farFuture = far && !ctx.causal;
   // The rotations at the true positions, and at the far ones where the method has them.
   auto qNear = ctx.rotary ? ctx.rotary->apply(qs) : qs, kNear = ctx.rotary ? ctx.rotary->apply(k) : k;
-  torch::Tensor qFar, kFar;
+  torch::Tensor qFar, kFar, qFarFuture, kFarFuture;
   if (far && ctx.rotary) {
     qFar = ctx.rotary->applyAt(qs, farQueryPositions, T);
     kFar = ctx.rotary->applyAt(k, farKeyPositions, T);
   }
+  if (farFuture && ctx.rotary) {
+    qFarFuture = ctx.rotary->applyAt(qs, farKeyPositions, T);
+    kFarFuture = ctx.rotary->applyAt(k, farQueryPositions, T);
+  }
+  // A learned bias of the first token replaces its distance term (BiALiBi): pairs with token 0
+  // keep it whatever their distance.
+  const torch::Tensor firstTokenBias = ctx.bias ? ctx.bias->firstTokenBias() : torch::Tensor();
+  const bool firstTokenKept = firstTokenBias.defined();
   auto floats = torch::TensorOptions().dtype(torch::kFloat32).device(device);
   const float minusInf = -std::numeric_limits<float>::infinity();
   int64_t rows = attentionBlockRows(T, ctx.queryBlock > 0 ? ctx.queryBlock : T);
@@ -181,7 +194,7 @@ torch::Tensor extendedAttention(const torch::Tensor& q, const torch::Tensor& k, 
   for (int64_t q0 = 0; q0 < T; q0 += rows) {
     int64_t q1 = std::min(T, q0 + rows), Tq = q1 - q0;
     // The keys this block sees: one range, or the sinks and the recent keys.
-    auto ranges = ext.keyRanges(q0, q1);
+    auto ranges = ctx.causal ? ext.keyRanges(q0, q1) : std::vector<std::pair<int64_t, int64_t>>{{0, T}};
     std::vector<torch::Tensor> pieces;
     for (auto [a, b] : ranges)
       if (b > a) pieces.push_back(torch::arange(a, b, torch::TensorOptions().dtype(torch::kLong).device(device)));
@@ -190,29 +203,44 @@ torch::Tensor extendedAttention(const torch::Tensor& q, const torch::Tensor& k, 
       return ranges.size() == 1 ? t.narrow(2, ranges[0].first, ranges[0].second - ranges[0].first)
                                 : t.index_select(2, keyIndex);
     };
-    auto keyPositions = keyIndex.to(torch::kFloat64);
-    auto logits = groupedLogits(qNear.narrow(2, q0, Tq), keysOf(kNear));  // (B, H, Tq, Tk)
-    if (ctx.softcap > 0) logits = torch::tanh(logits / ctx.softcap) * ctx.softcap;
-    if (ctx.bias) logits = logits + ctx.bias->atPositions(truePositions.narrow(0, q0, Tq), keyPositions);
     auto i = torch::arange(q0, q1, floats).unsqueeze(1), j = keyIndex.to(torch::kFloat32).unsqueeze(0);
+    // The block's q.k products with q, k rotated as qr, kr (soft-capped), and the bias of its
+    // queries at positions qPos against its keys at kPos.
+    auto productOf = [&](const torch::Tensor& qr, const torch::Tensor& kr) {
+      auto l = groupedLogits(qr.narrow(2, q0, Tq), keysOf(kr));  // (B, H, Tq, Tk)
+      return ctx.softcap > 0 ? torch::tanh(l / ctx.softcap) * ctx.softcap : l;
+    };
+    auto logitsAt = [&](const torch::Tensor& product, const torch::Tensor& qPos, const torch::Tensor& kPos) {
+      return ctx.bias ? product + ctx.bias->atPositions(qPos.narrow(0, q0, Tq), kPos.index_select(0, keyIndex))
+                      : product;
+    };
+    auto nearProduct = productOf(qNear, kNear);
+    auto logits = logitsAt(nearProduct, truePositions, truePositions);
+    if (firstTokenKept)  // (1, H, 1, 1) in place of the distance term of pairs with token 0
+      logits = torch::where((i == 0) | (j == 0), nearProduct + firstTokenBias.to(torch::kFloat32).view({1, -1, 1, 1}),
+                            logits);
+    // Without a rotation the far pairs' products are the true ones; only their bias moves.
+    auto farPairsOf = [&](const torch::Tensor& distance) {  // (Tq, Tk)
+      auto pairs = distance >= double(ext.nearDistance());
+      return firstTokenKept ? pairs & (i != 0) & (j != 0) : pairs;
+    };
     if (far) {
-      // Without a rotation the far pairs' products are the true ones; only their bias moves.
-      auto farLogits = ctx.rotary ? groupedLogits(qFar.narrow(2, q0, Tq), keysOf(kFar))
-                                  : groupedLogits(qs.narrow(2, q0, Tq), keysOf(k));
-      if (ctx.softcap > 0) farLogits = torch::tanh(farLogits / ctx.softcap) * ctx.softcap;
-      if (ctx.bias)
-        farLogits = farLogits + ctx.bias->atPositions(farQueryPositions.narrow(0, q0, Tq),
-                                                      farKeyPositions.index_select(0, keyIndex));
-      auto farPairs = (i - j) >= double(ext.nearDistance());  // (Tq, Tk)
-      logits = torch::where(farPairs, farLogits, logits);
+      auto product = ctx.rotary ? productOf(qFar, kFar) : nearProduct;
+      logits = torch::where(farPairsOf(i - j), logitsAt(product, farQueryPositions, farKeyPositions), logits);
     }
-    auto hidden = j > i;  // and the keys past the recent ones that are not sinks
-    if (ext.recentDistance() > 0)
-      hidden = hidden | ((j >= double(ext.sinkTokens)) & ((i - j) >= double(ext.recentDistance())));
-    logits = logits.masked_fill(hidden, minusInf);
+    if (farFuture) {
+      auto product = ctx.rotary ? productOf(qFarFuture, kFarFuture) : nearProduct;
+      logits = torch::where(farPairsOf(j - i), logitsAt(product, farKeyPositions, farQueryPositions), logits);
+    }
+    if (ctx.causal) {
+      auto hidden = j > i;  // and the keys past the recent ones that are not sinks
+      if (ext.recentDistance() > 0)
+        hidden = hidden | ((j >= double(ext.sinkTokens)) & ((i - j) >= double(ext.recentDistance())));
+      logits = logits.masked_fill(hidden, minusInf);
+    }
     auto probs = torch::softmax(logits, -1);
     if (ctx.observer) {
-      auto all = torch::zeros({probs.size(0), probs.size(1), Tq, q1}, probs.options());
+      auto all = torch::zeros({probs.size(0), probs.size(1), Tq, ctx.causal ? q1 : T}, probs.options());
       ctx.observer->onProbabilities(layer, q0, all.index_copy(3, keyIndex, probs));
     }
     blocks.push_back(groupedValues(probs, keysOf(v)));

@@ -35,12 +35,6 @@ const std::vector<std::string>& extensionMethodNames() {
   return names;
 }
 
-std::string extensionMethodName(ExtensionMethod m) {
-  for (const auto& [name, method] : methodTable())
-    if (method == m) return name;
-  throw std::logic_error("extensionMethodName: unknown method");
-}
-
 int64_t ContextExtension::nearDistance() const {
   switch (method) {
     case ExtensionMethod::Sinks:
@@ -236,14 +230,17 @@ void checkExtensionSettingsUsed(const std::vector<std::string>& names, const Ext
 void checkExtensionApplies(const ContextExtension& extension, PositionMethod pos, bool causal, bool slidingWindow) {
   if (!extension.active()) return;
   const std::string what = "--extend " + extension.label();
-  if (!causal) throw std::invalid_argument(what + ": defined for decoders only (its masks and positions are causal)");
-  if (slidingWindow) throw std::invalid_argument(what + ": not with sliding-window attention layers");
   bool maskOnly = extension.method == ExtensionMethod::Sinks || extension.method == ExtensionMethod::Lambda;
-  bool takesPositions = pos == PositionMethod::Rotary || isLinearBias(pos) || (pos == PositionMethod::None && maskOnly);
+  if (!causal && maskOnly)
+    throw std::invalid_argument(what + ": defined for decoders only (a cache of the first and the latest tokens)");
+  if (slidingWindow) throw std::invalid_argument(what + ": not with sliding-window attention layers");
+  bool relative = pos == PositionMethod::Rotary || isLinearBias(pos) || pos == PositionMethod::T5 ||
+                  pos == PositionMethod::KerpleLog || pos == PositionMethod::Fire;
+  bool takesPositions = relative || (pos == PositionMethod::None && maskOnly);
   if (extension.hasFarPositions() && !takesPositions)
     throw std::invalid_argument(what + ": not defined for position method " + positionMethodName(pos) +
-                                " (re-assigned positions need rotary or the ALiBi family; none takes sinks and "
-                                "lambda, every method takes logn)");
+                                " (re-assigned positions need a relative method: rotary, the ALiBi family, T5, "
+                                "kerple-log, fire; none takes sinks and lambda, every method takes logn)");
 }
 
 }  // namespace xtrap

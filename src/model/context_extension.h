@@ -18,6 +18,10 @@
 //    leaky: at w + (i - j - w) / k (the authors' query at (i + w (k - 1)) / k, key at j / k).
 //  - logn (Chiang & Cholak 2022; bojone/rerope's patches apply it with ReRoPE): query i is
 //    multiplied by max(1, ln(i + 1) / ln(L_train)). It combines with any of the above ("+ logn").
+// Encoders (the papers define decoders; this is their mirror image): self-extend, rerope,
+// leaky-rerope and logn apply, a future pair (j > i) taking the past rule at distance j - i, and
+// logn's n the window length (every query sees every key, as in Chiang & Cholak's encoders);
+// sinks and lambda, defined by a cache of past tokens, do not.
 // Positions are 0-based token indices of the evaluated window. Torch-free: the closed forms are
 // unit-tested on cases worked out by hand, and the attention (attention.h) reads them.
 #include <cstdint>
@@ -76,16 +80,15 @@ struct ContextExtension {
 ContextExtension resolveContextExtension(const std::string& name, const ExtensionSettings& settings,
                                          int64_t trainLength);
 // Throws std::invalid_argument, one line naming both, where the extension has no meaning for a
-// model of position method `pos`: encoders (the masks and positions are causal), sliding-window
-// attention layers, and far positions for a method that cannot take them (only rotary and the
-// ALiBi family can; none takes sinks and lambda, whose far pairs differ only in position; every
-// method takes logn). docs/position-methods.md has the table.
+// model of position method `pos`: sinks and lambda in encoders, sliding-window attention layers,
+// and far positions for a method that cannot take them (the relative ones can: rotary, the ALiBi
+// family, T5, KERPLE-log, FIRE; none takes sinks and lambda, whose far pairs differ only in
+// position; absolute embeddings take logn only). docs/position-methods.md has the table.
 void checkExtensionApplies(const ContextExtension& extension, PositionMethod pos, bool causal, bool slidingWindow);
 
 // Throws std::invalid_argument, one line, for a setting given (non-zero) that none of the named
 // methods uses (e.g. --extend-group without self-extend): an accepted option changes the result.
 void checkExtensionSettingsUsed(const std::vector<std::string>& names, const ExtensionSettings& settings);
 const std::vector<std::string>& extensionMethodNames();  // the six methods and logn
-std::string extensionMethodName(ExtensionMethod m);
 
 }  // namespace xtrap

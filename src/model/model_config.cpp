@@ -126,6 +126,13 @@ void ModelConfig::validate() const {
   PositionMethod m = position();
   if (m == PositionMethod::Rotary && rotaryDim() < 2) fail("rotary needs at least two rotated channels per head");
   if (isLinearBias(m)) makeLinearBiasSpec(m, heads, causal());  // throws its own reason
+  if (alibiInterp != "none") {
+    if (alibiInterp != "linear" && alibiInterp != "ntk")
+      fail("the baked slope interpolation must be linear or ntk, not " + alibiInterp);
+    if (!isLinearBias(m) || makeLinearBiasSpec(m, heads, causal()).learnedSlopes)
+      fail("a baked slope interpolation needs fixed ALiBi-family slopes, not " + pos);
+    if (!(alibiInterpFactor >= 1)) fail("the baked slope interpolation's factor must be >= 1");
+  }
   if (!alibiInit.empty()) checkName(alibiInitNames(), alibiInit, "--alibi-init");
   if (usesBos() && contextLength < 2) fail("--L must be >= 2 with a <bos> token");
   if (causal() && bos.value_or(false)) fail("--bos is for encoders (decoders predict from an <eos> context)");
@@ -222,6 +229,7 @@ void to_json(nlohmann::json& j, const ModelConfig& c) {
   if (c.rotaryFraction != d.rotaryFraction) j["rotary_fraction"] = c.rotaryFraction;
   if (c.rotaryLocalBase > 0) j["rotary_local_base"] = c.rotaryLocalBase;
   if (!c.ropeScaling.isDefault()) j["rope_scaling"] = c.ropeScaling;
+  if (c.alibiInterp != d.alibiInterp) j["alibi_interp"] = {{"interp", c.alibiInterp}, {"factor", c.alibiInterpFactor}};
 }
 
 void from_json(const nlohmann::json& j, ModelConfig& c) {
@@ -280,6 +288,10 @@ void from_json(const nlohmann::json& j, ModelConfig& c) {
   c.rotaryFraction = j.value("rotary_fraction", 1.0);
   c.rotaryLocalBase = j.value("rotary_local_base", 0.0);
   if (j.contains("rope_scaling")) j.at("rope_scaling").get_to(c.ropeScaling);
+  if (j.contains("alibi_interp")) {
+    j.at("alibi_interp").at("interp").get_to(c.alibiInterp);
+    j.at("alibi_interp").at("factor").get_to(c.alibiInterpFactor);
+  }
 }
 
 }  // namespace xtrap

@@ -88,6 +88,11 @@ struct ModelConfig {
   double rotaryFraction = 1.0;         // the share of each head's channels rotated (partial rotary)
   double rotaryLocalBase = 0.0;        // windowed layers' rotary base, without rope scaling (Gemma 3); 0 = rotaryBase
   RopeScaling ropeScaling;             // rotary: the checkpoint's own frequency scaling
+  // ALiBi-family fixed slopes divided as `eval --interp` linear | ntk divides them at factor
+  // alibiInterpFactor: an adapted run's baked slope interpolation (train --init, docs/adapt.md);
+  // none = the slopes as the method defines them.
+  std::string alibiInterp = "none";
+  double alibiInterpFactor = 1.0;
   // BERT's token-type embeddings: a (tokenTypes, C) table whose row 0 is added to every token's
   // embedding (every token is of type 0); 0 = none.
   int64_t tokenTypes = 0;

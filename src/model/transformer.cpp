@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "model/embedding_dropout.h"
+#include "model/interpolation.h"
 #include "model/position/fire_bias.h"
 #include "model/position/kerple_bias.h"
 #include "model/position/sinusoidal.h"
@@ -115,6 +116,13 @@ TransformerImpl::TransformerImpl(ModelConfig c)
   if (isLinearBias(pos)) {
     LinearBiasSpec spec = makeLinearBiasSpec(pos, config.heads, config.causal());
     if (config.alibiSlopes == "mpt") spec.slopePast = mptAlibiSlopes(config.heads, config.alibiBiasMax);
+    if (config.alibiInterp != "none") {
+      // An adapted run's slopes are the interpolated ones (eval's --interp composes on top).
+      SlopeDivisors d = directionalSlopeDivisors(parseInterp(config.alibiInterp), config.alibiInterpFactor,
+                                                 spec.slopePast, spec.slopeFuture, spec.blockPast, spec.blockFuture);
+      for (size_t h = 0; h < spec.slopePast.size(); ++h) spec.slopePast[h] /= d.past[h];
+      for (size_t h = 0; h < spec.slopeFuture.size(); ++h) spec.slopeFuture[h] /= d.future[h];
+    }
     bias_ = std::make_shared<LinearBias>(std::move(spec), config.resolvedAlibiInit() == "random");
     register_module("linear_bias", bias_);
   } else if (pos == PositionMethod::T5) {

@@ -10,7 +10,7 @@
 namespace xtrap {
 
 const std::vector<std::string>& TrainConfig::scheduleNames() {
-  static const std::vector<std::string> names{"cosine", "inverse-sqrt"};
+  static const std::vector<std::string> names{"cosine", "inverse-sqrt", "constant"};
   return names;
 }
 const std::vector<std::string>& TrainConfig::batchOrderNames() {
@@ -48,6 +48,7 @@ void TrainConfig::validate() const {
   parseFiller(taskFiller);
   if (taskLoss != "all" && taskLoss != "answer") fail("--task-loss must be all or answer, not " + taskLoss);
   if (taskLoss == "answer" && taskMix.empty()) fail("--task-loss answer needs a --task-mix");
+  if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1)) fail("--adam-betas must be in [0, 1)");
 }
 
 void to_json(nlohmann::json& j, const TrainConfig& c) {
@@ -79,6 +80,12 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
                      {"task_mix", c.taskMix},
                      {"task_filler", c.taskFiller}};
   if (c.taskLoss != "all") j["task_loss"] = c.taskLoss;  // absent: all (and the identities of earlier runs)
+  if (!c.initRun.empty())
+    j["init"] = {{"run", c.initRun},
+                 {"checkpoint_digest", c.initDigest},
+                 {"step", c.initStep},
+                 {"interp", c.initInterp},
+                 {"scale", c.initScale}};
 }
 
 void from_json(const nlohmann::json& j, TrainConfig& c) {
@@ -110,6 +117,14 @@ void from_json(const nlohmann::json& j, TrainConfig& c) {
   c.taskMix = j.value("task_mix", std::string());  // runs made before the mix trained on the stream alone
   c.taskFiller = j.value("task_filler", TrainConfig{}.taskFiller);
   c.taskLoss = j.value("task_loss", std::string("all"));
+  if (j.contains("init")) {
+    const auto& init = j.at("init");
+    init.at("run").get_to(c.initRun);
+    init.at("checkpoint_digest").get_to(c.initDigest);
+    init.at("step").get_to(c.initStep);
+    init.at("interp").get_to(c.initInterp);
+    init.at("scale").get_to(c.initScale);
+  }
 }
 
 }  // namespace xtrap

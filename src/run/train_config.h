@@ -20,7 +20,7 @@ struct TrainConfig {
   double lr = 2e-3;         // peak learning rate
   double minLrRatio = 0.1;  // cosine decays to lr * minLrRatio
   int64_t warmupSteps = 25;
-  std::string schedule = "cosine";  // cosine | inverse-sqrt
+  std::string schedule = "cosine";  // cosine | inverse-sqrt | constant
   double weightDecay = 0.01;
   double beta1 = 0.9, beta2 = 0.98;
   double clipNorm = 1.0;              // global gradient-norm clip; 0 = off
@@ -44,6 +44,14 @@ struct TrainConfig {
   // What a task sequence's loss scores: all (a decoder's every next token, as any text; an
   // encoder's usual masked words plus the answer) | answer (its answer tokens only).
   std::string taskLoss = "all";
+  // train --init (train/init_from_run.h, docs/adapt.md): the run this one started from, as given,
+  // its checkpoint's digest and step, and the interpolation baked into the model (its effect is in
+  // the ModelConfig; these say where it came from). initRun empty = trained from scratch.
+  std::string initRun;
+  std::string initDigest;
+  int64_t initStep = 0;
+  std::string initInterp = "none";
+  double initScale = 1.0;
 
   int64_t sequencesPerStep(int64_t contextLength) const;
   int64_t totalSteps(int64_t contextLength) const;

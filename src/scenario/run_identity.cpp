@@ -37,6 +37,7 @@ nlohmann::json runIdentity(const ModelConfig& m, const TrainConfig& t) {
   for (const char* pretrainedOnly : {"embedding_norm", "linear_biases", "norm_eps", "alibi_slopes", "alibi_bias_max"})
     if (j["model"][pretrainedOnly] == nlohmann::json(ModelConfig{})[pretrainedOnly]) j["model"].erase(pretrainedOnly);
   j["train"]["data"] = directoryName(t.dataDir);
+  if (j["train"].contains("init")) j["train"]["init"].erase("run");  // the source's checkpoint digest names it
   return j;
 }
 

@@ -48,7 +48,7 @@
 #include <string>
 #include <vector>
 
-#include "eval/interpolation.h"
+#include "model/interpolation.h"
 #include "model/model_config.h"
 #include "run/train_config.h"
 

@@ -1,6 +1,7 @@
 #pragma once
 // Learning rate at a step: linear warmup, then cosine decay to lr * minLrRatio at the last step,
-// or inverse square root (fairseq's inverse_sqrt: lr * sqrt(warmup / step) after warmup).
+// or inverse square root (fairseq's inverse_sqrt: lr * sqrt(warmup / step) after warmup), or
+// constant (position interpolation's and YaRN's fine-tuning: lr after warmup).
 #include <cstdint>
 
 #include "run/train_config.h"

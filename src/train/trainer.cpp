@@ -19,6 +19,7 @@
 #include "run/checkpoint.h"
 #include "run/data_digest.h"
 #include "train/device_step.h"
+#include "train/init_from_run.h"
 #include "train/lr_schedule.h"
 #include "train/objective.h"
 #include "train/run_recorder.h"
@@ -57,9 +58,16 @@ RunInfo runSettings(const TrainRequest& req) {
   return run;
 }
 
+// --init from a run trained on other words than the data given.
+std::invalid_argument otherInitData(const TrainConfig& t) {
+  return std::invalid_argument("--init " + t.initRun + " was trained on other data than " + t.dataDir +
+                               " (its words are the embedding's rows)");
+}
+
 // The vocabulary size and the default adaptive softmax, from the data.
 void completeModelConfig(RunInfo& run, const TrainRequest& req, const Corpus& corpus) {
   int64_t vocab = corpus.vocab.size() + run.model.specialTokens();  // encoders add <mask> [and <bos>]
+  if (!req.resume && !run.train.initRun.empty() && run.model.vocabSize != vocab) throw otherInitData(run.train);
   if (req.resume && run.model.vocabSize != vocab)
     throw std::runtime_error(fmt::format("vocabulary mismatch: run {} has {} words, data {} gives {}", run.dir.string(),
                                          run.model.vocabSize, run.train.dataDir, vocab));
@@ -146,6 +154,12 @@ RunInfo trainRun(TrainRequest req) {
 
   Transformer model(run.model);
   model->place(exec);  // before the optimizer and the gradient hooks see the parameters
+  if (!req.resume && !t.initRun.empty()) {
+    RunInfo source = readInitSource(t.initRun);
+    if (!source.dataDigest.empty() && source.dataDigest != digest) throw otherInitData(t);
+    Transformer sourceModel = loadTrainedModel(source, exec);
+    copySourceWeights(model, sourceModel);
+  }
   model->setFusedElementwise(req.fusedElementwise);
   MlmTokens mlm = run.model.mlmTokens(corpus.vocab);
   // Before the run directory is touched: a --cuda-graph that cannot apply leaves nothing behind.

@@ -144,21 +144,26 @@ void devicesAgreeOnRotaryFamilyParts() {
 }
 
 // Context extension (model/context_extension.h) on CUDA, fp32 and bf16, against the CPU: every
-// method at defaults derived from L_train = 16 (windows of 300 tokens), for rotary and ALiBi
-// decoders, and sinks / lambda / logn for NoPE.
+// method at defaults derived from L_train = 16 (windows of 300 tokens), for rotary, ALiBi, T5,
+// KERPLE-log and FIRE decoders, sinks / lambda / logn for NoPE, and the mirrored methods of
+// rotary, ALiBi and BiALiBi encoders.
 void devicesAgreeOnContextExtension() {
   constexpr int64_t T = 300;
-  for (const char* pos : {"rotary", "alibi", "none"}) {
-    auto cfg = test::tinyConfig(pos);
+  const std::vector<std::pair<std::string, std::string>> models = {
+      {"rotary", "decoder"}, {"alibi", "decoder"},      {"none", "decoder"},
+      {"t5", "decoder"},     {"kerple-log", "decoder"}, {"fire", "decoder"},
+      {"rotary", "encoder"}, {"alibi", "encoder"},      {"bialibi", "encoder"}};
+  for (const auto& [pos, arch] : models) {
+    auto cfg = test::tinyConfig(pos, arch);
     cfg.maxPositions = 512;
     Transformer cpu(cfg);
     cpu->eval();
     torch::NoGradGuard noGrad;
     torch::manual_seed(5);
     auto tokens = torch::randint(0, cfg.vocabSize, {2, T}, torch::kLong);
-    for (const char* name : {"sinks", "lambda", "self-extend", "rerope", "leaky-rerope+logn", "logn"}) {
-      bool maskOnly = std::string(name) == "sinks" || std::string(name) == "lambda" || std::string(name) == "logn";
-      if (std::string(pos) == "none" && !maskOnly) continue;
+    for (std::string name : {"sinks", "lambda", "self-extend", "rerope", "leaky-rerope+logn", "logn"}) {
+      bool maskOnly = name == "sinks" || name == "lambda" || name == "logn";
+      if ((pos == "none" && !maskOnly) || (arch == "encoder" && (name == "sinks" || name == "lambda"))) continue;
       ContextExtension e = resolveContextExtension(name, {}, cfg.contextLength);
       cpu->setContextExtension(e);
       auto expected = cpu->features(tokens);
@@ -169,7 +174,7 @@ void devicesAgreeOnContextExtension() {
         bool bf16 = ctx.dtype == torch::kBFloat16;
         double diff = bf16 ? relativeRms(expected, got) : relativeMaxDiff(expected, got);
         double tolerance = bf16 ? 0.05 : 1e-3;
-        check(diff <= tolerance, std::string(pos) + " --extend " + e.label() + ": CUDA " + (bf16 ? "bf16" : "fp32") +
+        check(diff <= tolerance, pos + " " + arch + " --extend " + e.label() + ": CUDA " + (bf16 ? "bf16" : "fp32") +
                                      " vs CPU: features " + fmtDouble(diff) + " (tolerance " + fmtDouble(tolerance) +
                                      (bf16 ? ", RMS)" : ", relative to max)"));
       }

@@ -16,9 +16,14 @@ FireBias::FireBias(int64_t heads, double initialThreshold) {
 torch::Tensor FireBias::threshold() const { return (thresholdMultiplier_ * thresholdInit_).abs(); }
 
 torch::Tensor FireBias::block(int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
-  auto floats = c_.options();                           // the parameters' device and precision
-  auto i = torch::arange(q0, q1, floats).unsqueeze(1);  // (Tq, 1)
-  auto j = torch::arange(k0, k1, floats).unsqueeze(0);  // (1, Tk)
+  auto floats = c_.options();  // the parameters' device and precision
+  return atPositions(torch::arange(q0, q1, floats), torch::arange(k0, k1, floats));
+}
+
+torch::Tensor FireBias::atPositions(const torch::Tensor& queryPositions, const torch::Tensor& keyPositions) {
+  auto floats = c_.options();
+  auto i = queryPositions.to(floats).unsqueeze(1);  // (Tq, 1)
+  auto j = keyPositions.to(floats).unsqueeze(0);    // (1, Tk)
   auto cAbs = c_.abs();
   auto psi = [&](const torch::Tensor& x) { return torch::log1p(cAbs * x); };
   auto normaliser = psi(torch::maximum(i, threshold())) + kEpsilon;  // (Tq, 1)

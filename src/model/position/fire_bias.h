@@ -22,6 +22,9 @@ struct FireBias : AttentionBias {
   FireBias(int64_t heads, double initialThreshold);
 
   torch::Tensor block(int64_t q0, int64_t q1, int64_t k0, int64_t k1) override;
+  // At re-assigned positions (context extension) the query's own position also sets the
+  // normaliser: a far pair is seen as the pair of its far query and key positions.
+  torch::Tensor atPositions(const torch::Tensor& queryPositions, const torch::Tensor& keyPositions) override;
   bool trainable() const override { return true; }
 
   torch::Tensor c() const { return c_; }  // (1)

@@ -17,8 +17,13 @@ void KerpleLogBias::constrainParameters() {
 
 torch::Tensor KerpleLogBias::block(int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
   auto floats = r1_.options();  // the parameters' device and precision
-  auto i = torch::arange(q0, q1, floats).unsqueeze(1);
-  auto j = torch::arange(k0, k1, floats).unsqueeze(0);
+  return atPositions(torch::arange(q0, q1, floats), torch::arange(k0, k1, floats));
+}
+
+torch::Tensor KerpleLogBias::atPositions(const torch::Tensor& queryPositions, const torch::Tensor& keyPositions) {
+  auto floats = r1_.options();
+  auto i = queryPositions.to(floats).unsqueeze(1);
+  auto j = keyPositions.to(floats).unsqueeze(0);
   auto distance = (i - j).abs();  // (Tq, Tk)
   int64_t H = r1_.size(0);
   return -r1_.view({H, 1, 1}) * torch::log1p(r2_.view({H, 1, 1}) * distance);  // (H, Tq, Tk)

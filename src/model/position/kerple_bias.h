@@ -15,6 +15,7 @@ struct KerpleLogBias : AttentionBias {
   explicit KerpleLogBias(int64_t heads);
 
   torch::Tensor block(int64_t q0, int64_t q1, int64_t k0, int64_t k1) override;
+  torch::Tensor atPositions(const torch::Tensor& queryPositions, const torch::Tensor& keyPositions) override;
   bool trainable() const override { return true; }
   void constrainParameters() override;
 

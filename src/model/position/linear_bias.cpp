@@ -67,7 +67,12 @@ void LinearBias::setSlopeDivisors(const std::vector<double>& past, const std::ve
 
 torch::Tensor LinearBias::block(int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
   auto floats = pastParam_.options().dtype(torch::kFloat32);
-  return atPositions(torch::arange(q0, q1, floats), torch::arange(k0, k1, floats));
+  auto i = torch::arange(q0, q1, floats), j = torch::arange(k0, k1, floats);
+  auto bias = atPositions(i, j);  // (H, Tq, Tk)
+  if (!spec_.hasFirstTokenBias) return bias;
+  // The learned bias replaces the distance term of pairs with the first token (linear_bias_spec.h).
+  auto touchesFirst = (i.unsqueeze(1) == 0) | (j.unsqueeze(0) == 0);  // (Tq, Tk)
+  return torch::where(touchesFirst, firstTokenBias_.view({spec_.heads(), 1, 1}).expand_as(bias), bias);
 }
 
 torch::Tensor LinearBias::atPositions(const torch::Tensor& queryPositions, const torch::Tensor& keyPositions) {
@@ -83,12 +88,7 @@ torch::Tensor LinearBias::atPositions(const torch::Tensor& queryPositions, const
       -(slopePast().view({H, 1, 1}) * pastDistance + slopeFuture().view({H, 1, 1}) * futureDistance);  // (H, Tq, Tk)
   auto blocked = (onParameterDevice(blockPast_).view({H, 1, 1}) & (d < 0)) |
                  (onParameterDevice(blockFuture_).view({H, 1, 1}) & (d > 0));
-  bias = bias.masked_fill(blocked, -std::numeric_limits<float>::infinity());
-  if (spec_.hasFirstTokenBias) {
-    auto touchesFirst = (i == 0) | (j == 0);  // (Tq, Tk): replaced by the learned bias (linear_bias_spec.h)
-    bias = torch::where(touchesFirst, firstTokenBias_.view({H, 1, 1}).expand_as(bias), bias);
-  }
-  return bias;
+  return bias.masked_fill(blocked, -std::numeric_limits<float>::infinity());
 }
 
 }  // namespace xtrap

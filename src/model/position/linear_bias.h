@@ -18,7 +18,7 @@ struct LinearBias : AttentionBias {
   // Slopes in use now (H), after any interpolation factor.
   torch::Tensor slopePast() const;
   torch::Tensor slopeFuture() const;
-  torch::Tensor firstTokenBias() const { return firstTokenBias_; }  // (H) or undefined
+  torch::Tensor firstTokenBias() const override { return firstTokenBias_; }  // (H) or undefined
   const LinearBiasSpec& spec() const { return spec_; }
 
   // Inference-time interpolation: past slopes are divided by past[h], future slopes by

@@ -4,7 +4,7 @@
 // first rotaryDim channels of a head turn (partial rotary; the rest pass through), by the
 // frequencies of its rope_scaling for the window's length (offset + T: dynamic and longrope
 // change with it), and cos and sin are multiplied by its attention factor.
-// Inference-time tricks analogous to ALiBi interpolation, on top of that (eval/interpolation.h
+// Inference-time tricks analogous to ALiBi interpolation, on top of that (model/interpolation.h
 // computes them and says which compose with which rope_scaling): positionScale (positions / a), an
 // NTK-aware base (base * a^(d/(d-2))) and YaRN's per-pair frequency factors and attention factor.
 // xtrap's own models: rotaryDim 0 (every channel) and the default scaling.

@@ -1,4 +1,4 @@
-#include "eval/interpolation.h"
+#include "model/interpolation.h"
 
 #include <algorithm>
 #include <cmath>
