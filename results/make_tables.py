@@ -535,6 +535,78 @@ def extend_perplexity(folder):
     return table(header, body, ["---", "---"] + ["---:"] * (len(header) - 2))
 
 
+def adapt_plan(folder):
+    """Each run of an extend-then-adapt scenario (its scenario.toml): the source it was adapted from (itself
+    for a source), its interpolation, fine-tuning steps and tokens."""
+    import tomllib
+    with open(os.path.join(RESULTS, folder, "scenario.toml"), "rb") as f:
+        scenario = tomllib.load(f)
+    train = scenario["train"]
+    plan = {}
+    for v in scenario["variant"]:
+        if "init" in v:
+            steps, batch = v.get("steps", train["steps"]), v.get("batch", train["batch"])
+            plan[v["name"]] = {"source": v["init"], "interp": v.get("interp", "none"), "steps": steps,
+                               "tokens": steps * batch * v["L"]}
+        else:
+            plan[v["name"]] = {"source": v["name"], "interp": None, "steps": 0, "tokens": 0}
+    return plan
+
+
+ADAPT_METHOD = {"none": "none", "linear": "linear (PI; ALiBi: slopes / a)", "ntk": "ntk", "yarn": "yarn"}
+
+
+def adapt_perplexity(folder, mode):
+    """YaRN Table 1's shape: one row per source, interpolation and fine-tuning steps (0 = the source with the
+    interpolation at inference), perplexity at every Lvalid, and the change at the source's L against the source
+    as trained."""
+    plan = adapt_plan(folder)
+    rows = [r for r in load(f"{folder}/results.csv") if r["mode"] == mode and r.get("task", "") in ("", "perplexity")]
+    ns = lengths(rows, mode)
+    cells = {}
+    for r in rows:
+        p = plan[r["run"]]
+        interp = p["interp"] if p["interp"] is not None else r["interp"]
+        key = (p["source"], interp, p["steps"], p["tokens"], int(r["L_train"]))
+        cells.setdefault(key, {})[int(r["Lvalid"])] = float(r["ppl"])
+    L = min(k[4] for k in cells)
+    header = ["source", "interpolation (a = 4)", "fine-tuning steps", "tokens", "L_train"] + \
+        [f"ppl({label(n, L)})" for n in ns] + [f"at L vs source"]
+    order = sorted(cells, key=lambda k: (k[0], list(ADAPT_METHOD).index(k[1]), k[2]))
+    body = []
+    for key in order:
+        source, interp, steps, tokens, trained = key
+        c, base = cells[key], cells.get((source, "none", 0, 0, L), {})
+        body.append([source, ADAPT_METHOD[interp], str(steps), f"{tokens:,}", str(trained)] +
+                    [ppl(c, n) for n in ns] + [cost(c, base, L)])
+    return table(header, body, ["---"] * 2 + ["---:"] * (len(header) - 2))
+
+
+def adapt_passkey(folder):
+    """Passkey accuracy (every depth's trials pooled / the worst depth, %) per source, interpolation and
+    fine-tuning steps."""
+    plan = adapt_plan(folder)
+    rows = [r for r in load(f"{folder}/results.csv") if r.get("task") == "passkey"]
+    ns = sorted({int(r["Lvalid"]) for r in rows})
+    cells = {}
+    for r in rows:
+        p = plan[r["run"]]
+        interp = p["interp"] if p["interp"] is not None else r["interp"]
+        c = cells.setdefault((p["source"], interp, p["steps"], p["tokens"]), {}).setdefault(int(r["Lvalid"]),
+                                                                                           [0, 0, 1.0])
+        c[0] += int(r["correct"])
+        c[1] += int(r["trials"])
+        c[2] = min(c[2], float(r["accuracy"]))
+    L = min(int(r["L_train"]) for r in rows)
+    body = []
+    for key in sorted(cells, key=lambda k: (k[0], list(ADAPT_METHOD).index(k[1]), k[2])):
+        c = cells[key]
+        body.append([key[0], ADAPT_METHOD[key[1]], str(key[2]), f"{key[3]:,}"] +
+                    [f"{100 * c[n][0] / c[n][1]:.0f} / {100 * c[n][2]:.0f}" if n in c else "-" for n in ns])
+    return table(["source", "interpolation (a = 4)", "fine-tuning steps", "tokens"] +
+                 [f"{label(n, L)} ({n})" for n in ns], body)
+
+
 def extend_cost():
     """bench/extend_cost.py: microseconds per scored token of each context extension at every Lvalid."""
     rows = load("extend_cost.csv")
@@ -687,6 +759,9 @@ TABLES = {
     "extend/cost": extend_cost,
     "extend-mini/perplexity": lambda: extend_perplexity("extend-mini"),
     "extend-mini/passkey": lambda: retrieval("extend-mini", "passkey", "repeat"),
+    "adapt-mini/sliding": lambda: adapt_perplexity("adapt-mini", "sliding"),
+    "adapt-mini/nonoverlap": lambda: adapt_perplexity("adapt-mini", "nonoverlap"),
+    "adapt-mini/passkey": lambda: adapt_passkey("adapt-mini"),
     "methods-mini/nonoverlap": lambda: methods("nonoverlap"),
     "methods-mini/sliding": lambda: methods("sliding"),
     "distributed/scaling": lambda: distributed_scaling("distributed_scaling_h100_host.csv"),

@@ -1,17 +1,23 @@
-// Extend, then adapt (train --init, train/init_from_run.h): each interpolation is baked into the
-// adapted configuration as the papers define it (hand-computed bases, slopes and scalings); the
-// adapted model computes what the source computes under eval's --interp at the same factor (two
-// routes: the baked configuration against applyInterpolation); the trainer starts from the
-// source's weights, records where it came from, and `eval` of the adapted run applies the
-// transform without flags; what has no meaning is refused.
+// Extend, then adapt (train --init, run/adapt_config.h, train/init_from_run.h): each
+// interpolation is baked into the adapted configuration as the papers define it (hand-computed
+// bases, slopes and scalings); the adapted model computes what the source computes under eval's
+// --interp at the same factor (two routes: the baked configuration against applyInterpolation);
+// the trainer starts from the source's weights (the first loss is the interpolated source's on the
+// first batch), records where it came from, resumes exactly, and `eval` of the adapted run applies
+// the transform without flags; what has no meaning is refused.
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "data/block_sampler.h"
+#include "data/wikitext.h"
+#include "error_of.h"
 #include "eval/model_interpolation.h"
 #include "model/position/linear_bias.h"
 #include "run/checkpoint.h"
+#include "run/config_identity.h"
 #include "test_support.h"
 #include "train/init_from_run.h"
+#include "train/objective.h"
 
 using namespace xtrap;
 
@@ -86,7 +92,7 @@ TEST_CASE("train --init starts from the source's weights and eval applies the ba
     // checkpoint holds the source's weights.
     RunInfo adapted = test::trainTiny("adapt-" + pos, adaptedConfig, 1, 1, [&](TrainConfig& t) {
       t.initRun = source.dir.string();
-      t.initDigest = checkpointDigest(source);
+      t.initSource = runIdentityHash(source.model, source.train);
       t.initStep = source.stepsDone;
       t.initInterp = "linear";
       t.initScale = 2.0;
@@ -97,7 +103,7 @@ TEST_CASE("train --init starts from the source's weights and eval applies the ba
     CHECK(written.model.contextLength == 32);
     CHECK(written.train.initRun == source.dir.string());
     CHECK(written.train.initStep == 5);
-    CHECK(written.train.initDigest.size() == 16);
+    CHECK(written.train.initDigest == checkpointDigest(source));
     // eval builds the adapted run from run.json alone: the interpolation is already in it.
     Transformer fromRun = loadTrainedModel(written);
     Transformer reference = loadTrainedModel(source);
@@ -106,4 +112,91 @@ TEST_CASE("train --init starts from the source's weights and eval applies the ba
     auto tokens = torch::randint(0, 50, {1, 32});
     CHECK(test::maxAbsDiff(fromRun->features(tokens), reference->features(tokens)) < 1e-5);
   }
+}
+
+namespace {
+// An adapted run of `source` at L = 32 with linear interpolation at a = 2.
+test::TrainSetup adaptedFrom(const RunInfo& source) {
+  return [&source](TrainConfig& t) {
+    t.initRun = source.dir.string();
+    t.initSource = runIdentityHash(source.model, source.train);
+    t.initStep = source.stepsDone;
+    t.initInterp = "linear";
+    t.initScale = 2.0;
+  };
+}
+}  // namespace
+
+TEST_CASE("an adapted run's first loss is the source's, interpolated, on the first batch at the new L") {
+  for (std::string pos : {"rotary", "alibi"}) {
+    INFO(pos);
+    RunInfo source = test::trainTiny("adapt-first-source-" + pos, test::tinyConfig(pos), 5);
+    RunInfo adapted = test::trainTiny("adapt-first-" + pos, adaptedModelConfig(source.model, 32, Interp::Linear, 2.0),
+                                      1, 1, adaptedFrom(source));
+    // The first batch, drawn as every run draws it: 8 blocks of L + 1 = 33 tokens, the run's seed.
+    Corpus corpus = loadWikiText(adapted.train.dataDir);
+    std::vector<int64_t> starts =
+        BlockSampler(int64_t(corpus.train.size()), 33, false, adapted.train.seed).next(adapted.train.batchSequences);
+    Transformer reference = loadTrainedModel(source);
+    applyInterpolation(reference, Interp::Linear, 2.0);
+    reference->train();  // as a training step runs (dropout 0)
+    // The mean next-token NLL of the 8 sequences: inputs tokens 0..31, targets 1..32 of each block.
+    std::vector<torch::Tensor> blocks;
+    for (int64_t start : starts)
+      blocks.push_back(
+          torch::tensor(std::vector<int64_t>(corpus.train.begin() + start, corpus.train.begin() + start + 33)));
+    torch::Tensor batch = torch::stack(blocks);  // (8, 33)
+    torch::NoGradGuard g;
+    torch::Tensor features = reference->features(batch.narrow(1, 0, 32));  // (8, 32, C)
+    double expected =
+        reference->tokenNll(features.reshape({-1, features.size(-1)}), batch.narrow(1, 1, 32).reshape({-1}))
+            .mean()
+            .item<double>();
+    std::vector<double> logged = test::loggedLosses(adapted);
+    REQUIRE(!logged.empty());
+    CHECK(logged.front() == Approx(expected).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("an adapted run resumes exactly, and refuses a source that is not the one it names") {
+  RunInfo source = test::trainTiny("adapt-resume-source", test::tinyConfig("rotary"), 5);
+  ModelConfig config = adaptedModelConfig(source.model, 32, Interp::Linear, 2.0);
+  auto everyThree = [&](TrainConfig& t) {
+    adaptedFrom(source)(t);
+    t.checkpointEvery = 3;
+  };
+  RunInfo whole = test::trainTiny("adapt-whole", config, 6, 1, everyThree);
+  // The same run stopped at step 5 (a NaN there, --max-bad-steps 1): its checkpoint is step 3's.
+  auto stopAtFive = [&](TrainConfig& t) {
+    everyThree(t);
+    t.maxBadSteps = 1;
+  };
+  std::string error = test::errorOf([&] {
+    test::trainTiny("adapt-parted", config, 6, 1, stopAtFive, [](TrainRequest& r) { r.injectNanAtSteps = {5}; });
+  });
+  REQUIRE(error.find("(step 3)") != std::string::npos);
+  TrainRequest resume;
+  resume.resume = true;
+  resume.runDir = std::filesystem::temp_directory_path() / "xtrap-test-run-adapt-parted";
+  resume.progress = false;
+  RunInfo parted = trainRun(resume);
+  CHECK(test::loggedLosses(parted) == test::loggedLosses(whole));
+  CHECK(parted.extra["final_val_loss"] == whole.extra["final_val_loss"]);
+  CHECK(parted.train.initDigest == whole.train.initDigest);
+
+  // Another source at the path, or the same one trained further, is not the run it names.
+  std::string wrongStep = test::errorOf([&] {
+    test::trainTiny("adapt-wrong-step", config, 1, 1, [&](TrainConfig& t) {
+      adaptedFrom(source)(t);
+      t.initStep = 4;
+    });
+  });
+  CHECK_THAT(wrongStep, Catch::Contains("is not the source this run names"));
+  std::string wrongRun = test::errorOf([&] {
+    test::trainTiny("adapt-wrong-run", config, 1, 1, [&](TrainConfig& t) {
+      adaptedFrom(source)(t);
+      t.initSource = "000000000000";
+    });
+  });
+  CHECK_THAT(wrongRun, Catch::Contains("is not the source this run names"));
 }

@@ -10,6 +10,7 @@
 #include "model/interpolation.h"
 #include "model/model_config.h"
 #include "model/named_configs.h"
+#include "run/adapt_config.h"
 #include "run/run_directory.h"
 #include "run/train_config.h"
 #include "train/lr_schedule.h"
@@ -169,8 +170,12 @@ TEST_CASE("every choice table is exactly what its parser accepts", "[cli]") {
       c.validate();
     };
   };
-  acceptsExactly(TrainConfig::scheduleNames(), {"cosine", "inverse-sqrt"},
+  acceptsExactly(TrainConfig::scheduleNames(), {"cosine", "inverse-sqrt", "constant"},
                  train([](TrainConfig& c, const std::string& n) { c.schedule = n; }));
+  acceptsExactly(adaptRecipeNames(), {"pi", "yarn"}, [](const std::string& n) {
+    TrainConfig t;
+    applyAdaptRecipe(n, t, [](const std::string&) { return false; });
+  });
   acceptsExactly(TrainConfig::batchOrderNames(), {"random", "contiguous"},
                  train([](TrainConfig& c, const std::string& n) { c.batchOrder = n; }));
 }

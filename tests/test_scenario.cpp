@@ -428,8 +428,122 @@ TEST_CASE("scenario: extend keys, checked against every variant of the block") {
   std::string withInterp = kMinimal;  // sinks keep every distance within L: nothing to interpolate
   withInterp.replace(withInterp.find("max_tokens"), 10, "extend = [\"sinks\"]\nmax_tokens");
   CHECK_THAT(errorOf(withInterp), Catch::Contains("--interp linear with --extend sinks S=4 W=60"));
-  std::string t5 = text;  // T5's bias at re-assigned positions is not computed
-  t5.replace(t5.find("pos = \"rotary\""), 14, "pos = \"t5\"");
-  CHECK_THAT(errorOf(t5), Catch::Contains("variant 'sin-long': --extend self-extend G=4 W=16 + logn: not defined for "
-                                          "position method t5"));
+  std::string sinusoidal = text;  // absolute positions: grouped positions are not relative distances
+  sinusoidal.replace(sinusoidal.find("pos = \"rotary\""), 14, "pos = \"sinusoidal\"");
+  CHECK_THAT(errorOf(sinusoidal), Catch::Contains("variant 'sin-long': --extend self-extend G=4 W=16 + logn: not "
+                                                  "defined for position method sinusoidal"));
+}
+
+TEST_CASE("scenario: an init variant adapts an earlier variant's model, its identity names the source's") {
+  const std::string head = R"([train]
+arch = "decoder"
+L = 64
+layers = 1
+d_model = 32
+heads = 4
+ffn = 64
+steps = 10
+batch = 4
+lr = 1e-3
+device = "cpu"
+
+[[variant]]
+name = "rotary"
+pos = "rotary"
+
+[[variant]]
+name = "alibi"
+pos = "alibi"
+)";
+  const std::string eval = "\n[eval]\nlvalid = \"64\"\n";
+  Scenario s = parse(head + R"(
+[[variant]]
+name = "rotary-pi"
+init = "rotary"
+L = 256
+interp = "linear"
+recipe = "pi"
+steps = 3
+
+[[variant]]
+name = "alibi-ntk"
+init = "alibi"
+L = 128
+interp = "ntk"
+scale = 3
+lr = 1e-4
+adam_betas = [0.8, 0.9]
+)" + eval);
+  REQUIRE(s.variants.size() == 4);
+  const ScenarioVariant &pi = s.variants[2], &ntk = s.variants[3];
+  // PI: rope_scaling linear at a = 256 / 64; the paper's lr, warmup, constant schedule, betas, no decay.
+  CHECK(pi.initVariant == "rotary");
+  CHECK(pi.model.contextLength == 256);
+  CHECK(pi.model.pos == "rotary");
+  CHECK(pi.model.dModel == 32);
+  CHECK(pi.model.ropeScaling.type == "linear");
+  CHECK(pi.model.ropeScaling.factor == 4.0);
+  CHECK(pi.train.steps == 3);
+  CHECK(pi.train.lr == 2e-5);
+  CHECK(pi.train.warmupSteps == 20);
+  CHECK(pi.train.schedule == "constant");
+  CHECK(pi.train.weightDecay == 0.0);
+  CHECK(pi.train.beta1 == 0.9);
+  CHECK(pi.train.beta2 == 0.95);
+  CHECK(pi.train.initStep == 10);  // the source's last step
+  CHECK(pi.train.initInterp == "linear");
+  CHECK(pi.train.initScale == 4.0);
+  // ALiBi with its own factor; lr and betas as given, no recipe.
+  CHECK(ntk.model.alibiInterp == "ntk");
+  CHECK(ntk.model.alibiInterpFactor == 3.0);
+  CHECK(ntk.train.lr == 1e-4);
+  CHECK(ntk.train.beta1 == 0.8);
+  CHECK(ntk.train.beta2 == 0.9);
+  CHECK(ntk.train.schedule == "cosine");
+
+  // The identity: the source's identity and step, not where it lies; known before it is trained.
+  CHECK_THROWS_AS(variantRunDir("r", pi), std::logic_error);
+  linkInitSources(s);
+  const ScenarioVariant& source = s.variants[0];
+  CHECK(s.variants[2].train.initSource == runIdentityHash(source.model, source.train));
+  ScenarioVariant moved = s.variants[2];
+  moved.train.initRun = "elsewhere/decoder-rotary";
+  moved.train.initDigest = "0123456789abcdef";
+  CHECK(variantRunDir("r", moved) == variantRunDir("r", s.variants[2]));
+  nlohmann::json id = runIdentity(s.variants[2].model, s.variants[2].train);
+  CHECK(id["train"]["init"]["source"] == s.variants[2].train.initSource);
+  CHECK(id["train"]["init"]["step"] == 10);
+  CHECK_FALSE(id["train"]["init"].contains("run"));
+  CHECK_FALSE(id["train"]["init"].contains("checkpoint_digest"));
+  Scenario longer = parse(std::string(head).replace(head.find("steps = 10"), 10, "steps = 20") +
+                          "\n[[variant]]\nname = \"pi\"\ninit = \"rotary\"\nL = 256\ninterp = \"linear\"\n" + eval);
+  linkInitSources(longer);
+  CHECK(variantRunDir("r", longer.variants[2]) != variantRunDir("r", s.variants[2]));
+
+  auto fails = [&](const std::string& variant, const std::string& why) {
+    INFO(variant);
+    CHECK_THAT(errorOf(head + variant + eval), Catch::Contains(why));
+  };
+  fails("[[variant]]\nname = \"x\"\ninit = \"rotary\"\nL = 128\nd_model = 64\n", "'d_model' does not apply");
+  fails("[[variant]]\nname = \"x\"\ninit = \"rotary\"\n", "init needs L");
+  fails("[[variant]]\nname = \"x\"\ninit = \"nope\"\nL = 128\n", "no variant named 'nope' before");
+  fails("[[variant]]\nname = \"x\"\ninit = \"rotary\"\nL = 128\nscale = 2\n", "applies with an interp");
+  fails("[[variant]]\nname = \"x\"\ninit = \"rotary\"\nL = 128\ninterp = \"dynamic-ntk\"\n", "dynamic");
+  fails("[[variant]]\nname = \"x\"\ninit = \"alibi\"\nL = 128\ninterp = \"yarn\"\n", "yarn applies to rotary");
+  fails("[[variant]]\nname = \"x\"\ninit = \"rotary\"\nL = 128\nrecipe = \"longlora\"\n", "unknown recipe");
+  fails("[[variant]]\nname = \"x\"\ninit = \"rotary\"\nL = 128\nseeds = [1, 2]\n", "seeds do not apply");
+  fails("[[variant]]\nname = \"x\"\ninit = \"rotary\"\nL = 128\ndata = \"elsewhere\"\n", "its data must be");
+  fails("[[variant]]\nname = \"x\"\npos = \"rotary\"\ninterp = \"linear\"\n", "applies to a variant with init");
+  fails("[[variant]]\nname = \"x\"\npos = \"rotary\"\nadam_betas = [0.9]\n", "expected [beta1, beta2]");
+}
+
+TEST_CASE("scenario: scale fixes an interpolation's factor, only beside linear, ntk or yarn") {
+  const std::string head =
+      "[train]\nL = 64\n[[variant]]\nname = \"rotary\"\npos = \"rotary\"\n[eval]\nlvalid = \"64..512\"\n";
+  CHECK(parse(head + "interps = [\"linear\"]\nscale = 4\n").evals[0].scale == 4.0);
+  CHECK(parse(head + "interps = [\"linear\"]\n").evals[0].scale == 0.0);  // longest Lvalid / L_train
+  CHECK_THAT(errorOf(head + "scale = 4\n"), Catch::Contains("scale applies to interps linear, ntk and yarn"));
+  CHECK_THAT(errorOf(head + "interps = [\"linear\"]\nscale = 0.5\n"), Catch::Contains("must be >= 1"));
+  CHECK_THAT(errorOf(head + "interps = [\"linear\"]\nscale = 2\nscale_per_length = true\n"),
+             Catch::Contains("exclude each other"));
 }

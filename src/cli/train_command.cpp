@@ -11,6 +11,8 @@
 #include "dist/dist_env.h"
 #include "dist/launcher.h"
 #include "model/named_configs.h"
+#include "run/adapt_config.h"
+#include "run/config_identity.h"
 #include "train/init_from_run.h"
 #include "train/trainer.h"
 #include "util/choices.h"
@@ -227,12 +229,11 @@ CommandAction addTrainCommand(CLI::App& cmd) {
       rejectUnless(cmd, {"--scale"}, *initInterp != "none", "applies with an --interp other than none");
     }
     if (!recipe->empty()) {
-      checkName({"pi", "yarn"}, *recipe, "--recipe");
-      if (!cmd.count("--lr")) train->lr = 2e-5;
-      if (!cmd.count("--warmup")) train->warmupSteps = 20;
-      if (!cmd.count("--schedule")) train->schedule = "constant";
-      if (!cmd.count("--weight-decay")) train->weightDecay = 0.0;
-      if (!cmd.count("--adam-betas")) train->beta1 = 0.9, train->beta2 = 0.95;
+      applyAdaptRecipe(*recipe, *train, [&cmd](const std::string& key) {
+        std::string flag = "--" + key;
+        std::replace(flag.begin(), flag.end(), '_', '-');
+        return cmd.count(flag) > 0;
+      });
     }
     if (!betas->empty()) train->beta1 = (*betas)[0], train->beta2 = (*betas)[1];
     const TaskMix mix = parseTaskMix(train->taskMix);
@@ -267,15 +268,14 @@ CommandAction addTrainCommand(CLI::App& cmd) {
       }
       return m;
     };
-    // --init: the source's model at --L with the transform baked in (train/init_from_run.h).
+    // --init: the source's model at --L with the transform baked in (run/adapt_config.h).
     std::optional<RunInfo> source;
     double initFactor = 1.0;
     if (!init->empty()) {
       source = readInitSource(*init);
       if (cmd.count("--data") == 0) train->dataDir = source->train.dataDir;  // the words of its embedding
       if (*initInterp != "none")
-        initFactor = *initScale > 0 ? *initScale
-                                    : std::max(1.0, double(model->contextLength) / double(source->model.contextLength));
+        initFactor = *initScale > 0 ? *initScale : defaultAdaptScale(model->contextLength, source->model.contextLength);
     }
     ModelConfig chosen =
         source ? adaptedModelConfig(source->model, model->contextLength, parseInterp(*initInterp), initFactor)
@@ -316,7 +316,7 @@ CommandAction addTrainCommand(CLI::App& cmd) {
       req.model = chosen;
       req.train = *train;
       req.train.initRun = *init;
-      req.train.initDigest = checkpointDigest(*source);
+      req.train.initSource = runIdentityHash(source->model, source->train);
       req.train.initStep = source->stepsDone;
       req.train.initInterp = *initInterp;
       req.train.initScale = initFactor;

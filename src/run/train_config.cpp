@@ -80,12 +80,9 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
                      {"task_mix", c.taskMix},
                      {"task_filler", c.taskFiller}};
   if (c.taskLoss != "all") j["task_loss"] = c.taskLoss;  // absent: all (and the identities of earlier runs)
-  if (!c.initRun.empty())
-    j["init"] = {{"run", c.initRun},
-                 {"checkpoint_digest", c.initDigest},
-                 {"step", c.initStep},
-                 {"interp", c.initInterp},
-                 {"scale", c.initScale}};
+  if (c.adapted())
+    j["init"] = {{"run", c.initRun},   {"source", c.initSource}, {"checkpoint_digest", c.initDigest},
+                 {"step", c.initStep}, {"interp", c.initInterp}, {"scale", c.initScale}};
 }
 
 void from_json(const nlohmann::json& j, TrainConfig& c) {
@@ -120,6 +117,7 @@ void from_json(const nlohmann::json& j, TrainConfig& c) {
   if (j.contains("init")) {
     const auto& init = j.at("init");
     init.at("run").get_to(c.initRun);
+    init.at("source").get_to(c.initSource);
     init.at("checkpoint_digest").get_to(c.initDigest);
     init.at("step").get_to(c.initStep);
     init.at("interp").get_to(c.initInterp);

@@ -44,14 +44,18 @@ struct TrainConfig {
   // What a task sequence's loss scores: all (a decoder's every next token, as any text; an
   // encoder's usual masked words plus the answer) | answer (its answer tokens only).
   std::string taskLoss = "all";
-  // train --init (train/init_from_run.h, docs/adapt.md): the run this one started from, as given,
-  // its checkpoint's digest and step, and the interpolation baked into the model (its effect is in
-  // the ModelConfig; these say where it came from). initRun empty = trained from scratch.
+  // train --init (run/adapt_config.h, docs/adapt.md): the run this one started from, as given
+  // (initRun, empty = trained from scratch), its identity (run/config_identity.h) and the step it
+  // had reached, its checkpoint's digest, and the interpolation baked into the model (its effect
+  // is in the ModelConfig; these say where it came from).
   std::string initRun;
-  std::string initDigest;
+  std::string initSource;
   int64_t initStep = 0;
+  std::string initDigest;
   std::string initInterp = "none";
   double initScale = 1.0;
+
+  bool adapted() const { return !initSource.empty(); }
 
   int64_t sequencesPerStep(int64_t contextLength) const;
   int64_t totalSteps(int64_t contextLength) const;

@@ -55,9 +55,10 @@ std::string evalProblem(const ScenarioVariant& v, const ScenarioEval& e) {
 
 ScenarioEval parseEval(const ScenarioSource& src, const toml::table& t, const std::vector<ScenarioVariant>& variants) {
   static const std::set<std::string> known = {
-      "lvalid",           "modes",  "strides",      "interps",       "ntk_heads",    "max_tokens",  "batch",
-      "variants",         "split",  "task",         "depths",        "trials",       "filler",      "prompt_seed",
-      "scale_per_length", "extend", "extend_sinks", "extend_window", "extend_group", "extend_leak", "extend_limit"};
+      "lvalid",           "modes", "strides", "interps",      "ntk_heads",     "max_tokens",   "batch",
+      "variants",         "split", "task",    "depths",       "trials",        "filler",       "prompt_seed",
+      "scale_per_length", "scale", "extend",  "extend_sinks", "extend_window", "extend_group", "extend_leak",
+      "extend_limit"};
   rejectUnknown(src, t, "[eval]", known);
   ScenarioEval e;
   for (auto&& [k, node] : t) {
@@ -99,6 +100,9 @@ ScenarioEval parseEval(const ScenarioSource& src, const toml::table& t, const st
         e.extensionSettings.leak = v.number();
       } else if (key == "extend_limit") {
         e.extensionSettings.distanceLimit = v.integer();
+      } else if (key == "scale") {
+        e.scale = v.number();
+        if (!(e.scale >= 1)) v.fail("must be >= 1");
       } else if (key == "scale_per_length") {
         e.scalePerLength = v.boolean();
       } else if (key == "ntk_heads") {
@@ -162,6 +166,10 @@ ScenarioEval parseEval(const ScenarioSource& src, const toml::table& t, const st
     src.fail(t.get("ntk_heads")->source(), "ntk_heads applies to interps ntk and dynamic-ntk");
   if (e.scalePerLength && std::none_of(e.interps.begin(), e.interps.end(), usesFixedScale))
     src.fail(t.get("scale_per_length")->source(), "scale_per_length applies to interps linear, ntk and yarn");
+  if (e.scale > 0 && std::none_of(e.interps.begin(), e.interps.end(), usesFixedScale))
+    src.fail(t.get("scale")->source(), "scale applies to interps linear, ntk and yarn");
+  if (e.scale > 0 && e.scalePerLength)
+    src.fail(t.get("scale")->source(), "scale and scale_per_length exclude each other");
   for (const ScenarioVariant& v : variants) {
     bool selected = e.variants.empty() || std::find(e.variants.begin(), e.variants.end(), v.name) != e.variants.end();
     std::string why = selected ? evalProblem(v, e) : "";

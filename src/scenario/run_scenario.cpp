@@ -55,10 +55,14 @@ ExecutionContext variantContext(const ScenarioVariant& v) {
 // it: the run identity, and so the run directory, depend on the resolved device. A run checks
 // every variant's device before it starts; a dry run only lists, so a scenario that names cuda
 // can be planned on a machine without one.
-Scenario withResolvedDevices(const Scenario& given, bool dryRun) {
+// Adapted variants (`init`) then name their source's run identity and directory.
+Scenario withResolvedDevices(const Scenario& given, const fs::path& runsRoot, bool dryRun) {
   Scenario s = given;
   for (ScenarioVariant& v : s.variants)
     if (!dryRun || v.train.device == "auto") v.train.device = variantContext(v).deviceName();
+  linkInitSources(s);
+  for (ScenarioVariant& v : s.variants)
+    if (v.adapted()) v.train.initRun = variantRunDir(runsRoot, *s.select({v.initVariant}).front()).string();
   return s;
 }
 
@@ -105,6 +109,7 @@ fs::path evalCacheFile(const ScenarioVariant& v, const fs::path& runsRoot, const
                         {"interps", interps},
                         {"max_tokens", r.maxTokens}};
   if (!run.model.causal()) key["encoder_scoring"] = kEncoderScoringVersion;
+  if (r.scale > 0) key["scale"] = r.scale;  // only where given, so caches written before it stay valid
   // Only with an extension, so caches written before it stay valid.
   if (r.extensions != std::vector<std::string>{"none"}) {
     std::vector<std::string> labels;
@@ -164,6 +169,7 @@ EvalRequest evalRequest(const Scenario& s, const EvalJob& job, const RunInfo& in
   r.extensionSettings = e.extensionSettings;
   r.ntkHeads = e.ntkHeads;
   r.scalePerLength = e.scalePerLength;
+  r.scale = e.scale;
   r.maxTokens = e.maxTokens;
   r.batch = e.batch;
   r.task = e.task;
@@ -304,7 +310,7 @@ std::string timestamp() {
 }  // namespace
 
 fs::path runScenario(const Scenario& given, const ScenarioRunOptions& o) {
-  const Scenario s = withResolvedDevices(given, o.dryRun);
+  const Scenario s = withResolvedDevices(given, o.runsRoot, o.dryRun);
   fs::path outDir = o.resultsRoot / s.name;
   if (o.dryRun) {
     printDryRun(s, o);

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "data/wikitext.h"
+#include "run/config_identity.h"
 #include "scenario/eval_block.h"
 #include "scenario/probe_block.h"
 #include "scenario/scenario_toml.h"
@@ -74,14 +75,25 @@ Scenario parseScenario(const std::string& text, const std::string& source, const
     }
     if (!train)
       src.fail(t.source(), "variant '" + v.name + "' trains a model (it names no model = \"DIR\"): missing [train]");
-    applyConfigTable(src, t, "[[variant]] '" + v.name + "'", {"name", "seeds"}, v);
+    if (t.contains("init")) {
+      if (!baseSeeds.empty())
+        src.fail(t.source(), "variant '" + v.name + "': seeds do not apply to a variant with init");
+      applyInitVariant(src, t, s.variants, v);
+    } else {
+      for (const std::string& key : initVariantKeys())
+        if (const toml::node* node = t.get(key))
+          src.fail(node->source(), "'" + key + "' applies to a variant with init (variant '" + v.name + "')");
+      applyConfigTable(src, t, "[[variant]] '" + v.name + "'", {"name", "seeds"}, v);
+    }
     try {
       v.model.validate();
       v.train.validate();
     } catch (const std::invalid_argument& e) {
       src.fail(t.source(), "variant '" + v.name + "': " + e.what());
     }
-    std::vector<uint64_t> seeds = t.contains("seeds") ? parseSeeds(src, t) : baseSeeds;
+    std::vector<uint64_t> seeds = v.adapted()           ? std::vector<uint64_t>{}
+                                  : t.contains("seeds") ? parseSeeds(src, t)
+                                                        : baseSeeds;
     if (!seeds.empty() && (seedSet || t.contains("seed") || t.contains("init_seed")))
       src.fail(t.source(), "variant '" + v.name + "': seeds sets seed and init_seed; give one or the other");
     if (seeds.empty()) s.variants.push_back(v);
@@ -109,6 +121,15 @@ Scenario parseScenario(const std::string& text, const std::string& source, const
     s.hasProbe = true;
   }
   return s;
+}
+
+void linkInitSources(Scenario& s) {
+  for (ScenarioVariant& v : s.variants) {
+    if (!v.adapted()) continue;
+    const ScenarioVariant& source = *s.select({v.initVariant}).front();
+    if (source.train.device == "auto") throw std::logic_error("linkInitSources: resolve the devices (auto) first");
+    v.train.initSource = runIdentityHash(source.model, source.train);
+  }
 }
 
 Scenario loadScenario(const fs::path& file) {

@@ -22,13 +22,20 @@
 //   adaptive_softmax_cutoffs scale_embedding clap_beta alibi_init bos rotary_base t5_buckets
 //   t5_max_distance init_seed steps tokens batch batch_tokens lr min_lr_ratio warmup schedule
 //   weight_decay clip seed threads batch_order log_every eval_every eval_tokens checkpoint_every
-//   mask_prob device dtype task_mix task_filler seeds
+//   mask_prob device dtype task_mix task_filler seeds adam_betas; init interp scale recipe
 // `device` (auto | cpu | cuda) and `dtype` (float32 | bfloat16) are where and in what precision a
 // variant trains, is evaluated and probed; `xtrap run --device/--dtype` overrides them for all.
 // `seeds = [1, 2, 3]` (in [train] or a [[variant]]) runs the variant once per seed, each run
 // with that seed as both `seed` and `init_seed` (initialisation, data order, dropout, training
 // masks); tables then show mean ± sample standard deviation over the seeds. It cannot be combined
 // with `seed` or `init_seed` in the same scenario.
+// `adam_betas = [0.9, 0.95]` sets AdamW's betas (train --adam-betas).
+// `init = "NAME"` (train --init, docs/adapt.md) trains the variant from the final weights of the
+// earlier variant NAME at the variant's own `L` (required), with `interp` (none | linear | ntk |
+// yarn) at factor `scale` (default L / NAME's L) baked into its model, and `recipe` (pi | yarn)
+// setting lr, warmup, schedule, weight_decay and adam_betas where the variant's table does not.
+// Its model is NAME's: model keys, seeds and other data are errors. Its run identity names NAME's
+// run identity and final step, so its directory is known before NAME is trained.
 // `config` (a named encoder configuration) is applied before the other keys of its table, so
 // `config = "zero-clap"` with `pos = "alibi"` means zero-clap's head with symmetric ALiBi.
 // A relative `data` path is relative to the scenario file's directory.
@@ -37,7 +44,8 @@
 // a string, or a list of whole percents), trials, filler (passkey: repeat | natural),
 // prompt_seed), lvalid (the --Lvalid range grammar, a string, or a list of integers), modes
 // (nonoverlap / sliding), strides (sliding strides; default L/2), interps, ntk_heads (all |
-// leading-power-of-two, with ntk or dynamic-ntk), scale_per_length (true: linear / ntk / yarn take
+// leading-power-of-two, with ntk or dynamic-ntk), scale (linear / ntk / yarn: the fixed factor a;
+// default the longest Lvalid / L_train), scale_per_length (true: linear / ntk / yarn take
 // a = Lvalid / L_train for each length), split, max_tokens, batch, variants (names;
 // default all).
 // Probe keys: bias_len, attn_lvalid, attn_offset, stats_only, variants.
@@ -66,6 +74,10 @@ struct ScenarioVariant {
   std::string pretrainedDir, pretrainedType, weightsDigest;
   int64_t trainLength = 0;  // pretrained: train_length, the L_train its config does not record; 0 = none
   bool pretrained() const { return !pretrainedDir.empty(); }
+  // `init = "NAME"`: trained from variant NAME's final weights (scenario/variant_keys.h); empty
+  // for a run trained from scratch.
+  std::string initVariant;
+  bool adapted() const { return !initVariant.empty(); }
   // The name, with "@seedN" for a repeated run (manifest keys, probe files, messages).
   std::string label() const { return repeated ? name + "@seed" + std::to_string(train.seed) : name; }
 };
@@ -80,6 +92,7 @@ struct ScenarioEval {
   ExtensionSettings extensionSettings;
   NtkHeads ntkHeads = NtkHeads::All;  // ntk / dynamic-ntk of ALiBi slopes
   bool scalePerLength = false;        // linear / ntk / yarn: a = Lvalid / L_train each row (eval --scale-per-length)
+  double scale = 0;                   // linear / ntk / yarn: the fixed a (eval --scale); 0 = longest Lvalid / L_train
   std::string split = "valid";
   int64_t maxTokens = 0;  // > 0: score only a prefix of the split
   int64_t batch = 8;
@@ -114,6 +127,10 @@ struct Scenario {
   // Variants selected by a block's `variants` list (all when empty), in file order.
   std::vector<const ScenarioVariant*> select(const std::vector<std::string>& names) const;
 };
+
+// Names each adapted variant's source (train.initSource) by that variant's run identity, which
+// needs the devices resolved (auto -> cpu | cuda).
+void linkInitSources(Scenario& s);
 
 // `source` names the text in error messages; relative `data` paths resolve against `baseDir`.
 Scenario parseScenario(const std::string& text, const std::string& source, const std::filesystem::path& baseDir);

@@ -66,6 +66,21 @@ std::vector<T> listOf(const TomlValue& v, const char* what) {
 
 std::vector<int64_t> TomlValue::integers() const { return listOf<int64_t>(*this, "integers"); }
 
+std::vector<double> TomlValue::numbers() const {
+  auto* a = node.as_array();
+  if (!a) fail("expected a list of numbers");
+  std::vector<double> out;
+  for (const auto& item : *a) {
+    if (auto* f = item.as_floating_point())
+      out.push_back(f->get());
+    else if (auto* i = item.as_integer())
+      out.push_back(double(i->get()));
+    else
+      fail("expected a list of numbers");
+  }
+  return out;
+}
+
 std::vector<std::string> TomlValue::strings() const { return listOf<std::string>(*this, "strings"); }
 
 std::string TomlValue::choice(void (*check)(const std::string&)) const {

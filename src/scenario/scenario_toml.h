@@ -36,6 +36,7 @@ struct TomlValue {
   bool boolean() const;
   std::string string() const;
   std::vector<int64_t> integers() const;
+  std::vector<double> numbers() const;  // integers or floats
   std::vector<std::string> strings() const;
   // A string `check` accepts (it throws a one-line std::invalid_argument naming the choices).
   std::string choice(void (*check)(const std::string&)) const;

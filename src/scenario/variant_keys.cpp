@@ -8,6 +8,7 @@
 #include "data/retrieval_prompt.h"
 #include "data/task_mix.h"
 #include "model/named_configs.h"
+#include "run/adapt_config.h"
 #include "run/pretrained_config.h"
 #include "util/device_names.h"
 
@@ -58,6 +59,12 @@ const std::map<std::string, Setter>& configKeys() {
       {"warmup", [](const TomlValue& v, ScenarioVariant& s) { s.train.warmupSteps = v.integer(); }},
       {"schedule", [](const TomlValue& v, ScenarioVariant& s) { s.train.schedule = v.string(); }},
       {"weight_decay", [](const TomlValue& v, ScenarioVariant& s) { s.train.weightDecay = v.number(); }},
+      {"adam_betas",
+       [](const TomlValue& v, ScenarioVariant& s) {
+         std::vector<double> betas = v.numbers();
+         if (betas.size() != 2) v.fail("expected [beta1, beta2]");
+         s.train.beta1 = betas[0], s.train.beta2 = betas[1];
+       }},
       {"clip", [](const TomlValue& v, ScenarioVariant& s) { s.train.clipNorm = v.number(); }},
       {"seed", [](const TomlValue& v, ScenarioVariant& s) { s.train.seed = v.seed(); }},
       {"threads", [](const TomlValue& v, ScenarioVariant& s) { s.train.threads = v.integer(); }},
@@ -75,6 +82,36 @@ const std::map<std::string, Setter>& configKeys() {
       {"task_filler",
        [](const TomlValue& v, ScenarioVariant& s) { s.train.taskFiller = fillerName(parseFiller(v.string())); }},
   };
+  return keys;
+}
+
+// The keys above that set the model, not its training: an adapted variant's model is its source's.
+const std::set<std::string>& modelKeys() {
+  static const std::set<std::string> keys = {"arch",
+                                             "config",
+                                             "pos",
+                                             "head",
+                                             "layers",
+                                             "d_model",
+                                             "heads",
+                                             "ffn",
+                                             "dropout",
+                                             "attention_dropout",
+                                             "activation_dropout",
+                                             "activation",
+                                             "final_norm",
+                                             "adaptive_softmax_dropout",
+                                             "adaptive_input",
+                                             "max_positions",
+                                             "adaptive_softmax_cutoffs",
+                                             "scale_embedding",
+                                             "clap_beta",
+                                             "alibi_init",
+                                             "bos",
+                                             "rotary_base",
+                                             "t5_buckets",
+                                             "t5_max_distance",
+                                             "init_seed"};
   return keys;
 }
 
@@ -140,6 +177,71 @@ void applyPretrainedVariant(const ScenarioSource& src, const toml::table& t, Sce
     }
     configKeys().at(key)(value, v);
   }
+}
+
+const std::set<std::string>& initVariantKeys() {
+  static const std::set<std::string> keys = {"init", "interp", "scale", "recipe"};
+  return keys;
+}
+
+void applyInitVariant(const ScenarioSource& src, const toml::table& t, const std::vector<ScenarioVariant>& earlier,
+                      ScenarioVariant& v) {
+  const std::string where = "variant '" + v.name + "'";
+  TomlValue init{src, "init", *t.get("init")};
+  std::string sourceName = init.string();
+  auto found =
+      std::find_if(earlier.begin(), earlier.end(), [&](const ScenarioVariant& e) { return e.name == sourceName; });
+  if (found == earlier.end()) init.fail("no variant named '" + sourceName + "' before " + where);
+  const ScenarioVariant& source = *found;
+  if (source.pretrained())
+    init.fail("'" + sourceName + "' is a pretrained model; init takes a variant the scenario trains");
+  if (source.repeated) init.fail("'" + sourceName + "' has seeds; init takes a variant trained once");
+  if (t.contains("seeds")) src.fail(t.get("seeds")->source(), where + ": seeds do not apply to a variant with init");
+  for (auto&& [k, node] : t)
+    if (modelKeys().count(std::string(k.str())))
+      src.fail(k.source(), "'" + std::string(k.str()) + "' does not apply to " + where +
+                               ", whose model is its init variant's (only L changes)");
+  if (!t.contains("L")) src.fail(t.source(), where + ": init needs L, the length to adapt to");
+  std::set<std::string> extra = initVariantKeys();
+  extra.insert("name");
+  applyConfigTable(src, t, "[[variant]] '" + v.name + "'", extra, v);
+
+  Interp interp = Interp::None;
+  if (const toml::node* node = t.get("interp")) {
+    TomlValue value{src, "interp", *node};
+    try {
+      interp = parseInterp(value.string());
+    } catch (const std::invalid_argument& e) {
+      value.fail(e.what());
+    }
+  }
+  double a = defaultAdaptScale(v.model.contextLength, source.model.contextLength);
+  if (const toml::node* node = t.get("scale")) {
+    TomlValue value{src, "scale", *node};
+    if (interp == Interp::None) value.fail("applies with an interp other than none");
+    a = value.number();
+  }
+  if (interp == Interp::None) a = 1.0;
+  if (const toml::node* node = t.get("recipe")) {
+    TomlValue value{src, "recipe", *node};
+    try {
+      applyAdaptRecipe(value.string(), v.train, [&t](const std::string& key) { return t.contains(key); });
+    } catch (const std::invalid_argument& e) {
+      value.fail(e.what());
+    }
+  }
+  if (v.train.dataDir != source.train.dataDir)
+    src.fail(t.source(), where + ": its data must be its init variant's (" + source.train.dataDir +
+                             "): the words are the embedding's rows");
+  try {
+    v.model = adaptedModelConfig(source.model, v.model.contextLength, interp, a);
+  } catch (const std::invalid_argument& e) {
+    src.fail(t.source(), where + ": " + e.what());
+  }
+  v.initVariant = sourceName;
+  v.train.initStep = source.train.totalSteps(source.model.contextLength);
+  v.train.initInterp = interpName(interp);
+  v.train.initScale = a;
 }
 
 // The `seeds` list of a table (empty when absent): distinct seeds >= 0, at least one.

@@ -26,6 +26,18 @@ const std::set<std::string>& pretrainedVariantKeys();
 // config.json xtrap does not compute; and naming any other key.
 void applyPretrainedVariant(const ScenarioSource& src, const toml::table& t, ScenarioVariant& v);
 
+// The keys a [[variant]] with `init = "NAME"` takes besides its training keys and L.
+const std::set<std::string>& initVariantKeys();
+
+// A [[variant]] with `init = "NAME"` (train --init within a scenario, run/adapt_config.h): NAME's
+// model at the table's L with `interp` (default none) at factor `scale` (default L / NAME's L)
+// baked in, trained from NAME's final weights with the table's training keys over `v`'s (from
+// [train]) and `recipe`'s settings where the table does not give them. NAME must be an earlier
+// variant the scenario trains once (no seeds); model keys, seeds and other data are one-line
+// errors. v.train.initSource is set once the devices are resolved (linkInitSources).
+void applyInitVariant(const ScenarioSource& src, const toml::table& t, const std::vector<ScenarioVariant>& earlier,
+                      ScenarioVariant& v);
+
 // The `seeds` list of a table (empty when absent): distinct seeds >= 0, at least one.
 std::vector<uint64_t> parseSeeds(const ScenarioSource& src, const toml::table& t);
 

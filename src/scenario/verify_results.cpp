@@ -36,15 +36,20 @@ std::vector<std::string> verifyScenarioResults(const Scenario& s, const fs::path
     problem("scenario.toml differs from the scenario file: the results come from another version of it");
 
   const nlohmann::json variants = manifest.value("variants", nlohmann::json::object());
+  // Each variant's device as the manifest records it, before any adapted variant names its source.
+  Scenario resolved = s;
+  for (ScenarioVariant& v : resolved.variants)
+    if (v.train.device == "auto")
+      v.train.device = variants.value(v.label(), nlohmann::json::object()).value("device", std::string("cpu"));
+  linkInitSources(resolved);
   std::set<std::string> labels;
-  for (ScenarioVariant v : s.variants) {
+  for (const ScenarioVariant& v : resolved.variants) {
     labels.insert(v.label());
     if (!variants.contains(v.label())) {
       problem(fmt::format("variant '{}' is not in manifest.json", v.label()));
       continue;
     }
     const nlohmann::json& entry = variants.at(v.label());
-    if (v.train.device == "auto") v.train.device = entry.value("device", std::string("cpu"));
     std::string named = fs::path(entry.value("run_dir", std::string())).filename().string();
     std::string computed = variantRunDir("", v).filename().string();
     if (v.pretrained() && entry.value("weights_digest", std::string()) != v.weightsDigest)

@@ -5,50 +5,10 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "run/config_identity.h"
 #include "util/fnv1a64.h"
 
 namespace xtrap {
-
-ModelConfig adaptedModelConfig(const ModelConfig& source, int64_t L, Interp interp, double a) {
-  const std::string what = "--init with --interp " + interpName(interp);
-  if (isDynamic(interp))
-    throw std::invalid_argument(what +
-                                ": a dynamic interpolation changes a with each window's length; an adapted "
-                                "run bakes one fixed factor (linear, ntk or yarn)");
-  if (interp != Interp::None && !(a >= 1)) throw std::invalid_argument(what + ": the factor must be >= 1");
-  ModelConfig m = source;
-  m.contextLength = L;
-  PositionMethod pos = source.position();
-  if (pos == PositionMethod::Learned && source.positionTableSize() < L)
-    throw std::invalid_argument(fmt::format(
-        "--init: the source's learned position table has {} rows, fewer than --L {}", source.positionTableSize(), L));
-  if (pos == PositionMethod::Learned && source.maxPositions == 0) m.maxPositions = source.contextLength;
-  if (interp == Interp::None) return m;
-  if (pos == PositionMethod::Rotary) {
-    if (!source.ropeScaling.isDefault())
-      throw std::invalid_argument(what + ": the source already has " + source.ropeScaling.type +
-                                  " rope scaling; adapt it with --interp none");
-    if (interp == Interp::Ntk) {
-      m.rotaryBase = rotaryInterpolation(interp, a, source.rotaryBase, source.rotaryDim(), source.contextLength).base;
-    } else {
-      m.ropeScaling.type = interpName(interp);  // linear | yarn
-      m.ropeScaling.factor = a;
-      if (interp == Interp::Yarn) m.ropeScaling.originalMaxPositions = source.contextLength;
-    }
-  } else if (isLinearBias(pos)) {
-    if (isYarn(interp)) throw std::invalid_argument(what + ": yarn applies to rotary, not " + source.pos);
-    if (source.alibiInterp != "none")
-      throw std::invalid_argument(what + ": the source's slopes are already interpolated (" + source.alibiInterp +
-                                  "); adapt it with --interp none");
-    m.alibiInterp = interpName(interp);
-    m.alibiInterpFactor = a;
-  } else {
-    throw std::invalid_argument(what + ": applies to ALiBi-family and rotary methods, not " + source.pos +
-                                " (use --interp none)");
-  }
-  m.validate();  // learned slopes are refused here
-  return m;
-}
 
 RunInfo readInitSource(const std::filesystem::path& dir) {
   RunInfo run = readRunInfo(dir);
@@ -59,6 +19,14 @@ RunInfo readInitSource(const std::filesystem::path& dir) {
   if (!std::filesystem::exists(checkpointPath(dir)))
     throw std::invalid_argument("--init " + dir.string() + ": no checkpoint.pt (the run has not saved a step)");
   return run;
+}
+
+void checkInitSource(const RunInfo& source, const TrainConfig& t) {
+  std::string identity = runIdentityHash(source.model, source.train);
+  if (identity != t.initSource || source.stepsDone != t.initStep)
+    throw std::invalid_argument(fmt::format(
+        "--init {}: the run there (identity {}, step {}) is not the source this run names (identity {}, step {})",
+        t.initRun, identity, source.stepsDone, t.initSource, t.initStep));
 }
 
 std::string checkpointDigest(const RunInfo& source) {

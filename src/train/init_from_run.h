@@ -1,38 +1,28 @@
 #pragma once
-// Extend, then adapt (train --init, docs/adapt.md): a run that starts from another run's weights at
-// a new training length L with an interpolation's position transform baked into its configuration,
-// so that the adapted run's own positions are the interpolated ones wherever it is built (its
-// training, `eval` without flags, probes, export). What each interpolation becomes:
-//   rotary        linear -> rope_scaling {linear, a} (position interpolation, Chen et al. 2023)
-//                 ntk    -> the base --interp ntk computes, base a^(d / (d - 2)) (NTK-aware)
-//                 yarn   -> rope_scaling {yarn, a, original length = the source's L}, with YaRN's
-//                           attention factor 0.1 ln a + 1 (Peng et al. 2023)
-//   ALiBi family  linear, ntk -> the fixed slopes divided as --interp divides them (alibiInterp)
-//   any method    none   -> only L changes
-// The optimizer starts fresh: the source's AdamW moments belong to another length and, in the
-// papers' recipes, another learning rate.
+// train --init (run/adapt_config.h, docs/adapt.md): the source run an adapted run starts from,
+// and its weights copied in. The optimizer starts fresh: the source's AdamW moments belong to
+// another length and, in the papers' recipes, another learning rate.
 #include <cstdint>
 #include <filesystem>
 #include <string>
 
-#include "model/interpolation.h"
 #include "model/transformer.h"
+#include "run/adapt_config.h"
 #include "run/run_directory.h"
 
 namespace xtrap {
-
-// The source's model at training length L with `interp` at factor a baked in. Throws
-// std::invalid_argument, one line, where that has no meaning: a dynamic interpolation (a per
-// window, not one model), learned slopes, a method without positions to interpolate, a rotary
-// model with rope scaling of its own, learned positions whose table is shorter than L.
-ModelConfig adaptedModelConfig(const ModelConfig& source, int64_t L, Interp interp, double a);
 
 // The source run of --init: a finished or stopped xtrap run with a checkpoint (not a pretrained
 // directory yet: its tokenizer is not WikiText's word vocabulary). Throws a one-line error.
 RunInfo readInitSource(const std::filesystem::path& dir);
 
-// A digest of the source's checkpoint bytes: the adapted run's identity names what it started
-// from, not where it lay.
+// Fails, one line, unless `source` is the run `t` names: its identity (run/config_identity.h) and
+// the step it had reached (a source trained further, or replaced, is another starting point).
+void checkInitSource(const RunInfo& source, const TrainConfig& t);
+
+// A digest of the source's checkpoint bytes, recorded in run.json (train.init.checkpoint_digest):
+// which bytes the adapted run started from. Not part of the run's identity, which names the source
+// by its configuration, so that a scenario can name its adapted runs before their sources exist.
 std::string checkpointDigest(const RunInfo& source);
 
 // Copies every parameter and buffer of `source` into `model` (same names and shapes), except the

@@ -67,7 +67,10 @@ std::invalid_argument otherInitData(const TrainConfig& t) {
 // The vocabulary size and the default adaptive softmax, from the data.
 void completeModelConfig(RunInfo& run, const TrainRequest& req, const Corpus& corpus) {
   int64_t vocab = corpus.vocab.size() + run.model.specialTokens();  // encoders add <mask> [and <bos>]
-  if (!req.resume && !run.train.initRun.empty() && run.model.vocabSize != vocab) throw otherInitData(run.train);
+  // An adapted run from the CLI has its source's vocabulary size; a scenario's is set here, and its
+  // data is checked against the source's digest when the weights are copied.
+  if (!req.resume && run.train.adapted() && run.model.vocabSize != 0 && run.model.vocabSize != vocab)
+    throw otherInitData(run.train);
   if (req.resume && run.model.vocabSize != vocab)
     throw std::runtime_error(fmt::format("vocabulary mismatch: run {} has {} words, data {} gives {}", run.dir.string(),
                                          run.model.vocabSize, run.train.dataDir, vocab));
@@ -154,9 +157,11 @@ RunInfo trainRun(TrainRequest req) {
 
   Transformer model(run.model);
   model->place(exec);  // before the optimizer and the gradient hooks see the parameters
-  if (!req.resume && !t.initRun.empty()) {
+  if (!req.resume && t.adapted()) {
     RunInfo source = readInitSource(t.initRun);
+    checkInitSource(source, t);
     if (!source.dataDigest.empty() && source.dataDigest != digest) throw otherInitData(t);
+    t.initDigest = checkpointDigest(source);  // run.json: the bytes this run started from
     Transformer sourceModel = loadTrainedModel(source, exec);
     copySourceWeights(model, sourceModel);
   }
