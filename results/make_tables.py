@@ -603,8 +603,8 @@ def adapt_passkey(folder):
         c = cells[key]
         body.append([key[0], ADAPT_METHOD[key[1]], str(key[2]), f"{key[3]:,}"] +
                     [f"{100 * c[n][0] / c[n][1]:.0f} / {100 * c[n][2]:.0f}" if n in c else "-" for n in ns])
-    return table(["source", "interpolation (a = 4)", "fine-tuning steps", "tokens"] +
-                 [f"{label(n, L)} ({n})" for n in ns], body)
+    header = ["source", "interpolation (a = 4)", "fine-tuning steps", "tokens"] + [f"{label(n, L)} ({n})" for n in ns]
+    return table(header, body, ["---"] * 2 + ["---:"] * (len(header) - 2))
 
 
 def extend_cost():

@@ -7,7 +7,8 @@
 #     interrupted at step 3 and resumed equal the uninterrupted 2-rank run exactly (the checkpoint
 #     holds the moments gathered from both). The step without host reads (--cuda-graph uncaptured)
 #     with 2 ranks equals the 2-rank host-read step, and resumes exactly. --accumulate 2 (micro-
-#     batches) with 2 ranks equals 1 rank, with either step.
+#     batches) with 2 ranks equals 1 rank, with either step. An adapted run (--init) with 2 ranks
+#     equals it with 1 rank.
 #  2. kill -9 of rank 1: the job exits non-zero within 60 s with a one-line error naming rank 1,
 #     and --resume (with 1 rank: the checkpoint does not depend on the world size) finishes it.
 #  3. xtrap eval with 2 ranks scores every token once: same token counts and perplexity as 1 rank.
@@ -50,6 +51,13 @@ PY
   fail "2-rank decoder run with --accumulate 2 failed"
 "$COMPARE" --rtol 1e-5 "${KEY_BIAS[@]}" "$WORK/dec2acc" "$WORK/dec1" ||
   fail "2 ranks x 2 micro-batches x 2 differ from 1 rank x 8 (decoder)"
+# An adapted run (train --init, --interp linear at 2x L) with 2 ranks equals it with 1 rank: every
+# rank copies the source's weights before the first step.
+"$XTRAP" train --init "$WORK/dec1" --out "$WORK/adapt1" --L 64 --interp linear --batch 4 --steps 3 --threads 1 \
+  --no-progress --log-every 1 --eval-tokens 512 > /dev/null || fail "1-rank adapted run failed"
+"$XTRAP" train --nproc 2 --init "$WORK/dec1" --out "$WORK/adapt2" --L 64 --interp linear --batch 4 --steps 3 \
+  --threads 1 --no-progress --log-every 1 --eval-tokens 512 > /dev/null || fail "2-rank adapted run failed"
+"$COMPARE" --rtol 1e-5 "${KEY_BIAS[@]}" "$WORK/adapt2" "$WORK/adapt1" || fail "2 ranks differ from 1 rank (adapted run)"
 
 # 1b. equivalence: encoder (MLM: each rank scores a different number of masked tokens) under the
 # torchrun contract by hand, rank 0 hosting the TCPStore.
