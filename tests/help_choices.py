@@ -30,7 +30,7 @@ CASES = [
     ("train", "--activation", ["gelu", "gelu-tanh", "relu", "silu"], TRAIN),
     ("train", "--alibi-init", ["random", "standard"], TRAIN + ["--arch", "encoder", "--pos", "alibi-learned"]),
     ("train", "--config", ["baseline", "learned-clap", "alibi", "zero-clap", "paper-wt103"], TRAIN),
-    ("train", "--schedule", ["cosine", "inverse-sqrt"], TRAIN),
+    ("train", "--schedule", ["cosine", "inverse-sqrt", "constant"], TRAIN),
     ("train", "--batch-order", ["random", "contiguous"], TRAIN),
     ("train", "--device", DEVICES, None),
     ("train", "--dtype", DTYPES, None),

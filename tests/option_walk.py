@@ -319,7 +319,7 @@ CASES = [
     case("train", "--data", "changes", do_train, T, {"--data": OTHER}),
     case("train", "--out", "output", do_train, T, {"--out": f"{W}/named-run"}, path=f"{W}/named-run/run.json"),
     case("train", "--resume", "rejected", do_train, T, {"--resume": DEC_RUN}),
-    case("train", "--init", "changes", do_train, with_(TI, **{"--pos": "rotary"}), {"--init": ROT_RUN}),
+    case("train", "--init", "changes", do_train, with_(TI, **{"--pos": "rotary"}), {"--init": ROT_RUN, "--pos": "DEL"}),
     case("train", "--init", "rejected", do_train, T, {"--init": ROT_RUN}),
     case("train", "--interp", "changes", do_train, TI_INIT, {"--interp": "linear"}),
     case("train", "--interp", "changes", do_train, TI_INIT, {"--interp": "yarn"}),
