@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "eval/eval_report.h"
-#include "model/interpolation.h"
 #include "model/attention_plan.h"
 #include "model/context_extension.h"
+#include "model/interpolation.h"
 
 namespace xtrap {
 
