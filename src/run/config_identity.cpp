@@ -43,8 +43,10 @@ nlohmann::json runIdentity(const ModelConfig& m, const TrainConfig& t) {
   return j;
 }
 
-std::string runIdentityHash(const ModelConfig& m, const TrainConfig& t) {
-  return fmt::format("{:012x}", fnv1a64(runIdentity(m, t).dump()) & 0xffffffffffffull);
+std::string identityHash(const nlohmann::json& identity) {
+  return fmt::format("{:012x}", fnv1a64(identity.dump()) & 0xffffffffffffull);
 }
+
+std::string runIdentityHash(const ModelConfig& m, const TrainConfig& t) { return identityHash(runIdentity(m, t)); }
 
 }  // namespace xtrap

@@ -24,8 +24,9 @@ nlohmann::json runIdentity(const ModelConfig& m, const TrainConfig& t);
 // name, which is what counts of it).
 std::string directoryName(const std::string& dir);
 
-// The identity as 12 hex digits (48 bits of its FNV-1a hash): the tail of a scenario run's
-// directory name.
+// An identity as 12 hex digits (48 bits of its FNV-1a hash): the tail of a scenario run's
+// directory name (runIdentityHash), or of a pretrained variant's evaluation cache.
+std::string identityHash(const nlohmann::json& identity);
 std::string runIdentityHash(const ModelConfig& m, const TrainConfig& t);
 
 }  // namespace xtrap

@@ -4,8 +4,6 @@
 
 #include <stdexcept>
 
-#include "util/fnv1a64.h"
-
 namespace xtrap {
 namespace fs = std::filesystem;
 
@@ -21,8 +19,8 @@ nlohmann::json pretrainedIdentity(const ScenarioVariant& v) {
 
 fs::path variantRunDir(const fs::path& runsRoot, const ScenarioVariant& v) {
   if (v.pretrained()) {
-    uint64_t h = fnv1a64(pretrainedIdentity(v).dump()) & 0xffffffffffffull;
-    return runsRoot / fmt::format("pretrained-{}-{}-{:012x}", v.pretrainedType, directoryName(v.pretrainedDir), h);
+    return runsRoot / fmt::format("pretrained-{}-{}-{}", v.pretrainedType, directoryName(v.pretrainedDir),
+                                  identityHash(pretrainedIdentity(v)));
   }
   if (v.adapted() && !v.train.adapted()) throw std::logic_error("variantRunDir: link the init sources first");
   return runsRoot / fmt::format("{}-{}-L{}-{}", v.model.arch, v.model.pos, v.model.contextLength,

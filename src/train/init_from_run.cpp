@@ -2,11 +2,11 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
 #include <stdexcept>
 
 #include "run/config_identity.h"
 #include "util/fnv1a64.h"
+#include "util/mapped_file.h"
 
 namespace xtrap {
 
@@ -30,12 +30,8 @@ void checkInitSource(const RunInfo& source, const TrainConfig& t) {
 }
 
 std::string checkpointDigest(const RunInfo& source) {
-  std::ifstream in(checkpointPath(source.dir), std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + checkpointPath(source.dir).string());
   uint64_t h = kFnv1a64Basis;
-  std::string chunk(size_t(1) << 20, '\0');
-  while (in.read(chunk.data(), std::streamsize(chunk.size())) || in.gcount() > 0)
-    h = fnv1a64(std::string_view(chunk.data(), size_t(in.gcount())), h);
+  MappedFile(checkpointPath(source.dir)).readFrom(0, [&h](std::string_view block) { h = fnv1a64(block, h); });
   return fmt::format("{:016x}", h);
 }
 
