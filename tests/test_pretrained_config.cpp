@@ -340,6 +340,15 @@ json minimal(const std::string& type) {
             {"n_heads", 4},
             {"max_seq_len", 32},
             {"attn_config", {{"alibi", true}}}};
+  if (type == "gpt_neox")
+    return {{"model_type", "gpt_neox"},
+            {"vocab_size", 64},
+            {"hidden_size", 32},
+            {"num_hidden_layers", 2},
+            {"num_attention_heads", 4},
+            {"intermediate_size", 48},
+            {"max_position_embeddings", 64},
+            {"use_parallel_residual", false}};
   return {{"model_type", type},       {"vocab_size", 64},       {"hidden_size", 32},
           {"intermediate_size", 48},  {"num_hidden_layers", 6}, {"num_attention_heads", 4},
           {"num_key_value_heads", 2}, {"head_dim", 8},          {"max_position_embeddings", 128}};
@@ -404,6 +413,36 @@ TEST_CASE("every refused key, set to another value, is one line naming it and th
       CHECK(errorOf(j).empty());
     }
   }
+}
+
+TEST_CASE("gpt_neox: GPTNeoXConfig's own names and defaults, the parallel residual refused") {
+  json j = minimal("gpt_neox");
+  ModelConfig m = parse(j);
+  // transformers' defaults: rotary_pct 0.25 (2 of a head's 8 channels), base 10000, untied, gelu.
+  CHECK(m.pos == "rotary");
+  CHECK(m.rotaryDim() == 2);
+  CHECK(m.rotaryBase == 10000.0);
+  CHECK(!m.tiedHead);
+  CHECK(m.activation == "gelu");
+  CHECK(m.norm == "layer");
+  CHECK(m.linearBiases);
+  CHECK(m.contextLength == 64);
+  j["rotary_pct"] = 0.5;
+  j["rotary_emb_base"] = 500.0;
+  j["hidden_act"] = "gelu_new";
+  m = parse(j);
+  CHECK(m.rotaryDim() == 4);
+  CHECK(m.rotaryBase == 500.0);
+  CHECK(m.activation == "gelu-tanh");
+  j["partial_rotary_factor"] = 1.0;  // the standard names win (transformers 5.x)
+  j["rope_theta"] = 20000.0;
+  m = parse(j);
+  CHECK(m.rotaryDim() == 8);
+  CHECK(m.rotaryBase == 20000.0);
+  j.erase("use_parallel_residual");  // absent: GPTNeoXConfig's default, true
+  std::string err = errorOf(j);
+  CHECK(err.find("dir/config.json") == 0);
+  CHECK(err.find("use_parallel_residual") != std::string::npos);
 }
 
 TEST_CASE("MPT keys that change the numbers are computed") {

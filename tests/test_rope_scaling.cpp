@@ -286,3 +286,27 @@ TEST_CASE("interpolation on a checkpoint's rope scaling: the pairs with a meanin
         "--interp linear has no defined meaning on a checkpoint with longrope rope scaling (its frequencies follow "
         "the window's length, and positions / a would change which); use none");
 }
+
+TEST_CASE("ropeScalingJson is read back by readRopeConfig as the same scaling, for every type") {
+  std::vector<RopeScaling> cases;
+  cases.push_back(scaling("linear", 4.0, 0));
+  cases.push_back(scaling("dynamic", 2.0, 256));
+  RopeScaling yarn = scaling("yarn", 8.0, 512);
+  yarn.betaFast = 16, yarn.betaSlow = 2, yarn.mscale = 0.7, yarn.mscaleAllDim = 0.5, yarn.truncate = false;
+  cases.push_back(yarn);
+  yarn.mscale = yarn.mscaleAllDim = 0, yarn.attentionFactor = 1.25, yarn.truncate = true;
+  cases.push_back(yarn);
+  RopeScaling llama3 = scaling("llama3", 8.0, 8192);
+  llama3.lowFreqFactor = 1, llama3.highFreqFactor = 4;
+  cases.push_back(llama3);
+  RopeScaling longrope = scaling("longrope", 4.0, 1024);
+  longrope.shortFactor = {1, 1, 1, 1}, longrope.longFactor = {1, 2, 4, 8};
+  cases.push_back(longrope);
+  for (const RopeScaling& s : cases) {
+    INFO(s.type);
+    // A dynamic scaling takes its M from max_position_embeddings, which the writer's caller sets.
+    json config{{"rope_scaling", ropeScalingJson(s)},
+                {"max_position_embeddings", s.type == "dynamic" ? s.originalMaxPositions : 4096}};
+    CHECK(readRopeConfig(config, "config.json", 8).scaling == s);
+  }
+}

@@ -141,6 +141,29 @@ TEST_CASE("a text file's token cache names the tokenizer code's version and a di
   fs::remove_all(dir);
 }
 
+TEST_CASE("WordLevel with WhitespaceSplit and a null decoder: WikiText's words, <eos> per line end") {
+  // What `xtrap export --hf` writes: line ends become " <eos> ", whitespace (Unicode's White_Space,
+  // U+00A0 included) splits, an unknown word is <unk>, and decode joins the tokens with spaces.
+  json file = {{"version", "1.0"},
+               {"normalizer", {{"type", "Replace"}, {"pattern", {{"String", "\n"}}}, {"content", " <eos> "}}},
+               {"pre_tokenizer", {{"type", "WhitespaceSplit"}}},
+               {"decoder", nullptr},
+               {"model",
+                {{"type", "WordLevel"},
+                 {"vocab", {{"<unk>", 0}, {"<eos>", 1}, {"the", 2}, {"@-@", 3}, {"cat", 4}}},
+                 {"unk_token", "<unk>"}}}};
+  const Tokenizer t = Tokenizer::fromJson(file.dump(), "word.json");
+  CHECK(t.wordLevel());
+  CHECK(t.encode("the cat\xC2\xA0@-@\tdog\n the\n") == std::vector<int32_t>{2, 4, 3, 0, 1, 2, 1});
+  CHECK(t.encode("  \n\n") == std::vector<int32_t>{1, 1});
+  CHECK(t.decode({2, 4, 1, 3}) == "the cat <eos> @-@");
+  CHECK(t.vocabSize() == 5);
+  file["model"]["unk_token"] = "[UNK]";
+  std::string err = test::errorOf([&] { Tokenizer::fromJson(file.dump(), "word.json"); });
+  CHECK(err.find("word.json") != std::string::npos);
+  CHECK(err.find("[UNK]") != std::string::npos);
+}
+
 TEST_CASE("byte-level alphabet: GPT-2's byte-to-character table") {
   std::string mapped;
   appendByteLevel(std::string("a \n\x7F\xAD\xFF", 6), mapped);
@@ -212,7 +235,7 @@ TEST_CASE("Oniguruma patterns run on PCRE2: nested classes, White_Space, propert
 TEST_CASE("unsupported or damaged tokenizer.json: one line naming the file and the problem") {
   const std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {
       {[](json& f) { f["model"]["type"] = "Unigram"; },
-       "model \"Unigram\" is not supported (supported: BPE, WordPiece)"},
+       "model \"Unigram\" is not supported (supported: BPE, WordPiece, WordLevel)"},
       {[](json& f) {
          f["normalizer"] = {{"type", "NFD"}};
        },
@@ -246,7 +269,10 @@ TEST_CASE("unsupported or damaged tokenizer.json: one line naming the file and t
        },
        "BertNormalizer's \"lowercase\" is not true or false"},
 
-      {[](json& f) { f["decoder"] = nullptr; }, "decoder \"null\" is not supported"},
+      {[](json& f) {
+         f["decoder"] = {{"type", "CTC"}};
+       },
+       "decoder \"CTC\" is not supported"},
       {[](json& f) { f["model"]["byte_fallback"] = true; },
        "byte_fallback is true but the vocabulary lacks 256 of the 256 byte tokens <0x00> to <0xFF> (first <0x00>)"},
       {[](json& f) { f["model"]["dropout"] = 0.1; }, "BPE dropout (random merges) is not supported"},

@@ -111,10 +111,12 @@ TokenizedText tokenizeTextFile(const TextSource& source, const Tokenizer& tokeni
   return out;
 }
 
-TextSource wikiTextSplitSource(const fs::path& dir, const std::string& split) {
+TextSource wikiTextSplitSource(const fs::path& dir, const std::string& split, bool wordLevel) {
+  fs::path tokens = dir / ("wiki." + split + ".tokens");
+  if (wordLevel) return {tokens, false};
   fs::path raw = dir / ("wiki." + split + ".raw");
   if (fs::exists(raw)) return {raw, false};
-  return {dir / ("wiki." + split + ".tokens"), true};
+  return {tokens, true};
 }
 
 }  // namespace xtrap

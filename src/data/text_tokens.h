@@ -46,7 +46,8 @@ struct TokenizedText {
 TokenizedText tokenizeTextFile(const TextSource& source, const Tokenizer& tokenizer);
 
 // The text a WikiText directory gives for `split`: wiki.<split>.raw when present (the raw
-// release, as it is), else wiki.<split>.tokens, detokenized.
-TextSource wikiTextSplitSource(const std::filesystem::path& dir, const std::string& split);
+// release, as it is), else wiki.<split>.tokens, detokenized; for a tokenizer of WikiText's own
+// words (`wordLevel`: a WordLevel vocabulary, Tokenizer::wordLevel), wiki.<split>.tokens as it is.
+TextSource wikiTextSplitSource(const std::filesystem::path& dir, const std::string& split, bool wordLevel);
 
 }  // namespace xtrap

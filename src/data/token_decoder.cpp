@@ -110,6 +110,7 @@ void TokenDecoder::addReplace(std::shared_ptr<const UnicodeRegex> regex, const s
 void TokenDecoder::addByteFallback() { steps_.push_back({Step::ByteFallback}); }
 
 void TokenDecoder::addFuse() { steps_.push_back({Step::Fuse}); }
+void TokenDecoder::addSpaceJoin() { steps_.push_back({Step::SpaceJoin}); }
 
 void TokenDecoder::addStrip(char32_t character, size_t start, size_t stop) {
   Step step{Step::Strip};
@@ -148,9 +149,11 @@ std::string TokenDecoder::decode(std::vector<std::string> tokens) const {
       case Step::ByteFallback:
         tokens = byteFallback(std::move(tokens));
         break;
+      case Step::SpaceJoin:
       case Step::Fuse: {
         std::string all;
-        for (const std::string& token : tokens) all += token;
+        for (const std::string& token : tokens)
+          all += (step.kind == Step::SpaceJoin && &token != &tokens.front() ? " " : "") + token;
         tokens = {std::move(all)};
         break;
       }

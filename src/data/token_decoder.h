@@ -4,9 +4,10 @@
 // tokenizers' decode_chain. ByteLevel (GPT-2's alphabet back to bytes, one string, invalid UTF-8
 // repaired), Replace (a pattern's matches in each string), ByteFallback (runs of <0xHH> tokens
 // as the bytes they name: one string when they form UTF-8, else one U+FFFD each), Fuse (all in
-// one), Strip (up to `start` leading and `stop` trailing copies of a character off each string),
-// Metaspace (its replacement character as a space, but dropped from the first string unless
-// the prepend scheme is "never") and WordPiece (BERT's "##" continuations joined).
+// one), SpaceJoin (all in one, single spaces between: a null decoder), Strip (up to `start`
+// leading and `stop` trailing copies of a character off each string), Metaspace (its replacement
+// character as a space, but dropped from the first string unless the prepend scheme is "never")
+// and WordPiece (BERT's "##" continuations joined).
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,8 @@ class TokenDecoder {
   void addReplace(std::shared_ptr<const UnicodeRegex> regex, const std::string& content);
   void addByteFallback();
   void addFuse();
+  // What decode does without a decoder (null): the tokens joined by single spaces.
+  void addSpaceJoin();
   void addStrip(char32_t character, size_t start, size_t stop);
   void addMetaspace(char32_t replacement, bool stripFirst);
   // WordPiece: every token but the first loses its continuation prefix, or gets a space before it;
@@ -31,7 +34,7 @@ class TokenDecoder {
 
  private:
   struct Step {
-    enum Kind { ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, WordPiece } kind;
+    enum Kind { ByteLevel, Replace, ByteFallback, Fuse, SpaceJoin, Strip, Metaspace, WordPiece } kind;
     std::shared_ptr<const UnicodeRegex> regex;
     std::string content;   // Replace's, in PCRE2's substitution syntax; WordPiece's prefix
     char32_t character{};  // Strip's or Metaspace's

@@ -6,15 +6,16 @@
 //   added tokens found in the raw text (those not `normalized`) -> normalizer -> added tokens
 //   found in the normalized text -> pre-tokenizers -> the model on each piece.
 // Supported: normalizer null, NFC, Prepend, Replace (String or Regex pattern), BertNormalizer or a
-// Sequence of them; pre-tokenizer null, ByteLevel, Split (String or Regex pattern, every
-// behaviour, invert), Metaspace (prepend_scheme always, first or never, or the older
-// add_prefix_space; split), BertPreTokenizer and Sequence; model BPE (merges spelled "a b" or
-// ["a", "b"], unk_token, fuse_unk, ignore_merges, subword prefix and suffix, byte_fallback with
-// all 256 <0xHH> tokens; dropout null or 0) or WordPiece (unk_token, continuing_subword_prefix,
-// max_input_chars_per_word); post-processor null, ByteLevel, TemplateProcessing, BertProcessing,
-// RobertaProcessing or a Sequence of them; decoder ByteLevel, Metaspace, Replace, ByteFallback,
-// Fuse, Strip, WordPiece or a Sequence of them. Anything else in a file is refused by name when it
-// is read. Unicode versions: unicode_regex.h, unicode_nfc.h, bert_text.h.
+// Sequence of them; pre-tokenizer null, ByteLevel, Split (String or Regex pattern, every behaviour,
+// invert), Metaspace (prepend_scheme always, first or never, or the older add_prefix_space; split),
+// BertPreTokenizer, WhitespaceSplit and Sequence; model BPE (merges spelled "a b" or ["a", "b"],
+// unk_token, fuse_unk, ignore_merges, subword prefix and suffix, byte_fallback with all 256 <0xHH>
+// tokens; dropout null or 0) or WordPiece (unk_token, continuing_subword_prefix,
+// max_input_chars_per_word) or WordLevel (unk_token); post-processor null, ByteLevel,
+// TemplateProcessing, BertProcessing, RobertaProcessing or a Sequence of them; decoder null (tokens
+// joined by spaces), ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip, WordPiece or a
+// Sequence of them. Anything else in a file is refused by name when it is read. Unicode versions:
+// unicode_regex.h, unicode_nfc.h, bert_text.h.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -77,6 +78,9 @@ class Tokenizer {
   // "fnv1a64:<16 hex digits>" of the file's bytes: a cache of token ids made with this file is
   // valid while this is unchanged.
   const std::string& digest() const { return digest_; }
+  // A WordLevel model (a word vocabulary such as `xtrap export --hf` writes): it reads WikiText's
+  // tokenized text as it is, not detokenized.
+  bool wordLevel() const { return wordLevel_; }
 
   struct TemplatePiece {
     bool sequence;  // the text's ids; otherwise `ids` of a special token
@@ -98,6 +102,7 @@ class Tokenizer {
   std::unordered_map<int32_t, std::string> tokenOfId_;  // what decode maps each id to
   int32_t vocabSize_ = 0;
   std::string digest_;
+  bool wordLevel_ = false;
 };
 
 }  // namespace xtrap

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "data/tokenizer.h"
+#include "data/word_level_model.h"
 #include "data/wordpiece_model.h"
 #include "util/fnv1a64.h"
 
@@ -189,11 +190,15 @@ struct TokenizerJsonReader {
                          flag(p, "split", where, true));
     } else if (type == "BertPreTokenizer") {
       steps.addBert();
+    } else if (type == "WhitespaceSplit") {
+      // Rust's char::is_whitespace: Unicode's White_Space, which UnicodeRegex's \s is.
+      static const auto whiteSpace = std::make_shared<const UnicodeRegex>("\\s");
+      steps.addSplit(whiteSpace, SplitBehavior::Removed, false);
     } else if (type == "Sequence") {
       for (const json& inner : array(p, "pretokenizers", "pre_tokenizer Sequence")) preTokenizer(inner, steps);
     } else {
       unsupported(fmt::format("pre_tokenizer \"{}\"", type),
-                  "null, ByteLevel, Split, Metaspace, BertPreTokenizer, Sequence");
+                  "null, ByteLevel, Split, Metaspace, BertPreTokenizer, WhitespaceSplit, Sequence");
     }
   }
 
@@ -229,7 +234,14 @@ struct TokenizerJsonReader {
       wordPiece(m);
       return;
     }
-    if (type != "BPE") unsupported(fmt::format("model \"{}\"", type), "BPE, WordPiece");
+    if (type == "WordLevel") {
+      const std::string where = "WordLevel model";
+      tokenizer.model_ = std::make_shared<const WordLevelModel>(vocabulary(m, where),
+                                                                optionalText(m, "unk_token", where).value_or("<unk>"));
+      tokenizer.wordLevel_ = true;
+      return;
+    }
+    if (type != "BPE") unsupported(fmt::format("model \"{}\"", type), "BPE, WordPiece, WordLevel");
     const std::string where = "BPE model";
     auto dropout = m.find("dropout");
     if (dropout != m.end() && !dropout->is_null()) {
@@ -369,7 +381,9 @@ struct TokenizerJsonReader {
 
   void decoder(const json& d, TokenDecoder& steps) {
     const std::string type = typeOf(d, "decoder");
-    if (type == "ByteLevel") {
+    if (type.empty()) {
+      steps.addSpaceJoin();  // Hugging Face's decode without a decoder: tokens.join(" ")
+    } else if (type == "ByteLevel") {
       steps.addByteLevel();
     } else if (type == "Metaspace") {
       const std::string where = "Metaspace decoder";
@@ -390,8 +404,8 @@ struct TokenizerJsonReader {
     } else if (type == "Sequence") {
       for (const json& inner : array(d, "decoders", "decoder Sequence")) decoder(inner, steps);
     } else {
-      unsupported(fmt::format("decoder \"{}\"", type.empty() ? "null" : type),
-                  "ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip, WordPiece, Sequence");
+      unsupported(fmt::format("decoder \"{}\"", type),
+                  "null, ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip, WordPiece, Sequence");
     }
   }
 

@@ -21,7 +21,8 @@ PretrainedText loadPretrainedText(const RunInfo& run, const std::string& textFil
   }
   if (textFile.empty() && dataDir.empty())
     throw std::invalid_argument(run.dir.string() + " is a pretrained model: give --text FILE or --data DIR to score");
-  TextSource source = !textFile.empty() ? TextSource{textFile, false} : wikiTextSplitSource(dataDir, split);
+  TextSource source =
+      !textFile.empty() ? TextSource{textFile, false} : wikiTextSplitSource(dataDir, split, t.tokenizer->wordLevel());
   TokenizedText tokenized = tokenizeTextFile(source, *t.tokenizer);
   t.ids = std::make_shared<const std::vector<int32_t>>(std::move(tokenized.ids));
   t.counts = tokenized.counts;

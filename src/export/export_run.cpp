@@ -5,12 +5,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "data/wikitext.h"
-#include "export/safetensors_writer.h"
+#include "export/export_directory.h"
 #include "model/position/fire_bias.h"
 #include "model/position/kerple_bias.h"
 #include "run/checkpoint.h"
-#include "run/run_directory.h"
 #include "util/atomic_file.h"
 #include "util/execution_context.h"
 #include "util/interrupt.h"
@@ -18,22 +16,6 @@
 namespace xtrap {
 
 namespace {
-std::string safetensorsDtype(torch::ScalarType t) {
-  switch (t) {
-    case torch::kFloat32:
-      return "F32";
-    case torch::kFloat64:
-      return "F64";
-    case torch::kInt64:
-      return "I64";
-    case torch::kInt32:
-      return "I32";
-    case torch::kBool:
-      return "BOOL";
-    default:
-      throw std::runtime_error(std::string("export: unsupported tensor type ") + c10::toString(t));
-  }
-}
 
 // What config.json says beyond ModelConfig: the position method's numbers after learning.
 nlohmann::json positionDetails(Transformer& model) {
@@ -134,43 +116,17 @@ nlohmann::json architectureDetails(Transformer& model) {
 }  // namespace
 
 void exportRun(const std::filesystem::path& runDir, const std::filesystem::path& outDir) {
-  namespace fs = std::filesystem;
-  if (fs::exists(outDir) && !(fs::is_directory(outDir) && fs::is_empty(outDir)))
-    throw std::runtime_error("export: " + outDir.string() + " exists and is not an empty directory");
+  requireExportTarget(outDir);
   RunInfo run = readRunInfo(runDir);
-  if (!run.pretrained.empty())
-    throw std::invalid_argument("export: " + runDir.string() +
-                                " is a Hugging Face model directory: its weights are already safetensors");
-  Corpus corpus = loadWikiText(run.train.dataDir);
-  std::vector<std::string> words = corpus.vocab.words();
-  if (!run.model.causal()) words.emplace_back(Vocabulary::kMask);  // the masked-LM trainer's layout:
-  if (run.model.usesBos()) words.emplace_back(Vocabulary::kBos);   // words, <mask>, then <bos>
-  if (static_cast<int64_t>(words.size()) != run.model.vocabSize)
-    throw std::runtime_error(fmt::format("export: run {} was trained with {} words, {} gives {}", runDir.string(),
-                                         run.model.vocabSize, run.train.dataDir, words.size()));
+  std::vector<std::string> words = runWords(run, runDir);
   throwIfInterrupted();
   Transformer model = loadTrainedModel(run);
   throwIfInterrupted();
-
-  fs::path target = fs::absolute(outDir).lexically_normal();
-  if (target.filename().empty()) target = target.parent_path();
-  removeStaleTemporariesOf(target);  // OUT.tmp.PID/ of an export killed before its rename
-  fs::path tmp = temporarySibling(target);
-  fs::create_directories(tmp);
-  try {
-    std::vector<torch::Tensor> keep;  // owns the contiguous host copies the entries point into
-    std::vector<SafetensorsEntry> entries;
-    for (const auto& item : model->named_parameters(true)) keep.push_back(toHost(item.value()));
-    for (const auto& item : model->named_buffers(true)) keep.push_back(toHost(item.value()));
-    std::vector<std::string> names;
-    for (const auto& item : model->named_parameters(true)) names.push_back(item.key());
-    for (const auto& item : model->named_buffers(true)) names.push_back(item.key());
-    for (size_t k = 0; k < keep.size(); ++k)
-      entries.push_back({names[k], safetensorsDtype(keep[k].scalar_type()), keep[k].sizes().vec(), keep[k].data_ptr(),
-                         static_cast<size_t>(keep[k].nbytes())});
-    writeFileAtomically(tmp / "model.safetensors", [&](std::ostream& out) {
-      writeSafetensors(out, entries, {{"format", "pt"}, {"xtrap_version", xtrapVersion()}});
-    });
+  writeDirectoryAtomically(outDir, [&](const std::filesystem::path& tmp) {
+    std::vector<std::pair<std::string, torch::Tensor>> tensors;
+    for (const auto& item : model->named_parameters(true)) tensors.emplace_back(item.key(), item.value());
+    for (const auto& item : model->named_buffers(true)) tensors.emplace_back(item.key(), item.value());
+    writeTensorFile(tmp / "model.safetensors", tensors);
 
     nlohmann::json config;
     config["xtrap_version"] = xtrapVersion();
@@ -184,14 +140,7 @@ void exportRun(const std::filesystem::path& runDir, const std::filesystem::path&
     std::string vocab;
     for (const auto& w : words) vocab += w + "\n";
     writeTextAtomically(tmp / "vocab.txt", vocab);
-    throwIfInterrupted();                        // the last moment a signal can stop the export without a trace
-    if (fs::exists(target)) fs::remove(target);  // empty (checked above)
-    fs::rename(tmp, target);
-  } catch (...) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
-    throw;
-  }
+  });
 }
 
 }  // namespace xtrap

@@ -43,6 +43,21 @@ struct RefusedKey {
 // The names of a checkpoint's tensors as stored (prefixes included); empty where unknown.
 using TensorNames = std::set<std::string>;
 
+// How `xtrap export --hf` writes an xtrap model as the family's model type (the inverse of `read`
+// and `tensors`); families without one are read only.
+struct FamilyExporter {
+  // Why the model type does not compute `model` exactly (one line naming the setting and the
+  // training flag that avoids it); empty when it does. `model` is the exported one: untied head,
+  // no embedding scale (export/hf_export.h folds both).
+  std::string (*refusal)(const ModelConfig& model) = nullptr;
+  // config.json for `model`; `eosId` the id of the end-of-line token, also the context token.
+  nlohmann::json (*config)(const ModelConfig& model, int32_t eosId) = nullptr;
+  // Prepended to the names `tensors` gives, but for those in `unprefixed` (the LM head outside
+  // the base model's prefix).
+  std::string prefix;
+  std::vector<std::string> unprefixed;
+};
+
 struct PretrainedFamily {
   std::vector<std::string> modelTypes;  // the config.json model_type values it reads
   std::vector<std::string> computed;    // read into the settings (the reader allows no others)
@@ -62,6 +77,7 @@ struct PretrainedFamily {
   // Tensors (without prefix; a trailing '.' names a prefix) the model does not read: heads of
   // other tasks (BERT's pooler and next-sentence head), tied copies, saved buffers.
   std::vector<std::string> unreadTensors;
+  FamilyExporter exporter;
 };
 
 // Every family, in the order docs/pretrained.md lists them.

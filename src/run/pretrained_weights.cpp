@@ -192,4 +192,12 @@ Transformer loadPretrainedModel(const fs::path& dir, const std::string& type, co
   return model;
 }
 
+torch::Tensor storedLayout(const torch::Tensor& parameter, TensorLayout layout, int64_t heads) {
+  if (layout == TensorLayout::AsStored) return parameter;
+  auto rest = parameter.sizes().slice(1).vec();
+  std::vector<int64_t> qkvFirst{3, heads, parameter.size(0) / (3 * heads)};  // xtrap's [3, H, D] rows
+  qkvFirst.insert(qkvFirst.end(), rest.begin(), rest.end());
+  return parameter.reshape(qkvFirst).transpose(0, 1).reshape(parameter.sizes());
+}
+
 }  // namespace xtrap

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "model/transformer.h"
+#include "run/pretrained_family.h"
 #include "util/execution_context.h"
 
 namespace xtrap {
@@ -30,6 +31,10 @@ namespace xtrap {
 // whose shape or dtype does not match the config, a tensor the model does not use (the config
 // does not match the checkpoint; a tied head's stored lm_head.weight excepted), a tensor in two
 // shards, or a damaged file.
+// The inverse of the loader's layout change: an xtrap parameter's rows as a checkpoint of
+// `layout` stores them (export/hf_export.h).
+torch::Tensor storedLayout(const torch::Tensor& parameter, TensorLayout layout, int64_t heads);
+
 Transformer loadPretrainedModel(const std::filesystem::path& dir, const std::string& modelType,
                                 const ModelConfig& config, const ExecutionContext& ctx);
 

@@ -167,4 +167,27 @@ RopeConfig readRopeConfig(const json& config, const std::string& file, int64_t h
   return r;
 }
 
+nlohmann::json ropeScalingJson(const RopeScaling& s) {
+  json j{{"rope_type", s.type}, {"type", s.type}, {"factor", s.factor}};
+  if (s.type == "yarn" || s.type == "longrope" || s.type == "llama3")
+    j["original_max_position_embeddings"] = s.originalMaxPositions;
+  if ((s.type == "yarn" || s.type == "longrope") && s.attentionFactor > 0) j["attention_factor"] = s.attentionFactor;
+  if (s.type == "yarn") {
+    j["beta_fast"] = s.betaFast;
+    j["beta_slow"] = s.betaSlow;
+    if (s.mscale > 0) j["mscale"] = s.mscale;
+    if (s.mscaleAllDim > 0) j["mscale_all_dim"] = s.mscaleAllDim;
+    j["truncate"] = s.truncate;
+  }
+  if (s.type == "longrope") {
+    j["short_factor"] = s.shortFactor;
+    j["long_factor"] = s.longFactor;
+  }
+  if (s.type == "llama3") {
+    j["low_freq_factor"] = s.lowFreqFactor;
+    j["high_freq_factor"] = s.highFreqFactor;
+  }
+  return j;
+}
+
 }  // namespace xtrap

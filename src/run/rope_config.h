@@ -42,4 +42,9 @@ struct RopeConfigOptions {
 RopeConfig readRopeConfig(const nlohmann::json& config, const std::string& file, int64_t headDim,
                           const RopeConfigOptions& options = {});
 
+// The inverse for the scaling: a `rope_scaling` dict that readRopeConfig reads back as `s` (every
+// field written; `type` beside `rope_type` for transformers before 4.42). A dynamic scaling reads
+// its M from max_position_embeddings, which the caller writes as s.originalMaxPositions.
+nlohmann::json ropeScalingJson(const RopeScaling& s);
+
 }  // namespace xtrap

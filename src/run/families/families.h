@@ -6,6 +6,7 @@ namespace xtrap {
 
 const PretrainedFamily& bloomFamily();
 const PretrainedFamily& mptFamily();
+const PretrainedFamily& gptNeoxFamily();
 const PretrainedFamily& llamaFamily();
 const PretrainedFamily& mistralFamily();
 const PretrainedFamily& qwen2Family();

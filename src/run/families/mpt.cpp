@@ -131,65 +131,108 @@ TensorMap mptTensors(const ModelConfig& c) {
   return t;
 }
 
+// What llm-foundry's MPT cannot compute of an xtrap decoder, with the training flag that avoids it.
+std::string mptRefusal(const ModelConfig& m) {
+  if (m.position() != PositionMethod::Alibi) return "mpt computes ALiBi with fixed slopes, not " + m.pos;
+  if (m.alibiInterp != "none")
+    return "mpt's slopes are 2^(-8h/H): an adapted run's " + m.alibiInterp +
+           "-interpolated slopes have no setting (adapt with --interp none)";
+  if (!m.finalNorm) return "mpt has a final LayerNorm: train without --no-final-norm";
+  return "";
+}
+
+nlohmann::json writeMpt(const ModelConfig& m, int32_t eosId) {
+  nlohmann::json act{{"name", m.activation == "gelu-tanh" ? std::string("gelu") : m.activation}};
+  if (m.activation == "gelu" || m.activation == "gelu-tanh")
+    act["approximate"] = m.activation == "gelu" ? "none" : "tanh";
+  nlohmann::json j;
+  j["architectures"] = {"MPTForCausalLM"};
+  j["model_type"] = "mpt";
+  j["vocab_size"] = m.vocabSize;
+  j["d_model"] = m.dModel;
+  j["n_layers"] = m.layers;
+  j["n_heads"] = m.heads;
+  j["max_seq_len"] = m.contextLength;
+  j["no_bias"] = !m.linearBiases;
+  j["norm_type"] = "layernorm";
+  j["norm_eps"] = m.normEps;
+  j["layer_norm_epsilon"] = m.normEps;
+  j["tie_word_embeddings"] = m.tiedHead;
+  j["expansion_ratio"] = double(m.ffn) / double(m.dModel);
+  j["ffn_config"] = {{"ffn_type", "mptmlp"}, {"ffn_hidden_size", m.ffn}, {"ffn_act_fn", act}};
+  j["attn_config"] = {{"alibi", true},
+                      {"alibi_bias_max", m.alibiSlopes == "mpt" ? m.alibiBiasMax : 8.0},
+                      {"attn_type", "multihead_attention"},
+                      {"attn_impl", "torch"}};
+  j["bos_token_id"] = eosId;
+  j["eos_token_id"] = eosId;
+  j["torch_dtype"] = "float32";
+  return j;
+}
+
 }  // namespace
 
 const PretrainedFamily& mptFamily() {
-  static const PretrainedFamily f{
-      {"mpt"},
-      {"vocab_size",
-       "d_model",
-       "hidden_size",
-       "n_layers",
-       "num_hidden_layers",
-       "n_heads",
-       "num_attention_heads",
-       "head_dim",
-       "no_bias",
-       "attention_bias",
-       "norm_eps",
-       "layer_norm_epsilon",
-       "max_seq_len",
-       "tie_word_embeddings",
-       "final_logit_softcapping",
-       "norm_type",
-       "expansion_ratio",
-       "ffn_config",
-       "ffn_config.ffn_type",
-       "ffn_config.ffn_act_fn",
-       "ffn_config.ffn_act_fn.name",
-       "ffn_config.ffn_act_fn.approximate",
-       "ffn_config.ffn_hidden_size",
-       "attn_config",
-       "attn_config.alibi",
-       "attn_config.alibi_bias_max",
-       "attn_config.attn_type",
-       "attn_config.kv_n_heads",
-       "attn_config.softmax_scale",
-       "attn_config.clip_qkv",
-       "attn_config.sliding_window_size",
-       "attn_config.attn_logit_softcapping",
-       "attn_config.attn_temperature_tuning",
-       "attn_config.attn_temperature_tuning.attn_scale",
-       "bos_token_id",
-       "eos_token_id"},
-      // Training-only (dropout, initialisation, gradient scaling, padding, sequence ids), the
-      // implementation of the same product (attn_impl, fc_type), settings read only with rope,
-      // which is refused, and the verbose/init_device switches.
-      {"resid_pdrop", "emb_pdrop", "attn_config.attn_pdrop", "embedding_fraction", "init_device", "init_config",
-       "fc_type", "use_pad_tok_in_ffn", "verbose", "learned_pos_emb", "attn_config.attn_impl",
-       "attn_config.attn_uses_sequence_id", "attn_config.kv_dim", "attn_config.rope_theta", "attn_config.rope_impl",
-       "attn_config.rope_dail_config", "attn_config.rope_hf_config", "attn_config.attn_temperature_tuning.floor_scale"},
-      {{"logit_scale", nullptr, "logits scaled"},
-       {"block_overrides", nullptr, "per-layer attention settings"},
-       {"attn_config.rope", false, "rotary positions beside ALiBi"},
-       {"attn_config.nope", false, "layers without positions"},
-       {"attn_config.qk_ln", false, "a LayerNorm over all of q and of k"},
-       {"attn_config.qk_gn", false, "a per-head norm on q and k"},
-       {"attn_config.prefix_lm", false, "bidirectional prefixes"},
-       {"attn_config.fused_qkv", true, "separate Wq, Wk, Wv"}},
-      {"transformer."},
-      readMpt,
-      mptTensors};
+  static const PretrainedFamily f = [] {
+    PretrainedFamily g{{"mpt"},
+                       {"vocab_size",
+                        "d_model",
+                        "hidden_size",
+                        "n_layers",
+                        "num_hidden_layers",
+                        "n_heads",
+                        "num_attention_heads",
+                        "head_dim",
+                        "no_bias",
+                        "attention_bias",
+                        "norm_eps",
+                        "layer_norm_epsilon",
+                        "max_seq_len",
+                        "tie_word_embeddings",
+                        "final_logit_softcapping",
+                        "norm_type",
+                        "expansion_ratio",
+                        "ffn_config",
+                        "ffn_config.ffn_type",
+                        "ffn_config.ffn_act_fn",
+                        "ffn_config.ffn_act_fn.name",
+                        "ffn_config.ffn_act_fn.approximate",
+                        "ffn_config.ffn_hidden_size",
+                        "attn_config",
+                        "attn_config.alibi",
+                        "attn_config.alibi_bias_max",
+                        "attn_config.attn_type",
+                        "attn_config.kv_n_heads",
+                        "attn_config.softmax_scale",
+                        "attn_config.clip_qkv",
+                        "attn_config.sliding_window_size",
+                        "attn_config.attn_logit_softcapping",
+                        "attn_config.attn_temperature_tuning",
+                        "attn_config.attn_temperature_tuning.attn_scale",
+                        "bos_token_id",
+                        "eos_token_id"},
+                       // Training-only (dropout, initialisation, gradient scaling, padding, sequence ids), the
+                       // implementation of the same product (attn_impl, fc_type), settings read only with rope,
+                       // which is refused, and the verbose/init_device switches.
+                       {"resid_pdrop", "emb_pdrop", "attn_config.attn_pdrop", "embedding_fraction", "init_device",
+                        "init_config", "fc_type", "use_pad_tok_in_ffn", "verbose", "learned_pos_emb",
+                        "attn_config.attn_impl", "attn_config.attn_uses_sequence_id", "attn_config.kv_dim",
+                        "attn_config.rope_theta", "attn_config.rope_impl", "attn_config.rope_dail_config",
+                        "attn_config.rope_hf_config", "attn_config.attn_temperature_tuning.floor_scale"},
+                       {{"logit_scale", nullptr, "logits scaled"},
+                        {"block_overrides", nullptr, "per-layer attention settings"},
+                        {"attn_config.rope", false, "rotary positions beside ALiBi"},
+                        {"attn_config.nope", false, "layers without positions"},
+                        {"attn_config.qk_ln", false, "a LayerNorm over all of q and of k"},
+                        {"attn_config.qk_gn", false, "a per-head norm on q and k"},
+                        {"attn_config.prefix_lm", false, "bidirectional prefixes"},
+                        {"attn_config.fused_qkv", true, "separate Wq, Wk, Wv"}},
+                       {"transformer."},
+                       readMpt,
+                       mptTensors};
+    g.exporter = {mptRefusal, writeMpt, "transformer.", {"lm_head.weight"}};
+    return g;
+  }();
   return f;
 }
 

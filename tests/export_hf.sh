@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# `xtrap export RUN --hf DIR` round trip: tiny rotary and ALiBi decoders (and rotary runs adapted with
+# linear, NTK and YaRN positions) trained on a slice of the shipped data, exported in Hugging Face
+# layout, then scored by xtrap's pretrained loader (`xtrap eval DIR`, which applies the same key
+# checks as to a downloaded model) with the exported tokenizer.json: the NLL must be the run's own
+# to 1e-6 and the tokens scored the same. Also the refusals, each one line naming the setting and
+# the training flag that avoids it, and the config's model type and rope_scaling.
+set -euo pipefail
+XTRAP=$1
+PYTHON=${XTRAP_PYTHON:-/usr/bin/python3}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir "$work/data"
+for split in train valid test; do head -n 300 data/wikitext-2/wiki.$split.tokens >"$work/data/wiki.$split.tokens"; done
+status=0
+fail() {
+  echo "FAIL: $*"
+  status=1
+}
+
+train() {  # NAME ARGS...
+  local name=$1
+  shift
+  "$XTRAP" train --data "$work/data" --out "$work/$name" --steps 4 --L 16 --layers 2 --d-model 32 --heads 4 \
+    --ffn 64 --batch 4 --warmup 1 --lr 0.01 --threads 1 --no-progress --eval-tokens 64 "$@" >/dev/null
+}
+
+# NAME MODEL-TYPE: export, check the config's model type, score both at 16 and 64 tokens.
+round_trip() {
+  local name=$1 type=$2
+  "$XTRAP" export "$work/$name" --hf "$work/$name-hf" >/dev/null
+  for f in config.json model.safetensors tokenizer.json tokenizer_config.json; do
+    [[ -f $work/$name-hf/$f ]] || fail "$name: no $f"
+  done
+  "$XTRAP" eval "$work/$name" --Lvalid 16,64 --threads 1 --no-progress --out "$work/$name.json" >/dev/null
+  "$XTRAP" eval "$work/$name-hf" --data "$work/data" --Lvalid 16,64 --threads 1 --no-progress \
+    --out "$work/$name-hf.json" >/dev/null
+  "$PYTHON" - "$work/$name" "$type" <<'PY' || status=1
+import json, sys
+run, model_type = sys.argv[1], sys.argv[2]
+config = json.load(open(run + "-hf/config.json"))
+assert config["model_type"] == model_type, (run, config["model_type"])
+assert config["tie_word_embeddings"] is False  # the sqrt(d) scale folded into the input embedding
+own = json.load(open(run + ".json"))
+exported = json.load(open(run + "-hf.json"))
+assert len(own) == len(exported) == 2, (len(own), len(exported))
+for a, b in zip(own, exported):
+    assert a["Lvalid"] == b["Lvalid"] and a["tokens_scored"] == b["tokens_scored"], (a, b)
+    na, nb = float(a["nll"]), float(b["nll"])
+    assert abs(na - nb) <= 1e-6 * max(1.0, abs(na)), f"{run} Lvalid {a['Lvalid']}: nll {na!r} vs exported {nb!r}"
+    print(f"{run.rsplit('/', 1)[-1]} Lvalid {a['Lvalid']}: {a['tokens_scored']} tokens, nll {na:.9f} vs {nb:.9f}")
+PY
+}
+
+train rotary --pos rotary --adaptive-softmax none
+round_trip rotary gpt_neox
+train alibi --pos alibi --adaptive-softmax none
+round_trip alibi mpt
+train alibi-relu --pos alibi --adaptive-softmax none --activation relu --no-scale-embedding
+round_trip alibi-relu mpt
+for interp in linear ntk yarn; do
+  "$XTRAP" train --init "$work/rotary" --L 32 --interp $interp --data "$work/data" --out "$work/rotary-$interp" \
+    --steps 2 --batch 2 --warmup 1 --threads 1 --no-progress --eval-tokens 64 >/dev/null
+  round_trip rotary-$interp gpt_neox
+done
+"$PYTHON" - "$work" <<'PY' || status=1
+import json, sys
+work = sys.argv[1]
+# The baked transforms, as transformers reads them: PI and YaRN as rope_scaling with a = 32 / 16,
+# NTK-aware as a larger rope_theta (base * a^(d / (d - 2)), d = 8 rotated channels).
+linear = json.load(open(work + "/rotary-linear-hf/config.json"))
+assert linear["rope_scaling"]["rope_type"] == "linear" and linear["rope_scaling"]["factor"] == 2.0, linear["rope_scaling"]
+yarn = json.load(open(work + "/rotary-yarn-hf/config.json"))["rope_scaling"]
+assert yarn["rope_type"] == "yarn" and yarn["factor"] == 2.0 and yarn["original_max_position_embeddings"] == 16, yarn
+ntk = json.load(open(work + "/rotary-ntk-hf/config.json"))
+assert ntk["rope_scaling"] is None and abs(ntk["rope_theta"] - 10000 * 2 ** (8 / 6)) < 1e-6, ntk["rope_theta"]
+PY
+
+# Refusals: one line each, naming the flag.
+refused() {  # NAME EXPECTED-TEXT
+  local out
+  if out=$("$XTRAP" export "$work/$1" --hf "$work/$1-refused" 2>&1); then
+    fail "$1: export --hf succeeded"
+  elif [[ $(printf '%s\n' "$out" | wc -l) -ne 1 || $out != *"$2"* ]]; then
+    fail "$1: expected one line with '$2', got: $out"
+  fi
+  [[ ! -e $work/$1-refused ]] || fail "$1: a refused export left $work/$1-refused"
+}
+train adaptive --pos rotary
+refused adaptive "--adaptive-softmax none"
+train encoder --arch encoder --pos alibi --adaptive-softmax none
+refused encoder "encoder"
+train sinusoidal --pos sinusoidal --adaptive-softmax none
+refused sinusoidal "not sinusoidal"
+"$XTRAP" train --init "$work/alibi" --L 32 --interp linear --data "$work/data" --out "$work/alibi-linear" \
+  --steps 1 --batch 2 --warmup 1 --threads 1 --no-progress --eval-tokens 64 >/dev/null
+refused alibi-linear "--interp none"
+out=$("$XTRAP" export "$work/rotary" "$work/x" --hf "$work/y" 2>&1) && fail "OUT and --hf together accepted"
+out=$("$XTRAP" export "$work/rotary" 2>&1) && fail "export without OUT or --hf accepted"
+[[ $out == *"give OUT or --hf"* ]] || fail "export without a target: $out"
+exit $status
