@@ -56,6 +56,17 @@ train rotary --pos rotary --adaptive-softmax none
 round_trip rotary gpt_neox
 train alibi --pos alibi --adaptive-softmax none
 round_trip alibi mpt
+# The model types' own computation (tests/export_hf_reference.py, float64, from transformers' and
+# llm-foundry's code) gives the NLL xtrap's loader gives for the exported directory.
+reference() {  # NAME
+  "$XTRAP" eval "$work/$1-hf" --data "$work/data" --Lvalid 48 --max-tokens 200 --threads 1 --no-progress \
+    --out "$work/$1-ref.json" >/dev/null
+  nll=$("$PYTHON" -c "import json, sys; print(repr(json.load(open(sys.argv[1]))[0]['nll']))" "$work/$1-ref.json")
+  "$PYTHON" "$(dirname "$0")/export_hf_reference.py" "$work/$1-hf" "$work/data/wiki.valid.tokens.xtrap-bpe" 200 48 \
+    "$nll" || status=1
+}
+reference rotary
+reference alibi
 train alibi-relu --pos alibi --adaptive-softmax none --activation relu --no-scale-embedding
 round_trip alibi-relu mpt
 for interp in linear ntk yarn; do
@@ -63,6 +74,7 @@ for interp in linear ntk yarn; do
     --steps 2 --batch 2 --warmup 1 --threads 1 --no-progress --eval-tokens 64 >/dev/null
   round_trip rotary-$interp gpt_neox
 done
+reference rotary-linear
 "$PYTHON" - "$work" <<'PY' || status=1
 import json, sys
 work = sys.argv[1]
