@@ -1,8 +1,9 @@
 // Every attention path this build has, forced through ForwardOptions::path, computes what the
 // reference path computes: features and the gradient of every parameter (learned slopes,
 // first-token bias and T5's table included), for every position method of decoders and encoders,
-// on a window long enough that the causal-skip path really splits into blocks. And the reference
-// path itself against a hand loop: for ALiBi-family heads its attention is
+// on a window long enough that the causal-skip path really splits into blocks; the recompute
+// path also on sliding-window layers, and asking its provider for one query block at a time. And
+// the reference path itself against a hand loop: for ALiBi-family heads its attention is
 // softmax_j(q_i . k_j / sqrt(D) + LinearBiasSpec::bias(h, i, j)).
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -11,6 +12,10 @@
 
 #include "model/attention_plan.h"
 #include "model/linear_bias_spec.h"
+#include "model/position/fire_bias.h"
+#include "model/position/kerple_bias.h"
+#include "model/position/linear_bias.h"
+#include "model/position/t5_bias.h"
 #include "model/recomputed_attention.h"
 #include "model/transformer.h"
 #include "test_support.h"
@@ -27,15 +32,25 @@ struct Pass {
   std::map<std::string, torch::Tensor> grads;  // parameters with a gradient
 };
 
-Pass runPath(Transformer& model, const torch::Tensor& tokens, const torch::Tensor& targets,
-             const torch::Tensor& weights, ForwardOptions opt) {
+// Two windows of T random tokens, their targets and a random direction of the features.
+struct Inputs {
+  Inputs(const ModelConfig& cfg, int64_t T, uint64_t seed) {
+    torch::manual_seed(seed);
+    tokens = torch::randint(0, cfg.vocabSize, {2, T}, torch::kLong);
+    targets = torch::randint(0, cfg.vocabSize, {2 * T}, torch::kLong);
+    weights = torch::randn({2, T, cfg.dModel});
+  }
+  torch::Tensor tokens, targets, weights;  // (2, T), (2 T), (2, T, C)
+};
+
+Pass runPath(Transformer& model, const Inputs& in, ForwardOptions opt) {
   model->zero_grad();
   for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
-  auto f = model->features(tokens, opt);  // (B, T, C)
+  auto f = model->features(in.tokens, opt);  // (B, T, C)
   int64_t C = f.size(-1);
   // Both the head (through the NLL) and a random direction of the features: every parameter gets
   // a gradient that depends on the attention.
-  auto loss = model->tokenNll(f.reshape({-1, C}), targets).mean() + (f * weights).sum() / double(f.numel());
+  auto loss = model->tokenNll(f.reshape({-1, C}), in.targets).mean() + (f * in.weights).sum() / double(f.numel());
   loss.backward();
   Pass pass{f.detach().cpu(), {}};
   for (const auto& p : model->named_parameters())
@@ -46,11 +61,23 @@ Pass runPath(Transformer& model, const torch::Tensor& tokens, const torch::Tenso
 
 double maxAbs(const torch::Tensor& t) { return t.abs().max().to(torch::kFloat64).item<double>(); }
 
-// max |a - b| <= tol * max |reference|: float32 sums in another order differ by ~1e-6 relative.
-void checkClose(const torch::Tensor& reference, const torch::Tensor& got, double tol, const std::string& what) {
+// max |a - b| <= tol * max |reference| + floor: float32 sums in another order differ by ~1e-6
+// relative.
+void checkClose(const torch::Tensor& reference, const torch::Tensor& got, double tol, const std::string& what,
+                double floor = 1e-7) {
   double diff = test::maxAbsDiff(reference, got), scale = maxAbs(reference);
   INFO(what << ": max |difference| " << diff << ", max |reference| " << scale);
-  CHECK(diff <= tol * scale + 1e-7);
+  CHECK(diff <= tol * scale + floor);
+}
+
+// The same features and the same gradient of every parameter as the reference pass.
+void checkSamePass(const Pass& ref, const Pass& got) {
+  checkClose(ref.features, got.features, 1e-4, "features");
+  REQUIRE(got.grads.size() == ref.grads.size());
+  for (const auto& [param, grad] : ref.grads) {
+    REQUIRE(got.grads.count(param) == 1);
+    checkClose(grad, got.grads.at(param), 1e-4, "gradient of " + param);
+  }
 }
 
 }  // namespace
@@ -71,14 +98,11 @@ TEST_CASE("every attention path equals the reference path, forward and every gra
       torch::NoGradGuard g;  // first-token bias starts at 0: give each head its own value
       lb->firstTokenBias().copy_(torch::linspace(-1, 1, cfg.heads));
     }
-    torch::manual_seed(7);
-    auto tokens = torch::randint(0, cfg.vocabSize, {2, T}, torch::kLong);
-    auto targets = torch::randint(0, cfg.vocabSize, {2 * T}, torch::kLong);
-    auto weights = torch::randn({2, T, cfg.dModel});
+    Inputs in(cfg, T, 7);
 
     ForwardOptions refOpt;
     refOpt.path = AttentionPath::Reference;
-    Pass ref = runPath(model, tokens, targets, weights, refOpt);
+    Pass ref = runPath(model, in, refOpt);
     // Every trainable parameter has a gradient, the position method's own ones included.
     CHECK(ref.grads.size() == model->parameters().size());
     if (m.pos == "alibi-learned" || m.pos == "bialibi") {
@@ -114,15 +138,137 @@ TEST_CASE("every attention path equals the reference path, forward and every gra
 #endif
     for (const auto& [name, opt] : paths) {
       INFO("path " << name);
-      Pass got = runPath(model, tokens, targets, weights, opt);
-      checkClose(ref.features, got.features, 1e-4, "features");
-      REQUIRE(got.grads.size() == ref.grads.size());
-      for (const auto& [param, grad] : ref.grads) {
-        REQUIRE(got.grads.count(param) == 1);
-        checkClose(grad, got.grads.at(param), 1e-4, "gradient of " + param);
-      }
+      checkSamePass(ref, runPath(model, in, opt));
     }
   }
+}
+
+TEST_CASE("sliding-window layers: the recompute path equals the reference path, forward and every gradient",
+          "[attention-paths]") {
+  // The recompute path takes the window from its blocks' bias (attentionBiasBlock), with and
+  // without a bias provider, on some layers or all of them; blocks of 7 rows and the planned ones.
+  constexpr int64_t T = 60;
+  struct Case {
+    std::string pos;
+    int64_t window;
+    std::vector<int64_t> layers;  // empty: every layer
+  };
+  for (const auto& c : {Case{"alibi", 9, {1}}, Case{"rotary", 7, {}}, Case{"t5", 9, {0}}, Case{"kerple-log", 11, {}},
+                        Case{"none", 9, {1}}}) {
+    INFO(c.pos << ", window " << c.window);
+    auto cfg = test::tinyConfig(c.pos);
+    cfg.attentionWindow = c.window;
+    cfg.windowedLayers = c.layers;
+    Transformer model(cfg);
+    model->eval();
+    Inputs in(cfg, T, 5);
+    ForwardOptions refOpt;
+    refOpt.path = AttentionPath::Reference;
+    Pass ref = runPath(model, in, refOpt);
+    for (int64_t rows : {0, 7}) {
+      INFO("recompute, blocks of " << rows << " rows (0: planned)");
+      ForwardOptions o;
+      o.path = AttentionPath::Recompute;
+      o.queryBlock = rows;
+      checkSamePass(ref, runPath(model, in, o));
+    }
+  }
+}
+
+namespace {
+// A provider's bias, recording the most query rows any call asked for.
+struct RecordingBias : AttentionBias {
+  explicit RecordingBias(std::shared_ptr<AttentionBias> provider) : inner(register_module("inner", provider)) {}
+  torch::Tensor block(int64_t q0, int64_t q1, int64_t k0, int64_t k1) override {
+    mostRows = std::max(mostRows, q1 - q0);
+    return inner->block(q0, q1, k0, k1);
+  }
+  bool trainable() const override { return inner->trainable(); }
+  bool blocksFuture() const override { return inner->blocksFuture(); }
+  std::shared_ptr<AttentionBias> inner;
+  int64_t mostRows = 0;
+};
+}  // namespace
+
+TEST_CASE("the recompute path asks the provider for one query block at a time and trains its parameters",
+          "[attention-paths]") {
+  // One attention layer on the recompute path with blocks of 7 rows against the reference path
+  // with the full (H, T, T) bias: the same output and the same gradients of the input, the layer's
+  // weights and every bias parameter (learned slopes, first-token bias, T5's table, KERPLE's r1 and
+  // r2, FIRE's MLP), while the provider is never asked for more than 7 query rows.
+  constexpr int64_t B = 2, T = 50, rows = 7;
+  auto cfg = test::tinyConfig("alibi");
+  const int64_t H = cfg.heads;
+  LinearBiasSpec learned = makeLinearBiasSpec(PositionMethod::AlibiLearned, H, false);
+  LinearBiasSpec firstToken = makeLinearBiasSpec(PositionMethod::BiAlibi, H, false);
+  struct Case {
+    std::string name;
+    std::shared_ptr<AttentionBias> provider;
+    bool causal;
+  };
+  std::vector<Case> cases = {
+      {"alibi", std::make_shared<LinearBias>(makeLinearBiasSpec(PositionMethod::Alibi, H, true), false), true},
+      {"alibi-learned", std::make_shared<LinearBias>(learned, true), false},
+      {"bialibi", std::make_shared<LinearBias>(firstToken, false), false},
+      {"t5 decoder", std::make_shared<T5Bias>(H, 32, 128, false), true},
+      {"t5 encoder", std::make_shared<T5Bias>(H, 32, 128, true), false},
+      {"kerple-log", std::make_shared<KerpleLogBias>(H), true},
+      {"fire", std::make_shared<FireBias>(H, 16.0), true},
+  };
+  for (auto& c : cases) {
+    INFO(c.name);
+    {
+      torch::NoGradGuard g;  // parameters away from their initial values: every head its own gradient
+      for (auto& p : c.provider->parameters()) p.add_(torch::rand_like(p) * 0.2);
+    }
+    auto recording = std::make_shared<RecordingBias>(c.provider);
+    Attention layer(cfg, 0);
+    layer->eval();
+    torch::manual_seed(9);
+    auto x = torch::randn({B, T, cfg.dModel});
+    auto w = torch::randn({B, T, cfg.dModel});
+    auto run = [&](AttentionPath path) {
+      AttentionContext ctx;
+      ctx.path = path;
+      ctx.causal = c.causal;
+      ctx.bias = recording.get();
+      if (path == AttentionPath::Reference)
+        ctx.fullBias = attentionBiasBlock(recording.get(), c.causal, 0, T, 0, T, torch::TensorOptions());
+      else
+        ctx.queryBlock = rows;
+      auto xi = x.clone().requires_grad_();
+      layer->zero_grad();
+      recording->zero_grad();
+      auto y = layer->forward(xi, ctx);  // (B, T, C)
+      (y * w).sum().backward();
+      std::vector<torch::Tensor> got{y.detach(), xi.grad()};
+      for (auto& p : layer->parameters()) got.push_back(p.grad().clone());
+      for (auto& p : recording->parameters()) got.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+      return got;
+    };
+    recording->mostRows = 0;
+    auto blocked = run(AttentionPath::Recompute);
+    CHECK(recording->mostRows == rows);
+    auto reference = run(AttentionPath::Reference);
+    REQUIRE(blocked.size() == reference.size());
+    for (size_t i = 0; i < reference.size(); ++i) {
+      INFO("tensor " << i << " (0 output, 1 input gradient, then the layer's and the provider's parameters)");
+      REQUIRE(reference[i].defined());
+      REQUIRE(blocked[i].defined());
+      // Floor 1e-6: FIRE's output bias adds one constant to every logit of a head, which softmax
+      // ignores; its gradient is zero but for float32 rounding (a few 1e-7 either way).
+      checkClose(reference[i], blocked[i], 1e-4, "recompute against reference", 1e-6);
+    }
+  }
+  // Grouped key/value heads and a soft-cap are the reference, causal-skip and block paths' only
+  // (attention_plan.h): a forced recompute path refuses them.
+  auto grouped = test::tinyConfig("rotary");
+  grouped.kvHeads = 2;
+  Attention groupedLayer(grouped, 0);
+  AttentionContext forced;
+  forced.path = AttentionPath::Recompute;
+  CHECK_THROWS_WITH(groupedLayer->forward(torch::randn({1, 8, grouped.dModel}), forced),
+                    Catch::Contains("no grouped key/value heads"));
 }
 
 namespace {
@@ -284,7 +430,13 @@ TEST_CASE("bf16: every path adds the position bias in float32, within bf16 produ
            blocked.queryBlock = 64;
            return blockAttention(q, k, v, blocked, 0.0, 0);
          }},
-        {"recompute", [&] { return recomputedAttention(q, k, v, full, causal, 0.0, 7); }},
+        {"recompute",
+         [&] {
+           auto blockBias = [&](int64_t q0, int64_t q1, int64_t keys) {
+             return attentionBiasBlock(bias, causal, q0, q1, 0, keys, q.options());
+           };
+           return recomputedAttention(q, k, v, blockBias, {}, causal, 0.0, 7);
+         }},
     };
     if (causal) paths.push_back({"causal-skip", [&] { return causalSkipAttention(q, k, v, ctx, 0.0, 0); }});
     if (compat::kHasSdpa) paths.push_back({"sdpa", [&] { return sdpaAttention(qScaled, k, v, ctx, scale, 0.0); }});

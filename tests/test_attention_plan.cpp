@@ -234,20 +234,21 @@ TEST_CASE("attention path names and which paths read the full bias", "[attention
   CHECK(attentionPathName(Sdpa) == "sdpa");
   CHECK(attentionPathName(Rec) == "recompute");
   CHECK(attentionPathName(AttentionPath::FusedLinearBias) == "fused-linear-bias");
-  // The block path computes each block's bias from the provider; SDPA takes causality as a flag
-  // and needs the full tensor only for a bias; the others take the (H|1, T, T) bias, or the causal
-  // mask alone, prepared once per forward.
+  // The block and recompute paths compute each block's bias from the provider (training at
+  // 4L..16L holds no (H, T, T) bias); SDPA takes causality as a flag and needs the full tensor
+  // only for a bias; the others take the (H|1, T, T) bias, or the causal mask alone, prepared once
+  // per forward.
   for (BiasKind bias : {BiasKind::Linear, BiasKind::Table}) {
     CHECK(pathUsesFullBias(Ref, bias));
     CHECK(pathUsesFullBias(Skip, bias));
     CHECK(pathUsesFullBias(Sdpa, bias));
-    CHECK(pathUsesFullBias(Rec, bias));
+    CHECK_FALSE(pathUsesFullBias(Rec, bias));
     CHECK_FALSE(pathUsesFullBias(Blk, bias));
     CHECK_FALSE(pathUsesFullBias(AttentionPath::FusedLinearBias, bias));  // the kernel computes it per tile
   }
   CHECK(pathUsesFullBias(Ref, BiasKind::None));
   CHECK(pathUsesFullBias(Skip, BiasKind::None));
-  CHECK(pathUsesFullBias(Rec, BiasKind::None));
+  CHECK_FALSE(pathUsesFullBias(Rec, BiasKind::None));  // the causal mask from block indices
   CHECK_FALSE(pathUsesFullBias(Sdpa, BiasKind::None));
   CHECK_FALSE(pathUsesFullBias(Blk, BiasKind::None));
 }

@@ -229,7 +229,11 @@ TEST_CASE("recomputed attention with dropout is the reference composition with d
     for (int64_t rows : {5, 37}) {
       INFO("blocks of " << rows << " rows");
       torch::manual_seed(3);
-      auto out = recomputedAttention(q, k, v, bias, causal, p, rows);
+      // The bias of a block: its rows and keys of the (H, T, T) tensor, which is its parameter.
+      auto blockBias = [&](int64_t q0, int64_t q1, int64_t keys) {
+        return bias.narrow(-2, q0, q1 - q0).narrow(-1, 0, keys);
+      };
+      auto out = recomputedAttention(q, k, v, blockBias, {bias}, causal, p, rows);
       auto grads = torch::autograd::grad({out}, {q, k, v, bias}, {dy});
       // float32 sums in another order: ~1e-6 of the largest value.
       auto close = [](const torch::Tensor& got, const torch::Tensor& want) {

@@ -346,11 +346,20 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionCont
     case AttentionPath::Sdpa:
       y = sdpaAttention(q, k, v, ctx, scale, p);
       break;
-    case AttentionPath::Recompute:
+    case AttentionPath::Recompute: {
+      TORCH_CHECK(KV == H && ctx.softcap == 0,
+                  "the recompute attention path has no grouped key/value heads and no soft-cap (attention_plan.h)");
+      // Each query block's bias from the provider (causal mask and window included), in the
+      // forward pass and again in the backward pass: no (H, T, T) bias is ever held.
+      auto blockBias = [bias = ctx.bias, causal = ctx.causal, window = ctx.window, options = q.options()](
+                           int64_t q0, int64_t q1, int64_t keys) {
+        return attentionBiasBlock(bias, causal, q0, q1, 0, keys, options, window);
+      };
       // A requested query block sets the blocks' rows (tests force the path with small ones).
-      y = recomputedAttention(q, k, v, ctx.fullBias, ctx.causal, p,
-                              ctx.queryBlock > 0 ? ctx.queryBlock : recomputeBlockRows(B * H, T));
+      y = recomputedAttention(q, k, v, blockBias, ctx.bias ? ctx.bias->parameters() : std::vector<torch::Tensor>{},
+                              ctx.causal, p, ctx.queryBlock > 0 ? ctx.queryBlock : recomputeBlockRows(B * H, T));
       break;
+    }
     case AttentionPath::FusedLinearBias:
       y = fusedLinearBiasPath(q, k, v, ctx, scale, p);
       break;

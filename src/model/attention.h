@@ -8,8 +8,8 @@
 //  - block: queries in blocks, each block's bias computed from the provider, so memory grows with
 //    T * block instead of T^2 (long-context evaluation, probes);
 //  - sdpa (LibTorch 2.x): scaled_dot_product_attention with the full bias as an additive mask;
-//  - recompute (CPU training): query blocks of the full bias whose probabilities the backward
-//    pass recomputes instead of keeping (recomputed_attention.h);
+//  - recompute (CPU training): query blocks, each block's bias computed from the provider, whose
+//    bias and probabilities the backward pass recomputes instead of keeping (recomputed_attention.h);
 //  - fused-linear-bias (CUDA builds with the kernels, ALiBi family): one flash-style kernel that
 //    computes the bias per tile from the LinearBiasSpec (linear_bias_attention_cuda.h).
 // The bias is float32 and is added to float32 logits on every path, whatever the compute

@@ -51,8 +51,11 @@ std::string attentionPathName(AttentionPath path) {
   return "?";
 }
 
-bool pathUsesFullBias(AttentionPath path, BiasKind bias) {  // Recompute: its blocks slice it
-  if (path == AttentionPath::Block || path == AttentionPath::FusedLinearBias) return false;
+bool pathUsesFullBias(AttentionPath path, BiasKind bias) {
+  // Training at 4L..16L must not hold an (H, T, T) bias: the recompute path, as the block path,
+  // computes each query block's bias (and causal mask) from the provider.
+  if (path == AttentionPath::Block || path == AttentionPath::Recompute || path == AttentionPath::FusedLinearBias)
+    return false;
   // SDPA takes causality as a flag: it needs the full tensor only for a bias provider's values.
   if (path == AttentionPath::Sdpa) return bias != BiasKind::None;
   return true;  // the causal mask, when there is no bias
