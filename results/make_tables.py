@@ -628,6 +628,20 @@ def corpus_scale():
                  ["---", "---:", "---", "---:", "---:", "---:", "---:", "---:"])
 
 
+def train_memory():
+    """bench/train_memory.sh: peak RSS of `xtrap train --steps 1 --batch 1` at L, 4L and 16L, one
+    column per code measured (in the CSV's order), beside the size of one (H, T, T) float32 tensor."""
+    rows = load("train_memory.csv")
+    codes = list(dict.fromkeys(r["code"] for r in rows))
+    cells = {(r["code"], r["pos"], int(r["length"])): r for r in rows}
+    keys = {(r["pos"], int(r["length"])): r for r in rows}  # (position, length) in the CSV's order
+    body = [[pos, f"{label(n, int(r['L']))} = {n}"] +
+            [cells[(c, pos, n)]["peak_rss_mib"] if (c, pos, n) in cells else "-" for c in codes] +
+            [r["htt_float32_mib"]] for (pos, n), r in keys.items()]
+    return table(["position", "length"] + [f"peak RSS, {c} (MiB)" for c in codes] +
+                 ["one (H, T, T) float32 tensor (MiB)"], body, ["---", "---"] + ["---:"] * (len(codes) + 1))
+
+
 def recipe_rows(suffix):
     """Every bench/retrieval_recipes.py CSV (retrieval_recipes*{suffix}), each row's method labelled
     with its steps, and its seed and task loss where they are not the defaults."""
@@ -756,6 +770,7 @@ TABLES = {
     "retrieval-recipes/curves": retrieval_recipes_curves,
     "retrieval-recipes/at-L": retrieval_recipes_at_l,
     "corpus_scale/memory": corpus_scale,
+    "train-memory/peak": train_memory,
     "extend/cost": extend_cost,
     "extend-mini/perplexity": lambda: extend_perplexity("extend-mini"),
     "extend-mini/passkey": lambda: retrieval("extend-mini", "passkey", "repeat"),
