@@ -38,6 +38,7 @@ CASES = [
     ("eval", "--interp", INTERPS, None),
     ("eval", "--ntk-heads", NTK_HEADS, None),
     ("eval", "--mode", ["nonoverlap", "sliding", "both"], None),
+    ("eval", "--protocol", ["xtrap", "llama.cpp", "lm-eval", "strided"], ["{work}/no-run"]),
     ("eval", "--split", ["valid", "test"], None),
     ("eval", "--device", DEVICES, None),
     ("eval", "--dtype", DTYPES, None),

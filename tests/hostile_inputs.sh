@@ -93,6 +93,14 @@ expect_error "eval --extend sinks with --interp linear" "--interp linear with --
   "$XTRAP" eval "$WORK/run" --extend sinks --interp linear --no-progress --out "$WORK/e.csv"
 expect_error "probe --train-length -3" "--train-length must be >= 1$" -- \
   "$XTRAP" probe "$WORK/run" --dump-attn "$WORK/a.h5" --train-length -3
+expect_error "eval --protocol unknown" "unknown --protocol 'hf' \\(valid: xtrap, llama.cpp, lm-eval, strided\\)$" -- \
+  "$XTRAP" eval "$WORK/run" --protocol hf --no-progress --out "$WORK/e.csv"
+expect_error "eval --protocol llama.cpp, short text" "--protocol llama.cpp needs at least 2 \\* Lvalid = 2048 tokens" -- \
+  "$XTRAP" eval "$WORK/run" --protocol llama.cpp --Lvalid 1024 --max-tokens 100 --no-progress --out "$WORK/e.csv"
+expect_error "eval --window-bos without strided" "--window-bos applies to --protocol strided$" -- \
+  "$XTRAP" eval "$WORK/run" --window-bos --no-progress --out "$WORK/e.csv"
+expect_error "eval --kl-base, no such run" "not a run directory: $WORK/nope does not exist$" -- \
+  "$XTRAP" eval "$WORK/run" --kl-base "$WORK/nope" --no-progress --out "$WORK/e.csv"
 expect_error "eval --mode pll of a decoder" "--mode pll \\(pseudo-log-likelihood\\) is for encoders" -- \
   "$XTRAP" eval "$WORK/run" --mode pll --no-progress --out "$WORK/e.csv"
 expect_error "train --task-loss bogus" "--task-loss must be all or answer, not bogus$" -- \

@@ -246,6 +246,13 @@ def do_plot(options):
     return rc, err, (lambda: bytes_fp(opts["--out"]))
 
 
+def do_export(options):  # RUN OUT, or RUN --hf DIR (the ALiBi decoder: an mpt directory)
+    opts = dict(options)
+    positional = [DEC_RUN] if "--hf" in opts else [DEC_RUN, fresh("export")]
+    rc, _, err = run(argv("export", positional, opts))
+    return rc, err, (lambda: None)
+
+
 EVAL = {"--Lvalid": "16,32", "--max-tokens": "300", "--threads": "1", "--no-progress": None}
 # Retrieval: passkey prompts of 80 tokens (the format's shortest is 67), two depths, two trials.
 RET = {"--task": "passkey", "--filler": "repeat", "--Lvalid": "80", "--depths": "0,100", "--trials": "2",
@@ -425,6 +432,23 @@ CASES = [
     case("eval", "--train-length", "rejected", do_eval, EVAL, {"--train-length": "8"}, "an xtrap run's L is its own"),
     case("eval", "--stride", "changes", do_eval, with_(EVAL, **{"--mode": "sliding"}), {"--stride": "4"}),
     case("eval", "--stride", "rejected", do_eval, EVAL, {"--stride": "4"}),
+    case("eval", "--protocol", "changes", do_eval, EVAL, {"--protocol": "llama.cpp"}),
+    case("eval", "--protocol", "changes", do_eval, EVAL, {"--protocol": "lm-eval"}),
+    case("eval", "--protocol", "changes", do_eval, EVAL, {"--protocol": "strided"}),
+    case("eval", "--protocol", "rejected", do_eval, EVAL, {"--protocol": "hf"}),
+    case("eval", "--protocol", "rejected", do_eval_encoder, EVAL, {"--protocol": "strided"}, "encoders: xtrap's windows"),
+    case("eval", "--protocol", "rejected", do_eval, RET, {"--protocol": "strided"}),
+    case("eval", "--mode", "rejected", do_eval, with_(EVAL, **{"--protocol": "lm-eval"}), {"--mode": "sliding"}),
+    case("eval", "--stride", "changes", do_eval, with_(EVAL, **{"--protocol": "strided"}), {"--stride": "4"}),
+    case("eval", "--stride", "rejected", do_eval, with_(EVAL, **{"--protocol": "llama.cpp"}), {"--stride": "4"}),
+    case("eval", "--window-bos", "changes", do_eval, with_(EVAL, **{"--protocol": "strided"}), {"--window-bos": None}),
+    case("eval", "--window-bos", "rejected", do_eval, EVAL, {"--window-bos": None}),
+    case("eval", "--kl-base", "changes", do_eval, with_(EVAL, **{"--interp": "linear"}), {"--kl-base": "none"}),
+    case("eval", "--kl-base", "changes", do_eval, EVAL, {"--kl-base": ALIBI3_RUN}),
+    case("eval", "--kl-base", "changes", do_eval, with_(RET, **{"--interp": "linear"}), {"--kl-base": "none"}),
+    case("eval", "--kl-base", "rejected", do_eval, with_(RET, **{"--score": "generate"}), {"--kl-base": "none"}),
+    case("eval", "--kl-base", "rejected", do_eval_encoder, EVAL, {"--kl-base": "none"}),
+    case("eval", "--kl-base", "rejected", do_eval, EVAL, {"--kl-base": ENC_RUN}),
     case("eval", "--interp", "changes", do_eval, EVAL, {"--interp": "linear"}),
     case("eval", "--scale", "changes", do_eval, with_(EVAL, **{"--interp": "ntk"}), {"--scale": "3"}),
     case("eval", "--scale", "rejected", do_eval, EVAL, {"--scale": "3"}),
@@ -577,6 +601,7 @@ CASES = [
     case("run", "--dtype", "changes", do_run, {"--no-progress": None}, {"--dtype": "bfloat16"}),
 
     case("plot", "--out", "output", do_plot, {}, {"--out": f"{W}/named-plot.png"}, path=f"{W}/named-plot.png"),
+    case("export", "--hf", "output", do_export, {}, {"--hf": f"{W}/dec-hf"}, path=f"{W}/dec-hf/config.json"),
     case("plot", "--title", "changes", do_plot, {}, {"--title": "another title"}),
 ]
 # Without CUDA, --device cuda is a one-line error on every command that computes.

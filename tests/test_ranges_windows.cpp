@@ -92,3 +92,78 @@ TEST_CASE("encoder windows: each position scored in its most central window") {
   auto nonOverlap = encoderWindows(10, 4, 4);
   CHECK(nonOverlap == std::vector<EvalWindow>{{0, 4, 0}, {4, 4, 0}, {8, 2, 0}});
 }
+
+#include "eval/window_protocol.h"
+
+namespace {
+using PW = std::vector<ProtocolWindow>;
+int64_t scoredCount(const PW& windows) {
+  int64_t n = 0;
+  for (const auto& w : windows) n += w.scoreTo - w.scoreFrom;
+  return n;
+}
+}  // namespace
+
+// N = 20 text tokens, Lvalid = 8; x' = c x has 21 tokens. The counts below are worked out by hand
+// from each tool's loop (window_protocol.h); tests/protocol_check.py replays the tools' code.
+TEST_CASE("window protocols: the tokens each tool scores, counted by hand") {
+  WindowPlan plan;
+  plan.Lvalid = 8;
+  // xtrap, non-overlapping: windows at 0, 8, 16 (the last of 4), every token once.
+  CHECK(protocolWindows(plan, 20) == PW{{0, 8, 0, 8, false}, {8, 8, 0, 8, false}, {16, 4, 0, 4, false}});
+
+  // llama.cpp: floor(21 / 8) = 2 chunks, positions 4, 5, 6 of each scored (8 - 1 - 4 = 3 a chunk):
+  // x[4..6] and x[12..14], 6 tokens; x'[0] and x'[8] replaced by c; x'[16..20] dropped.
+  plan.protocol = WindowProtocol::LlamaCpp;
+  PW llama = protocolWindows(plan, 20);
+  CHECK(llama == PW{{0, 8, 4, 7, true}, {8, 8, 4, 7, true}});
+  CHECK(scoredCount(llama) == 6);
+  CHECK_THROWS_WITH(protocolWindows(plan, 14), Catch::Contains("at least 2 * Lvalid = 16"));  // 15 tokens
+  CHECK(protocolWindows(plan, 15).size() == 2);                                               // exactly 16
+
+  // lm-eval, documents x[0, 5) and x[5, 20): the first alone in one window (c + x[0..3] predicts
+  // x[0..4]); the second: c + x[5..11] predicts x[5..12], then x[12..19] (the 8 tokens before its
+  // last target x[19]) predicts its last 7, x[13..19]. 20 tokens, each once.
+  plan.protocol = WindowProtocol::LmEval;
+  plan.documentStarts = {0, 5};
+  PW lmEval = protocolWindows(plan, 20);
+  CHECK(lmEval == PW{{0, 5, 0, 5, true}, {5, 8, 0, 8, true}, {12, 8, 1, 8, false}});
+  CHECK(scoredCount(lmEval) == 20);
+
+  // strided without bos, S = 4: windows x[0,8) x[4,12) x[8,16) x[12,20); the first predicts x[1..7]
+  // (7: its first token is never a label), the others their last 4: 19 tokens, x[0] never.
+  plan.protocol = WindowProtocol::Strided;
+  plan.documentStarts.clear();
+  plan.stride = 4;
+  PW strided = protocolWindows(plan, 20);
+  CHECK(strided == PW{{1, 8, 0, 7, false}, {5, 8, 3, 7, false}, {9, 8, 3, 7, false}, {13, 8, 3, 7, false}});
+  CHECK(scoredCount(strided) == 19);
+
+  // strided with bos (YaRN): c + 7 tokens: c x[0,7) scores 7, then c x[4,11), c x[8,15), c x[12,19)
+  // their last 4, and c x[16,20) its last 1 (x[19]): 20 tokens.
+  plan.bos = true;
+  PW yarn = protocolWindows(plan, 20);
+  CHECK(yarn ==
+        PW{{0, 8, 0, 7, true}, {4, 8, 3, 7, true}, {8, 8, 3, 7, true}, {12, 8, 3, 7, true}, {16, 5, 3, 4, true}});
+  CHECK(scoredCount(yarn) == 20);
+  plan.stride = 8;
+  CHECK_THROWS_WITH(protocolWindows(plan, 20), Catch::Contains("1 <= stride <= 7"));
+  CHECK_THROWS_WITH(parseWindowProtocol("hf"), Catch::Contains("xtrap, llama.cpp, lm-eval, strided"));
+}
+
+#include "data/text_tokens.h"
+
+// len(re.split(r"\s+", page)) and len(page.encode("utf-8")), worked out by hand (and by Python).
+TEST_CASE("lm-eval protocol: a page's words and bytes as the harness counts them") {
+  auto counts = [](std::string_view page) {
+    TextCounts c = harnessPageCounts(page);
+    return std::pair<int64_t, int64_t>{c.words, c.bytes};
+  };
+  using P = std::pair<int64_t, int64_t>;
+  CHECK(counts(" = Title = \n \n a b c \n \n") == P{8, 24});  // "" = Title = a b c ""
+  CHECK(counts("a  b") == P{2, 4});
+  CHECK(counts("") == P{1, 0});
+  CHECK(counts("x\xc2\xa0y z") == P{3, 6});  // U+00A0 separates
+  CHECK(counts(" ") == P{2, 1});
+  CHECK(counts("caf\xc3\xa9 au lait\n") == P{4, 14});
+}

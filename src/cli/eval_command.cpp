@@ -13,6 +13,7 @@
 #include "eval/lvalid_range.h"
 #include "eval/plot.h"
 #include "eval/retrieval_plot.h"
+#include "eval/window_protocol.h"
 #include "model/interpolation.h"
 #include "run/run_directory.h"
 #include "util/atomic_file.h"
@@ -90,7 +91,21 @@ CommandAction addEvalCommand(CLI::App& cmd) {
   cmd.add_option("--mode", *mode,
                  "nonoverlap | sliding | both | pll (encoders: pseudo-log-likelihood, each token masked alone)")
       ->capture_default_str();
-  cmd.add_option("--stride", req->stride, "sliding stride S >= 1 (default: L_train / 2)");
+  cmd.add_option("--stride", req->stride, "sliding / strided stride S >= 1 (default: L_train / 2)");
+  cmd.add_option("--protocol", req->protocol,
+                 joinNames(windowProtocolNames(), " | ") +
+                     ": the windows (docs/evaluation.md, Protocols): xtrap's own (--mode); llama-perplexity's "
+                     "chunks scoring their second half; lm-evaluation-harness's rolling windows per document with "
+                     "its word and byte counts; Hugging Face's strided loop (--stride, --window-bos)")
+      ->capture_default_str();
+  cmd.add_flag("--window-bos", req->windowBos,
+               "--protocol strided: the context token (bos) before each window's Lvalid - 1 tokens, as YaRN's eval "
+               "(default: none, as Hugging Face's guide)");
+  cmd.add_option("--kl-base", req->klBase,
+                 "compare every row (retrieval: teacher-forced answers) with a base scored on the same windows: an "
+                 "interpolation name (the same run "
+                 "under it, e.g. none) or a run / pretrained directory with the same tokenizer; adds mean, 99th and "
+                 "99.9th percentile and max KL(base || model), the same-top-token rate and ppl / ppl(base)");
   cmd.add_option("--train-length", req->trainLength,
                  "pretrained models: the length they were trained at, where config.json does not record it "
                  "(the interpolation factor and the rows' L_train; default: from config.json)");
@@ -151,7 +166,12 @@ CommandAction addEvalCommand(CLI::App& cmd) {
     auto asked = [&](const char* name) {
       return std::find(interpNames.begin(), interpNames.end(), name) != interpNames.end();
     };
-    rejectUnless(cmd, {"--stride"}, *mode != "nonoverlap", "applies to --mode sliding or both");
+    parseWindowProtocol(req->protocol);  // a bad name is named before anything else
+    bool xtrapWindows = req->protocol == "xtrap";
+    rejectUnless(cmd, {"--mode"}, xtrapWindows, "applies to --protocol xtrap (the other protocols fix their windows)");
+    rejectUnless(cmd, {"--stride"}, (xtrapWindows && *mode != "nonoverlap") || req->protocol == "strided",
+                 "applies to --mode sliding or both, and to --protocol strided");
+    rejectUnless(cmd, {"--window-bos"}, req->protocol == "strided", "applies to --protocol strided");
     rejectUnless(cmd, {"--scale"}, asked("linear") || asked("ntk") || asked("yarn"),
                  "applies to --interp linear, ntk and yarn");
     rejectUnless(cmd, {"--scale-per-length"}, asked("linear") || asked("ntk") || asked("yarn"),
@@ -179,7 +199,7 @@ CommandAction addEvalCommand(CLI::App& cmd) {
     if (req->maxNewTokens < 0) throw std::invalid_argument("--max-new-tokens must be >= 0");
     rejectUnless(cmd, {"--filler"}, retrieval && usesFiller(parseRetrievalTask(req->task)) && req->format == "words",
                  "applies to the retrieval tasks but kv-lines, in --format words");
-    rejectUnless(cmd, {"--mode", "--stride", "--per-position"}, !retrieval,
+    rejectUnless(cmd, {"--mode", "--stride", "--per-position", "--protocol", "--window-bos"}, !retrieval,
                  "applies to --task perplexity (retrieval scores whole prompts)");
     rejectUnless(cmd, {"--text"}, cmd.count("--data") == 0, "and --data are alternatives: give one");
     rejectUnless(cmd, {"--max-tokens"}, !retrieval || req->filler == "natural",

@@ -26,6 +26,12 @@ struct TextCounts {
 };
 TextCounts countText(std::string_view text);
 
+// lm-evaluation-harness's counts of one WikiText document's page (its wikitext task's
+// process_results): words = len(re.split(r"\s+", page)), so a page that starts or ends with
+// whitespace counts an empty word there, and Python's Unicode whitespace separates (U+00A0 and the
+// other Unicode spaces included); bytes = the page's UTF-8 bytes.
+TextCounts harnessPageCounts(std::string_view page);
+
 // A text file to score, and whether it is WikiText's tokenized text, which the tokenizer reads
 // detokenized (data/wikitext_detokenizer.h).
 struct TextSource {

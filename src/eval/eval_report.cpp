@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -23,36 +24,54 @@ namespace {
 // The printed tables' interp column: the interpolation, and the context extension after it.
 std::string shownInterp(const EvalRow& r) { return r.extend == "none" ? r.interp : r.interp + " + " + r.extend; }
 
+// The comparison's columns (eval --kl-base), when some row has one.
+std::string comparisonHeader(const std::vector<const EvalRow*>& rows) {
+  if (std::none_of(rows.begin(), rows.end(), [](const EvalRow* r) { return r->compared(); })) return "";
+  return fmt::format(" {:<11} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}", "kl base", "KL mean", "KL p99", "KL p99.9",
+                     "KL max", "same top", "ppl/base");
+}
+
+std::string comparisonCells(const EvalRow& r) {
+  if (!r.compared()) return "";
+  return fmt::format(" {:<11} {:>9.5f} {:>9.5f} {:>9.5f} {:>9.5f} {:>7.2f}% {:>8.4f}", r.klBase.substr(0, 11), r.klMean,
+                     r.klP99, r.klP999, r.klMax, 100 * r.sameTop, r.pplRatio);
+}
+
 std::string formatPerplexityTable(const std::vector<const EvalRow*>& rows) {
   std::string out = fmt::format(
-      "{:<28} {:<14} {:>6} {:>7} {:<10} {:>6} {:<11} {:>6} {:>9} {:>8} {:>10} {:>7} {:>10} {:>8} {:>9} {:>7} {:>8}\n",
+      "{:<28} {:<14} {:>6} {:>7} {:<11} {:>6} {:<11} {:>6} {:>9} {:>8} {:>10} {:>7} {:>10} {:>8} {:>9} {:>7} {:>8}",
       "run", "pos", "L", "Lvalid", "mode", "stride", "interp", "a", "tokens", "nll", "ppl", "bpb", "word ppl", "sec",
       "tok/s", "GFLOP/s", "peak MiB");
-  for (const EvalRow* r : rows)
+  out += comparisonHeader(rows) + "\n";
+  for (const EvalRow* r : rows) {
     out += fmt::format(
-        "{:<28} {:<14} {:>6} {:>7} {:<10} {:>6} {:<11} {:>6.3g} {:>9} {:>8.4f} {:>10.2f} {:>7} {:>10} {:>8.1f} "
+        "{:<28} {:<14} {:>6} {:>7} {:<11} {:>6} {:<11} {:>6.3g} {:>9} {:>8.4f} {:>10.2f} {:>7} {:>10} {:>8.1f} "
         "{:>9.0f} "
-        "{:>7.1f} {:>8}\n",
+        "{:>7.1f} {:>8}",
         r->run.substr(0, 28), r->pos, r->Ltrain, r->Lvalid, r->mode, r->stride, shownInterp(*r), r->scale,
         r->tokensScored, r->nll, r->ppl, r->textBytes > 0 ? fmt::format("{:.4f}", r->bitsPerByte) : std::string("-"),
         r->textBytes > 0 ? fmt::format("{:.2f}", r->wordPpl) : std::string("-"), r->seconds, r->tokensPerSecond,
         r->flopsPerSecond / 1e9, r->peakMemoryMiB >= 0 ? fmt::format("{:.0f}", r->peakMemoryMiB) : std::string("-"));
+    out += comparisonCells(*r) + "\n";
+  }
   return out;
 }
 
 std::string formatRetrievalTable(const std::vector<const EvalRow*>& rows) {
   std::string out =
-      fmt::format("{:<28} {:<14} {:>6} {:>7} {:<11} {:>6} {:<17} {:<8} {:<8} {:>6} {:>6} {:>7} {:>15} {:>8} {:>8}\n",
+      fmt::format("{:<28} {:<14} {:>6} {:>7} {:<11} {:>6} {:<17} {:<8} {:<8} {:>6} {:>6} {:>7} {:>15} {:>8} {:>8}",
                   "run", "pos", "L", "Lvalid", "interp", "a", "task", "filler", "scored", "depth", "trials", "acc",
                   "95% interval", "ans logp", "sec");
+  out += comparisonHeader(rows) + "\n";
   for (const EvalRow* r : rows)
     out += fmt::format(
-        "{:<28} {:<14} {:>6} {:>7} {:<11} {:>6.3g} {:<17} {:<8} {:<8} {:>5.0f}% {:>6} {:>6.1f}% {:>15} {:>8.3f} "
-        "{:>8.1f}\n",
-        r->run.substr(0, 28), r->pos, r->Ltrain, r->Lvalid, shownInterp(*r), r->scale, r->task,
-        r->filler.empty() ? "-" : r->filler, r->mode == "prompt" ? "teacher" : r->mode, r->depth, r->trials,
-        100 * r->accuracy, fmt::format("[{:.1f}, {:.1f}]%", 100 * r->accuracyLow, 100 * r->accuracyHigh),
-        r->answerLogProb, r->seconds);
+               "{:<28} {:<14} {:>6} {:>7} {:<11} {:>6.3g} {:<17} {:<8} {:<8} {:>5.0f}% {:>6} {:>6.1f}% {:>15} {:>8.3f} "
+               "{:>8.1f}",
+               r->run.substr(0, 28), r->pos, r->Ltrain, r->Lvalid, shownInterp(*r), r->scale, r->task,
+               r->filler.empty() ? "-" : r->filler, r->mode == "prompt" ? "teacher" : r->mode, r->depth, r->trials,
+               100 * r->accuracy, fmt::format("[{:.1f}, {:.1f}]%", 100 * r->accuracyLow, 100 * r->accuracyHigh),
+               r->answerLogProb, r->seconds) +
+           comparisonCells(*r) + "\n";
   return out;
 }
 
@@ -107,7 +126,15 @@ void writeEvalRows(const std::filesystem::path& file, const std::vector<EvalRow>
                       {"text_words", r.textWords},
                       {"bits_per_byte", r.bitsPerByte},
                       {"word_ppl", r.wordPpl},
-                      {"extend", r.extend}});
+                      {"extend", r.extend},
+                      {"protocol", r.protocol},
+                      {"kl_base", r.klBase},
+                      {"kl_mean", r.klMean},
+                      {"kl_p99", r.klP99},
+                      {"kl_p999", r.klP999},
+                      {"kl_max", r.klMax},
+                      {"same_top", r.sameTop},
+                      {"ppl_ratio", r.pplRatio}});
     writeTextAtomically(file, list.dump(2) + "\n");
     return;
   }
@@ -115,7 +142,9 @@ void writeEvalRows(const std::filesystem::path& file, const std::vector<EvalRow>
   std::string csv =
       "run,arch,pos,L_train,Lvalid,split,mode,stride,interp,scale,slopes,tokens_scored,nll,ppl,seconds,tokens_per_s,"
       "flop_per_s,device,dtype,seed,peak_mib,task,filler,depth,trials,correct,accuracy,accuracy_low,accuracy_high,"
-      "answer_logprob,text_bytes,text_words,bits_per_byte,word_ppl,extend\n";
+      "answer_logprob,text_bytes,text_words,bits_per_byte,word_ppl,extend,protocol,kl_base,kl_mean,kl_p99,kl_p999,kl_"
+      "max,"
+      "same_top,ppl_ratio\n";
   for (const auto& r : rows) {
     // Retrieval columns are empty on perplexity rows (and their perplexity columns hold the
     // answers' NLL: tokens_scored answer tokens, nll their mean).
@@ -126,12 +155,17 @@ void writeEvalRows(const std::filesystem::path& file, const std::vector<EvalRow>
     std::string text = r.textBytes > 0
                            ? fmt::format("{},{},{:.6f},{:.4f}", r.textBytes, r.textWords, r.bitsPerByte, r.wordPpl)
                            : std::string(",,,");
+    // The comparison's columns are empty without one.
+    std::string compared = r.compared() ? fmt::format("{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6f},{:.6f}", r.klBase,
+                                                      r.klMean, r.klP99, r.klP999, r.klMax, r.sameTop, r.pplRatio)
+                                        : std::string(",,,,,,");
     csv += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},\"{}\",{},{:.6f},{:.4f},{:.3f},{:.1f},{:.4g},{},{},{},{},{},{},{},{}\n", r.run,
-        r.arch, r.pos, r.Ltrain, r.Lvalid, r.split, r.mode, r.stride, r.interp, r.scale, r.slopes, r.tokensScored,
-        r.nll, r.ppl, r.seconds, r.tokensPerSecond, r.flopsPerSecond, r.device, r.dtype, r.seed,
+        "{},{},{},{},{},{},{},{},{},{},\"{}\",{},{:.6f},{:.4f},{:.3f},{:.1f},{:.4g},{},{},{},{},{},{},{},{},\"{}\",{}"
+        "\n",
+        r.run, r.arch, r.pos, r.Ltrain, r.Lvalid, r.split, r.mode, r.stride, r.interp, r.scale, r.slopes,
+        r.tokensScored, r.nll, r.ppl, r.seconds, r.tokensPerSecond, r.flopsPerSecond, r.device, r.dtype, r.seed,
         r.peakMemoryMiB >= 0 ? fmt::format("{:.1f}", r.peakMemoryMiB) : std::string(), r.task, retrieval, text,
-        r.extend);
+        r.extend, r.protocol, compared);
   }
   writeTextAtomically(file, csv);
 }
@@ -200,6 +234,12 @@ std::vector<EvalRow> readCsvRows(const std::filesystem::path& file) {
     if (!text("peak_mib").empty()) r.peakMemoryMiB = number("peak_mib");
     if (!text("task").empty()) r.task = text("task");  // files written before the column: perplexity
     if (!text("extend").empty()) r.extend = text("extend");
+    r.protocol = text("protocol");
+    if (!text("kl_base").empty()) {  // compared rows (eval --kl-base)
+      r.klBase = text("kl_base"), r.klMean = number("kl_mean"), r.klP99 = number("kl_p99");
+      r.klP999 = number("kl_p999"), r.klMax = number("kl_max"), r.sameTop = number("same_top");
+      r.pplRatio = number("ppl_ratio");
+    }
     if (r.isRetrieval()) {
       r.filler = text("filler"), r.depth = number("depth");
       r.trials = int64_t(number("trials")), r.correct = int64_t(number("correct"));
@@ -255,6 +295,14 @@ std::vector<EvalRow> readJsonRows(const std::filesystem::path& file) {
       r.bitsPerByte = j.value("bits_per_byte", r.bitsPerByte);
       r.wordPpl = j.value("word_ppl", r.wordPpl);
       r.extend = j.value("extend", r.extend);
+      r.protocol = j.value("protocol", r.protocol);
+      r.klBase = j.value("kl_base", r.klBase);
+      r.klMean = j.value("kl_mean", r.klMean);
+      r.klP99 = j.value("kl_p99", r.klP99);
+      r.klP999 = j.value("kl_p999", r.klP999);
+      r.klMax = j.value("kl_max", r.klMax);
+      r.sameTop = j.value("same_top", r.sameTop);
+      r.pplRatio = j.value("ppl_ratio", r.pplRatio);
       rows.push_back(r);
     }
   } catch (const nlohmann::json::exception& e) {

@@ -46,7 +46,17 @@ struct EvalRow {
   // across tokenizers. 0 bytes: not counted (retrieval rows, files written before the columns).
   int64_t textBytes = 0, textWords = 0;
   double bitsPerByte = 0, wordPpl = 0;
+  // The windows a perplexity row was scored with (eval/window_protocol.h's protocolDescription:
+  // length, stride, scored part, context token, documents); empty in files written before the column.
+  std::string protocol;
+  // eval --kl-base (eval/kl_divergence.h): the base compared with (an interpolation's name or a
+  // directory's), empty for none; KL(base || this row's model) per scored token, its mean, 99th and
+  // 99.9th percentiles and maximum (nats); the fraction of tokens whose most likely next token is the
+  // same under both; and this row's perplexity over the base's, on the same tokens.
+  std::string klBase;
+  double klMean = 0, klP99 = 0, klP999 = 0, klMax = 0, sameTop = 0, pplRatio = 0;
   bool isRetrieval() const { return task != "perplexity"; }
+  bool compared() const { return !klBase.empty(); }
 };
 
 // How tables and plots name a row's interpolation: "none"; a fixed factor with its value

@@ -17,10 +17,12 @@
 #include "dist/dist_env.h"
 #include "eval/encoder_score.h"
 #include "eval/greedy_generation.h"
+#include "eval/kl_divergence.h"
 #include "eval/model_interpolation.h"
 #include "eval/pretrained_text.h"
 #include "eval/retrieval_score.h"
 #include "eval/wilson_interval.h"
+#include "eval/window_protocol.h"
 #include "eval/windows.h"
 #include "model/flops.h"
 #include "run/checkpoint.h"
@@ -39,15 +41,19 @@ namespace {
 
 // Model FLOPs of one scoring pass: every window's forward (pseudo-log-likelihood: one per word of
 // the window) plus the head on the scored rows.
-double evalFlops(const ModelConfig& c, const MlmTokens& mlm, TokenSpan stream, int64_t Lvalid, int64_t stride, bool pll,
+double evalFlops(const ModelConfig& c, const MlmTokens& mlm, TokenSpan stream, const WindowPlan& plan, bool pll,
                  int64_t scoredRows) {
   auto n = static_cast<int64_t>(stream.size());
   int64_t frame = mlm.frameColumns();  // encoder windows: [<bos>] + words [+ <eos>] (encoder_score.h)
-  int64_t words = Lvalid - frame;
-  auto windows =
-      c.causal() ? decoderWindows(n, Lvalid, stride) : encoderWindows(n, words, pll ? words : std::min(stride, words));
+  int64_t words = plan.Lvalid - frame;
+  std::vector<int64_t> lengths;  // of the windows the pass feeds the model
+  if (c.causal())
+    for (const auto& w : protocolWindows(plan, n)) lengths.push_back(w.length);
+  else
+    for (const auto& w : encoderWindows(n, words, pll ? words : std::min(plan.stride, words)))
+      lengths.push_back(w.length);
   double flops = 0;
-  for (const auto& w : windows) flops += double(pll ? w.length : 1) * bodyForwardFlops(c, frame + w.length);
+  for (int64_t length : lengths) flops += double(pll ? length : 1) * bodyForwardFlops(c, frame + length);
   return flops + double(scoredRows) * headForwardFlopsPerRow(c, adaptiveClusterShares(c, stream));
 }
 
@@ -62,9 +68,15 @@ struct ScoringRun {
   std::shared_ptr<const Tokenizer> tokenizer;
   std::shared_ptr<const std::vector<int32_t>> ids;
   int32_t contextToken = -1;
-  MlmTokens mlm;                        // encoders: what masking and the windows' frame use
-  TextCounts counts;                    // of the text `stream` spells
-  std::vector<TextDocument> documents;  // of `stream`, when samples are logged (perplexity)
+  MlmTokens mlm;             // encoders: what masking and the windows' frame use
+  TextCounts counts;         // of the text `stream` spells
+  bool detokenized = false;  // a pretrained model's text read detokenized (pretrained_text.h)
+  // Of `stream`, when samples are logged or lm-eval's protocol scores them apart (perplexity).
+  std::vector<TextDocument> documents;
+  // EvalRequest::klBase: the model compared with, and the interpolation it is scored under.
+  Transformer klBase{nullptr};
+  Interp klBaseInterp = Interp::None;
+  std::string klBaseName;  // the rows' kl_base: the interpolation's name or the directory's
 };
 
 // The text one token spells: a word-level run's word (<eos> as a newline), a tokenizer's piece;
@@ -126,6 +138,44 @@ std::vector<TextDocument> streamDocuments(const ScoringRun& run) {
   return headingDocuments(pieces);
 }
 
+// Whether the run's documents are found: for --log-samples and for lm-eval's protocol.
+bool needsDocuments(const EvalRequest& req) {
+  return (req.logSamples || req.protocol == "lm-eval") && !req.retrieval();
+}
+
+// What the context token c (window_protocol.h) is called in a row's protocol.
+std::string contextTokenName(const ScoringRun& run) {
+  if (!run.tokenizer) return "<eos>";
+  std::string text = tokenText(run, run.contextToken);
+  return text.empty() || text.find_first_of(" \n;") != std::string::npos ? fmt::format("<id {}>", run.contextToken)
+                                                                         : text;
+}
+
+// lm-eval's word and byte counts, each document's page as the harness counts it
+// (data/text_tokens.h): a word-level run's page is its lines as WikiText's .tokens files write them
+// (" w1 w2 \n"), a tokenizer's the document's tokens decoded. A text read detokenized has no page
+// as written here: no counts.
+TextCounts harnessCounts(const ScoringRun& run) {
+  TextCounts total;
+  if (run.detokenized) return total;
+  for (size_t d = 0; d < run.documents.size(); ++d) {
+    auto from = size_t(run.documents[d].firstToken);
+    size_t to = d + 1 < run.documents.size() ? size_t(run.documents[d + 1].firstToken) : run.stream.size();
+    std::string page;
+    if (run.tokenizer) {
+      page = decodeTokens(run, run.stream.subspan(from, to - from).toVector());
+    } else {
+      for (size_t i = from; i < to; ++i)
+        page +=
+            run.stream[i] == run.corpus.vocab.eos() ? std::string(" \n") : " " + run.corpus.vocab.word(run.stream[i]);
+    }
+    TextCounts c = harnessPageCounts(page);
+    total.bytes += c.bytes;
+    total.words += c.words;
+  }
+  return total;
+}
+
 // Word-level runs: the words rejoined by single spaces, a newline for each <eos> (data/text_tokens.h).
 TextCounts wordLevelCounts(TokenSpan stream, const Vocabulary& vocab) {
   TextCounts c;
@@ -141,6 +191,7 @@ ScoringRun loadPretrainedRun(ScoringRun s, const EvalRequest& req, const Executi
   s.ids = text.ids;
   s.stream = *s.ids;
   s.counts = text.counts;
+  s.detokenized = text.detokenized;
   if (req.maxTokens > 0 && req.maxTokens < static_cast<int64_t>(s.stream.size())) {
     s.stream = s.stream.subspan(0, size_t(req.maxTokens));
     // A detokenized file's counts are of the text as written, which a prefix of its tokens does
@@ -159,7 +210,7 @@ ScoringRun loadPretrainedRun(ScoringRun s, const EvalRequest& req, const Executi
     std::fprintf(stderr, "%s: model_type %s, read as %s\n", s.name.c_str(), f->modelTypes.front().c_str(),
                  f->name.c_str());
   s.model = loadTrainedModel(s.info, ctx);
-  if (req.logSamples && !req.retrieval()) s.documents = streamDocuments(s);
+  if (needsDocuments(req)) s.documents = streamDocuments(s);
   return s;
 }
 
@@ -188,8 +239,49 @@ ScoringRun loadScoringRun(const std::filesystem::path& dir, const EvalRequest& r
   if (req.maxTokens > 0 && req.maxTokens < static_cast<int64_t>(s.stream.size()))
     s.stream = s.stream.subspan(0, size_t(req.maxTokens));
   s.counts = wordLevelCounts(s.stream, s.corpus.vocab);
-  if (req.logSamples && !req.retrieval()) s.documents = streamDocuments(s);
+  if (needsDocuments(req)) s.documents = streamDocuments(s);
   return s;
+}
+
+// EvalRequest::klBase: an interpolation's name loads the run a second time (to be scored under that
+// interpolation); a directory loads that run or pretrained model, which must read the same tokens.
+void loadKlBase(ScoringRun& run, const EvalRequest& req, const ExecutionContext& ctx) {
+  const auto& names = interpNames();
+  if (std::find(names.begin(), names.end(), req.klBase) != names.end()) {
+    run.klBaseInterp = parseInterp(req.klBase);
+    run.klBase = loadTrainedModel(run.info, ctx);  // no context extension: the model as it is
+    checkInterpolationApplies(run.klBase, run.klBaseInterp, req.ntkHeads);
+    run.klBaseName = req.klBase;
+    return;
+  }
+  RunInfo base = readRunInfo(req.klBase);
+  std::string why;
+  if (!base.model.causal())
+    why = "it is an encoder";
+  else if (base.model.vocabSize != run.info.model.vocabSize)
+    why = fmt::format("it has {} tokens, {} has {}", base.model.vocabSize, run.name, run.info.model.vocabSize);
+  else if (run.tokenizer &&
+           (base.pretrained.empty() ||
+            loadPretrainedText(base, "", "", req.split, false).tokenizer->digest() != run.tokenizer->digest()))
+    why = "its tokenizer.json differs";
+  else if (!run.tokenizer && (!base.pretrained.empty() || base.dataDigest != run.info.dataDigest))
+    why = "it was trained on other data (its data digest differs)";
+  if (!why.empty())
+    throw std::invalid_argument("--kl-base " + req.klBase + " must read the same tokens as " + run.name + ": " + why);
+  run.klBase = loadTrainedModel(base, ctx);
+  run.klBaseName = base.dir.filename().string();
+}
+
+// A row's comparison with its base (eval --kl-base) from the per-token KL values, the tokens with
+// the same top token, and the summed NLL of the row's model and of the base over those `tokens`.
+void setComparison(EvalRow& r, const std::string& base, const std::vector<double>& kl, int64_t sameTop, double nll,
+                   double baseNll) {
+  auto tokens = double(kl.size());
+  KlSummary s = summarizeKl(kl);
+  r.klBase = base;
+  r.klMean = s.mean, r.klP99 = s.p99, r.klP999 = s.p999, r.klMax = s.max;
+  r.sameTop = double(sameTop) / tokens;
+  r.pplRatio = std::exp((nll - baseNll) / tokens);
 }
 
 // What one scoring pass scores: the run at one Lvalid, in one mode, under one interpolation.
@@ -201,6 +293,7 @@ struct EvalPass {
   double scale = 1;    // a of the full-length windows
   std::string slopes;  // what applyInterpolation reported for them
   std::string mode = "nonoverlap";
+  InterpolationPlan klBasePlan;  // the compared base's (ScoringRun::klBase)
 };
 
 struct ScoredPass {
@@ -295,6 +388,7 @@ EvalRow scoreRetrievalCell(ScoringRun& run, const EvalRequest& req, const Execut
   opt.queryBlock = req.queryBlock;
   opt.shard = {group.rank(), group.world()};
   opt.mlm = mlm;
+  opt.klBase = run.klBase;
   std::string doing = fmt::format("scoring {} prompts of {} tokens on {}, {} a forward pass,", req.task, pass.Lvalid,
                                   ctx.deviceName(), req.batch);
   std::string remedy = outOfMemoryRemedy(
@@ -307,6 +401,8 @@ EvalRow scoreRetrievalCell(ScoringRun& run, const EvalRequest& req, const Execut
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   EvalRow r = retrievalRow(passRow(run, req, ctx, pass, seconds), req, depth, usesFiller(task), totals);
+  if (!totals.kl.empty())
+    setComparison(r, run.klBaseName, totals.kl, totals.sameTop, -totals.answerLogProb, totals.baseNll);
   double promptTokens = double(totals.trials * pass.Lvalid);
   r.tokensPerSecond = promptTokens / std::max(seconds, 1e-9);
   r.flopsPerSecond = (double(totals.trials) * bodyForwardFlops(m, pass.Lvalid) +
@@ -450,10 +546,19 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
   const ModelConfig& m = run.info.model;
   int64_t L = m.contextLength;
   const bool pll = pass.mode == "pll";
-  int64_t stride =
-      pass.mode != "sliding" ? pass.Lvalid : std::clamp<int64_t>(req.stride > 0 ? req.stride : L / 2, 1, pass.Lvalid);
+  WindowPlan plan;
+  plan.protocol = parseWindowProtocol(req.protocol);
+  plan.Lvalid = pass.Lvalid;
+  plan.bos = req.windowBos;
+  // Strided with bos: a window holds Lvalid - 1 tokens of the text after the context token.
+  int64_t windowTokens = std::max<int64_t>(1, pass.Lvalid - (plan.bos ? 1 : 0));
+  bool strides = pass.mode == "sliding" || plan.protocol == WindowProtocol::Strided;
+  plan.stride = strides ? std::clamp<int64_t>(req.stride > 0 ? req.stride : L / 2, 1, windowTokens) : pass.Lvalid;
+  for (const TextDocument& d : run.documents) plan.documentStarts.push_back(d.firstToken);
   auto prepareLength = [&](int64_t windowLength) {
     applyInterpolation(run.model, pass.interp, pass.plan.scaleFor(windowLength), req.ntkHeads);
+    if (run.klBase)
+      applyInterpolation(run.klBase, run.klBaseInterp, pass.klBasePlan.scaleFor(windowLength), req.ntkHeads);
   };
 
   std::optional<ProgressBar> bar;
@@ -469,13 +574,13 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
   auto t0 = std::chrono::steady_clock::now();
   WindowScoring scoring;
   scoring.Lvalid = pass.Lvalid;
-  scoring.stride = stride;
+  scoring.stride = plan.stride;
   scoring.batch = req.batch;
   scoring.queryBlock = req.queryBlock;
   scoring.positionBuckets = req.positionBuckets;
   scoring.shard = shard;
   scoring.prepareLength = prepareLength;
-  for (const TextDocument& d : run.documents) scoring.documentStarts.push_back(d.firstToken);
+  scoring.documentStarts = plan.documentStarts;
   std::string doing =
       fmt::format("scoring Lvalid {} on {}, {} windows a forward pass,", pass.Lvalid, ctx.deviceName(), req.batch);
   std::string remedy = outOfMemoryRemedy(
@@ -485,6 +590,9 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
       ScoreOptions opt;
       static_cast<WindowScoring&>(opt) = scoring;
       opt.eos = run.tokenizer ? run.contextToken : run.corpus.vocab.eos();
+      opt.protocol = plan.protocol;
+      opt.bos = plan.bos;
+      opt.klBase = run.klBase;
       return scoreDecoder(run.model, run.stream, opt, progress);
     }
     EncoderScoreOptions opt;
@@ -501,40 +609,48 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
   ScoredPass out;
   EvalRow& r = out.row;
   r = passRow(run, req, ctx, pass, seconds);
-  r.stride = stride;
+  r.stride = plan.stride;
   r.tokensScored = totals.tokens;
   r.nll = totals.meanNll();
   r.ppl = std::exp(r.nll);
   r.tokensPerSecond = double(totals.tokens) / std::max(seconds, 1e-9);
-  r.flopsPerSecond =
-      evalFlops(m, run.mlm, run.stream, pass.Lvalid, stride, pll, totals.tokens) / std::max(seconds, 1e-9);
+  r.flopsPerSecond = evalFlops(m, run.mlm, run.stream, plan, pll, totals.tokens) / std::max(seconds, 1e-9);
+  r.protocol = m.causal() ? protocolDescription(plan, contextTokenName(run))
+                          : fmt::format("xtrap encoder: windows of {} every {}", pass.Lvalid, plan.stride);
   // Every token of the stream is scored once (decoders, and encoders' pseudo-log-likelihood;
   // masked-LM rows score the masked tokens, whose text is not the whole stream's: no per-byte
-  // figures).
-  if ((m.causal() || pll) && totals.tokens == int64_t(run.stream.size()) && run.counts.bytes > 0) {
+  // figures). lm-eval divides by its own counts of each document's page.
+  TextCounts counts = plan.protocol == WindowProtocol::LmEval ? harnessCounts(run) : run.counts;
+  if ((m.causal() || pll) && totals.tokens == int64_t(run.stream.size()) && counts.bytes > 0) {
     double totalNll = totals.nll;
-    r.textBytes = run.counts.bytes;
-    r.textWords = run.counts.words;
-    r.bitsPerByte = totalNll / std::log(2.0) / double(run.counts.bytes);
-    r.wordPpl = std::exp(totalNll / double(std::max<int64_t>(run.counts.words, 1)));
+    r.textBytes = counts.bytes;
+    r.textWords = counts.words;
+    r.bitsPerByte = totalNll / std::log(2.0) / double(counts.bytes);
+    r.wordPpl = std::exp(totalNll / double(std::max<int64_t>(counts.words, 1)));
   }
+  if (totals.compared()) setComparison(r, run.klBaseName, totals.kl, totals.sameTop, totals.nll, totals.baseNll);
   for (size_t b = 0; b < totals.bucketNll.size(); ++b) {
     PositionLossRow p;
     p.run = r.run;
     p.mode = r.mode;
     p.interp = r.interp;
     p.extend = r.extend;
+    p.protocol = req.protocol;
     p.Lvalid = pass.Lvalid;
     p.bucket = int64_t(b);
     p.positionBegin = int64_t(b) * pass.Lvalid / req.positionBuckets;
     p.positionEnd = (int64_t(b) + 1) * pass.Lvalid / req.positionBuckets;
     p.tokens = totals.bucketTokens[b];
     p.meanNll = p.tokens ? totals.bucketNll[b] / double(p.tokens) : NAN;
+    p.compared = totals.compared();
+    p.meanKl = p.tokens ? totals.bucketKl[b] / double(p.tokens) : NAN;
+    p.sameTop = p.tokens ? double(totals.bucketSameTop[b]) / double(p.tokens) : NAN;
     out.byPosition.push_back(p);
   }
   for (size_t d = 0; d < totals.documentNll.size() && group.isRoot(); ++d) {
     nlohmann::json j = sampleKeys(r, "document");
     j["stride"] = r.stride;
+    j["protocol"] = r.protocol;
     j["document"] = d;
     j["title"] = run.documents[d].title;
     j["first_token"] = run.documents[d].firstToken;
@@ -543,6 +659,11 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
     double mean = totals.documentTokens[d] ? totals.documentNll[d] / double(totals.documentTokens[d]) : 0.0;
     j["mean_nll"] = mean;
     j["ppl"] = std::exp(mean);
+    if (totals.compared() && totals.documentTokens[d] > 0) {
+      j["kl_base"] = r.klBase;
+      j["kl_mean"] = totals.documentKl[d] / double(totals.documentTokens[d]);
+      j["same_top"] = double(totals.documentSameTop[d]) / double(totals.documentTokens[d]);
+    }
     out.samples.push_back(j.dump());
   }
   return out;
@@ -571,6 +692,16 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
   for (const auto& mode : req.modes)
     if (mode != "nonoverlap" && mode != "sliding" && mode != "pll")
       throw std::invalid_argument("unknown --mode '" + mode + "' (valid: nonoverlap, sliding, both, pll)");
+  WindowProtocol protocol = parseWindowProtocol(req.protocol);
+  if (req.windowBos && protocol != WindowProtocol::Strided)
+    throw std::invalid_argument("--window-bos applies to --protocol strided");
+  // The other protocols give one row a length, named by the protocol.
+  std::vector<std::string> modes = req.modes;
+  if (protocol != WindowProtocol::Xtrap) modes = {req.protocol + (req.windowBos ? "+bos" : "")};
+  if (!req.klBase.empty() && req.retrieval() && req.generates())
+    throw std::invalid_argument("--kl-base compares teacher-forced predictions (--score teacher)");
+  if (!req.klBase.empty() && env.world > 1)
+    throw std::invalid_argument("--kl-base keeps every token's KL in one process: run without --nproc");
   bool anyNtk = std::any_of(req.interps.begin(), req.interps.end(),
                             [](Interp i) { return i == Interp::Ntk || i == Interp::DynamicNtk; });
   if (req.ntkHeads != NtkHeads::All && !anyNtk)
@@ -593,6 +724,12 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
     bool pllMode = std::find(req.modes.begin(), req.modes.end(), "pll") != req.modes.end();
     if (!req.retrieval() && pllMode && run.info.model.causal())
       throw std::invalid_argument("--mode pll (pseudo-log-likelihood) is for encoders; " + run.name + " is a decoder");
+    if (!run.info.model.causal() && (protocol != WindowProtocol::Xtrap || !req.klBase.empty()))
+      throw std::invalid_argument(std::string(protocol != WindowProtocol::Xtrap ? "--protocol" : "--kl-base") +
+                                  " applies to decoders; " + run.name + " is an encoder");
+    if (!req.klBase.empty()) loadKlBase(run, req, ctx);
+    if (protocol == WindowProtocol::LlamaCpp && !req.retrieval())  // too short a text fails before any pass
+      for (int64_t Lvalid : req.lvalids) protocolWindows({protocol, Lvalid}, int64_t(run.stream.size()));
     // Every (interpolation, extension) is checked before any line is printed.
     std::vector<ContextExtension> extensions;
     for (const auto& name : req.extensions) {
@@ -610,6 +747,7 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
         pass.extension = extension;
         run.model->setContextExtension(extension);
         pass.plan = interpolationPlan(interp, maxLvalid, L, req.scale, req.a0);
+        pass.klBasePlan = interpolationPlan(run.klBaseInterp, maxLvalid, L, req.scale, req.a0);
         checkInterpolationApplies(run.model, interp, req.ntkHeads);  // before any line is printed
         if (usesFixedScale(interp) && !req.scalePerLength)
           std::fprintf(stderr, "%s interp=%s: fixed a = %.6g for the sweep (%s)\n", run.name.c_str(),
@@ -618,7 +756,10 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
                                      : fmt::format("largest Lvalid {} / L_train {}, at least 1", maxLvalid, L).c_str());
         for (int64_t Lvalid : req.lvalids) {
           pass.Lvalid = Lvalid;
-          if (req.scalePerLength) pass.plan = interpolationPlan(interp, Lvalid, L, 0, req.a0);
+          if (req.scalePerLength) {
+            pass.plan = interpolationPlan(interp, Lvalid, L, 0, req.a0);
+            pass.klBasePlan = interpolationPlan(run.klBaseInterp, Lvalid, L, 0, req.a0);
+          }
           if (group.isRoot() && !req.retrieval() && Lvalid >= static_cast<int64_t>(run.stream.size()))
             std::fprintf(stderr,
                          "note: Lvalid %lld exceeds the %s split (%zu tokens); scoring one window of all of it\n",
@@ -627,6 +768,8 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
           // shorter last window its own.
           pass.scale = pass.plan.scaleFor(Lvalid);
           pass.slopes = applyInterpolation(run.model, interp, pass.scale, req.ntkHeads);
+          if (run.klBase)
+            applyInterpolation(run.klBase, run.klBaseInterp, pass.klBasePlan.scaleFor(Lvalid), req.ntkHeads);
           if (req.verbose && !pass.slopes.empty() && group.isRoot())
             std::fprintf(
                 stderr, "%s Lvalid=%lld interp=%s a=%.4g%s: %s\n", run.name.c_str(), static_cast<long long>(Lvalid),
@@ -648,7 +791,7 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
             if (bar) bar->finish();
             continue;
           }
-          for (const auto& mode : req.modes) {
+          for (const auto& mode : modes) {
             pass.mode = mode;
             ScoredPass scored = scorePass(run, req, ctx, pass, group);
             rows.push_back(scored.row);
@@ -663,10 +806,12 @@ std::vector<EvalRow> evaluateRuns(const EvalRequest& req, std::vector<PositionLo
 }
 
 void writePositionRows(const std::filesystem::path& file, const std::vector<PositionLossRow>& rows) {
-  std::string csv = "run,mode,interp,Lvalid,bucket,position_begin,position_end,tokens,mean_nll,extend\n";
+  std::string csv =
+      "run,mode,interp,Lvalid,bucket,position_begin,position_end,tokens,mean_nll,extend,protocol,mean_kl,same_top\n";
   for (const auto& p : rows)
-    csv += fmt::format("{},{},{},{},{},{},{},{},{:.6f},{}\n", p.run, p.mode, p.interp, p.Lvalid, p.bucket,
-                       p.positionBegin, p.positionEnd, p.tokens, p.meanNll, p.extend);
+    csv += fmt::format("{},{},{},{},{},{},{},{},{:.6f},{},{},{}\n", p.run, p.mode, p.interp, p.Lvalid, p.bucket,
+                       p.positionBegin, p.positionEnd, p.tokens, p.meanNll, p.extend, p.protocol,
+                       p.compared ? fmt::format("{:.6g},{:.6f}", p.meanKl, p.sameTop) : std::string(","));
   writeTextAtomically(file, csv);
 }
 

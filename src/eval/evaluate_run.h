@@ -20,9 +20,13 @@ struct EvalRequest {
   // Pretrained models (run/pretrained_config.h): a UTF-8 text file scored instead of --data's split,
   // tokenized by the model's tokenizer.json (with --data, the split's file is).
   std::string textFile;
-  std::vector<std::string> modes{"nonoverlap"};  // nonoverlap | sliding | pll (encoders)
-  int64_t trainLength = 0;                       // pretrained models: L_train (run/run_directory.h); 0 = config's
-  int64_t stride = 0;                            // sliding stride; 0 = L_train / 2
+  std::vector<std::string> modes{"nonoverlap"};  // nonoverlap | sliding | pll (encoders), protocol xtrap
+  // The windows (eval/window_protocol.h): xtrap (the modes above) | llama.cpp | lm-eval | strided;
+  // the others are decoders' and give one row a length, its mode the protocol's name ("strided+bos").
+  std::string protocol = "xtrap";
+  bool windowBos = false;   // strided: the context token before every window (YaRN's add_start_token)
+  int64_t trainLength = 0;  // pretrained models: L_train (run/run_directory.h); 0 = config's
+  int64_t stride = 0;       // sliding / strided stride; 0 = L_train / 2
   std::vector<Interp> interps{Interp::None};
   double scale = 0;  // linear / ntk: fixed a; 0 = largest Lvalid / L_train (at least 1)
   // linear / ntk / yarn: a = Lvalid / L_train for each row (the NTK-ALiBi authors' protocol)
@@ -35,6 +39,11 @@ struct EvalRequest {
   std::vector<std::string> extensions{"none"};
   ExtensionSettings extensionSettings;
   int64_t maxTokens = 0;  // > 0: score only the first maxTokens tokens of the split
+  // Not empty: every row of a decoder is compared with this base (eval/kl_divergence.h), scored
+  // on the same windows (retrieval: the teacher-forced answer tokens of the same prompts): an
+  // interpolation's name (the same run under it, with the sweep's factor) or another run or
+  // pretrained directory with the same tokenizer (as it is). One process.
+  std::string klBase;
   int64_t batch = 8;
   int64_t queryBlock = 256;
   int64_t positionBuckets = 0;  // > 0: fill `positionRows`
@@ -71,8 +80,12 @@ struct EvalRequest {
 
 struct PositionLossRow {
   std::string run, mode, interp, extend;
+  std::string protocol;  // its row's protocol name (window_protocol.h)
   int64_t Lvalid = 0, bucket = 0, positionBegin = 0, positionEnd = 0, tokens = 0;
   double meanNll = 0;
+  // Compared rows (EvalRequest::klBase): the bucket's mean KL(base || model) and same-top fraction.
+  bool compared = false;
+  double meanKl = 0, sameTop = 0;
 };
 
 // `samples` (request.logSamples): JSON lines, in the order the rows are scored (docs/retrieval.md,

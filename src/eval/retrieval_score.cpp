@@ -9,6 +9,7 @@ namespace xtrap {
 
 void RetrievalTotals::sumOverRanks(DistGroup& group) {
   if (group.world() == 1) return;
+  if (!kl.empty()) throw std::logic_error("RetrievalTotals: compared totals are scored by one process");
   auto summed = torch::tensor({double(trials), double(correct), double(answerTokens), answerLogProb}, torch::kFloat64);
   group.allreduceSum(summed);
   auto acc = summed.accessor<double, 1>();
@@ -45,6 +46,9 @@ RetrievalTotals scoreRetrieval(Transformer& model, const std::vector<RetrievalPr
   torch::NoGradGuard noGrad;
   model->eval();
   bool causal = model->config.causal();
+  Transformer base = opt.klBase;
+  if (base && !causal) throw std::invalid_argument("scoreRetrieval: a base model is compared with decoders only");
+  if (base) base->eval();
   int64_t shift = causal ? 0 : opt.mlm.bosColumns();  // an encoder's <bos> column
   std::vector<size_t> mine;
   for (size_t k = 0; k < prompts.size(); ++k)
@@ -97,6 +101,16 @@ RetrievalTotals scoreRetrieval(Transformer& model, const std::vector<RetrievalPr
     totals.trials += B;
     totals.answerTokens += int64_t(rows.size());
     totals.answerLogProb += answerLogProb.sum().item<double>();
+    if (base) {
+      auto baseFeats = base->features(x, {opt.queryBlock, nullptr});  // (B, T, C)
+      auto basePicked =
+          baseFeats.reshape({-1, baseFeats.size(2)}).index_select(0, base->input(torch::tensor(rows, torch::kLong)));
+      KlRows kl = compareRows(model, picked, base, basePicked, want);  // (N) each
+      auto values = kl.kl.contiguous();
+      totals.kl.insert(totals.kl.end(), values.data_ptr<double>(), values.data_ptr<double>() + values.numel());
+      totals.sameTop += kl.sameTop.sum().item<int64_t>();
+      totals.baseNll += kl.baseNll.sum().item<double>();
+    }
   }
   return totals;
 }

@@ -7,12 +7,14 @@
 //    vocabulary is t_j at every j.
 //  encoder: the answer tokens are replaced by <mask> (and <bos> prepended when the encoder uses
 //    one); a trial is correct when the argmax at every masked position is its answer token.
-// Both also sum log p(t_j): the answer's mean log-probability per token.
+// Both also sum log p(t_j): the answer's mean log-probability per token. A decoder's answer tokens
+// can also be compared with a base model's predictions from the same prompt (eval/kl_divergence.h).
 #include <functional>
 #include <vector>
 
 #include "data/mlm_masking.h"
 #include "data/retrieval_prompt.h"
+#include "eval/kl_divergence.h"
 #include "eval/perplexity.h"
 
 namespace xtrap {
@@ -21,14 +23,21 @@ struct RetrievalTotals {
   int64_t trials = 0, correct = 0;
   int64_t answerTokens = 0;
   double answerLogProb = 0;  // summed over answer tokens
+  // Against RetrievalScoreOptions::klBase: every answer token's KL(base || model), the tokens whose
+  // most likely token is the same under both, the base's summed NLL of the answers.
+  std::vector<double> kl;
+  int64_t sameTop = 0;
+  double baseNll = 0;
+  // Every rank gets the job's totals; compared totals are one process's (a logic_error otherwise).
   void sumOverRanks(DistGroup& group);
 };
 
 struct RetrievalScoreOptions {
   int64_t batch = 8;
   int64_t queryBlock = 256;
-  WindowShard shard;  // which prompts (by index) this rank scores
-  MlmTokens mlm;      // encoders: <mask> and <bos>
+  WindowShard shard;            // which prompts (by index) this rank scores
+  MlmTokens mlm;                // encoders: <mask> and <bos>
+  Transformer klBase{nullptr};  // decoders: not null, compare every answer token with this model
 };
 
 // One prompt's answer as scored (eval --log-samples): at each answer token, the argmax over the
