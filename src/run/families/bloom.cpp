@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "run/families/families.h"
+#include "run/families/megatron_block.h"
 
 namespace xtrap {
 namespace {
@@ -29,22 +30,14 @@ PretrainedConfig readBloom(const ConfigReader& r) {
 
 TensorMap bloomTensors(const ModelConfig& c) {
   TensorMap t;
-  auto both = [&](const std::string& ours, const std::string& theirs, TensorLayout layout = TensorLayout::AsStored) {
-    t[ours + ".weight"] = {{theirs + ".weight"}, layout};
-    t[ours + ".bias"] = {{theirs + ".bias"}, layout};
+  auto norm = [&](const std::string& ours, const std::string& theirs) {
+    t[ours + ".weight"] = {{theirs + ".weight"}};
+    t[ours + ".bias"] = {{theirs + ".bias"}};
   };
   t["token_embedding.weight"] = {{"word_embeddings.weight"}};
-  both("embedding_norm", "word_embeddings_layernorm");
-  for (int64_t l = 0; l < c.layers; ++l) {
-    std::string b = fmt::format("blocks.{}.", l), h = fmt::format("h.{}.", l);
-    both(b + "ln1", h + "input_layernorm");
-    both(b + "attn.qkv", h + "self_attention.query_key_value", TensorLayout::HeadsThenQkv);
-    both(b + "attn.out", h + "self_attention.dense");
-    both(b + "ln2", h + "post_attention_layernorm");
-    both(b + "fc1", h + "mlp.dense_h_to_4h");
-    both(b + "fc2", h + "mlp.dense_4h_to_h");
-  }
-  both("ln_final", "ln_f");
+  norm("embedding_norm", "word_embeddings_layernorm");
+  addMegatronBlocks(t, c, "h.", "self_attention");
+  norm("ln_final", "ln_f");
   if (!c.tiedHead) t["head.weight"] = {{"lm_head.weight"}};
   return t;
 }

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "run/families/families.h"
+#include "run/families/megatron_block.h"
 #include "run/rope_config.h"
 
 namespace xtrap {
@@ -57,21 +58,10 @@ PretrainedConfig readGptNeox(const ConfigReader& r) {
 
 TensorMap gptNeoxTensors(const ModelConfig& c) {
   TensorMap t;
-  auto both = [&](const std::string& ours, const std::string& theirs, TensorLayout layout = TensorLayout::AsStored) {
-    t[ours + ".weight"] = {{theirs + ".weight"}, layout};
-    t[ours + ".bias"] = {{theirs + ".bias"}, layout};
-  };
   t["token_embedding.weight"] = {{"embed_in.weight"}};
-  for (int64_t l = 0; l < c.layers; ++l) {
-    std::string b = fmt::format("blocks.{}.", l), h = fmt::format("layers.{}.", l);
-    both(b + "ln1", h + "input_layernorm");
-    both(b + "attn.qkv", h + "attention.query_key_value", TensorLayout::HeadsThenQkv);
-    both(b + "attn.out", h + "attention.dense");
-    both(b + "ln2", h + "post_attention_layernorm");
-    both(b + "fc1", h + "mlp.dense_h_to_4h");
-    both(b + "fc2", h + "mlp.dense_4h_to_h");
-  }
-  both("ln_final", "final_layer_norm");
+  addMegatronBlocks(t, c, "layers.", "attention");
+  t["ln_final.weight"] = {{"final_layer_norm.weight"}};
+  t["ln_final.bias"] = {{"final_layer_norm.bias"}};
   // The head lives outside the gpt_neox. prefix (GPTNeoXForCausalLM.embed_out).
   if (!c.tiedHead) t["head.weight"] = {{"embed_out.weight"}};
   return t;
