@@ -1,5 +1,7 @@
 // eval --kl-base (eval/kl_divergence.h) and eval --protocol through the model (eval/window_protocol.h;
 // the windows themselves: test_ranges_windows.cpp and tests/protocol_check.py).
+#include <torch/torch.h>  // before Catch: its CHECK, not glog's, whatever the build's precompiled header
+
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -78,10 +80,11 @@ TEST_CASE("KL mode: a model against itself is 0 with every top token the same; a
       CHECK(r.klP999 >= r.klP99);
       CHECK(r.klMax >= r.klP999);
       CHECK(r.sameTop < 1);
-      // The base is the none row of the same length and mode, scored on the same windows.
+      // The base is the none row of the same length and mode, scored on the same windows (the
+      // ratio from the full log-softmax, the rows' ppl from the head's NLL: float32 rounding apart).
       for (const EvalRow& none : rows)
         if (none.interp == "none" && none.Lvalid == r.Lvalid && none.mode == r.mode)
-          CHECK(r.pplRatio == Approx(r.ppl / none.ppl).epsilon(1e-9));
+          CHECK(r.pplRatio == Approx(r.ppl / none.ppl).epsilon(1e-5));
     }
   }
   // The per-position view carries the comparison: 0 everywhere for the model against itself.

@@ -402,7 +402,7 @@ EvalRow scoreRetrievalCell(ScoringRun& run, const EvalRequest& req, const Execut
 
   EvalRow r = retrievalRow(passRow(run, req, ctx, pass, seconds), req, depth, usesFiller(task), totals);
   if (!totals.kl.empty())
-    setComparison(r, run.klBaseName, totals.kl, totals.sameTop, -totals.answerLogProb, totals.baseNll);
+    setComparison(r, run.klBaseName, totals.kl, totals.sameTop, totals.comparedNll, totals.baseNll);
   double promptTokens = double(totals.trials * pass.Lvalid);
   r.tokensPerSecond = promptTokens / std::max(seconds, 1e-9);
   r.flopsPerSecond = (double(totals.trials) * bodyForwardFlops(m, pass.Lvalid) +
@@ -628,7 +628,8 @@ ScoredPass scorePass(ScoringRun& run, const EvalRequest& req, const ExecutionCon
     r.bitsPerByte = totalNll / std::log(2.0) / double(counts.bytes);
     r.wordPpl = std::exp(totalNll / double(std::max<int64_t>(counts.words, 1)));
   }
-  if (totals.compared()) setComparison(r, run.klBaseName, totals.kl, totals.sameTop, totals.nll, totals.baseNll);
+  if (totals.compared())
+    setComparison(r, run.klBaseName, totals.kl, totals.sameTop, totals.comparedNll, totals.baseNll);
   for (size_t b = 0; b < totals.bucketNll.size(); ++b) {
     PositionLossRow p;
     p.run = r.run;

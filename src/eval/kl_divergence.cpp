@@ -17,7 +17,9 @@ KlRows klFromLogProbs(const torch::Tensor& baseLogProb, const torch::Tensor& log
   KlRows out;
   out.kl = toHost(terms.sum(1));
   out.sameTop = toHost(pBase.argmax(1) == p.argmax(1));
-  out.baseNll = toHost(-pBase.gather(1, targets.to(pBase.device()).to(torch::kLong).unsqueeze(1)).squeeze(1));
+  auto at = targets.to(pBase.device()).to(torch::kLong).unsqueeze(1);  // (N, 1)
+  out.baseNll = toHost(-pBase.gather(1, at).squeeze(1));
+  out.nll = toHost(-p.gather(1, at).squeeze(1));
   return out;
 }
 
@@ -25,19 +27,19 @@ KlRows compareRows(Transformer& model, const torch::Tensor& rows, Transformer& b
                    const torch::Tensor& targets) {
   int64_t N = rows.size(0), V = model->config.vocabSize;
   int64_t chunk = std::max<int64_t>(1, kMaxBlockLogits / std::max<int64_t>(V, 1));
-  std::vector<torch::Tensor> kl, sameTop, baseNll;
+  std::vector<torch::Tensor> kl, sameTop, baseNll, nll;
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     int64_t n = std::min(chunk, N - r0);
     auto logProb = torch::log_softmax(model->logits(rows.narrow(0, r0, n)).to(torch::kFloat32), -1);  // (n, V)
     auto baseLogProb = torch::log_softmax(base->logits(baseRows.narrow(0, r0, n)).to(torch::kFloat32), -1);
     KlRows part = klFromLogProbs(baseLogProb, logProb, targets.narrow(0, r0, n));
-    kl.push_back(part.kl), sameTop.push_back(part.sameTop), baseNll.push_back(part.baseNll);
+    kl.push_back(part.kl), sameTop.push_back(part.sameTop), baseNll.push_back(part.baseNll), nll.push_back(part.nll);
   }
   if (kl.empty()) {
     auto none = torch::zeros({0}, torch::kFloat64);
-    return {none, torch::zeros({0}, torch::kBool), none};
+    return {none, torch::zeros({0}, torch::kBool), none, none};
   }
-  return {torch::cat(kl), torch::cat(sameTop), torch::cat(baseNll)};
+  return {torch::cat(kl), torch::cat(sameTop), torch::cat(baseNll), torch::cat(nll)};
 }
 
 KlSummary summarizeKl(std::vector<double> values) {

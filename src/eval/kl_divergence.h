@@ -18,6 +18,9 @@ struct KlRows {
   torch::Tensor kl;       // (N) float64, on the host
   torch::Tensor sameTop;  // (N) bool, on the host
   torch::Tensor baseNll;  // (N) float64, on the host: -log p_base(target)
+  // (N) float64, on the host: -log p(target) from the same full log-softmax as baseNll, so that a
+  // model against itself gives exactly the base's (the head's own NLL path differs by rounding).
+  torch::Tensor nll;
 };
 
 // From log-probabilities (N, V) of the base and of the model, and the targets (N).

@@ -31,6 +31,7 @@ void ScoreTotals::add(const torch::Tensor& nllIn, const std::vector<int64_t>& po
     kl.insert(kl.end(), k.data_ptr<double>(), k.data_ptr<double>() + k.numel());
     sameTop += klRows->sameTop.sum().item<int64_t>();
     baseNll += klRows->baseNll.sum().item<double>();
+    comparedNll += klRows->nll.sum().item<double>();
   }
   if (bucketNll.empty() && documentStarts.empty()) return;
   auto acc = values.accessor<double, 1>();

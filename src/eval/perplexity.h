@@ -66,11 +66,12 @@ struct ScoreTotals {
   std::vector<double> documentNll;      // per document (documentStarts not empty)
   std::vector<int64_t> documentTokens;
   // Against a base model (ScoreOptions::klBase): KL(base || model) of every scored token in order,
-  // the tokens whose most likely next token is the same under both, the base's summed NLL; and
-  // KL and same-top counts by position bucket and by document.
+  // the tokens whose most likely next token is the same under both, the base's and the model's
+  // summed NLL from the same full log-softmax (kl_divergence.h); and KL and same-top counts by
+  // position bucket and by document.
   std::vector<double> kl;
   int64_t sameTop = 0;
-  double baseNll = 0;
+  double baseNll = 0, comparedNll = 0;
   std::vector<double> bucketKl, documentKl;
   std::vector<int64_t> bucketSameTop, documentSameTop;
   bool compared() const { return !kl.empty(); }

@@ -110,6 +110,7 @@ RetrievalTotals scoreRetrieval(Transformer& model, const std::vector<RetrievalPr
       totals.kl.insert(totals.kl.end(), values.data_ptr<double>(), values.data_ptr<double>() + values.numel());
       totals.sameTop += kl.sameTop.sum().item<int64_t>();
       totals.baseNll += kl.baseNll.sum().item<double>();
+      totals.comparedNll += kl.nll.sum().item<double>();
     }
   }
   return totals;

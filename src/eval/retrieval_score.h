@@ -24,10 +24,11 @@ struct RetrievalTotals {
   int64_t answerTokens = 0;
   double answerLogProb = 0;  // summed over answer tokens
   // Against RetrievalScoreOptions::klBase: every answer token's KL(base || model), the tokens whose
-  // most likely token is the same under both, the base's summed NLL of the answers.
+  // most likely token is the same under both, the base's and the model's summed NLL of the answers
+  // from the same full log-softmax (kl_divergence.h).
   std::vector<double> kl;
   int64_t sameTop = 0;
-  double baseNll = 0;
+  double baseNll = 0, comparedNll = 0;
   // Every rank gets the job's totals; compared totals are one process's (a logic_error otherwise).
   void sumOverRanks(DistGroup& group);
 };
