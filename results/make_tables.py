@@ -283,6 +283,54 @@ def quickstart_interp():
     return table(["interp"] + [f"Lvalid {n}" for n in ns], body) + f"\nTokens scored per row: {', '.join(scored)}.\n"
 
 
+def protocols_ppl():
+    """protocols.csv: one quickstart decoder scored under each window protocol (eval --protocol)."""
+    rows = load("protocols.csv")
+    ns = sorted({int(r["Lvalid"]) for r in rows})
+    L = l_train(rows)
+    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    body = []
+    for m in modes:
+        by = {int(r["Lvalid"]): r for r in rows if r["mode"] == m}
+        cells = [f"{float(by[n]['ppl']):.2f} ({int(by[n]['tokens_scored']):,})" if n in by else "-" for n in ns]
+        words = [f"{float(by[n]['word_ppl']):.2f}" if n in by and by[n]["word_ppl"] else "-" for n in ns]
+        body.append([f"`{m}`"] + cells + [" / ".join(words)])
+    return table(["protocol"] + [f"{label(n, L)} ppl (tokens)" for n in ns] + ["word ppl " + " / ".join(label(n, L) for n in ns)],
+                 body)
+
+
+def protocols_kl():
+    """protocols_kl.csv: each interpolation of the quickstart decoder against none (eval --kl-base none)."""
+    rows = load("protocols_kl.csv")
+    ns = sorted({int(r["Lvalid"]) for r in rows})
+    L = l_train(rows)
+    body = []
+    for i in dict.fromkeys(r["interp"] for r in rows):
+        by = {int(r["Lvalid"]): r for r in rows if r["interp"] == i}
+        for what, key, fmt in (("KL mean", "kl_mean", "{:.4f}"), ("KL p99", "kl_p99", "{:.4f}"),
+                               ("KL p99.9", "kl_p999", "{:.4f}"), ("KL max", "kl_max", "{:.3f}"),
+                               ("same top", "same_top", "{:.2%}"), ("ppl / ppl(none)", "ppl_ratio", "{:.4f}")):
+            body.append([i, what] + [fmt.format(float(by[n][key])) if n in by else "-" for n in ns])
+    scored = sorted({r["tokens_scored"] for r in rows})
+    return (table(["interp", ""] + [label(n, L) for n in ns], body, ["---", "---"] + ["---:"] * len(ns)) +
+            f"\nTokens scored per row: {', '.join(scored)}.\n")
+
+
+def protocols_kl_position():
+    """protocols_kl_per_position.csv: mean KL against none by position in the window, at the longest Lvalid."""
+    rows = load("protocols_kl_per_position.csv")
+    n = max(int(r["Lvalid"]) for r in rows)
+    at = [r for r in rows if int(r["Lvalid"]) == n]
+    buckets = sorted({(int(r["position_begin"]), int(r["position_end"])) for r in at})
+    body = []
+    for i in dict.fromkeys(r["interp"] for r in at):
+        by = {(int(r["position_begin"]), int(r["position_end"])): r for r in at if r["interp"] == i}
+        body.append([i] + [f"{float(by[b]['mean_kl']):.4f} ({float(by[b]['same_top']):.1%})" if b in by else "-"
+                           for b in buckets])
+    return table(["interp"] + [f"{b}..{e - 1}" for b, e in buckets], body) + \
+        f"\nLvalid {n}: mean KL(none || interp) (same top token) of the tokens at those window positions.\n"
+
+
 def recipe_heads():
     """recipe-mini: perplexity at L of each output head (columns) in each training regime (rows)."""
     rows = load("recipe-mini/results.csv")
@@ -800,6 +848,9 @@ TABLES = {
     "retrieval-mini/niah-multikey": lambda: retrieval("retrieval-mini", "niah-multikey", "repeat"),
     "retrieval-mini/variable-tracking": lambda: retrieval("retrieval-mini", "variable-tracking", "repeat"),
     "quickstart/interp": quickstart_interp,
+    "protocols/ppl": protocols_ppl,
+    "protocols/kl": protocols_kl,
+    "protocols/kl-position": protocols_kl_position,
     "index/studies": study_index,
     "gpu/long-eval": gpu_long_eval,
     "gpu/throughput": gpu_throughput,
