@@ -78,12 +78,6 @@ WindowProtocol parseWindowProtocol(const std::string& name) {
   throw std::invalid_argument("unknown --protocol '" + name + "' (valid: " + names + ")");
 }
 
-std::string windowProtocolName(WindowProtocol p) {
-  for (const auto& [q, n] : protocolTable())
-    if (q == p) return n;
-  throw std::logic_error("windowProtocolName: unknown protocol");
-}
-
 std::vector<std::string> windowProtocolNames() {
   std::vector<std::string> names;
   for (const auto& entry : protocolTable()) names.push_back(entry.second);

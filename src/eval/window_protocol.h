@@ -31,7 +31,6 @@ namespace xtrap {
 enum class WindowProtocol { Xtrap, LlamaCpp, LmEval, Strided };
 
 WindowProtocol parseWindowProtocol(const std::string& name);  // one-line error listing the names
-std::string windowProtocolName(WindowProtocol p);
 std::vector<std::string> windowProtocolNames();
 
 struct ProtocolWindow {
