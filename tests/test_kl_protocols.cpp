@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "eval/evaluate_run.h"
 #include "eval/kl_divergence.h"
@@ -95,6 +96,21 @@ TEST_CASE("KL mode: a model against itself is 0 with every top token the same; a
     if (p.interp == "none") CHECK(p.meanKl == 0);
     if (p.interp == "none") CHECK(p.sameTop == 1);
   }
+  // The per-document view (--log-samples) carries the protocol and the comparison.
+  req.logSamples = true;
+  req.modes = {"nonoverlap"};
+  req.lvalids = {16};
+  std::vector<std::string> lines;
+  evaluateRuns(req, nullptr, &lines);
+  REQUIRE(!lines.empty());
+  for (const std::string& line : lines) {
+    auto j = nlohmann::json::parse(line);
+    CHECK(j["protocol"].get<std::string>().rfind("xtrap: windows of 16 every 16", 0) == 0);
+    CHECK(j["kl_base"] == "none");
+    if (j["interp"] == "none") CHECK(j["kl_mean"].get<double>() == 0);
+    if (j["interp"] == "none") CHECK(j["same_top"].get<double>() == 1);
+  }
+  req.logSamples = false;
   // A base directory: the same run, as it is.
   req.klBase = run.dir.string();
   req.interps = {Interp::None};
