@@ -37,7 +37,9 @@ int main(int argc, char** argv) {
       {"probe", "look inside a run: bias matrices, attention maps and statistics", xtrap::addProbeCommand},
       {"run", "run a scenario file: train what is missing, evaluate, write results/NAME/", xtrap::addRunCommand},
       {"plot", "draw perplexity vs Lvalid from results files (gnuplot)", xtrap::addPlotCommand},
-      {"export", "write a run as model.safetensors + config.json + vocab.txt for Python", xtrap::addExportCommand},
+      {"export",
+       "write a run for Python (model.safetensors + config.json + vocab.txt) or in Hugging Face layout (--hf)",
+       xtrap::addExportCommand},
       {"data", "load a WikiText directory (building its token cache) and print its sizes", xtrap::addDataCommand},
   };
   std::vector<std::pair<CLI::App*, xtrap::CommandAction>> commands;
