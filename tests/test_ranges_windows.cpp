@@ -2,7 +2,9 @@
 #include <catch2/catch.hpp>
 #include <set>
 
+#include "data/text_tokens.h"
 #include "eval/lvalid_range.h"
+#include "eval/window_protocol.h"
 #include "eval/windows.h"
 
 using namespace xtrap;
@@ -93,8 +95,6 @@ TEST_CASE("encoder windows: each position scored in its most central window") {
   CHECK(nonOverlap == std::vector<EvalWindow>{{0, 4, 0}, {4, 4, 0}, {8, 2, 0}});
 }
 
-#include "eval/window_protocol.h"
-
 namespace {
 using PW = std::vector<ProtocolWindow>;
 int64_t scoredCount(const PW& windows) {
@@ -151,8 +151,6 @@ TEST_CASE("window protocols: the tokens each tool scores, counted by hand") {
   CHECK_THROWS_WITH(parseWindowProtocol("hf"), Catch::Contains("xtrap, llama.cpp, lm-eval, strided"));
 }
 
-#include "data/text_tokens.h"
-
 // len(re.split(r"\s+", page)) and len(page.encode("utf-8")), worked out by hand (and by Python).
 TEST_CASE("lm-eval protocol: a page's words and bytes as the harness counts them") {
   auto counts = [](std::string_view page) {
@@ -166,4 +164,6 @@ TEST_CASE("lm-eval protocol: a page's words and bytes as the harness counts them
   CHECK(counts("x\xc2\xa0y z") == P{3, 6});  // U+00A0 separates
   CHECK(counts(" ") == P{2, 1});
   CHECK(counts("caf\xc3\xa9 au lait\n") == P{4, 14});
+  CHECK(counts("a\x1c"
+               "b\x1f") == P{3, 4});  // Python's \s has the ASCII separators; White_Space does not
 }

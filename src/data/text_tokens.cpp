@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -10,6 +9,7 @@
 #include <stdexcept>
 
 #include "data/text_checks.h"
+#include "data/unicode_regex.h"
 #include "data/wikitext_detokenizer.h"
 #include "util/fnv1a64.h"
 
@@ -91,37 +91,12 @@ TextCounts countText(std::string_view text) {
   return c;
 }
 
-namespace {
-
-// The bytes of the whitespace character Python's str regex \s matches at `at`, or 0: ASCII's
-// \t \n \v \f \r, space and \x1c-\x1f, and the Unicode spaces in UTF-8.
-size_t pythonSpaceAt(std::string_view text, size_t at) {
-  auto c = static_cast<unsigned char>(text[at]);
-  if (c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f)) return 1;
-  auto byte = [&](size_t k) { return at + k < text.size() ? static_cast<unsigned char>(text[at + k]) : 0u; };
-  if (c == 0xc2 && (byte(1) == 0x85 || byte(1) == 0xa0)) return 2;  // U+0085, U+00A0
-  if (c == 0xe1 && byte(1) == 0x9a && byte(2) == 0x80) return 3;    // U+1680
-  // U+2000..200A, U+2028, U+2029, U+202F
-  if (c == 0xe2 && byte(1) == 0x80 && (byte(2) <= 0x8a || byte(2) == 0xa8 || byte(2) == 0xa9 || byte(2) == 0xaf))
-    return 3;
-  if (c == 0xe2 && byte(1) == 0x81 && byte(2) == 0x9f) return 3;  // U+205F
-  if (c == 0xe3 && byte(1) == 0x80 && byte(2) == 0x80) return 3;  // U+3000
-  return 0;
-}
-
-}  // namespace
-
 TextCounts harnessPageCounts(std::string_view page) {
+  // Python's Unicode \s: Unicode's White_Space (UnicodeRegex's \s) and the separators \x1c-\x1f.
+  static const UnicodeRegex pythonSpaces("[\\s\\x{1C}-\\x{1F}]+");
   TextCounts c;
   c.bytes = int64_t(page.size());
-  c.words = 1;  // re.split gives one piece more than there are separators
-  bool inSpace = false;
-  for (size_t at = 0; at < page.size();) {
-    size_t space = pythonSpaceAt(page, at);
-    if (space > 0 && !inSpace) ++c.words;
-    inSpace = space > 0;
-    at += std::max<size_t>(space, 1);
-  }
+  c.words = 1 + int64_t(pythonSpaces.findAll(page).size());  // re.split: one piece more than separators
   return c;
 }
 
