@@ -57,7 +57,7 @@ EvalRequest tinyRequest(const RunInfo& run) {
 }
 }  // namespace
 
-TEST_CASE("KL mode: a model against itself is 0 with every top token the same; an interpolation is not") {
+TEST_CASE("KL mode: a model against itself is 0 with every top token the same but an interpolation is not") {
   RunInfo run = trainTiny("kl-base", tinyConfig("alibi"), 3);
   EvalRequest req = tinyRequest(run);
   req.interps = {Interp::None, Interp::Linear};
