@@ -12,8 +12,8 @@ namespace xtrap {
 
 const std::vector<const PretrainedFamily*>& pretrainedFamilies() {
   static const std::vector<const PretrainedFamily*> all{
-      &bloomFamily(), &mptFamily(), &gptNeoxFamily(), &llamaFamily(), &mistralFamily(), &qwen2Family(), &qwen3Family(), &phi3Family(),
-      &gemmaFamily(), &gemma2Family(), &gemma3Family(),
+      &bloomFamily(), &mptFamily(), &gptNeoxFamily(), &llamaFamily(), &mistralFamily(), &qwen2Family(), &qwen3Family(),
+      &phi3Family(), &gemmaFamily(), &gemma2Family(), &gemma3Family(),
       // Under model_type bert the first family that recognises a checkpoint reads it.
       &mosaicBertFamily(), &jinaBertFamily(), &bertFamily(), &robertaFamily()};
   return all;
