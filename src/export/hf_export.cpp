@@ -1,10 +1,10 @@
 #include "export/hf_export.h"
 
-#include <fmt/format.h>
-
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "export/export_directory.h"
 #include "run/checkpoint.h"

@@ -16,9 +16,6 @@
 // (run/pretrained_family.h, FamilyExporter). The written config is read back through the loader's
 // own key checks before the directory appears. DIR is either complete or absent.
 #include <filesystem>
-#include <string>
-
-#include "model/model_config.h"
 
 namespace xtrap {
 

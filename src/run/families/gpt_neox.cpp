@@ -7,8 +7,6 @@
 // decoders (their blocks are exactly this), so the family also writes its config.json.
 #include <fmt/format.h>
 
-#include <cmath>
-
 #include "run/families/families.h"
 #include "run/families/megatron_block.h"
 #include "run/rope_config.h"
