@@ -196,8 +196,10 @@ std::vector<int64_t> allOr(const std::vector<int64_t>& selected, int64_t n) {
 ProbeText loadProbeText(const RunInfo& run, const std::string& textFile, const std::string& dataDir,
                         const std::string& split) {
   ProbeText t;
-  if (!run.pretrained.empty()) {
-    PretrainedText text = loadPretrainedText(run, textFile, dataDir, split);
+  if (run.readsTokenizer()) {
+    // A run trained from a pretrained directory reads its training data unless told otherwise.
+    const bool ownData = !run.tokenizerFamily.empty() && textFile.empty() && dataDir.empty();
+    PretrainedText text = loadPretrainedText(run, textFile, ownData ? run.train.dataDir : dataDir, split);
     t.stream = *text.ids;
     t.owner = text.ids;
     if (!run.model.causal()) {

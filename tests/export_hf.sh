@@ -108,6 +108,47 @@ refused sinusoidal "not sinusoidal"
   --steps 1 --batch 2 --warmup 1 --threads 1 --no-progress --eval-tokens 64 >/dev/null
 refused alibi-linear "--interp none"
 out=$("$XTRAP" export "$work/rotary" "$work/x" --hf "$work/y" 2>&1) && fail "OUT and --hf together accepted"
+
+# train --init from an exported directory, which reads the data through its WordLevel tokenizer (the
+# run's words, so the same ids): one step at lr 1e-12 (no weight moves measurably), then `eval` of
+# the adapted run with no flags scores what the xtrap run scores under the same interpolation at
+# a = 2; its export is gpt_neox again with the transform in its config and scores the same.
+for interp in linear ntk yarn; do
+  "$XTRAP" train --init "$work/rotary-hf" --L 32 --interp $interp --data "$work/data" --out "$work/hf-$interp" \
+    --steps 1 --lr 1e-12 --warmup 0 --batch 2 --threads 1 --no-progress --eval-tokens 64 >/dev/null ||
+    fail "train --init rotary-hf --interp $interp"
+  "$XTRAP" eval "$work/hf-$interp" --Lvalid 32,64 --threads 1 --no-progress --out "$work/hf-$interp.json" >/dev/null
+  "$XTRAP" eval "$work/rotary" --interp $interp --scale 2 --Lvalid 32,64 --threads 1 --no-progress \
+    --out "$work/rotary-at-2-$interp.json" >/dev/null
+  "$XTRAP" export "$work/hf-$interp" --hf "$work/hf-$interp-hf" >/dev/null || fail "export --hf of hf-$interp"
+  "$XTRAP" eval "$work/hf-$interp-hf" --data "$work/data" --Lvalid 32,64 --threads 1 --no-progress \
+    --out "$work/hf-$interp-hf.json" >/dev/null
+  "$PYTHON" - "$work" $interp <<'PY' || status=1
+import json, sys
+work, interp = sys.argv[1], sys.argv[2]
+run, interpolated, exported = (json.load(open(f"{work}/{name}.json"))
+                               for name in (f"hf-{interp}", f"rotary-at-2-{interp}", f"hf-{interp}-hf"))
+for a, b, c in zip(run, interpolated, exported):
+    assert a["tokens_scored"] == b["tokens_scored"] == c["tokens_scored"], (a, b, c)
+    na, nb, nc = float(a["nll"]), float(b["nll"]), float(c["nll"])
+    assert abs(na - nb) <= 1e-6 * abs(nb) and na == nc, f"{interp} Lvalid {a['Lvalid']}: {na!r} {nb!r} {nc!r}"
+    print(f"init from gpt_neox, {interp}, Lvalid {a['Lvalid']}: nll {na:.9f} (xtrap run interpolated {nb:.9f})")
+config = json.load(open(f"{work}/hf-{interp}-hf/config.json"))
+assert config["model_type"] == "gpt_neox" and config["max_position_embeddings"] == 32, config
+if interp == "ntk":
+    assert config["rope_scaling"] is None and abs(config["rope_theta"] - 10000 * 2 ** (8 / 6)) < 1e-6, config
+else:
+    assert config["rope_scaling"]["rope_type"] == interp and config["rope_scaling"]["factor"] == 2.0, config
+assert json.load(open(f"{work}/hf-{interp}/run.json"))["tokenizer"]["family"] == "gpt_neox"
+PY
+done
+# The task mix trains through the tokenizer (its prompts in the tokenizer's ids, probed at L); the
+# Python export has no place for a tokenizer run.
+"$XTRAP" train --init "$work/rotary-hf" --L 128 --data "$work/data" --out "$work/hf-tasks" --task-mix passkey:0.5 \
+  --steps 2 --eval-every 1 --batch 2 --threads 1 --no-progress --eval-tokens 64 >/dev/null || fail "init with a task mix"
+grep -q '"passkey"' "$work/hf-tasks/train.jsonl" || fail "init with a task mix: no passkey probe in train.jsonl"
+out=$("$XTRAP" export "$work/hf-tasks" "$work/hf-tasks-py" 2>&1) && fail "export OUT of a tokenizer run accepted"
+[[ $(printf '%s\n' "$out" | wc -l) -eq 1 && $out == *"--hf"* ]] || fail "export OUT of a tokenizer run: $out"
 out=$("$XTRAP" export "$work/rotary" 2>&1) && fail "export without OUT or --hf accepted"
 [[ $out == *"give OUT or --hf"* ]] || fail "export without a target: $out"
 exit $status

@@ -387,6 +387,78 @@ if len(rows) == 2:
           f"detokenized WikiText counts the file as written: bytes {a['text_bytes']}/{nbytes}, words "
           f"{a['text_words']}/{words}")
 
+# ---- train --init from a pretrained directory: its tokenizer's ids of WikiText, its own weights ----
+# One step at lr 1e-12 (no weight moves measurably) at L = 32. `eval RUN` with no flags reads the
+# run's data through the tokenizer.json it copied, the first token predicted from BLOOM's bos, and
+# scores what the reference forward of the source scores on those ids; `export RUN --hf` writes a
+# BLOOM directory of the same numbers; a run with interpolated slopes has no BLOOM config (refused).
+e2e_cfg, e2e_tensors = bloom_checkpoint(7, 16, 4, 2, 50304, 64)
+adapted = os.path.join(work, "bloom-adapted")
+r = run([XTRAP, "train", "--init", os.path.join(work, "bloom-e2e"), "--L", "32", "--data", wiki, "--steps", "1",
+         "--lr", "1e-12", "--warmup", "0", "--batch", "2", "--eval-tokens", "64", "--threads", "1", "--no-progress",
+         "--out", adapted])
+check(r.returncode == 0, "train --init from a BLOOM directory" + ("" if r.returncode == 0 else ": " + r.stderr))
+if r.returncode == 0:
+    run_json = json.load(open(os.path.join(adapted, "run.json")))
+    check(run_json.get("tokenizer", {}).get("family") == "bloom" and run_json["model"]["L"] == 32,
+          f"run.json of the adapted run: tokenizer {run_json.get('tokenizer')}, L {run_json['model']['L']}")
+    out = os.path.join(work, "adapted.csv")
+    r = run([XTRAP, "eval", adapted, "--split", "test", "--Lvalid", "32", "--no-progress", "--threads", "1", "--out",
+             out])
+    check(r.returncode == 0, "eval of the adapted run" + ("" if r.returncode == 0 else ": " + r.stderr))
+    if r.returncode == 0:
+        row = csv_rows(out)[0]
+        ids = cached_ids(os.path.join(wiki, "wiki.test.tokens.xtrap-bpe-detok"))
+        total = stream_nll(lambda w: bloom_forward(e2e_tensors, e2e_cfg, w.view(1, -1), bloom_slopes(4))[0], ids, 1,
+                           32, 32)
+        check(int(row["tokens_scored"]) == len(ids) and abs(float(row["nll"]) - total / len(ids)) <= 1e-5,
+              f"adapted run at L 32: {row['tokens_scored']} tokens ({len(ids)}), nll {row['nll']} (reference "
+              f"{total / len(ids):.6f})")
+        exported = adapted + "-hf"
+        r = run([XTRAP, "export", adapted, "--hf", exported])
+        check(r.returncode == 0, "export --hf of the adapted run" + ("" if r.returncode == 0 else ": " + r.stderr))
+        if r.returncode == 0:
+            config = json.load(open(os.path.join(exported, "config.json")))
+            check(config["model_type"] == "bloom" and config["seq_length"] == 32,
+                  f"exported config: model_type {config['model_type']}, seq_length {config.get('seq_length')}")
+            out2 = os.path.join(work, "adapted-hf.csv")
+            r = run([XTRAP, "eval", exported, "--data", wiki, "--split", "test", "--Lvalid", "32", "--no-progress",
+                     "--threads", "1", "--out", out2])
+            ok = r.returncode == 0 and csv_rows(out2)[0]["nll"] == row["nll"]
+            check(ok, "the export scores the run's nll" + ("" if r.returncode == 0 else ": " + r.stderr))
+        # The same adaptation as a scenario variant (init = a pretrained variant): the same run, so the
+        # same row, and --verify passes.
+        scen = os.path.join(work, "scen-init")
+        os.makedirs(scen)
+        shutil.copytree(os.path.join(work, "bloom-e2e"), os.path.join(scen, "bloom-src"))
+        with open(os.path.join(scen, "init.toml"), "w") as f:
+            f.write(f'description = "a tiny random BLOOM adapted at L 32"\n\n[[variant]]\nname = "bloom-src"\n'
+                    f'model = "bloom-src"\ndata = "{wiki}"\nthreads = 1\n\n[[variant]]\nname = "bloom-32"\n'
+                    f'init = "bloom-src"\nL = 32\ndata = "{wiki}"\nsteps = 1\nlr = 1e-12\nwarmup = 0\nbatch = 2\n'
+                    f'eval_tokens = 64\nthreads = 1\n\n[[eval]]\nvariants = ["bloom-32"]\nlvalid = [32]\n'
+                    f'split = "test"\n')
+        where = ["--runs", os.path.join(scen, "runs"), "--results", os.path.join(scen, "results")]
+        r = run([XTRAP, "run", os.path.join(scen, "init.toml"), "--no-progress", *where])
+        check(r.returncode == 0, "xtrap run of a variant adapted from a pretrained variant" +
+              ("" if r.returncode == 0 else ": " + r.stderr[-800:]))
+        if r.returncode == 0:
+            body = csv_rows(os.path.join(scen, "results", "init", "results.csv"))
+            check(len(body) == 1 and body[0]["nll"] == row["nll"],
+                  f"scenario row of the adapted variant = eval of the same run: {[b['nll'] for b in body]} / "
+                  f"{row['nll']}")
+            r = run([XTRAP, "run", os.path.join(scen, "init.toml"), "--verify", "--results",
+                     os.path.join(scen, "results")])
+            check(r.returncode == 0, "--verify of the adapted variant" + ("" if r.returncode == 0 else ": " + r.stderr))
+    slopes = adapted + "-linear"
+    r = run([XTRAP, "train", "--init", os.path.join(work, "bloom-e2e"), "--L", "128", "--interp", "linear", "--data",
+             wiki, "--steps", "1", "--batch", "2", "--eval-tokens", "64", "--threads", "1", "--no-progress", "--out",
+             slopes])
+    check(r.returncode == 0, "train --init --interp linear from BLOOM" + ("" if r.returncode == 0 else ": " + r.stderr))
+    r = run([XTRAP, "export", slopes, "--hf", slopes + "-hf"])
+    lines = r.stderr.strip().splitlines()
+    check(r.returncode != 0 and len(lines) == 1 and "interpolated" in lines[0] and not os.path.exists(slopes + "-hf"),
+          f"export --hf of interpolated slopes refused in one line: {r.stderr.strip()!r}")
+
 # ---- a scenario naming a pretrained model: xtrap run, its results, --verify ----
 scenario = model_scenario(work, d, "pretrained-smoke", "bloom-tiny", "a tiny random BLOOM evaluated as it is", wiki, """[[eval]]
 lvalid = [32, 64]

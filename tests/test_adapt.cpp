@@ -7,17 +7,21 @@
 // the transform without flags; what has no meaning is refused.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <fstream>
 
 #include "data/block_sampler.h"
 #include "data/wikitext.h"
 #include "error_of.h"
 #include "eval/model_interpolation.h"
+#include "export/hf_export.h"
 #include "model/position/linear_bias.h"
 #include "run/checkpoint.h"
 #include "run/config_identity.h"
+#include "run/pretrained_config.h"
 #include "test_support.h"
 #include "train/init_from_run.h"
 #include "train/objective.h"
+#include "util/atomic_file.h"
 
 using namespace xtrap;
 
@@ -199,4 +203,118 @@ TEST_CASE("an adapted run resumes exactly, and refuses a source that is not the 
     });
   });
   CHECK_THAT(wrongRun, Catch::Contains("is not the source this run names"));
+}
+
+namespace {
+// A WikiText directory of the first 300 lines of each shipped split: the tokenizer caches the ids
+// beside the files it reads, which belong in a scratch directory, not in the shipped data.
+std::filesystem::path shippedDataSlice(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("xtrap-test-data-" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  for (std::string split : {"train", "valid", "test"}) {
+    std::ifstream in(std::filesystem::path(XTRAP_DEFAULT_DATA_DIR) / ("wiki." + split + ".tokens"));
+    std::ofstream out(dir / ("wiki." + split + ".tokens"));
+    std::string line;
+    for (int i = 0; i < 300 && std::getline(in, line); ++i) out << line << "\n";
+  }
+  return dir;
+}
+}  // namespace
+
+TEST_CASE("train --init from a Hugging Face directory trains on its tokenizer from exactly its weights") {
+  // The source: a tiny rotary run exported as gpt_neox (a WordLevel tokenizer of its words, so the
+  // tokenizer's ids of the data are the run's word ids: the expected batch needs no tokenizer).
+  auto data = shippedDataSlice("adapt-hf");
+  ModelConfig config = test::tinyConfig("rotary");
+  RunInfo trained = test::trainTiny("adapt-hf-source", config, 3, 1, [&](TrainConfig& t) { t.dataDir = data; });
+  auto hfDir = std::filesystem::temp_directory_path() / "xtrap-test-adapt-hf-export";
+  std::filesystem::remove_all(hfDir);
+  exportHuggingFace(trained.dir, hfDir);
+  RunInfo source = readRunInfo(hfDir);
+  REQUIRE(source.pretrained == "gpt_neox");
+  auto fromHf = [&](TrainConfig& t) {
+    t.dataDir = data;
+    t.initRun = hfDir.string();
+    t.initSource = pretrainedWeightsDigest(hfDir);
+    t.initStep = 0;
+    t.initInterp = "yarn";
+    t.initScale = 2.0;
+  };
+  ModelConfig adaptedConfig = adaptedModelConfig(source.model, 32, Interp::Yarn, 2.0);
+  // One step at a learning rate that cannot move a weight measurably.
+  RunInfo adapted = test::trainTiny("adapt-hf", adaptedConfig, 1, 1, [&](TrainConfig& t) {
+    fromHf(t);
+    t.lr = 1e-12;
+    t.warmupSteps = 0;
+  });
+  RunInfo written = readRunInfo(adapted.dir);
+  CHECK(written.tokenizerFamily == "gpt_neox");
+  CHECK(written.readsTokenizer());
+  CHECK(written.contextToken == source.contextToken);
+  CHECK(written.train.initDigest == checkpointDigest(source));
+  CHECK(readTextFile(written.dir / "tokenizer.json") == readTextFile(hfDir / "tokenizer.json"));
+  CHECK(readTextFile(written.dir / "source_config.json") == readTextFile(hfDir / "config.json"));
+
+  // The first loss: the source with YaRN at a = 2 on the first batch at L = 32, the data's words.
+  Corpus corpus = loadWikiText(data);
+  std::vector<int64_t> starts = BlockSampler(int64_t(corpus.train.size()), 33, false, written.train.seed).next(8);
+  Transformer reference = loadTrainedModel(source);
+  applyInterpolation(reference, Interp::Yarn, 2.0);
+  reference->train();
+  std::vector<torch::Tensor> blocks;
+  for (int64_t start : starts)
+    blocks.push_back(
+        torch::tensor(std::vector<int64_t>(corpus.train.begin() + start, corpus.train.begin() + start + 33)));
+  torch::Tensor batch = torch::stack(blocks);  // (8, 33)
+  {
+    torch::NoGradGuard g;
+    torch::Tensor features = reference->features(batch.narrow(1, 0, 32));  // (8, 32, C)
+    double expected =
+        reference->tokenNll(features.reshape({-1, features.size(-1)}), batch.narrow(1, 1, 32).reshape({-1}))
+            .mean()
+            .item<double>();
+    std::vector<double> logged = test::loggedLosses(adapted);
+    REQUIRE(!logged.empty());
+    CHECK(logged.front() == Approx(expected).epsilon(1e-6));
+    // eval builds it from run.json alone: the transform is in it.
+    reference->eval();
+    Transformer fromRun = loadTrainedModel(written);
+    auto tokens = batch.narrow(1, 0, 32);
+    CHECK(test::maxAbsDiff(fromRun->features(tokens), reference->features(tokens)) < 1e-5);
+  }
+
+  // Resume: stopped at step 5 (a NaN there, --max-bad-steps 1) from step 3's checkpoint, then
+  // resumed (reading the tokenizer copied into the run), it logs what the whole run logs.
+  auto everyThree = [&](TrainConfig& t) {
+    fromHf(t);
+    t.checkpointEvery = 3;
+  };
+  RunInfo whole = test::trainTiny("adapt-hf-whole", adaptedConfig, 6, 1, everyThree);
+  std::string error = test::errorOf([&] {
+    test::trainTiny(
+        "adapt-hf-parted", adaptedConfig, 6, 1,
+        [&](TrainConfig& t) {
+          everyThree(t);
+          t.maxBadSteps = 1;
+        },
+        [](TrainRequest& r) { r.injectNanAtSteps = {5}; });
+  });
+  REQUIRE(error.find("(step 3)") != std::string::npos);
+  TrainRequest resume;
+  resume.resume = true;
+  resume.runDir = std::filesystem::temp_directory_path() / "xtrap-test-run-adapt-hf-parted";
+  resume.progress = false;
+  RunInfo parted = trainRun(resume);
+  CHECK(test::loggedLosses(parted) == test::loggedLosses(whole));
+  CHECK(parted.extra["final_val_loss"] == whole.extra["final_val_loss"]);
+
+  // A directory whose weights are not the ones named is refused.
+  std::string wrong = test::errorOf([&] {
+    test::trainTiny("adapt-hf-wrong", adaptedConfig, 1, 1, [&](TrainConfig& t) {
+      fromHf(t);
+      t.initSource = "fnv1a64:0000000000000000";
+    });
+  });
+  CHECK_THAT(wrong, Catch::Contains("is not the source this run names"));
 }

@@ -12,7 +12,6 @@
 #include "dist/launcher.h"
 #include "model/named_configs.h"
 #include "run/adapt_config.h"
-#include "run/config_identity.h"
 #include "train/init_from_run.h"
 #include "train/trainer.h"
 #include "util/choices.h"
@@ -100,8 +99,9 @@ CommandAction addTrainCommand(CLI::App& cmd) {
   auto initScale = std::make_shared<double>(0.0);
   auto recipe = std::make_shared<std::string>();
   cmd.add_option("--init", *init,
-                 "start from RUN's weights (a fresh optimizer) at --L with --interp baked into the model: extend, "
-                 "then adapt (docs/adapt.md)");
+                 "start from the weights of RUN, or of a pretrained decoder's Hugging Face directory (trained then "
+                 "on its tokenizer's ids of --data), with a fresh optimizer at --L with --interp baked into the "
+                 "model: extend, then adapt (docs/adapt.md)");
   cmd.add_option("--interp", *initInterp,
                  "--init: the position transform baked in: none | linear (PI; ALiBi: slopes / a) | ntk (NTK-aware; "
                  "NTK-ALiBi) | yarn (rotary)")
@@ -273,7 +273,8 @@ CommandAction addTrainCommand(CLI::App& cmd) {
     double initFactor = 1.0;
     if (!init->empty()) {
       source = readInitSource(*init);
-      if (cmd.count("--data") == 0) train->dataDir = source->train.dataDir;  // the words of its embedding
+      // A run's words are its embedding's rows; a pretrained model reads any text through its tokenizer.
+      if (cmd.count("--data") == 0 && source->pretrained.empty()) train->dataDir = source->train.dataDir;
       if (*initInterp != "none")
         initFactor = *initScale > 0 ? *initScale : defaultAdaptScale(model->contextLength, source->model.contextLength);
     }
@@ -316,7 +317,7 @@ CommandAction addTrainCommand(CLI::App& cmd) {
       req.model = chosen;
       req.train = *train;
       req.train.initRun = *init;
-      req.train.initSource = runIdentityHash(source->model, source->train);
+      req.train.initSource = initSourceIdentity(*source);
       req.train.initStep = source->stepsDone;
       req.train.initInterp = *initInterp;
       req.train.initScale = initFactor;

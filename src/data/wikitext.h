@@ -22,7 +22,12 @@ struct Corpus {
   // What the splits point into: the memory-mapped token cache, or ids the corpus owns. Shared, so
   // copies of a Corpus view the same memory.
   std::shared_ptr<const void> storage;
+  // A corpus of a tokenizer's ids (data/tokenized_corpus.h): the id each split's first token is
+  // predicted from (the tokenizer's bos, else its eos); -1 for WikiText's words, whose <eos> is.
+  int32_t tokenizerContext = -1;
 
+  // The id a split's first token is predicted from.
+  int32_t contextToken() const { return tokenizerContext >= 0 ? tokenizerContext : vocab.eos(); }
   const TokenSpan& split(const std::string& name) const;  // "train"|"valid"|"test"
   // A corpus that owns its ids (tests; data directories where no cache can be written).
   static Corpus fromIds(Vocabulary vocab, std::vector<int32_t> train, std::vector<int32_t> valid,

@@ -184,9 +184,12 @@ TextCounts wordLevelCounts(TokenSpan stream, const Vocabulary& vocab) {
   return c;
 }
 
-// A pretrained model's text: --text, else --data's split file, tokenized by its tokenizer.json.
-ScoringRun loadPretrainedRun(ScoringRun s, const EvalRequest& req, const ExecutionContext& ctx) {
-  PretrainedText text = loadPretrainedText(s.info, req.textFile, req.dataDir, req.split, req.readsText());
+// A pretrained model's text: --text, else --data's split file, tokenized by its tokenizer.json. A run
+// trained from one reads its own training data by default, through the tokenizer.json it copied.
+ScoringRun loadTokenizerRun(ScoringRun s, const EvalRequest& req, const ExecutionContext& ctx) {
+  const bool ownData = !s.info.tokenizerFamily.empty() && req.dataDir.empty() && req.textFile.empty();
+  PretrainedText text = loadPretrainedText(s.info, req.textFile, ownData ? s.info.train.dataDir : req.dataDir,
+                                           req.split, req.readsText());
   s.tokenizer = text.tokenizer;
   s.ids = text.ids;
   s.stream = *s.ids;
@@ -219,7 +222,7 @@ ScoringRun loadScoringRun(const std::filesystem::path& dir, const EvalRequest& r
   s.info = readRunInfo(dir);
   setTrainLength(s.info, req.trainLength);
   s.name = dir.filename().string();
-  if (!s.info.pretrained.empty()) return loadPretrainedRun(std::move(s), req, ctx);
+  if (s.info.readsTokenizer()) return loadTokenizerRun(std::move(s), req, ctx);
   if (!req.textFile.empty())
     throw std::invalid_argument("--text applies to pretrained models; " + dir.string() +
                                 " is a word-level run (--data)");
@@ -261,10 +264,10 @@ void loadKlBase(ScoringRun& run, const EvalRequest& req, const ExecutionContext&
   else if (base.model.vocabSize != run.info.model.vocabSize)
     why = fmt::format("it has {} tokens, {} has {}", base.model.vocabSize, run.name, run.info.model.vocabSize);
   else if (run.tokenizer &&
-           (base.pretrained.empty() ||
+           (!base.readsTokenizer() ||
             loadPretrainedText(base, "", "", req.split, false).tokenizer->digest() != run.tokenizer->digest()))
     why = "its tokenizer.json differs";
-  else if (!run.tokenizer && (!base.pretrained.empty() || base.dataDigest != run.info.dataDigest))
+  else if (!run.tokenizer && (base.readsTokenizer() || base.dataDigest != run.info.dataDigest))
     why = "it was trained on other data (its data digest differs)";
   if (!why.empty())
     throw std::invalid_argument("--kl-base " + req.klBase + " must read the same tokens as " + run.name + ": " + why);

@@ -33,6 +33,11 @@ std::vector<std::string> runWords(const RunInfo& run, const std::filesystem::pat
   if (!run.pretrained.empty())
     throw std::invalid_argument("export: " + runDir.string() +
                                 " is a Hugging Face model directory: its weights are already safetensors");
+  if (!run.tokenizerFamily.empty())
+    throw std::invalid_argument("export: " + runDir.string() + " was trained from a " + run.tokenizerFamily +
+                                " directory and reads its text through tokenizer.json, not WikiText's words: export "
+                                "it with --hf DIR (as " +
+                                run.tokenizerFamily + ")");
   Corpus corpus = loadWikiText(run.train.dataDir);
   std::vector<std::string> words = corpus.vocab.words();
   if (!run.model.causal()) words.emplace_back(Vocabulary::kMask);  // the masked-LM trainer's layout:

@@ -11,6 +11,7 @@
 #include "run/pretrained_config.h"
 #include "run/pretrained_family.h"
 #include "run/pretrained_weights.h"
+#include "run/rope_config.h"
 #include "util/atomic_file.h"
 #include "util/interrupt.h"
 
@@ -88,11 +89,99 @@ void checkReadBack(const nlohmann::json& config, const std::set<std::string>& te
                            nlohmann::json(r).dump());
 }
 
+// A run trained from a pretrained directory (train --init DIR) as that directory's model type: its
+// config.json (kept as source_config.json) with the run's length and position transform, the
+// parameters under the source's own tensor names (source_tensors.json), its tokenizer files.
+void exportAsSourceFamily(const RunInfo& run, const std::filesystem::path& outDir) {
+  const ModelConfig& m = run.model;
+  const PretrainedFamily* family = findPretrainedFamily(run.tokenizerFamily);
+  if (!family) throw std::runtime_error("export --hf: " + run.dir.string() + ": unknown family " + run.tokenizerFamily);
+  if (m.alibiInterp != "none")
+    throw std::invalid_argument("export --hf: the run's ALiBi slopes are interpolated (" + m.alibiInterp +
+                                "), which model type " + run.tokenizerFamily +
+                                " does not compute: adapt with --interp none");
+  nlohmann::json config = nlohmann::json::parse(readTextFile(run.dir / "source_config.json"));
+  const auto sourceNames =
+      nlohmann::json::parse(readTextFile(run.dir / "source_tensors.json")).get<std::set<std::string>>();
+  const ModelConfig source = parsePretrainedConfig(config, "source_config.json", sourceNames).model;
+  Transformer model = loadTrainedModel(run);
+  throwIfInterrupted();
+  torch::NoGradGuard noGrad;
+  std::map<std::string, torch::Tensor> ours;  // xtrap parameter name -> value
+  for (const auto& item : model->named_parameters(true)) ours[item.key()] = item.value();
+  // A name as the source stored it: as it is, or under one of the family's prefixes.
+  auto storedName = [&](const std::string& name) {
+    if (sourceNames.count(name)) return name;
+    for (const auto& prefix : family->tensorPrefixes)
+      if (sourceNames.count(prefix + name)) return prefix + name;
+    throw std::runtime_error("export --hf: the source had no tensor " + name + " (source_tensors.json)");
+  };
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  std::set<std::string> names;
+  for (const auto& [name, from] : family->tensors(m)) {
+    auto it = ours.find(name);
+    if (it == ours.end()) throw std::logic_error("export --hf: the model has no parameter " + name);
+    torch::Tensor stored = storedLayout(it->second, from.layout, m.heads);
+    ours.erase(it);
+    int64_t row = 0;  // several names: consecutive row ranges (q, k, v; gate, up)
+    for (size_t k = 0; k < from.names.size(); ++k) {
+      int64_t rows = from.names.size() == 1 ? stored.size(0) : from.rows[k];
+      tensors.emplace_back(storedName(from.names[k]), stored.narrow(0, row, rows).contiguous());
+      names.insert(tensors.back().first);
+      row += rows;
+    }
+  }
+  if (!ours.empty())
+    throw std::logic_error("export --hf: parameter " + ours.begin()->first + " has no place in model type " +
+                           run.tokenizerFamily);
+  // The settings train --init changes (run/adapt_config.h), under the keys the source's config has.
+  auto readBack = [&](const nlohmann::json& c) {
+    return parsePretrainedConfig(c, "the exported config.json", names).model;
+  };
+  const std::vector<std::string> lengthKeys = {"max_position_embeddings", "seq_length", "max_seq_len", "n_positions"};
+  for (const auto& key : lengthKeys)
+    if (config.contains(key)) config[key] = m.contextLength;
+  // A length the source's config left at its family's default: the key the family reads it from.
+  for (const auto& key : lengthKeys) {
+    if (readBack(config).contextLength == m.contextLength) break;
+    nlohmann::json tried = config;
+    tried[key] = m.contextLength;
+    try {
+      if (readBack(tried).contextLength == m.contextLength) config = tried;
+    } catch (const std::runtime_error&) {  // a key the family does not read
+    }
+  }
+  if (!(m.ropeScaling == source.ropeScaling)) config["rope_scaling"] = ropeScalingJson(m.ropeScaling);
+  if (m.rotaryBase != source.rotaryBase) {
+    bool written = false;
+    for (const char* key : {"rope_theta", "rotary_emb_base"})
+      if (config.contains(key)) config[key] = m.rotaryBase, written = true;
+    if (!written) config["rope_theta"] = m.rotaryBase;
+  }
+  config["torch_dtype"] = "float32";
+  // The written config must read back as the run's model, every setting.
+  nlohmann::json readBackJson = readBack(config);
+  nlohmann::json expected = m;
+  for (auto& [key, value] : expected.items())
+    if (readBackJson.value(key, nlohmann::json()) != value)
+      throw std::invalid_argument("export --hf: model type " + run.tokenizerFamily + "'s config.json cannot say " +
+                                  key + " = " + value.dump() + " (it reads back as " +
+                                  readBackJson.value(key, nlohmann::json()).dump() + ")");
+
+  writeDirectoryAtomically(outDir, [&](const std::filesystem::path& tmp) {
+    writeTensorFile(tmp / "model.safetensors", tensors);
+    writeTextAtomically(tmp / "config.json", config.dump(2) + "\n");
+    for (const char* file : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"})
+      if (std::filesystem::exists(run.dir / file)) writeTextAtomically(tmp / file, readTextFile(run.dir / file));
+  });
+}
+
 }  // namespace
 
 void exportHuggingFace(const std::filesystem::path& runDir, const std::filesystem::path& outDir) {
   requireExportTarget(outDir);
   RunInfo run = readRunInfo(runDir);
+  if (!run.tokenizerFamily.empty()) return exportAsSourceFamily(run, outDir);
   std::vector<std::string> words = runWords(run, runDir);
   const ModelConfig& m = run.model;
   if (std::string why = commonRefusal(m); !why.empty()) throw std::invalid_argument("export --hf: " + why);

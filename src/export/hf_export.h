@@ -15,6 +15,10 @@
 // default head) and adaptive input, other heads, and whatever the model type's family refuses
 // (run/pretrained_family.h, FamilyExporter). The written config is read back through the loader's
 // own key checks before the directory appears. DIR is either complete or absent.
+// A run trained from a pretrained directory (train --init DIR) is written as that directory's own
+// model type instead: its config.json with the run's length and position transform (rope_scaling,
+// rope_theta), the parameters under the source's tensor names, its tokenizer files as they were;
+// refused, one line, where the config cannot say the run's settings (interpolated ALiBi slopes).
 #include <filesystem>
 
 namespace xtrap {

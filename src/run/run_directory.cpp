@@ -22,6 +22,9 @@ void writeRunInfo(const RunInfo& run) {
                       {"steps_done", run.stepsDone},
                       {"data_digest", run.dataDigest},
                       {"extra", run.extra.is_null() ? nlohmann::json::object() : run.extra}};
+  if (!run.tokenizerFamily.empty())
+    j["tokenizer"] = {
+        {"family", run.tokenizerFamily}, {"context_token", run.contextToken}, {"stop_tokens", run.stopTokens}};
   writeTextAtomically(run.dir / "run.json", j.dump(2) + "\n");
 }
 
@@ -55,6 +58,12 @@ RunInfo readRunInfo(const fs::path& dir) {
     run.stepsDone = j.at("steps_done").get<int64_t>();
     run.dataDigest = j.value("data_digest", "");
     run.extra = j.value("extra", nlohmann::json::object());
+    if (j.contains("tokenizer")) {
+      const auto& t = j.at("tokenizer");
+      t.at("family").get_to(run.tokenizerFamily);
+      t.at("context_token").get_to(run.contextToken);
+      t.at("stop_tokens").get_to(run.stopTokens);
+    }
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error("malformed " + file.string() + ": " + e.what());
   }

@@ -21,8 +21,18 @@ struct RunInfo {
   // A Hugging Face model directory read as a run (run/pretrained_config.h): its model_type (bloom,
   // mpt), empty for xtrap's runs. Its weights are read from the directory, never copied.
   std::string pretrained;
-  int32_t contextToken = -1;        // pretrained: the id the first scored token is predicted from
-  std::vector<int32_t> stopTokens;  // pretrained: eos_token_id, where generation stops
+  // A run trained from a pretrained directory (train --init DIR): the family it was read as. Such a
+  // run reads its data through the tokenizer.json copied into its own directory, as that model
+  // does, not through WikiText's words; empty for a run of WikiText's words.
+  std::string tokenizerFamily;
+  // Pretrained models and runs trained from them: the id the first scored token is predicted from,
+  // and eos_token_id, where generation stops.
+  int32_t contextToken = -1;
+  std::vector<int32_t> stopTokens;
+
+  // Whether the run's text is tokenized by dir/tokenizer.json (a pretrained model, or a run
+  // trained from one), not split into WikiText's words.
+  bool readsTokenizer() const { return !pretrained.empty() || !tokenizerFamily.empty(); }
 };
 
 std::string xtrapVersion();  // "0.1.0 (git abc1234)"

@@ -61,8 +61,11 @@ Scenario withResolvedDevices(const Scenario& given, const fs::path& runsRoot, bo
   for (ScenarioVariant& v : s.variants)
     if (!dryRun || v.train.device == "auto") v.train.device = variantContext(v).deviceName();
   linkInitSources(s);
-  for (ScenarioVariant& v : s.variants)
-    if (v.adapted()) v.train.initRun = variantRunDir(runsRoot, *s.select({v.initVariant}).front()).string();
+  for (ScenarioVariant& v : s.variants) {
+    if (!v.adapted()) continue;
+    const ScenarioVariant& source = *s.select({v.initVariant}).front();
+    v.train.initRun = source.pretrained() ? source.pretrainedDir : variantRunDir(runsRoot, source).string();
+  }
   return s;
 }
 

@@ -39,8 +39,8 @@ Scenario parseScenario(const std::string& text, const std::string& source, const
 
   ScenarioVariant base;
   base.train.dataDir = defaultDataDir().string();
-  // [train] is for the variants the scenario trains; one that only evaluates pretrained models
-  // needs none.
+  // [train] is for the variants the scenario trains; one that only evaluates pretrained models, or
+  // adapts them (init), needs none.
   const toml::node* train = doc.get("train");
   static const toml::table noTable;
   const toml::table& trainTable = train ? asTable(src, *train, "train") : noTable;
@@ -73,7 +73,8 @@ Scenario parseScenario(const std::string& text, const std::string& source, const
       s.variants.push_back(pretrained);
       continue;
     }
-    if (!train)
+    // A variant with init takes its model from its source and may give every training key itself.
+    if (!train && !t.contains("init"))
       src.fail(t.source(), "variant '" + v.name + "' trains a model (it names no model = \"DIR\"): missing [train]");
     if (t.contains("init")) {
       if (!baseSeeds.empty())
@@ -128,7 +129,7 @@ void linkInitSources(Scenario& s) {
     if (!v.adapted()) continue;
     const ScenarioVariant& source = *s.select({v.initVariant}).front();
     if (source.train.device == "auto") throw std::logic_error("linkInitSources: resolve the devices (auto) first");
-    v.train.initSource = runIdentityHash(source.model, source.train);
+    v.train.initSource = source.pretrained() ? source.weightsDigest : runIdentityHash(source.model, source.train);
   }
 }
 

@@ -35,7 +35,9 @@
 // yarn) at factor `scale` (default L / NAME's L) baked into its model, and `recipe` (pi | yarn)
 // setting lr, warmup, schedule, weight_decay and adam_betas where the variant's table does not.
 // Its model is NAME's: model keys, seeds and other data are errors. Its run identity names NAME's
-// run identity and final step, so its directory is known before NAME is trained.
+// run identity and final step, so its directory is known before NAME is trained. NAME may be a
+// pretrained variant: the adapted run trains on its tokenizer's ids of the variant's `data`, and
+// names it by its weights digest.
 // `config` (a named encoder configuration) is applied before the other keys of its table, so
 // `config = "zero-clap"` with `pos = "alibi"` means zero-clap's head with symmetric ALiBi.
 // A relative `data` path is relative to the scenario file's directory.
@@ -129,7 +131,7 @@ struct Scenario {
 };
 
 // Names each adapted variant's source (train.initSource) by that variant's run identity, which
-// needs the devices resolved (auto -> cpu | cuda).
+// needs the devices resolved (auto -> cpu | cuda), or a pretrained variant's weights digest.
 void linkInitSources(Scenario& s);
 
 // `source` names the text in error messages; relative `data` paths resolve against `baseDir`.

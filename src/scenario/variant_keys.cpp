@@ -193,8 +193,6 @@ void applyInitVariant(const ScenarioSource& src, const toml::table& t, const std
       std::find_if(earlier.begin(), earlier.end(), [&](const ScenarioVariant& e) { return e.name == sourceName; });
   if (found == earlier.end()) init.fail("no variant named '" + sourceName + "' before " + where);
   const ScenarioVariant& source = *found;
-  if (source.pretrained())
-    init.fail("'" + sourceName + "' is a pretrained model; init takes a variant the scenario trains");
   if (source.repeated) init.fail("'" + sourceName + "' has seeds; init takes a variant trained once");
   if (t.contains("seeds")) src.fail(t.get("seeds")->source(), where + ": seeds do not apply to a variant with init");
   for (auto&& [k, node] : t)
@@ -230,7 +228,8 @@ void applyInitVariant(const ScenarioSource& src, const toml::table& t, const std
       value.fail(e.what());
     }
   }
-  if (v.train.dataDir != source.train.dataDir)
+  // A pretrained model reads any text through its tokenizer; a run's words are its embedding's rows.
+  if (!source.pretrained() && v.train.dataDir != source.train.dataDir)
     src.fail(t.source(), where + ": its data must be its init variant's (" + source.train.dataDir +
                              "): the words are the embedding's rows");
   try {
@@ -239,7 +238,7 @@ void applyInitVariant(const ScenarioSource& src, const toml::table& t, const std
     src.fail(t.source(), where + ": " + e.what());
   }
   v.initVariant = sourceName;
-  v.train.initStep = source.train.totalSteps(source.model.contextLength);
+  v.train.initStep = source.pretrained() ? 0 : source.train.totalSteps(source.model.contextLength);
   v.train.initInterp = interpName(interp);
   v.train.initScale = a;
 }

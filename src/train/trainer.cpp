@@ -12,6 +12,8 @@
 #include "data/block_sampler.h"
 #include "data/mlm_masking.h"
 #include "data/task_mix.h"
+#include "data/tokenized_corpus.h"
+#include "data/tokenizer.h"
 #include "data/wikitext.h"
 #include "dist/dist_env.h"
 #include "dist/dist_group.h"
@@ -64,8 +66,16 @@ std::invalid_argument otherInitData(const TrainConfig& t) {
                                " (its words are the embedding's rows)");
 }
 
-// The vocabulary size and the default adaptive softmax, from the data.
-void completeModelConfig(RunInfo& run, const TrainRequest& req, const Corpus& corpus) {
+// The vocabulary size and the default adaptive softmax, from the data; a run reading a tokenizer
+// keeps its source's embedding, which must have a row for every id of the tokenizer.
+void completeModelConfig(RunInfo& run, const TrainRequest& req, const Corpus& corpus, const Tokenizer* tokenizer) {
+  if (tokenizer) {
+    if (tokenizer->vocabSize() > run.model.vocabSize)
+      throw std::runtime_error(fmt::format("the tokenizer of {} has ids up to {}, the model's embedding has {} rows",
+                                           run.dir.string(), tokenizer->vocabSize() - 1, run.model.vocabSize));
+    run.model.validate();
+    return;
+  }
   int64_t vocab = corpus.vocab.size() + run.model.specialTokens();  // encoders add <mask> [and <bos>]
   // An adapted run from the CLI has its source's vocabulary size; a scenario's is set here, and its
   // data is checked against the source's digest when the weights are copied.
@@ -113,8 +123,22 @@ RunInfo trainRun(TrainRequest req) {
   TrainConfig& t = run.train;
   t.validate();
   configureRuntime(t.threads);
-  Corpus corpus = loadWikiText(t.dataDir);
-  completeModelConfig(run, req, corpus);
+  std::optional<RunInfo> source;  // --init: the run or pretrained directory the weights come from
+  if (!req.resume && t.adapted()) {
+    source = readInitSource(t.initRun);
+    checkInitSource(*source, t);
+    if (!source->pretrained.empty()) {
+      run.tokenizerFamily = source->pretrained;
+      run.contextToken = source->contextToken;
+      run.stopTokens = source->stopTokens;
+    }
+  }
+  // A run from a pretrained directory reads its data through that directory's tokenizer.json: the
+  // source's at the start, the copy in its own directory from then on.
+  std::optional<Tokenizer> tokenizer;
+  if (run.readsTokenizer()) tokenizer = Tokenizer::fromFile((source ? source->dir : run.dir) / "tokenizer.json");
+  Corpus corpus = tokenizer ? loadTokenizedCorpus(t.dataDir, *tokenizer, run.contextToken) : loadWikiText(t.dataDir);
+  completeModelConfig(run, req, corpus, tokenizer ? &*tokenizer : nullptr);
   std::string digest = corpus.digest;
   std::string changed = dataChangedWarning(run.dir.string(), t.dataDir, run.dataDigest, digest);
   if (!changed.empty() && distEnvFromEnvironment().rank == 0)
@@ -151,18 +175,16 @@ RunInfo trainRun(TrainRequest req) {
   const Filler taskFiller = parseFiller(t.taskFiller);
   std::optional<RetrievalPromptBuilder> taskBuilder;
   if (!taskMix.empty()) {
-    taskBuilder.emplace(wordPhraseEncoder(corpus.vocab), corpus.train);
+    taskBuilder.emplace(tokenizer ? tokenizerPhraseEncoder(*tokenizer) : wordPhraseEncoder(corpus.vocab), corpus.train);
     checkTaskMixFits(taskMix, *taskBuilder, taskProbeLength);
   }
 
   Transformer model(run.model);
   model->place(exec);  // before the optimizer and the gradient hooks see the parameters
-  if (!req.resume && t.adapted()) {
-    RunInfo source = readInitSource(t.initRun);
-    checkInitSource(source, t);
-    if (!source.dataDigest.empty() && source.dataDigest != digest) throw otherInitData(t);
-    t.initDigest = checkpointDigest(source);  // run.json: the bytes this run started from
-    Transformer sourceModel = loadTrainedModel(source, exec);
+  if (source) {
+    if (!source->dataDigest.empty() && source->dataDigest != digest) throw otherInitData(t);
+    t.initDigest = checkpointDigest(*source);  // run.json: the bytes this run started from
+    Transformer sourceModel = loadTrainedModel(*source, exec);
     copySourceWeights(model, sourceModel);
   }
   model->setFusedElementwise(req.fusedElementwise);
@@ -187,6 +209,7 @@ RunInfo trainRun(TrainRequest req) {
   model->train();
   RunRecorder recorder(run, root, exec.device);
   TrainingState state = recorder.begin(req.resume, model, trainStep.optimizer(), sampler);
+  if (root && source && tokenizer) copyPretrainedSourceFiles(*source, run.dir);
   trainStep.optimizer().keepOwnRows();  // a checkpoint holds every rank's moments
   const std::string outOfMemoryDoing =
       fmt::format("training on {}, {} sequences of {} tokens a step,", exec.deviceName(), B, L);

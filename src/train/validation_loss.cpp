@@ -18,7 +18,7 @@ double validationLoss(Transformer& model, const Corpus& corpus, const TrainConfi
     ScoreOptions opt;
     opt.Lvalid = model->config.contextLength;
     opt.shard = shard;
-    opt.eos = corpus.vocab.eos();
+    opt.eos = corpus.contextToken();
     totals = scoreDecoder(model, head, opt);
   } else {
     EncoderScoreOptions opt;
