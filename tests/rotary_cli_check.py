@@ -319,6 +319,51 @@ if r.returncode == 0 and data_rows:
     check(got.keys() == want.keys() and not differ,
           f"scenario rows = xtrap eval --data rows ({len(got)}/{len(data_rows)}; {', '.join(fields)}): differ {differ}")
 
+# ---- train --init from a Llama directory (GQA 4:2, SentencePiece): YaRN baked in, its export a Llama again ----
+# One step at lr 1e-12 at L = 48 with YaRN at a = 48 / 32: `eval RUN` with no flags scores what the reference
+# scores with rope_scaling {yarn, 1.5, original 32}; `export RUN --hf` writes a llama directory of the source's
+# tensor names (q/k/v and gate/up split again) whose config the reference computes the same numbers from.
+init_wiki = os.path.join(work, "wiki-init")
+os.makedirs(init_wiki)
+for split in ("train", "valid", "test"):
+    open(os.path.join(init_wiki, f"wiki.{split}.raw"), "w", encoding="utf-8").write(TEXT * 3)
+adapted = os.path.join(work, "llama-yarn")
+r = run([XTRAP, "train", "--init", d, "--L", "48", "--interp", "yarn", "--data", init_wiki, "--steps", "1", "--lr",
+         "1e-12", "--warmup", "0", "--batch", "2", "--eval-tokens", "64", "--out", adapted, *EVAL])
+check(r.returncode == 0, "train --init from a llama directory" + ("" if r.returncode == 0 else ": " + r.stderr))
+if r.returncode == 0:
+    yarn_cfg = dict(cfg, max_position_embeddings=48,
+                    rope_scaling={"rope_type": "yarn", "factor": 1.5, "original_max_position_embeddings": 32})
+    init_ids = cached_ids(os.path.join(init_wiki, "wiki.test.raw.xtrap-bpe-"))
+    rows, err = eval_rows(adapted, "--split", "test", "--Lvalid", "48")
+    if rows is None:
+        check(False, f"eval of the adapted llama run: {err}")
+    else:
+        want = expected_nll(tensors, yarn_cfg, init_ids, 48, 48) / len(init_ids)
+        check(int(rows[0]["tokens_scored"]) == len(init_ids) and abs(float(rows[0]["nll"]) - want) <= 1e-5,
+              f"adapted llama run, yarn a=1.5, Lvalid 48: nll {rows[0]['nll']} (reference {want:.6f})")
+        exported = adapted + "-hf"
+        r = run([XTRAP, "export", adapted, "--hf", exported])
+        check(r.returncode == 0, "export --hf of the adapted llama run" + ("" if r.returncode == 0 else ": " + r.stderr))
+        if r.returncode == 0:
+            written = json.load(open(os.path.join(exported, "config.json")))
+            blob = open(os.path.join(exported, "model.safetensors"), "rb").read()
+            header = json.loads(blob[8:8 + int.from_bytes(blob[:8], "little")])
+            names = sorted(n for n in header if n != "__metadata__")
+            check(written["model_type"] == "llama" and written["max_position_embeddings"] == 48 and
+                  written["rope_scaling"]["rope_type"] == "yarn" and written["rope_scaling"]["factor"] == 1.5 and
+                  written["rope_scaling"]["original_max_position_embeddings"] == 32,
+                  f"exported llama config: {written['model_type']}, {written['max_position_embeddings']}, "
+                  f"{written['rope_scaling']}")
+            check(names == sorted(tensors), f"exported tensor names are the source's ({len(names)} / {len(tensors)})")
+            stored = {n: torch.frombuffer(bytearray(blob[8 + int.from_bytes(blob[:8], "little") + h["data_offsets"][0]:
+                                                         8 + int.from_bytes(blob[:8], "little") + h["data_offsets"][1]]),
+                                          dtype=torch.float32).view(h["shape"]) for n, h in header.items()
+                      if n != "__metadata__"}
+            want2 = expected_nll(stored, written, init_ids, 48, 48) / len(init_ids)
+            check(abs(float(rows[0]["nll"]) - want2) <= 1e-5,
+                  f"the reference on the exported directory: nll {want2:.6f} (run {rows[0]['nll']})")
+
 # ---- hostile directories through xtrap eval: one line, rc != 0 ----
 for name, dh, needles in hostile_models(work, V=2000, tokenizer=SENTENCEPIECE):
     rows, err = eval_rows(dh, "--text", text_file, "--Lvalid", "16")

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -176,11 +177,25 @@ void exportAsSourceFamily(const RunInfo& run, const std::filesystem::path& outDi
   });
 }
 
+// Some transformers versions take YaRN's factor as max_position_embeddings over rope_scaling's
+// original_max_position_embeddings, not its `factor` (their _compute_yarn_parameters, "DeepSeek-V3
+// ... use the ratio"); the two agree only at a = L / the source's L.
+void warnIfYarnFactorIsNotTheLengthRatio(const ModelConfig& m) {
+  const RopeScaling& s = m.ropeScaling;
+  if (s.type == "yarn" && s.factor * double(s.originalMaxPositions) != double(m.contextLength))
+    std::fprintf(
+        stderr,
+        "xtrap: warning: export --hf: YaRN factor %g is not L / original length (%lld / %lld); some transformers "
+        "versions use that ratio instead of rope_scaling's factor\n",
+        s.factor, static_cast<long long>(m.contextLength), static_cast<long long>(s.originalMaxPositions));
+}
+
 }  // namespace
 
 void exportHuggingFace(const std::filesystem::path& runDir, const std::filesystem::path& outDir) {
   requireExportTarget(outDir);
   RunInfo run = readRunInfo(runDir);
+  warnIfYarnFactorIsNotTheLengthRatio(run.model);
   if (!run.tokenizerFamily.empty()) return exportAsSourceFamily(run, outDir);
   std::vector<std::string> words = runWords(run, runDir);
   const ModelConfig& m = run.model;
