@@ -8,7 +8,7 @@
 #     holds the moments gathered from both). The step without host reads (--cuda-graph uncaptured)
 #     with 2 ranks equals the 2-rank host-read step, and resumes exactly. --accumulate 2 (micro-
 #     batches) with 2 ranks equals 1 rank, with either step. An adapted run (--init) with 2 ranks
-#     equals it with 1 rank.
+#     equals it with 1 rank, from a run and from a Hugging Face directory.
 #  2. kill -9 of rank 1: the job exits non-zero within 60 s with a one-line error naming rank 1,
 #     and --resume (with 1 rank: the checkpoint does not depend on the world size) finishes it.
 #  3. xtrap eval with 2 ranks scores every token once: same token counts and perplexity as 1 rank.
@@ -58,6 +58,17 @@ PY
 "$XTRAP" train --nproc 2 --init "$WORK/dec1" --out "$WORK/adapt2" --L 64 --interp linear --batch 4 --steps 3 \
   --threads 1 --no-progress --log-every 1 --eval-tokens 512 > /dev/null || fail "2-rank adapted run failed"
 "$COMPARE" --rtol 1e-5 "${KEY_BIAS[@]}" "$WORK/adapt2" "$WORK/adapt1" || fail "2 ranks differ from 1 rank (adapted run)"
+# The same from a Hugging Face directory (the export of a run): both ranks read the data through its
+# tokenizer (the ids cached once), and 2 ranks equal 1 rank.
+"$XTRAP" train --out "$WORK/dechf" "${MODEL[@]}" --adaptive-softmax none --batch 8 --steps 2 > /dev/null ||
+  fail "1-rank run to export failed"
+"$XTRAP" export "$WORK/dechf" --hf "$WORK/dechf-hf" > /dev/null || fail "export --hf failed"
+for n in 1 2; do
+  "$XTRAP" train --nproc $n --init "$WORK/dechf-hf" --data "$WORK/data" --out "$WORK/hfadapt$n" --L 64 --batch 4 \
+    --steps 3 --threads 1 --no-progress --log-every 1 --eval-tokens 512 > /dev/null || fail "$n-rank run from a Hugging Face directory failed"
+done
+"$COMPARE" --rtol 1e-5 "${KEY_BIAS[@]}" "$WORK/hfadapt2" "$WORK/hfadapt1" ||
+  fail "2 ranks differ from 1 rank (run from a Hugging Face directory)"
 
 # 1b. equivalence: encoder (MLM: each rank scores a different number of masked tokens) under the
 # torchrun contract by hand, rank 0 hosting the TCPStore.
