@@ -5,7 +5,7 @@ turn, each run's task probe (32 prompts a task at L, depths 0..100% of the fille
 train/task_probe.h) read from its train.jsonl at every validation:
 
   /usr/bin/python3 bench/retrieval_recipes.py --work /tmp/recipes [--methods rotary,t5,kerple-log,fire,alibi] \\
-      [--steps 3000] [--mix passkey:0.5,niah-multikey:0.25] [--task-loss all] [--seed 1] \
+      [--steps 3000] [--mix passkey:0.5,niah-multikey:0.25] [--task-loss all] [--seed 1] [--init-seed N] \
       [--out results/retrieval_recipes.csv]
 
 A method `encoder:POS` trains an encoder of that position method (no adaptive softmax), whose task
@@ -36,6 +36,8 @@ def train(a, method, run):
            "--steps", str(a.steps), "--batch", "16", "--lr", "2e-3", "--warmup", "40", "--eval-every", "500",
            "--eval-tokens", "8192", "--checkpoint-every", "500", "--threads", str(a.threads), "--seed", str(a.seed),
            "--task-mix", a.mix, "--task-loss", a.task_loss, "--no-progress", "--out", run]
+    if a.init_seed is not None:
+        cmd += ["--init-seed", str(a.init_seed)]
     if arch == "decoder":
         cmd += ["--adaptive-softmax", "2000,10000"]
     if status:
@@ -52,7 +54,8 @@ def main():
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--mix", default="passkey:0.5,niah-multikey:0.25")
     p.add_argument("--task-loss", default="all", help="all | answer (train --task-loss)")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=int, default=1, help="train --seed: data order, dropout, masking")
+    p.add_argument("--init-seed", type=int, default=None, help="train --init-seed (default: train's own)")
     p.add_argument("--threads", type=int, default=2, help="train and eval --threads")
     p.add_argument("--xtrap", default=os.path.join(ROOT, "build", "xtrap"))
     p.add_argument("--out", default=os.path.join(ROOT, "results", "retrieval_recipes.csv"))
@@ -71,14 +74,14 @@ def main():
                 if r.returncode != 0:
                     sys.exit(f"{method} {task}: {r.stderr.strip()}")
             for row in csv.DictReader(open(out)):
-                at_l.append(dict(method=method, task_loss=a.task_loss, seed=a.seed, steps=a.steps, mix=a.mix, task=task,
+                at_l.append(dict(method=method, task_loss=a.task_loss, seed=a.seed, init_seed=a.init_seed or "", steps=a.steps, mix=a.mix, task=task,
                                  depth=row["depth"],
                                  trials=row["trials"], accuracy=row["accuracy"], accuracy_low=row["accuracy_low"],
                                  accuracy_high=row["accuracy_high"], answer_logprob=row["answer_logprob"]))
         for line in open(os.path.join(run, "train.jsonl")):
             j = json.loads(line)
             for task, probe in (j.get("tasks") or {}).items():
-                rows.append(dict(method=method, task_loss=a.task_loss, seed=a.seed, steps=a.steps, mix=a.mix,
+                rows.append(dict(method=method, task_loss=a.task_loss, seed=a.seed, init_seed=a.init_seed or "", steps=a.steps, mix=a.mix,
                                  step=j["step"], task=task,
                                  accuracy=f"{probe['accuracy']:.4f}", answer_logprob=f"{probe['answer_logprob']:.4f}",
                                  val_loss=f"{j['val_loss']:.4f}" if "val_loss" in j else ""))

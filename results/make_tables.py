@@ -692,12 +692,13 @@ def train_memory():
 
 def recipe_rows(suffix):
     """Every bench/retrieval_recipes.py CSV (retrieval_recipes*{suffix}), each row's method labelled
-    with its steps, and its seed and task loss where they are not the defaults."""
+    with its steps, and its seed, initialisation seed and task loss where they are not the defaults."""
     rows = [r for name in sorted(os.listdir(RESULTS))
             if name.startswith("retrieval_recipes") and name.endswith(suffix)
             and (suffix != ".csv" or not name.endswith("_at_L.csv")) for r in load(name)]
     for r in rows:
         r["method"] += (f", {r['steps']} steps" + ("" if r["seed"] == "1" else f", seed {r['seed']}") +
+                        (f", init seed {r['init_seed']}" if r.get("init_seed") else "") +
                         ("" if r["task_loss"] == "all" else f", {r['task_loss']} loss"))
     return rows
 
