@@ -142,6 +142,27 @@ else:
 assert json.load(open(f"{work}/hf-{interp}/run.json"))["tokenizer"]["family"] == "gpt_neox"
 PY
 done
+# From the ALiBi run's export (mpt), at twice its length with --interp none: the run scores what the
+# ALiBi run scores, and exports as mpt again with max_seq_len 32.
+"$XTRAP" train --init "$work/alibi-hf" --L 32 --data "$work/data" --out "$work/hf-mpt" --steps 1 --lr 1e-12 \
+  --warmup 0 --batch 2 --threads 1 --no-progress --eval-tokens 64 >/dev/null || fail "train --init alibi-hf"
+"$XTRAP" eval "$work/hf-mpt" --Lvalid 32,64 --threads 1 --no-progress --out "$work/hf-mpt.json" >/dev/null
+"$XTRAP" eval "$work/alibi" --Lvalid 32,64 --threads 1 --no-progress --out "$work/alibi-32-64.json" >/dev/null
+"$XTRAP" export "$work/hf-mpt" --hf "$work/hf-mpt-hf" >/dev/null || fail "export --hf of hf-mpt"
+"$XTRAP" eval "$work/hf-mpt-hf" --data "$work/data" --Lvalid 32,64 --threads 1 --no-progress \
+  --out "$work/hf-mpt-hf.json" >/dev/null
+"$PYTHON" - "$work" <<'PY' || status=1
+import json, sys
+work = sys.argv[1]
+run, source, exported = (json.load(open(f"{work}/{name}.json")) for name in ("hf-mpt", "alibi-32-64", "hf-mpt-hf"))
+for a, b, c in zip(run, source, exported):
+    na, nb, nc = float(a["nll"]), float(b["nll"]), float(c["nll"])
+    assert a["tokens_scored"] == b["tokens_scored"] == c["tokens_scored"] and abs(na - nb) <= 1e-6 * nb and na == nc, (
+        a["Lvalid"], na, nb, nc)
+    print(f"init from mpt, Lvalid {a['Lvalid']}: nll {na:.9f} (ALiBi run {nb:.9f})")
+config = json.load(open(f"{work}/hf-mpt-hf/config.json"))
+assert config["model_type"] == "mpt" and config["max_seq_len"] == 32, config
+PY
 # The task mix trains through the tokenizer (its prompts in the tokenizer's ids, probed at L); the
 # Python export has no place for a tokenizer run.
 "$XTRAP" train --init "$work/rotary-hf" --L 128 --data "$work/data" --out "$work/hf-tasks" --task-mix passkey:0.5 \
