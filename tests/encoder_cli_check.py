@@ -57,6 +57,12 @@ def main():
     d = os.path.join(work, "mosaic")
     write_model(d, cfg, t, tokenizer=WORDPIECE)
 
+    # train --init takes pretrained decoders only: one line, nothing written.
+    r = run([XTRAP, "train", "--init", d, "--L", "64", "--out", os.path.join(work, "init-encoder")] + EVAL)
+    err = r.stderr.strip()
+    check(r.returncode != 0 and len(err.splitlines()) == 1 and "encoder" in err and
+          not os.path.exists(os.path.join(work, "init-encoder")), f"train --init of a pretrained encoder: {err!r}")
+
     out = os.path.join(work, "pll.csv")
     r = run([XTRAP, "eval", d, "--text", text_file, "--mode", "pll", "--Lvalid", "16,32", "--interp", "none,linear",
              "--out", out] + EVAL)
