@@ -119,6 +119,26 @@ TEST_CASE("train --init starts from the source's weights and eval applies the ba
 }
 
 namespace {
+// The first batch of a run at L = 32, drawn as every run draws it (8 blocks of L + 1 = 33 tokens of
+// `train`, the run's seed), and the mean next-token NLL `reference` gives it in training mode (dropout
+// 0): what the run's first step logs. Inputs are tokens 0..31 of each block, targets 1..32.
+struct FirstBatch {
+  torch::Tensor batch;  // (8, 33)
+  double nll;
+};
+FirstBatch firstBatch(Transformer& reference, const TokenSpan& train, uint64_t seed) {
+  std::vector<torch::Tensor> blocks;
+  for (int64_t start : BlockSampler(int64_t(train.size()), 33, false, seed).next(8))
+    blocks.push_back(torch::tensor(std::vector<int64_t>(train.begin() + start, train.begin() + start + 33)));
+  torch::Tensor batch = torch::stack(blocks);
+  torch::NoGradGuard g;
+  reference->train();
+  torch::Tensor features = reference->features(batch.narrow(1, 0, 32));  // (8, 32, C)
+  torch::Tensor nll =
+      reference->tokenNll(features.reshape({-1, features.size(-1)}), batch.narrow(1, 1, 32).reshape({-1}));
+  return {batch, nll.mean().item<double>()};
+}
+
 // An adapted run of `source` at L = 32 with linear interpolation at a = 2.
 test::TrainSetup adaptedFrom(const RunInfo& source) {
   return [&source](TrainConfig& t) {
@@ -137,28 +157,12 @@ TEST_CASE("an adapted run's first loss is the source's, interpolated, on the fir
     RunInfo source = test::trainTiny("adapt-first-source-" + pos, test::tinyConfig(pos), 5);
     RunInfo adapted = test::trainTiny("adapt-first-" + pos, adaptedModelConfig(source.model, 32, Interp::Linear, 2.0),
                                       1, 1, adaptedFrom(source));
-    // The first batch, drawn as every run draws it: 8 blocks of L + 1 = 33 tokens, the run's seed.
-    Corpus corpus = loadWikiText(adapted.train.dataDir);
-    std::vector<int64_t> starts =
-        BlockSampler(int64_t(corpus.train.size()), 33, false, adapted.train.seed).next(adapted.train.batchSequences);
     Transformer reference = loadTrainedModel(source);
     applyInterpolation(reference, Interp::Linear, 2.0);
-    reference->train();  // as a training step runs (dropout 0)
-    // The mean next-token NLL of the 8 sequences: inputs tokens 0..31, targets 1..32 of each block.
-    std::vector<torch::Tensor> blocks;
-    for (int64_t start : starts)
-      blocks.push_back(
-          torch::tensor(std::vector<int64_t>(corpus.train.begin() + start, corpus.train.begin() + start + 33)));
-    torch::Tensor batch = torch::stack(blocks);  // (8, 33)
-    torch::NoGradGuard g;
-    torch::Tensor features = reference->features(batch.narrow(1, 0, 32));  // (8, 32, C)
-    double expected =
-        reference->tokenNll(features.reshape({-1, features.size(-1)}), batch.narrow(1, 1, 32).reshape({-1}))
-            .mean()
-            .item<double>();
+    FirstBatch first = firstBatch(reference, loadWikiText(adapted.train.dataDir).train, adapted.train.seed);
     std::vector<double> logged = test::loggedLosses(adapted);
     REQUIRE(!logged.empty());
-    CHECK(logged.front() == Approx(expected).epsilon(1e-6));
+    CHECK(logged.front() == Approx(first.nll).epsilon(1e-6));
   }
 }
 
@@ -257,30 +261,18 @@ TEST_CASE("train --init from a Hugging Face directory trains on its tokenizer fr
   CHECK(readTextFile(written.dir / "source_config.json") == readTextFile(hfDir / "config.json"));
 
   // The first loss: the source with YaRN at a = 2 on the first batch at L = 32, the data's words.
-  Corpus corpus = loadWikiText(data);
-  std::vector<int64_t> starts = BlockSampler(int64_t(corpus.train.size()), 33, false, written.train.seed).next(8);
   Transformer reference = loadTrainedModel(source);
   applyInterpolation(reference, Interp::Yarn, 2.0);
-  reference->train();
-  std::vector<torch::Tensor> blocks;
-  for (int64_t start : starts)
-    blocks.push_back(
-        torch::tensor(std::vector<int64_t>(corpus.train.begin() + start, corpus.train.begin() + start + 33)));
-  torch::Tensor batch = torch::stack(blocks);  // (8, 33)
+  FirstBatch first = firstBatch(reference, loadWikiText(data).train, written.train.seed);
+  std::vector<double> logged = test::loggedLosses(adapted);
+  REQUIRE(!logged.empty());
+  CHECK(logged.front() == Approx(first.nll).epsilon(1e-6));
   {
-    torch::NoGradGuard g;
-    torch::Tensor features = reference->features(batch.narrow(1, 0, 32));  // (8, 32, C)
-    double expected =
-        reference->tokenNll(features.reshape({-1, features.size(-1)}), batch.narrow(1, 1, 32).reshape({-1}))
-            .mean()
-            .item<double>();
-    std::vector<double> logged = test::loggedLosses(adapted);
-    REQUIRE(!logged.empty());
-    CHECK(logged.front() == Approx(expected).epsilon(1e-6));
     // eval builds it from run.json alone: the transform is in it.
+    torch::NoGradGuard g;
     reference->eval();
     Transformer fromRun = loadTrainedModel(written);
-    auto tokens = batch.narrow(1, 0, 32);
+    auto tokens = first.batch.narrow(1, 0, 32);
     CHECK(test::maxAbsDiff(fromRun->features(tokens), reference->features(tokens)) < 1e-5);
   }
 
