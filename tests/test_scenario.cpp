@@ -411,6 +411,40 @@ interps = ["none", "ntk", "dynamic-ntk"]
   fs::remove_all(base);
 }
 
+TEST_CASE("scenario: an init variant may adapt a pretrained variant, named by its weights digest") {
+  namespace fs = std::filesystem;
+  fs::path base = fs::temp_directory_path() / "xtrap-test-scenario-pretrained-init";
+  fs::remove_all(base);
+  writeBloomDirectory(base / "bloom-tiny", 16);
+  std::string text = R"([[variant]]
+name = "bloom"
+model = "bloom-tiny"
+
+[[variant]]
+name = "bloom-128"
+init = "bloom"
+L = 128
+interp = "linear"
+data = "wt"
+steps = 20
+
+[eval]
+lvalid = [128]
+)";
+  Scenario s = parseScenario(text, "test.toml", base);  // no [train]: the model is the source's
+  REQUIRE(s.variants.size() == 2);
+  const ScenarioVariant& v = s.variants[1];
+  CHECK(v.adapted());
+  CHECK((v.model.contextLength == 128 && v.model.dModel == 16 && v.model.vocabSize == 64));
+  CHECK((v.model.alibiInterp == "linear" && v.model.alibiInterpFactor == 4.0));  // a = 128 / seq_length 32
+  CHECK(v.train.initStep == 0);
+  CHECK(v.train.dataDir == (base / "wt").string());  // a pretrained source reads any data
+  for (auto& variant : s.variants) variant.train.device = "cpu";
+  linkInitSources(s);
+  CHECK(s.variants[1].train.initSource == s.variants[0].weightsDigest);
+  fs::remove_all(base);
+}
+
 TEST_CASE("scenario: extend keys, checked against every variant of the block") {
   std::string text = kMinimal;
   text.replace(text.find("interps = [\"none\", \"linear\"]"), 28,

@@ -193,6 +193,8 @@ void applyInitVariant(const ScenarioSource& src, const toml::table& t, const std
       std::find_if(earlier.begin(), earlier.end(), [&](const ScenarioVariant& e) { return e.name == sourceName; });
   if (found == earlier.end()) init.fail("no variant named '" + sourceName + "' before " + where);
   const ScenarioVariant& source = *found;
+  if (source.pretrained() && !source.model.causal())
+    init.fail("'" + sourceName + "' is a pretrained encoder; init from a pretrained model takes decoders");
   if (source.repeated) init.fail("'" + sourceName + "' has seeds; init takes a variant trained once");
   if (t.contains("seeds")) src.fail(t.get("seeds")->source(), where + ": seeds do not apply to a variant with init");
   for (auto&& [k, node] : t)
