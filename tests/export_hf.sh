@@ -168,6 +168,9 @@ PY
 "$XTRAP" train --init "$work/rotary-hf" --L 128 --data "$work/data" --out "$work/hf-tasks" --task-mix passkey:0.5 \
   --steps 2 --eval-every 1 --batch 2 --threads 1 --no-progress --eval-tokens 64 >/dev/null || fail "init with a task mix"
 grep -q '"passkey"' "$work/hf-tasks/train.jsonl" || fail "init with a task mix: no passkey probe in train.jsonl"
+# probe reads such a run's own data through its tokenizer, as eval does.
+"$XTRAP" probe "$work/hf-linear" --dump-attn "$work/hf-linear-attn.h5" --Lvalid 16 --threads 1 >/dev/null 2>&1 &&
+  [[ -s $work/hf-linear-attn.h5 ]] || fail "probe --dump-attn of a run from a Hugging Face directory"
 out=$("$XTRAP" export "$work/hf-tasks" "$work/hf-tasks-py" 2>&1) && fail "export OUT of a tokenizer run accepted"
 [[ $(printf '%s\n' "$out" | wc -l) -eq 1 && $out == *"--hf"* ]] || fail "export OUT of a tokenizer run: $out"
 out=$("$XTRAP" export "$work/rotary" 2>&1) && fail "export without OUT or --hf accepted"
