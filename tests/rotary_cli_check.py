@@ -364,6 +364,29 @@ if r.returncode == 0:
             check(abs(float(rows[0]["nll"]) - want2) <= 1e-5,
                   f"the reference on the exported directory: nll {want2:.6f} (run {rows[0]['nll']})")
 
+# Every other rotary family trains from its directory (two steps, linear at a = 2) and its export scores the
+# run's NLL; Phi-3's config reads its length from original_max_position_embeddings, so its export is refused.
+for family in ("mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3"):
+    fam_cfg = config(family, 64, 4, 2, 2, 32, V=2000)
+    fam_dir, _ = model_dir(f"init-{family}", fam_cfg)
+    fam_run = os.path.join(work, f"init-{family}-run")
+    r = run([XTRAP, "train", "--init", fam_dir, "--L", "64", "--interp", "linear", "--data", init_wiki, "--steps", "2",
+             "--batch", "2", "--eval-tokens", "64", "--out", fam_run, *EVAL])
+    if r.returncode != 0:
+        check(False, f"train --init from a {family} directory: {r.stderr.strip()}")
+        continue
+    r = run([XTRAP, "export", fam_run, "--hf", fam_run + "-hf"])
+    if family == "phi3":
+        check(r.returncode != 0 and one_line(r.stderr.strip()) and "L = 64" in r.stderr and
+              not os.path.exists(fam_run + "-hf"), f"phi3 export of a linear-scaled run refused in one line: "
+              f"{r.stderr.strip()!r}")
+        continue
+    own, err = eval_rows(fam_run, "--split", "test", "--Lvalid", "64")
+    exported, err2 = eval_rows(fam_run + "-hf", "--data", init_wiki, "--split", "test", "--Lvalid", "64")
+    check(r.returncode == 0 and own is not None and exported is not None and own[0]["nll"] == exported[0]["nll"],
+          f"{family}: the export scores the run's nll ({own[0]['nll'] if own else err} / "
+          f"{exported[0]['nll'] if exported else err2 or r.stderr.strip()})")
+
 # ---- hostile directories through xtrap eval: one line, rc != 0 ----
 for name, dh, needles in hostile_models(work, V=2000, tokenizer=SENTENCEPIECE):
     rows, err = eval_rows(dh, "--text", text_file, "--Lvalid", "16")
