@@ -13,6 +13,7 @@
 #include "run/pretrained_family.h"
 #include "run/pretrained_weights.h"
 #include "run/rope_config.h"
+#include "run/tokenizer_files.h"
 #include "util/atomic_file.h"
 #include "util/interrupt.h"
 
@@ -172,8 +173,7 @@ void exportAsSourceFamily(const RunInfo& run, const std::filesystem::path& outDi
   writeDirectoryAtomically(outDir, [&](const std::filesystem::path& tmp) {
     writeTensorFile(tmp / "model.safetensors", tensors);
     writeTextAtomically(tmp / "config.json", config.dump(2) + "\n");
-    for (const char* file : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"})
-      if (std::filesystem::exists(run.dir / file)) writeTextAtomically(tmp / file, readTextFile(run.dir / file));
+    copyTokenizerFiles(run.dir, tmp);
   });
 }
 

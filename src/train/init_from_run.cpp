@@ -8,6 +8,7 @@
 
 #include "run/config_identity.h"
 #include "run/pretrained_config.h"
+#include "run/tokenizer_files.h"
 #include "util/atomic_file.h"
 #include "util/fnv1a64.h"
 #include "util/mapped_file.h"
@@ -49,8 +50,7 @@ std::string checkpointDigest(const RunInfo& source) {
 }
 
 void copyPretrainedSourceFiles(const RunInfo& source, const std::filesystem::path& runDir) {
-  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"})
-    if (std::filesystem::exists(source.dir / name)) writeTextAtomically(runDir / name, readTextFile(source.dir / name));
+  copyTokenizerFiles(source.dir, runDir);
   writeTextAtomically(runDir / "source_config.json", readTextFile(source.dir / "config.json"));
   writeTextAtomically(runDir / "source_tensors.json", nlohmann::json(pretrainedTensorNames(source.dir)).dump(1) + "\n");
 }
