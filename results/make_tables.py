@@ -746,6 +746,30 @@ def retrieval_recipes_at_l():
     return "\n".join(out) + "\n"
 
 
+def retrieval_recipes_seeds():
+    """bench/retrieval_recipes.py at L: for each method, task and recipe (task mix, steps, task loss),
+    how many of the seeds tried reach 90% at every depth, and each seed's lowest cell."""
+    rows = [r for name in sorted(os.listdir(RESULTS))
+            if name.startswith("retrieval_recipes") and name.endswith("_at_L.csv") for r in load(name)]
+    depths = {r["depth"] for r in rows}
+    lowest = {}  # (method, task, mix, steps, task loss) -> {seed label: [accuracy at each depth]}
+    for r in rows:
+        recipe = (r["method"], r["task"], r["mix"], int(r["steps"]), r["task_loss"])
+        seed = r["seed"] + (f" (init {r['init_seed']})" if r.get("init_seed") else "")
+        lowest.setdefault(recipe, {}).setdefault(seed, []).append(float(r["accuracy"]))
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    tasks = list(dict.fromkeys(r["task"] for r in rows))  # passkey first, as the CSVs write them
+    out = ["| method | task | task mix | steps | task loss | seeds | 90% at every depth | lowest cell by seed |",
+           "|---|---|---|---:|---|---:|---:|---|"]
+    for recipe in sorted(lowest, key=lambda k: (methods.index(k[0]), tasks.index(k[1]), k[3], k[2], k[4])):
+        seeds = lowest[recipe]
+        reached = sum(len(a) == len(depths) and min(a) >= 0.9 for a in seeds.values())
+        by_seed = ", ".join(f"seed {s}: {100 * min(a):.0f}%" for s, a in sorted(seeds.items()))
+        m, t, mix, steps, loss = recipe
+        out.append(f"| {m} | {t} | {mix} | {steps} | {loss} | {len(seeds)} | {reached} | {by_seed} |")
+    return "\n".join(out) + "\n"
+
+
 def encoder_reference():
     """xtrap's masked-token NLL against the float64 references of tests/encoder_check.py."""
     rows = load("encoder_reference.csv")
@@ -818,6 +842,7 @@ TABLES = {
     "encoder-reference/nll": encoder_reference,
     "retrieval-recipes/curves": retrieval_recipes_curves,
     "retrieval-recipes/at-L": retrieval_recipes_at_l,
+    "retrieval-recipes/seeds": retrieval_recipes_seeds,
     "corpus_scale/memory": corpus_scale,
     "train-memory/peak": train_memory,
     "extend/cost": extend_cost,
