@@ -38,8 +38,8 @@ def train(a, method, run):
            "--task-mix", a.mix, "--task-loss", a.task_loss, "--no-progress", "--out", run]
     if a.init_seed is not None:
         cmd += ["--init-seed", str(a.init_seed)]
-    if arch == "decoder":
-        cmd += ["--adaptive-softmax", "2000,10000"]
+    # retrieval-mini's encoders have the full softmax tied to the input (train's default is adaptive).
+    cmd += ["--adaptive-softmax", "2000,10000" if arch == "decoder" else "none"]
     if status:
         cmd = [a.xtrap, "train", "--resume", run, "--no-progress"]
     r = subprocess.run(cmd, capture_output=True, text=True)
