@@ -690,12 +690,22 @@ def train_memory():
                  ["one (H, T, T) float32 tensor (MiB)"], body, ["---", "---"] + ["---:"] * (len(codes) + 1))
 
 
-def recipe_rows(suffix):
-    """Every bench/retrieval_recipes.py CSV (retrieval_recipes*{suffix}), each row's method labelled
-    with its steps, and its seed, initialisation seed and task loss where they are not the defaults."""
-    rows = [r for name in sorted(os.listdir(RESULTS))
+def recipe_csv_rows(suffix):
+    """The rows of every bench/retrieval_recipes.py CSV (retrieval_recipes*{suffix}), as written."""
+    return [r for name in sorted(os.listdir(RESULTS))
             if name.startswith("retrieval_recipes") and name.endswith(suffix)
             and (suffix != ".csv" or not name.endswith("_at_L.csv")) for r in load(name)]
+
+
+def retrieves_at_every_depth(accuracies, depth_count):
+    """The retrieval recipes' criterion: a cell at every depth, each at least 90%."""
+    return len(accuracies) == depth_count and min(accuracies) >= 0.9
+
+
+def recipe_rows(suffix):
+    """recipe_csv_rows(suffix), each row's method labelled with its steps, and its seed,
+    initialisation seed and task loss where they are not the defaults."""
+    rows = recipe_csv_rows(suffix)
     for r in rows:
         r["method"] += (f", {r['steps']} steps" + ("" if r["seed"] == "1" else f", seed {r['seed']}") +
                         (f", init seed {r['init_seed']}" if r.get("init_seed") else "") +
@@ -742,15 +752,14 @@ def retrieval_recipes_at_l():
         vals = [f"{100 * float(c['accuracy']):.0f}%" if c else "-" for c in cells]
         low = min(accs)
         out.append(f"| {m} | {mix} | {t} | " + " | ".join(vals) +
-                   f" | {100 * low:.0f}% | {'yes' if low >= 0.9 and len(accs) == len(depths) else 'no'} |")
+                   f" | {100 * low:.0f}% | {'yes' if retrieves_at_every_depth(accs, len(depths)) else 'no'} |")
     return "\n".join(out) + "\n"
 
 
 def retrieval_recipes_seeds():
     """bench/retrieval_recipes.py at L: for each method, task and recipe (task mix, steps, task loss),
     how many of the seeds tried reach 90% at every depth, and each seed's lowest cell."""
-    rows = [r for name in sorted(os.listdir(RESULTS))
-            if name.startswith("retrieval_recipes") and name.endswith("_at_L.csv") for r in load(name)]
+    rows = recipe_csv_rows("_at_L.csv")
     depths = {r["depth"] for r in rows}
     lowest = {}  # (method, task, mix, steps, task loss) -> {seed label: [accuracy at each depth]}
     for r in rows:
@@ -763,7 +772,7 @@ def retrieval_recipes_seeds():
            "|---|---|---|---:|---|---:|---:|---|"]
     for recipe in sorted(lowest, key=lambda k: (methods.index(k[0]), tasks.index(k[1]), k[3], k[2], k[4])):
         seeds = lowest[recipe]
-        reached = sum(len(a) == len(depths) and min(a) >= 0.9 for a in seeds.values())
+        reached = sum(retrieves_at_every_depth(a, len(depths)) for a in seeds.values())
         by_seed = ", ".join(f"seed {s}: {100 * min(a):.0f}%" for s, a in sorted(seeds.items()))
         m, t, mix, steps, loss = recipe
         out.append(f"| {m} | {t} | {mix} | {steps} | {loss} | {len(seeds)} | {reached} | {by_seed} |")
