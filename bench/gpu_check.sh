@@ -110,6 +110,16 @@ start=$SECONDS
 # The Python-driven tests run in the wheel's Python, which has torch and h5py.
 XTRAP_CMAKE_ARGS="-DXTRAP_CUDA_KERNELS=ON -DXTRAP_TEST_PYTHON=$(command -v python3) ${XTRAP_CMAKE_ARGS:-}"
 if [[ -f .gpu-deps/gpu-build.sh ]]; then
+  # The tokenizer's PCRE2 and ICU come from the prepared packages too: gpu-build.sh unpacks them
+  # into /tmp/deps, and their pkg-config files, which name /usr, are read with paths rebased there.
+  for pkg in libpcre2-dev libpcre2-8-0 libicu-dev libicu72; do
+    compgen -G ".gpu-deps/debs/${pkg}_*.deb" >/dev/null || {
+      echo "bench/gpu_check.sh: .gpu-deps/debs has no $pkg; where it was prepared: (cd .gpu-deps/debs && apt-get download libpcre2-dev libpcre2-8-0 libicu-dev libicu72)" >&2
+      exit 2
+    }
+  done
+  export PKG_CONFIG_LIBDIR=/tmp/deps/usr/lib/x86_64-linux-gnu/pkgconfig:/tmp/deps/usr/share/pkgconfig
+  export PKG_CONFIG_SYSROOT_DIR=/tmp/deps
   # shellcheck disable=SC1091
   source .gpu-deps/gpu-build.sh build-cuda >"$OUT/build.log" 2>&1
   build_rc=$?
