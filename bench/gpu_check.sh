@@ -112,9 +112,10 @@ XTRAP_CMAKE_ARGS="-DXTRAP_CUDA_KERNELS=ON -DXTRAP_TEST_PYTHON=$(command -v pytho
 if [[ -f .gpu-deps/gpu-build.sh ]]; then
   # The tokenizer's PCRE2 and ICU come from the prepared packages too: gpu-build.sh unpacks them
   # into /tmp/deps, and their pkg-config files, which name /usr, are read with paths rebased there.
-  for pkg in libpcre2-dev libpcre2-8-0 libicu-dev libicu72; do
+  unicode_pkgs=(libpcre2-dev libpcre2-8-0 libicu-dev libicu72)
+  for pkg in "${unicode_pkgs[@]}"; do
     compgen -G ".gpu-deps/debs/${pkg}_*.deb" >/dev/null || {
-      echo "bench/gpu_check.sh: .gpu-deps/debs has no $pkg; where it was prepared: (cd .gpu-deps/debs && apt-get download libpcre2-dev libpcre2-8-0 libicu-dev libicu72)" >&2
+      echo "bench/gpu_check.sh: .gpu-deps/debs has no $pkg; where it was prepared: (cd .gpu-deps/debs && apt-get download ${unicode_pkgs[*]})" >&2
       exit 2
     }
   done

@@ -560,13 +560,18 @@ err = r.stderr.strip()
 check(r.returncode != 0 and len(err.splitlines()) == 1 and "--split" in err, f"probe --text with --split: {err!r}")
 
 # ---- hostile files: one line naming the file, non-zero exit ----
+def eval_command(d):
+    """The evaluation every hostile checkpoint (and the intact one it is measured against) gets."""
+    return [XTRAP, "eval", d, "--text", text_file, "--Lvalid", "16", "--no-progress", "--out",
+            os.path.join(work, "h.csv")]
+
+
 def hostile(name, damage, names_file):
     d = os.path.join(work, "hostile-" + name)
     cfg, tensors = mpt_checkpoint(3, 8, 2, 1, 50304, 16, 8, None)
     write_model(d, cfg, tensors, shards=2 if "shard" in name else 1, tokenizer=NEOX_TOKENIZER)
     damage(d)
-    r = run([XTRAP, "eval", d, "--text", text_file, "--Lvalid", "16", "--no-progress", "--out",
-             os.path.join(work, "h.csv")])
+    r = run(eval_command(d))
     err = r.stderr.strip()
     check(r.returncode != 0 and len(err.splitlines()) == 1 and names_file in err and "Traceback" not in err,
           f"hostile {name}: rc={r.returncode} {err!r}")
@@ -633,6 +638,7 @@ hostile("config-block-overrides", edit_config("block_overrides", {"order": [], "
 # before the model (1.9 GB in float32 at this width and vocabulary) is allocated. Its peak is measured
 # against the same evaluation of the intact width-8 checkpoint, not against a fixed size: the
 # process's own libraries differ by hundreds of MiB between builds (CUDA LibTorch's alone, ~500 MiB).
+# The margin, 128 MiB, is below the wide model's token embedding alone (50304 x 1536 floats, 295 MiB).
 def peak_kib(args):
     probe = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
              "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); print(r.returncode); "
@@ -642,21 +648,16 @@ def peak_kib(args):
     return int(kib), int(rc), r.stderr.strip()
 
 
-def eval_peak_kib(d):
-    return peak_kib([XTRAP, "eval", d, "--text", text_file, "--Lvalid", "16", "--no-progress", "--out",
-                     os.path.join(work, "h.csv")])
-
-
 d_narrow, d_wide = os.path.join(work, "intact-narrow"), os.path.join(work, "hostile-wide")
 cfg, tensors = mpt_checkpoint(3, 8, 2, 1, 50304, 16, 8, None)
 write_model(d_narrow, cfg, tensors, tokenizer=NEOX_TOKENIZER)
 write_model(d_wide, dict(cfg, d_model=1536, n_layers=12), tensors, tokenizer=NEOX_TOKENIZER)
-narrow_kib, narrow_rc, narrow_err = eval_peak_kib(d_narrow)
+narrow_kib, narrow_rc, narrow_err = peak_kib(eval_command(d_narrow))
 check(narrow_rc == 0, f"the intact width-8 checkpoint evaluates: rc={narrow_rc}, {narrow_err!r}")
-kib, rc, err = eval_peak_kib(d_wide)
-check(rc != 0 and len(err.splitlines()) == 1 and "model.safetensors" in err and kib < narrow_kib + 256 * 1024,
+kib, rc, err = peak_kib(eval_command(d_wide))
+check(rc != 0 and len(err.splitlines()) == 1 and "model.safetensors" in err and kib < narrow_kib + 128 * 1024,
       f"hostile config wider than its weights: rc={rc}, peak {kib / 1024:.0f} MiB (the intact checkpoint's "
-      f"{narrow_kib / 1024:.0f} MiB + 256 MiB at most), {err!r}")
+      f"{narrow_kib / 1024:.0f} MiB + 128 MiB at most), {err!r}")
 hostile("config-model-type", edit_config("model_type", "llama"), "config.json")
 hostile("config-qk-ln", edit_config("attn_config", {"alibi": True, "qk_ln": True}), "config.json")
 hostile("tokenizer-json", lambda d: open(os.path.join(d, "tokenizer.json"), "w").write('{"model": {"type": "BPE"'),
